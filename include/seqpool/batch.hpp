@@ -1,0 +1,124 @@
+// What the host knows about one step: requests, their parameters, and the
+// layout derived from them before anything reaches the device.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include <seqpool/error.hpp>
+
+namespace seqpool {
+
+enum class task : std::uint8_t { embed, classify, token_embed, token_classify };
+
+constexpr std::string_view name(task pooling_task) {
+  switch (pooling_task) {
+    case task::embed: return "embed";
+    case task::classify: return "classify";
+    case task::token_embed: return "token_embed";
+    case task::token_classify: return "token_classify";
+  }
+  return "unknown";
+}
+
+/// Token tasks give a matrix per request; sequence tasks give one vector.
+constexpr bool is_token_task(task pooling_task) {
+  return pooling_task == task::token_embed || pooling_task == task::token_classify;
+}
+
+/// Per-request knobs (SPEC section 2); requests in one group may differ.
+struct pooling_params {
+  bool use_activation = true;
+  std::optional<std::int64_t> dimensions;          ///< matryoshka truncation (embed tasks)
+  std::optional<std::int64_t> step_tag_id;         ///< STEP: keep rows whose token id equals it
+  std::vector<std::int64_t> returned_token_ids;    ///< STEP: columns to keep; empty keeps all
+};
+
+struct request {
+  std::string id;  ///< stable across steps; keys the chunked-prefill state
+  seqpool::task task = task::embed;
+  std::int64_t prompt_len = 0;     ///< tokens in the whole prompt
+  std::int64_t num_computed = 0;   ///< prompt tokens pooled in earlier steps
+  std::int64_t num_scheduled = 0;  ///< rows of this step's hidden states that belong to it
+  /// Host ids of the whole prompt, read only by methods that declare reads_token_ids;
+  /// the memory must outlive the plan made from this request.
+  std::span<const std::int64_t> prompt_token_ids;
+  pooling_params params;
+};
+
+struct batch {
+  std::vector<request> requests;
+};
+
+/// One request's share of a step, derived on the host (SPEC section 2). Rows are
+/// counted from the start of the request's task group.
+struct chunk {
+  std::int64_t row_begin = 0;
+  std::int64_t num_scheduled = 0;
+  std::int64_t num_computed = 0;
+  std::int64_t prompt_len = 0;
+
+  constexpr std::int64_t first_row() const { return row_begin; }
+  constexpr std::int64_t last_row() const { return row_begin + num_scheduled - 1; }
+  constexpr bool first_chunk() const { return num_computed == 0; }
+  constexpr bool finished() const { return num_computed + num_scheduled == prompt_len; }
+  constexpr bool partial() const { return num_scheduled != prompt_len; }
+};
+
+/// A run of consecutive requests that share a task: one pooler handles it.
+struct task_group {
+  seqpool::task task = task::embed;
+  std::size_t first_request = 0;
+  std::size_t num_requests = 0;
+  std::int64_t row_begin = 0;  ///< first row of hidden states that belongs to the group
+  std::int64_t num_rows = 0;
+};
+
+struct step_layout {
+  std::vector<chunk> chunks;  ///< one per request, in batch order, rows rebased to its group
+  std::vector<task_group> groups;
+  std::int64_t num_rows = 0;  ///< Σ num_scheduled: the rows hidden states must have
+};
+
+/// Checks the metadata every pooler relies on and derives the step's layout.
+/// Throws seqpool::error naming the request, its id and the field.
+inline step_layout lay_out(std::span<const request> requests) {
+  step_layout layout;
+  layout.chunks.reserve(requests.size());
+  std::unordered_map<std::string_view, std::size_t> first_seen;
+  for (std::size_t index = 0; index < requests.size(); ++index) {
+    const request& r = requests[index];
+    if (r.prompt_len < 1) detail::fail_request(index, r.id, "prompt_len", "must be at least 1, got ", r.prompt_len);
+    if (r.num_computed < 0)
+      detail::fail_request(index, r.id, "num_computed", "must not be negative, got ", r.num_computed);
+    if (r.num_scheduled < 1)
+      detail::fail_request(index, r.id, "num_scheduled", "must be at least 1, got ", r.num_scheduled);
+    if (r.num_scheduled > r.prompt_len - r.num_computed)
+      detail::fail_request(index, r.id, "num_computed + num_scheduled", r.num_computed, " + ", r.num_scheduled,
+                           " exceeds prompt_len ", r.prompt_len);
+    if (auto [seen, fresh] = first_seen.emplace(r.id, index); !fresh)
+      detail::fail_request(index, r.id, "id", "appears twice in one step (first as request ", seen->second, ")");
+
+    if (layout.groups.empty() || layout.groups.back().task != r.task)
+      layout.groups.push_back({.task = r.task, .first_request = index, .row_begin = layout.num_rows});
+    task_group& group = layout.groups.back();
+    layout.chunks.push_back({.row_begin = layout.num_rows - group.row_begin,
+                             .num_scheduled = r.num_scheduled,
+                             .num_computed = r.num_computed,
+                             .prompt_len = r.prompt_len});
+    ++group.num_requests;
+    group.num_rows += r.num_scheduled;
+    layout.num_rows += r.num_scheduled;
+  }
+  return layout;
+}
+
+inline step_layout lay_out(const batch& step) { return lay_out(std::span<const request>(step.requests)); }
+
+}  // namespace seqpool

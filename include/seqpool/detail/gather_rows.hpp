@@ -1,0 +1,50 @@
+// Token methods: copy chosen rows and columns to the result or the state.
+#pragma once
+
+#include <cstdint>
+
+#include <seqpool/config.hpp>
+#include <seqpool/detail/records.hpp>
+#include <seqpool/detail/to_float.hpp>
+
+namespace seqpool::detail {
+
+/// One item copies one row (all its columns, or one column) from the step's hidden
+/// states through the request's column table, or from rows an earlier chunk left
+/// in the state (which hold the chosen columns already), converting to float. On
+/// whole rows a result row gets the head's epilogue in the same item.
+template <class Head, class T, bool WholeRows>
+struct gather_rows {
+  Head head;
+  const T* hidden;
+  std::int64_t row_stride;
+  const gather_record* gathers;
+  const request_record* requests;
+  const std::int32_t* column_table;
+  step_memory memory;
+  std::int64_t items_per_row;
+
+  SEQPOOL_HOST_DEVICE void operator()(std::int64_t item) const {
+    const gather_record gather = gathers[item / items_per_row];
+    const request_record owner = requests[gather.request];
+    const column_range columns = columns_of<WholeRows>(item % items_per_row, owner.row_width);
+    if (columns.begin == columns.end) return;
+    float* __restrict__ out = memory.at(owner.where, gather.offset, gather.request);
+
+    if (gather.source < 0) {
+      const float* __restrict__ kept = memory.state[gather.request] + (-1 - gather.source);
+      for (std::int64_t c = columns.begin; c < columns.end; ++c) out[c] = kept[c];
+    } else if (owner.columns < 0) {
+      const T* __restrict__ row = hidden + gather.source * row_stride;
+      for (std::int64_t c = columns.begin; c < columns.end; ++c) out[c] = to_float(row[c]);
+    } else {
+      const T* row = hidden + gather.source * row_stride;
+      const std::int32_t* chosen = column_table + owner.columns;
+      for (std::int64_t c = columns.begin; c < columns.end; ++c) out[c] = to_float(row[chosen[c]]);
+    }
+    if constexpr (WholeRows)
+      if ((owner.flags & epilogue) != 0) head.finish_row(out, owner.row_width, owner.use_activation != 0);
+  }
+};
+
+}  // namespace seqpool::detail

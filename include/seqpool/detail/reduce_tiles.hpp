@@ -1,0 +1,56 @@
+// Pass 1 of sequence methods: reduce each tile of rows.
+#pragma once
+
+#include <cstdint>
+
+#include <seqpool/config.hpp>
+#include <seqpool/detail/records.hpp>
+#include <seqpool/detail/to_float.hpp>
+
+namespace seqpool::detail {
+
+/// One item reduces a tile of up to tile_rows rows of one request, over all its
+/// columns (WholeRows) or over one column. A tile that is its request's only one
+/// writes the result where it belongs (state or result row) and, on whole rows,
+/// runs the head's epilogue too; otherwise it writes a partial for combine_partials.
+template <class Method, class Head, class T, bool WholeRows>
+struct reduce_tiles {
+  Method method;
+  Head head;
+  const T* hidden;
+  std::int64_t row_stride;
+  const tile_record* tiles;
+  const request_record* requests;
+  step_memory memory;
+  std::int64_t items_per_tile;
+
+  SEQPOOL_HOST_DEVICE void operator()(std::int64_t item) const {
+    const tile_record tile = tiles[item / items_per_tile];
+    const column_range columns = columns_of<WholeRows>(item % items_per_tile, tile.width);
+    if (columns.begin == columns.end) return;
+    float* __restrict__ out = memory.at(tile.where, tile.offset, tile.request);
+    const float* init = (tile.flags & from_state) != 0 ? memory.state[tile.request] : nullptr;
+    const T* first_row = hidden + tile.row_begin * row_stride;
+    const std::int64_t prompt_len = requests[tile.request].prompt_len;
+
+    if constexpr (WholeRows) {
+      // Rows outer, columns inner: the result row stays in cache and the inner loop vectorises.
+      for (std::int64_t c = 0; c < tile.width; ++c) out[c] = init != nullptr ? init[c] : method.identity();
+      for (std::int32_t r = 0; r < tile.rows; ++r) {
+        const T* __restrict__ row = first_row + r * row_stride;
+        for (std::int64_t c = 0; c < tile.width; ++c) out[c] = method.accumulate(out[c], to_float(row[c]));
+      }
+      if ((tile.flags & finish) == 0) return;
+      for (std::int64_t c = 0; c < tile.width; ++c) out[c] = method.finish(out[c], prompt_len);
+      if ((tile.flags & epilogue) != 0)
+        head.finish_row(out, tile.width, requests[tile.request].use_activation != 0);
+    } else {
+      const std::int64_t c = columns.begin;
+      float value = init != nullptr ? init[c] : method.identity();
+      for (std::int32_t r = 0; r < tile.rows; ++r) value = method.accumulate(value, to_float(first_row[r * row_stride + c]));
+      out[c] = (tile.flags & finish) != 0 ? method.finish(value, prompt_len) : value;
+    }
+  }
+};
+
+}  // namespace seqpool::detail

@@ -1,0 +1,43 @@
+// Conversion of a hidden-state element to float on load.
+#pragma once
+
+#include <bit>
+#include <cstdint>
+#include <cstring>
+
+#include <seqpool/config.hpp>
+
+namespace seqpool::detail {
+
+SEQPOOL_HOST_DEVICE inline float to_float(float value) { return value; }
+
+// On the host both 16-bit conversions are written on the bits, branch-free, so
+// that loops over a row vectorise; the device uses its conversion instructions.
+SEQPOOL_HOST_DEVICE inline float to_float(__nv_bfloat16 value) {
+#if defined(__CUDA_ARCH__)
+  return __bfloat162float(value);
+#else
+  std::uint16_t bits;
+  std::memcpy(&bits, &value, sizeof bits);
+  return std::bit_cast<float>(static_cast<std::uint32_t>(bits) << 16);
+#endif
+}
+
+SEQPOOL_HOST_DEVICE inline float to_float(__half value) {
+#if defined(__CUDA_ARCH__)
+  return __half2float(value);
+#else
+  std::uint16_t bits;
+  std::memcpy(&bits, &value, sizeof bits);
+  const std::uint32_t sign = static_cast<std::uint32_t>(bits & 0x8000u) << 16;
+  const std::uint32_t shifted = static_cast<std::uint32_t>(bits & 0x7fffu) << 13;
+  // Scaling by 2^112 rebiases the exponent and turns half subnormals into float
+  // normals exactly; infinities and NaNs keep an all-ones exponent instead.
+  const std::uint32_t magnitude = shifted >= (0x7c00u << 13) ? shifted | 0x7f800000u
+                                                              : std::bit_cast<std::uint32_t>(
+                                                                    std::bit_cast<float>(shifted) * 0x1p112f);
+  return std::bit_cast<float>(magnitude | sign);
+#endif
+}
+
+}  // namespace seqpool::detail

@@ -1,0 +1,52 @@
+// seqpool::error and the helpers that word its messages.
+//
+// Every check on a step's host metadata throws before any device work is launched
+// or any state is touched, so a caller can fix the batch and retry the same step.
+#pragma once
+
+#include <cstddef>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+
+namespace seqpool {
+
+/// Bad input: a malformed batch, a configuration that does not fit the pooler, a
+/// chunk that disagrees with the stored state. The message names the request
+/// index, its id and the field.
+class error : public std::invalid_argument {
+ public:
+  using std::invalid_argument::invalid_argument;
+};
+
+/// A failure reported by the device runtime (not the caller's input).
+class device_error : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+namespace detail {
+
+template <class... Parts>
+std::string concat(const Parts&... parts) {
+  std::ostringstream text;
+  (text << ... << parts);
+  return text.str();
+}
+
+/// Throws seqpool::error worded as `request 3 (id "r7"): num_scheduled: must be at least 1, got 0`.
+template <class... Parts>
+[[noreturn]] void fail_request(std::size_t index, std::string_view id, std::string_view field,
+                               const Parts&... what) {
+  throw error(concat("request ", index, " (id \"", id, "\"): ", field, ": ", what...));
+}
+
+/// Throws seqpool::error for a problem that belongs to no single request.
+template <class... Parts>
+[[noreturn]] void fail(std::string_view field, const Parts&... what) {
+  throw error(concat(field, ": ", what...));
+}
+
+}  // namespace detail
+}  // namespace seqpool

@@ -1,0 +1,67 @@
+// The classify head: classifier, Platt scaling, activation by problem type.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+
+#include <seqpool/head/activation.hpp>
+#include <seqpool/head/concepts.hpp>
+
+namespace seqpool::head {
+
+enum class problem_type : std::uint8_t { single_label, multi_label, regression };
+
+/// (x − logit_mean) / logit_sigma, applied to the logits before the activation.
+struct platt_scaling {
+  float logit_mean = 0.0f;
+  float logit_sigma = 1.0f;
+};
+
+/// Optional classifier W[L, H] (+ bias) → Platt scaling when configured → when
+/// `use_activation`: identity for regression, sigmoid per label for multi-label,
+/// otherwise sigmoid for one label (the cross-encoder score) and softmax for
+/// several. Without a classifier the pooled rows are taken as logits already,
+/// as process-reward models produce them. Applied per row, it is token_classify's head.
+class classify {
+ public:
+  static constexpr head_kind kind = head_kind::classify;
+
+  classify() = default;
+  explicit classify(std::optional<linear_layer> classifier, problem_type problem = problem_type::single_label,
+                    std::optional<platt_scaling> platt = std::nullopt)
+      : classifier_(classifier ? detail::checked(*classifier, "classifier") : linear_layer{}), problem_(problem) {
+    if (!platt) return;
+    if (platt->logit_sigma == 0.0f) detail::fail("logit_sigma", "must not be 0");
+    scaled_ = true;
+    logit_mean_ = platt->logit_mean;
+    logit_sigma_ = platt->logit_sigma;
+  }
+
+  linear_layer linear() const { return classifier_; }
+
+  std::int64_t output_width(std::size_t index, const request& r, std::int64_t pooled_width) const {
+    if (r.params.dimensions)
+      detail::fail_request(index, r.id, "dimensions", "applies to embed tasks only, not ", name(r.task));
+    return detail::width_after(classifier_, "classifier", index, r, pooled_width);
+  }
+
+  SEQPOOL_HOST_DEVICE void finish_row(float* row, std::int64_t width, bool use_activation) const {
+    if (scaled_)
+      for (std::int64_t label = 0; label < width; ++label) row[label] = (row[label] - logit_mean_) / logit_sigma_;
+    if (!use_activation || problem_ == problem_type::regression) return;
+    if (problem_ == problem_type::multi_label || width < 2)
+      sigmoid(row, width);
+    else
+      softmax(row, width);
+  }
+
+ private:
+  linear_layer classifier_;
+  problem_type problem_ = problem_type::single_label;
+  bool scaled_ = false;
+  float logit_mean_ = 0.0f;
+  float logit_sigma_ = 1.0f;
+};
+
+}  // namespace seqpool::head

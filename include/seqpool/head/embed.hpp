@@ -1,0 +1,41 @@
+// The embed head: projector, matryoshka truncation, L2 normalisation.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include <seqpool/head/activation.hpp>
+#include <seqpool/head/concepts.hpp>
+
+namespace seqpool::head {
+
+/// Optional projector W[D0, H] (+ bias), then truncation to `dimensions`, then
+/// x / max(‖x‖₂, 1e-12) when `use_activation`. Truncating first is what makes
+/// a matryoshka prefix a unit vector. Applied per row, it is token_embed's head too.
+class embed {
+ public:
+  static constexpr head_kind kind = head_kind::embed;
+
+  embed() = default;
+  explicit embed(linear_layer projector) : projector_(detail::checked(projector, "projector")) {}
+
+  linear_layer linear() const { return projector_; }
+
+  std::int64_t output_width(std::size_t index, const request& r, std::int64_t pooled_width) const {
+    const std::int64_t width = detail::width_after(projector_, "projector", index, r, pooled_width);
+    const auto& dimensions = r.params.dimensions;
+    if (!dimensions) return width;
+    if (*dimensions < 1 || *dimensions > width)
+      detail::fail_request(index, r.id, "dimensions", "must be in [1, ", width, "], got ", *dimensions);
+    return *dimensions;
+  }
+
+  SEQPOOL_HOST_DEVICE void finish_row(float* row, std::int64_t width, bool use_activation) const {
+    if (use_activation) l2_normalize(row, width);
+  }
+
+ private:
+  linear_layer projector_;
+};
+
+}  // namespace seqpool::head

@@ -1,0 +1,35 @@
+// The view of a step's hidden states.
+#pragma once
+
+#include <concepts>
+#include <cstdint>
+
+#include <cuda/std/array>
+#include <cuda/std/mdspan>
+
+#include <seqpool/config.hpp>
+
+namespace seqpool {
+
+/// The element types hidden states may have; every method reads them as float.
+template <class T>
+concept hidden_element = std::same_as<T, float> || std::same_as<T, __half> || std::same_as<T, __nv_bfloat16>;
+
+/// hidden[T, H], row-major in the space's memory; rows may be further apart than H.
+template <hidden_element T>
+using hidden_view = cuda::std::mdspan<const T, cuda::std::dextents<std::int64_t, 2>, cuda::std::layout_stride>;
+
+template <hidden_element T>
+hidden_view<T> make_hidden_view(const T* data, std::int64_t rows, std::int64_t hidden_size,
+                                std::int64_t row_stride) {
+  using extents = cuda::std::dextents<std::int64_t, 2>;
+  return {data, cuda::std::layout_stride::mapping<extents>(extents(rows, hidden_size),
+                                                            cuda::std::array<std::int64_t, 2>{row_stride, 1})};
+}
+
+template <hidden_element T>
+hidden_view<T> make_hidden_view(const T* data, std::int64_t rows, std::int64_t hidden_size) {
+  return make_hidden_view(data, rows, hidden_size, hidden_size);
+}
+
+}  // namespace seqpool

@@ -1,0 +1,22 @@
+// seqpool: everything a user needs, in one include.
+#pragma once
+
+#include <seqpool/batch.hpp>
+#include <seqpool/config.hpp>
+#include <seqpool/error.hpp>
+#include <seqpool/head/classify.hpp>
+#include <seqpool/head/embed.hpp>
+#include <seqpool/hidden.hpp>
+#include <seqpool/method/all.hpp>
+#include <seqpool/method/cls.hpp>
+#include <seqpool/method/last.hpp>
+#include <seqpool/method/max.hpp>
+#include <seqpool/method/mean.hpp>
+#include <seqpool/method/step.hpp>
+#include <seqpool/plan.hpp>
+#include <seqpool/pooler.hpp>
+#include <seqpool/space/audit.hpp>
+#include <seqpool/space/buffer.hpp>
+#include <seqpool/space/device.hpp>
+#include <seqpool/space/host.hpp>
+#include <seqpool/state.hpp>

@@ -1,0 +1,56 @@
+// Counters of everything a memory space does that the sync contract limits.
+//
+// Spaces count every upload, download, host wait and allocation they perform;
+// an audit_scope reads the counts of one forward, which is how tests on a machine
+// without a GPU assert the contract for the very code path the GPU runs.
+#pragma once
+
+#include <cstdint>
+
+namespace seqpool {
+
+struct audit_counts {
+  std::int64_t uploads = 0;      ///< host-to-device copies
+  std::int64_t downloads = 0;    ///< device-to-host copies
+  std::int64_t waits = 0;        ///< host waits on a stream, event or the device
+  std::int64_t allocations = 0;  ///< calls that allocate or free space memory
+
+  friend bool operator==(const audit_counts&, const audit_counts&) = default;
+
+  friend audit_counts operator-(const audit_counts& later, const audit_counts& earlier) {
+    return {later.uploads - earlier.uploads, later.downloads - earlier.downloads,
+            later.waits - earlier.waits, later.allocations - earlier.allocations};
+  }
+};
+
+/// SPEC section 6: no download, no wait, no allocation, at most one upload.
+constexpr bool keeps_sync_contract(const audit_counts& step) {
+  return step.uploads <= 1 && step.downloads == 0 && step.waits == 0 && step.allocations == 0;
+}
+
+class audit {
+ public:
+  void count_upload() { ++counts_.uploads; }
+  void count_download() { ++counts_.downloads; }
+  void count_wait() { ++counts_.waits; }
+  void count_allocation() { ++counts_.allocations; }
+
+  audit_counts counts() const { return counts_; }
+
+ private:
+  audit_counts counts_;
+};
+
+/// What a space counted between this object's construction and a call to counts().
+class audit_scope {
+ public:
+  explicit audit_scope(const audit& watched) : watched_(&watched), start_(watched.counts()) {}
+
+  audit_counts counts() const { return watched_->counts() - start_; }
+
+ private:
+  const audit* watched_;
+  audit_counts start_;
+};
+
+}  // namespace seqpool

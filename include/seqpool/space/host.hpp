@@ -1,0 +1,85 @@
+// host_space: pooling on the CPU, for CPU inference and for tests without a GPU.
+#pragma once
+
+#include <cstddef>
+#include <cstring>
+#include <new>
+#include <span>
+#include <vector>
+
+#include <cuda/std/span>
+#include <thrust/system/omp/execution_policy.h>
+
+#include <seqpool/space/audit.hpp>
+#include <seqpool/space/memory_space.hpp>
+
+namespace seqpool {
+
+/// Memory is host memory and work runs on Thrust's OpenMP system. Work finishes
+/// before the call that launched it returns, so staging needs one buffer, not a
+/// ring, and the uploaded block is read where it was staged.
+class host_space {
+ public:
+  static constexpr launch_shape shape{.tile_rows = 64, .whole_rows = true};
+
+  host_space() = default;
+  host_space(const host_space&) = delete;
+  host_space& operator=(const host_space&) = delete;
+
+  auto policy() const { return thrust::omp::par; }
+
+  void* allocate_bytes(std::size_t bytes) {
+    audit_.count_allocation();
+    return ::operator new(bytes, alignment);
+  }
+
+  void deallocate_bytes(void* memory, std::size_t) noexcept {
+    audit_.count_allocation();
+    ::operator delete(memory, alignment);
+  }
+
+  /// Grows the staging buffer outside a step so that stage() does not allocate.
+  void reserve_upload(std::size_t bytes) {
+    if (staging_.size() >= bytes) return;
+    audit_.count_allocation();
+    staging_.resize(bytes);
+  }
+
+  std::span<std::byte> stage(std::size_t bytes) {
+    reserve_upload(bytes);
+    return {staging_.data(), bytes};
+  }
+
+  /// The step's one upload: host work reads the staged block in place.
+  const std::byte* upload(std::span<const std::byte> staged) {
+    audit_.count_upload();
+    return staged.data();
+  }
+
+  /// Copies host data (weights, hidden states) into space memory: never part of a step.
+  template <class T>
+  void copy_in(std::span<const T> from, cuda::std::span<T> to) {
+    audit_.count_upload();
+    std::memcpy(to.data(), from.data(), from.size_bytes());
+  }
+
+  /// Copies space memory (results) to the host: never part of a step.
+  template <class T>
+  void copy_out(cuda::std::span<const T> from, std::span<T> to) {
+    audit_.count_download();
+    std::memcpy(to.data(), from.data(), from.size_bytes());
+  }
+
+  /// Nothing is ever pending on the host: there is no wait to count.
+  void synchronize() {}
+
+  const seqpool::audit& audit() const { return audit_; }
+
+ private:
+  static constexpr std::align_val_t alignment{64};
+
+  std::vector<std::byte> staging_;
+  seqpool::audit audit_;
+};
+
+}  // namespace seqpool

@@ -1,0 +1,138 @@
+// The chunked-prefill state of requests that span several steps.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+
+#include <seqpool/batch.hpp>
+#include <seqpool/detail/block_pool.hpp>
+#include <seqpool/error.hpp>
+#include <seqpool/space/memory_space.hpp>
+
+namespace seqpool {
+
+/// One slot per request that arrives in chunks, keyed by id: how far the request
+/// has come, and a float block in the space's memory for what its method keeps
+/// (a running sum, a latched row, the rows seen so far). A request that arrives
+/// whole never gets a slot. Slots live in memory of their own, never in a view of
+/// a step's hidden states, so no step's buffer is read after that step.
+template <memory_space Space>
+class state_store {
+ public:
+  explicit state_store(Space& space) : pool_(space) {}
+  state_store(const state_store&) = delete;
+  state_store& operator=(const state_store&) = delete;
+
+  ~state_store() {
+    for (auto& entry : slots_) give_back(entry.second);
+  }
+
+  /// Throws seqpool::error unless the request's chunk continues what the store
+  /// holds for its id (SPEC section 8). `index` is the request's place in its batch.
+  void check(std::size_t index, const request& r) const {
+    const auto found = slots_.find(r.id);
+    const bool started = found != slots_.end() && found->second.num_computed > 0;
+    if (r.num_computed == 0) {
+      if (started)
+        detail::fail_request(index, r.id, "num_computed", "0 restarts a request whose state holds ",
+                             found->second.num_computed, " tokens; release() it first");
+      return;
+    }
+    if (!started)
+      detail::fail_request(index, r.id, "num_computed", r.num_computed,
+                           " continues a request that has no state (its first chunk never ran, or it finished)");
+    const slot& held = found->second;
+    if (held.num_computed != r.num_computed)
+      detail::fail_request(index, r.id, "num_computed", r.num_computed, " disagrees with the state, which holds ",
+                           held.num_computed, " tokens");
+    if (held.task != r.task)
+      detail::fail_request(index, r.id, "task", "continues as ", name(r.task), " but began as ", name(held.task));
+    if (held.prompt_len != r.prompt_len)
+      detail::fail_request(index, r.id, "prompt_len", r.prompt_len, " differs from ", held.prompt_len,
+                           " given at the first chunk");
+  }
+
+  /// Host call before a step: a slot of `floats` floats for a request that arrives
+  /// in chunks. Allocates (and the audit counts it) only when no cached block fits.
+  float* reserve(const request& r, std::size_t floats) {
+    auto [entry, fresh] = slots_.try_emplace(r.id);
+    slot& held = entry->second;
+    if (fresh) held = {.task = r.task, .prompt_len = r.prompt_len};
+    if (held.num_computed == 0 && held.floats < floats) {
+      give_back(held);
+      held.data = floats == 0 ? nullptr : static_cast<float*>(pool_.take(floats * sizeof(float)));
+      held.floats = floats;
+    }
+    return held.data;
+  }
+
+  /// The slot's memory; the request must have been reserved.
+  float* data(std::string_view id) const { return slots_.find(id)->second.data; }
+
+  /// After a step's work is launched: the request has pooled its chunk. A finished
+  /// request gives its block back; later steps that reuse it are stream-ordered
+  /// behind the work that reads it now.
+  void advance(const request& r) {
+    const auto found = slots_.find(r.id);
+    if (found == slots_.end()) return;
+    if (r.num_computed + r.num_scheduled == r.prompt_len) {
+      give_back(found->second);
+      slots_.erase(found);
+    } else {
+      found->second.num_computed += r.num_scheduled;
+    }
+  }
+
+  /// Drops a request that will not finish (aborted or preempted by the engine).
+  void release(std::string_view id) {
+    const auto found = slots_.find(id);
+    if (found == slots_.end()) return;
+    give_back(found->second);
+    slots_.erase(found);
+  }
+
+  bool contains(std::string_view id) const { return slots_.find(id) != slots_.end(); }
+
+  /// Tokens pooled so far for a request in progress, 0 when none is held.
+  std::int64_t num_computed(std::string_view id) const {
+    const auto found = slots_.find(id);
+    return found == slots_.end() ? 0 : found->second.num_computed;
+  }
+
+  std::size_t size() const { return slots_.size(); }
+
+  /// Frees the blocks of finished requests that are cached for reuse.
+  void trim() { pool_.trim(); }
+
+  std::size_t cached_blocks() const { return pool_.cached_blocks(); }
+
+ private:
+  struct slot {
+    seqpool::task task = seqpool::task::embed;
+    std::int64_t prompt_len = 0;
+    std::int64_t num_computed = 0;
+    float* data = nullptr;
+    std::size_t floats = 0;
+  };
+
+  // Lets string_view look up string keys without building a string.
+  struct id_hash {
+    using is_transparent = void;
+    std::size_t operator()(std::string_view id) const { return std::hash<std::string_view>{}(id); }
+  };
+
+  void give_back(slot& held) {
+    if (held.data != nullptr) pool_.give_back(held.data, held.floats * sizeof(float));
+    held.data = nullptr;
+    held.floats = 0;
+  }
+
+  detail::block_pool<Space> pool_;
+  std::unordered_map<std::string, slot, id_hash, std::equal_to<>> slots_;
+};
+
+}  // namespace seqpool

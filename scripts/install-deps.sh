@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Installs what seqpool's build, tests, tools and benchmarks need: Debian's
+# packages, and CCCL from PyPI where no CUDA toolkit provides it. Runs as root
+# (or through sudo) without a terminal; does nothing that is already done.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+packages=(g++ meson ninja-build pkg-config cmake doctest-dev nlohmann-json3-dev libcli11-dev libomp-dev
+          libbenchmark-dev python3 python3-numpy)
+missing=()
+for package in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q 'install ok installed' || missing+=("$package")
+done
+if ((${#missing[@]})); then
+  sudo=()
+  [ "$(id -u)" = 0 ] || sudo=(sudo)
+  echo "seqpool: installing ${missing[*]}"
+  "${sudo[@]}" apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+# CCCL 3.x and cuda_fp16.h / cuda_bf16.h: the toolkit's, else the same headers
+# from PyPI's wheels, unpacked into .deps/cuda in the toolkit's layout.
+if [ ! -f /usr/local/cuda/include/cccl/thrust/version.h ] && [ ! -f .deps/cuda/include/cccl/thrust/version.h ]; then
+  echo "seqpool: no CUDA toolkit; fetching CCCL and the CUDA half-precision headers from PyPI"
+  python3 -m pip download --quiet --no-deps --dest .deps/wheels nvidia-cuda-cccl==13.0.85 nvidia-cuda-runtime==13.0.96
+  python3 - <<'PY'
+import pathlib, shutil, zipfile
+target = pathlib.Path('.deps/cuda/include')
+target.mkdir(parents=True, exist_ok=True)
+for wheel in pathlib.Path('.deps/wheels').glob('*.whl'):
+    with zipfile.ZipFile(wheel) as archive:
+        for entry in archive.namelist():
+            prefix = 'nvidia/cu13/include/'
+            if entry.startswith(prefix) and not entry.endswith('/'):
+                destination = target / entry[len(prefix):]
+                destination.parent.mkdir(parents=True, exist_ok=True)
+                with archive.open(entry) as source, open(destination, 'wb') as sink:
+                    shutil.copyfileobj(source, sink)
+PY
+fi

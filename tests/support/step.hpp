@@ -1,0 +1,144 @@
+// Runs steps through poolers the way an engine does, under the audit.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <vector>
+
+#include <doctest/doctest.h>
+
+#include <seqpool/seqpool.hpp>
+
+namespace test {
+
+/// A result copied back to the host.
+struct matrix {
+  std::int64_t rows = 0;
+  std::int64_t cols = 0;
+  std::vector<float> values;
+
+  float at(std::int64_t row, std::int64_t col) const { return values[row * cols + col]; }
+};
+
+using results = std::vector<std::optional<matrix>>;
+
+template <class T>
+std::vector<T> convert(const std::vector<float>& values) {
+  std::vector<T> converted;
+  converted.reserve(values.size());
+  for (const float value : values) converted.push_back(static_cast<T>(value));
+  return converted;
+}
+
+/// What a value of T reads as once stored: the reference pools what the library sees.
+template <class T>
+std::vector<float> round_trip(const std::vector<float>& values) {
+  std::vector<float> rounded;
+  rounded.reserve(values.size());
+  for (const T value : convert<T>(values)) rounded.push_back(seqpool::detail::to_float(value));
+  return rounded;
+}
+
+template <class T, class Space>
+seqpool::buffer<T, Space> to_space(Space& space, const std::vector<T>& values) {
+  seqpool::buffer<T, Space> copy(space, values.size());
+  space.copy_in(std::span<const T>(values), copy.span());
+  return copy;
+}
+
+template <class T, class Space>
+std::vector<T> to_host(Space& space, const seqpool::buffer<T, Space>& values) {
+  std::vector<T> copy(values.size());
+  space.copy_out(cuda::std::span<const T>(values.data(), values.size()), std::span<T>(copy));
+  return copy;
+}
+
+/// SPEC section 6, as the space counted it during one forward.
+inline void check_sync_contract(const seqpool::audit_counts& step) {
+  CHECK(step.uploads <= 1);
+  CHECK(step.downloads == 0);
+  CHECK(step.waits == 0);
+  CHECK(step.allocations == 0);
+}
+
+/// Cuts a step's output into per-request results, in batch order.
+inline results slice(const seqpool::step_plan& plan, const std::vector<float>& output) {
+  results sliced;
+  for (const auto& result : plan.results) {
+    if (!result) {
+      sliced.emplace_back();
+      continue;
+    }
+    const auto begin = output.begin() + result->offset;
+    sliced.push_back(matrix{result->rows, result->cols, std::vector<float>(begin, begin + result->rows * result->cols)});
+  }
+  return sliced;
+}
+
+/// One step: plan, reserve, then forward under the audit, which must show the
+/// sync contract kept. `hidden` is row-major with `row_stride` elements a row,
+/// the first hidden_size of which are the row.
+template <class Pooler, class T>
+results run_step(typename Pooler::space_type& space, Pooler& pooler,
+                 seqpool::state_store<typename Pooler::space_type>& state, const seqpool::batch& step,
+                 const std::vector<T>& hidden, std::int64_t row_stride) {
+  using Space = typename Pooler::space_type;
+  const auto on_device = to_space(space, hidden);
+  const seqpool::step_plan plan = pooler.plan(step, state);
+  pooler.reserve(plan, state);
+  seqpool::buffer<float, Space> output(space, static_cast<std::size_t>(plan.output_size));
+  const std::int64_t rows = static_cast<std::int64_t>(hidden.size()) / row_stride;
+  {
+    const seqpool::audit_scope scope(space.audit());
+    pooler.forward(seqpool::make_hidden_view(on_device.data(), rows, pooler.hidden_size(), row_stride), plan, state,
+                   output.span());
+    check_sync_contract(scope.counts());
+  }
+  return slice(plan, to_host(space, output));
+}
+
+template <class Pooler, class T>
+results run_step(typename Pooler::space_type& space, Pooler& pooler,
+                 seqpool::state_store<typename Pooler::space_type>& state, const seqpool::batch& step,
+                 const std::vector<T>& hidden) {
+  return run_step(space, pooler, state, step, hidden, pooler.hidden_size());
+}
+
+/// A request with everything scheduled at once.
+inline seqpool::request whole(std::string id, seqpool::task pooling_task, std::int64_t prompt_len,
+                              seqpool::pooling_params params = {}) {
+  return {.id = std::move(id), .task = pooling_task, .prompt_len = prompt_len, .num_computed = 0,
+          .num_scheduled = prompt_len, .prompt_token_ids = {}, .params = std::move(params)};
+}
+
+/// A chunk of a prompt: `num_scheduled` tokens after `num_computed`.
+inline seqpool::request part(std::string id, seqpool::task pooling_task, std::int64_t prompt_len,
+                             std::int64_t num_computed, std::int64_t num_scheduled,
+                             seqpool::pooling_params params = {}) {
+  return {.id = std::move(id), .task = pooling_task, .prompt_len = prompt_len, .num_computed = num_computed,
+          .num_scheduled = num_scheduled, .prompt_token_ids = {}, .params = std::move(params)};
+}
+
+/// Results equal within `tolerance` relative to max(1, |expected|).
+inline void check_close(const matrix& actual, const matrix& expected, double tolerance) {
+  REQUIRE(actual.rows == expected.rows);
+  REQUIRE(actual.cols == expected.cols);
+  for (std::size_t i = 0; i < expected.values.size(); ++i) {
+    const double want = expected.values[i];
+    const double scale = std::max(1.0, std::abs(want));
+    if (std::abs(actual.values[i] - want) > tolerance * scale) {
+      FAIL_CHECK("value " << i << " (row " << i / expected.cols << ", column " << i % expected.cols << ") is "
+                          << actual.values[i] << ", expected " << want);
+      return;
+    }
+  }
+}
+
+inline void check_equal(const matrix& actual, std::int64_t rows, std::int64_t cols, const std::vector<float>& values) {
+  CHECK(actual.rows == rows);
+  CHECK(actual.cols == cols);
+  CHECK(actual.values == values);
+}
+
+}  // namespace test

@@ -1,0 +1,101 @@
+// The host-side layout of a step: derived fields, task groups, validation.
+#include <doctest/doctest.h>
+
+#include <seqpool/batch.hpp>
+
+#include "support/step.hpp"
+
+using seqpool::task;
+using test::part;
+using test::whole;
+
+TEST_CASE("chunk fields follow SPEC section 2") {
+  const seqpool::chunk first{.row_begin = 4, .num_scheduled = 3, .num_computed = 0, .prompt_len = 10};
+  CHECK(first.first_row() == 4);
+  CHECK(first.last_row() == 6);
+  CHECK(first.first_chunk());
+  CHECK_FALSE(first.finished());
+  CHECK(first.partial());
+
+  const seqpool::chunk final{.row_begin = 0, .num_scheduled = 7, .num_computed = 3, .prompt_len = 10};
+  CHECK_FALSE(final.first_chunk());
+  CHECK(final.finished());
+  CHECK(final.partial());
+
+  const seqpool::chunk entire{.row_begin = 2, .num_scheduled = 5, .num_computed = 0, .prompt_len = 5};
+  CHECK(entire.first_chunk());
+  CHECK(entire.finished());
+  CHECK_FALSE(entire.partial());
+}
+
+TEST_CASE("consecutive requests that share a task form one group, with rows rebased to it") {
+  // TESTS.md case 20: tasks [embed, embed, token_embed, embed] with rows 2, 1, 3, 2.
+  const seqpool::batch step{{whole("a", task::embed, 2), whole("b", task::embed, 1), whole("c", task::token_embed, 3),
+                             whole("d", task::embed, 2)}};
+  const seqpool::step_layout layout = seqpool::lay_out(step);
+  CHECK(layout.num_rows == 8);
+  REQUIRE(layout.groups.size() == 3);
+  CHECK(layout.groups[0].task == task::embed);
+  CHECK(layout.groups[0].first_request == 0);
+  CHECK(layout.groups[0].num_requests == 2);
+  CHECK(layout.groups[0].row_begin == 0);
+  CHECK(layout.groups[0].num_rows == 3);
+  CHECK(layout.groups[1].task == task::token_embed);
+  CHECK(layout.groups[1].row_begin == 3);
+  CHECK(layout.groups[1].num_rows == 3);
+  CHECK(layout.groups[2].task == task::embed);
+  CHECK(layout.groups[2].first_request == 3);
+  CHECK(layout.groups[2].row_begin == 6);
+  CHECK(layout.groups[2].num_rows == 2);
+  // Rows count from the start of each request's group.
+  CHECK(layout.chunks[0].row_begin == 0);
+  CHECK(layout.chunks[1].row_begin == 2);
+  CHECK(layout.chunks[2].row_begin == 0);
+  CHECK(layout.chunks[3].row_begin == 0);
+}
+
+TEST_CASE("an empty batch has no rows and no groups") {
+  const seqpool::step_layout layout = seqpool::lay_out(seqpool::batch{});
+  CHECK(layout.num_rows == 0);
+  CHECK(layout.groups.empty());
+  CHECK(layout.chunks.empty());
+}
+
+TEST_CASE("chunked requests carry their progress into the layout") {
+  const seqpool::batch step{{part("a", task::embed, 10, 4, 3), whole("b", task::embed, 2)}};
+  const seqpool::step_layout layout = seqpool::lay_out(step);
+  CHECK(layout.chunks[0].num_computed == 4);
+  CHECK(layout.chunks[0].prompt_len == 10);
+  CHECK_FALSE(layout.chunks[0].finished());
+  CHECK(layout.chunks[1].row_begin == 3);
+}
+
+namespace {
+
+void check_rejected(const seqpool::batch& step, const std::string& message) {
+  CHECK_THROWS_WITH_AS(seqpool::lay_out(step), message.c_str(), seqpool::error);
+}
+
+}  // namespace
+
+TEST_CASE("bad metadata is rejected with the request index, its id and the field") {
+  check_rejected({{whole("ok", task::embed, 2), whole("z", task::embed, 0)}},
+                 "request 1 (id \"z\"): prompt_len: must be at least 1, got 0");
+  check_rejected({{part("n", task::embed, 4, -1, 2)}}, "request 0 (id \"n\"): num_computed: must not be negative, got -1");
+  check_rejected({{part("s", task::embed, 4, 0, 0)}}, "request 0 (id \"s\"): num_scheduled: must be at least 1, got 0");
+  check_rejected({{part("o", task::embed, 5, 3, 4)}},
+                 "request 0 (id \"o\"): num_computed + num_scheduled: 3 + 4 exceeds prompt_len 5");
+  check_rejected({{whole("d", task::embed, 1), whole("e", task::classify, 1), whole("d", task::embed, 1)}},
+                 "request 2 (id \"d\"): id: appears twice in one step (first as request 0)");
+}
+
+TEST_CASE("seqpool::error is an invalid_argument") {
+  CHECK_THROWS_AS(seqpool::lay_out(seqpool::batch{{whole("x", task::embed, 0)}}), std::invalid_argument);
+}
+
+TEST_CASE("task names") {
+  CHECK(seqpool::name(task::embed) == "embed");
+  CHECK(seqpool::name(task::token_classify) == "token_classify");
+  CHECK(seqpool::is_token_task(task::token_embed));
+  CHECK_FALSE(seqpool::is_token_task(task::classify));
+}

@@ -1,0 +1,84 @@
+// The chunked-prefill state store.
+#include <doctest/doctest.h>
+
+#include <seqpool/space/host.hpp>
+#include <seqpool/state.hpp>
+
+#include "support/step.hpp"
+
+using seqpool::task;
+using test::part;
+using test::whole;
+
+TEST_CASE("a chunked request holds a slot from its first chunk until it finishes") {
+  seqpool::host_space space;
+  seqpool::state_store<seqpool::host_space> state(space);
+  const seqpool::request first = part("r", task::embed, 10, 0, 4);
+  state.check(0, first);
+  float* slot = state.reserve(first, 8);
+  CHECK(slot != nullptr);
+  CHECK(state.data("r") == slot);
+  CHECK(state.reserve(first, 8) == slot);  // reserving again is free
+  CHECK(space.audit().counts().allocations == 1);
+  state.check(0, first);  // a reserved slot that has not run yet still accepts its first chunk
+
+  state.advance(first);
+  CHECK(state.num_computed("r") == 4);
+  const seqpool::request second = part("r", task::embed, 10, 4, 3);
+  state.check(0, second);
+  state.advance(second);
+  const seqpool::request last = part("r", task::embed, 10, 7, 3);
+  state.check(0, last);
+  state.advance(last);
+  CHECK_FALSE(state.contains("r"));
+  CHECK(state.size() == 0);
+
+  SUBCASE("a finished request's block serves the next one without allocating") {
+    CHECK(state.reserve(part("s", task::embed, 6, 0, 2), 8) == slot);
+    CHECK(space.audit().counts().allocations == 1);
+    state.release("s");
+  }
+  SUBCASE("trim returns cached blocks to the space") {
+    CHECK(state.cached_blocks() == 1);
+    state.trim();
+    CHECK(state.cached_blocks() == 0);
+    CHECK(space.audit().counts().allocations == 2);
+  }
+}
+
+TEST_CASE("a method that keeps nothing still tracks progress") {
+  seqpool::host_space space;
+  seqpool::state_store<seqpool::host_space> state(space);
+  const seqpool::request first = part("r", task::embed, 5, 0, 2);
+  CHECK(state.reserve(first, 0) == nullptr);
+  state.advance(first);
+  CHECK(state.num_computed("r") == 2);
+  CHECK_THROWS_AS(state.check(0, part("r", task::embed, 5, 3, 2)), seqpool::error);
+  CHECK(space.audit().counts().allocations == 0);
+}
+
+TEST_CASE("chunks that disagree with the state are rejected, naming request, id and field") {
+  seqpool::host_space space;
+  seqpool::state_store<seqpool::host_space> state(space);
+  const seqpool::request first = part("r", task::embed, 10, 0, 4);
+  state.reserve(first, 4);
+  state.advance(first);
+
+  CHECK_THROWS_WITH_AS(state.check(2, part("r", task::embed, 10, 5, 2)),
+                       "request 2 (id \"r\"): num_computed: 5 disagrees with the state, which holds 4 tokens",
+                       seqpool::error);
+  CHECK_THROWS_WITH_AS(state.check(0, part("r", task::classify, 10, 4, 2)),
+                       "request 0 (id \"r\"): task: continues as classify but began as embed", seqpool::error);
+  CHECK_THROWS_WITH_AS(state.check(0, part("r", task::embed, 12, 4, 2)),
+                       "request 0 (id \"r\"): prompt_len: 12 differs from 10 given at the first chunk", seqpool::error);
+  CHECK_THROWS_WITH_AS(state.check(1, part("q", task::embed, 10, 4, 2)),
+                       "request 1 (id \"q\"): num_computed: 4 continues a request that has no state (its first chunk "
+                       "never ran, or it finished)",
+                       seqpool::error);
+  CHECK_THROWS_WITH_AS(state.check(0, whole("r", task::embed, 3)),
+                       "request 0 (id \"r\"): num_computed: 0 restarts a request whose state holds 4 tokens; release() "
+                       "it first",
+                       seqpool::error);
+  state.release("r");
+  state.check(0, whole("r", task::embed, 3));
+}
