@@ -1,0 +1,212 @@
+// TESTS.md cases 12-19 and the head errors: projector, truncation, normalisation,
+// classifier, Platt scaling and activations, per request within one group.
+// Included by a translation unit that defines SEQPOOL_TEST_SPACES.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <doctest/doctest.h>
+
+#include <seqpool/seqpool.hpp>
+
+#include "../support/step.hpp"
+
+namespace heads_cases {
+
+using seqpool::task;
+namespace method = seqpool::method;
+namespace head = seqpool::head;
+
+/// A linear layer's weights in the space's memory.
+template <class Space>
+struct layer_memory {
+  seqpool::buffer<float, Space> weight;
+  std::optional<seqpool::buffer<float, Space>> bias;
+  std::int64_t out_features;
+  std::int64_t in_features;
+
+  seqpool::linear_layer layer() const {
+    return {weight.data(), bias ? bias->data() : nullptr, out_features, in_features};
+  }
+};
+
+template <class Space>
+layer_memory<Space> load_layer(Space& space, std::int64_t out_features, const std::vector<float>& weight,
+                               std::optional<std::vector<float>> bias = std::nullopt) {
+  layer_memory<Space> loaded{test::to_space(space, weight), std::nullopt, out_features,
+                             static_cast<std::int64_t>(weight.size()) / out_features};
+  if (bias) loaded.bias = test::to_space(space, *bias);
+  return loaded;
+}
+
+/// One request per row of `hidden` (CLS of a one-token prompt is that row), each with its params.
+template <class Head, class Space>
+test::results pool_rows(Space& space, const Head& pooling_head, std::int64_t hidden_size,
+                        const std::vector<float>& hidden, const std::vector<seqpool::pooling_params>& params) {
+  seqpool::state_store<Space> state(space);
+  seqpool::pooler<method::cls, Head, Space> pooler(space, hidden_size, {}, pooling_head);
+  seqpool::batch step;
+  for (std::size_t i = 0; i < params.size(); ++i)
+    step.requests.push_back(test::whole("r" + std::to_string(i), pooler.task, 1, params[i]));
+  return test::run_step(space, pooler, state, step, hidden);
+}
+
+template <class Space>
+std::vector<float> classify_row(const head::classify& classifier, std::vector<float> logits, bool use_activation = true) {
+  Space space;
+  const auto width = static_cast<std::int64_t>(logits.size());
+  return pool_rows(space, classifier, width, logits, {{.use_activation = use_activation}})[0]->values;
+}
+
+inline void check_values(const std::vector<float>& actual, const std::vector<float>& expected, double tolerance) {
+  REQUIRE(actual.size() == expected.size());
+  for (std::size_t i = 0; i < expected.size(); ++i) CHECK(actual[i] == doctest::Approx(expected[i]).epsilon(tolerance));
+}
+
+inline float sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
+
+}  // namespace heads_cases
+
+TEST_CASE_TEMPLATE("case 12: normalisation, and a zero vector stays zero", Space, SEQPOOL_TEST_SPACES) {
+  using namespace heads_cases;
+  Space space;
+  const auto out = pool_rows(space, head::embed{}, 2, {3, 4, 0, 0}, {{}, {}});
+  check_values(out[0]->values, {0.6f, 0.8f}, 1e-6);
+  test::check_equal(*out[1], 1, 2, {0, 0});
+}
+
+TEST_CASE_TEMPLATE("case 13: matryoshka truncation comes before normalisation", Space, SEQPOOL_TEST_SPACES) {
+  using namespace heads_cases;
+  Space space;
+  const auto out = pool_rows(space, head::embed{}, 3, {3, 4, 12}, {{.dimensions = 2}});
+  CHECK(out[0]->cols == 2);
+  check_values(out[0]->values, {0.6f, 0.8f}, 1e-6);
+}
+
+TEST_CASE_TEMPLATE("case 14: mixed knobs in one group give each request its own result", Space, SEQPOOL_TEST_SPACES) {
+  using namespace heads_cases;
+  Space space;
+  const std::vector<float> rows{3, 4, 12, 3, 4, 12, 3, 4, 12, 3, 4, 12};
+  const auto out = pool_rows(space, head::embed{}, 3, rows,
+                             {{.dimensions = 2}, {}, {.use_activation = false, .dimensions = 2}, {.use_activation = false}});
+  check_values(out[0]->values, {0.6f, 0.8f}, 1e-6);
+  check_values(out[1]->values, {3.0f / 13, 4.0f / 13, 12.0f / 13}, 1e-6);
+  test::check_equal(*out[2], 1, 2, {3, 4});
+  test::check_equal(*out[3], 1, 3, {3, 4, 12});
+}
+
+TEST_CASE_TEMPLATE("case 15: one label is a sigmoid score", Space, SEQPOOL_TEST_SPACES) {
+  using namespace heads_cases;
+  const head::classify classifier;
+  check_values(classify_row<Space>(classifier, {0}), {0.5f}, 1e-6);
+  CHECK(classify_row<Space>(classifier, {100})[0] == doctest::Approx(1.0).epsilon(1e-4));
+  CHECK(classify_row<Space>(classifier, {-100})[0] == doctest::Approx(0.0).epsilon(1e-4));
+}
+
+TEST_CASE_TEMPLATE("case 16: several labels are a softmax", Space, SEQPOOL_TEST_SPACES) {
+  using namespace heads_cases;
+  const head::classify classifier;
+  check_values(classify_row<Space>(classifier, {0, 0, 0, 0}), {0.25f, 0.25f, 0.25f, 0.25f}, 1e-6);
+  const std::vector<float> probabilities = classify_row<Space>(classifier, {1, -2, 50, 0.5f});
+  float total = 0;
+  for (const float p : probabilities) total += p;
+  CHECK(total == doctest::Approx(1.0).epsilon(1e-6));
+  CHECK(probabilities[2] == doctest::Approx(1.0).epsilon(1e-6));
+}
+
+TEST_CASE_TEMPLATE("case 17: Platt scaling comes before the activation", Space, SEQPOOL_TEST_SPACES) {
+  using namespace heads_cases;
+  const std::vector<float> logits{3, -1};
+  const auto scaled = [](head::platt_scaling platt) {
+    return head::classify(std::nullopt, head::problem_type::single_label, platt);
+  };
+  check_values(classify_row<Space>(scaled({.logit_mean = 2}), logits, false), {1, -3}, 1e-6);
+  check_values(classify_row<Space>(scaled({.logit_sigma = 0.5f}), logits, false), {6, -2}, 1e-6);
+  check_values(classify_row<Space>(scaled({.logit_mean = 1, .logit_sigma = 2}), logits, false), {1, -1}, 1e-6);
+  check_values(classify_row<Space>(scaled({.logit_mean = 1, .logit_sigma = 2}), {3}, true), {sigmoid(1)}, 1e-6);
+}
+
+TEST_CASE_TEMPLATE("case 18: regression is the identity, multi-label a sigmoid per label", Space, SEQPOOL_TEST_SPACES) {
+  using namespace heads_cases;
+  check_values(classify_row<Space>(head::classify(std::nullopt, head::problem_type::regression), {2.5f, -7}),
+               {2.5f, -7}, 1e-6);
+  check_values(classify_row<Space>(head::classify(std::nullopt, head::problem_type::multi_label), {0, 2, -1}),
+               {0.5f, sigmoid(2), sigmoid(-1)}, 1e-6);
+}
+
+TEST_CASE_TEMPLATE("case 19: without activation the logits stay raw", Space, SEQPOOL_TEST_SPACES) {
+  using namespace heads_cases;
+  CHECK(classify_row<Space>(head::classify{}, {0, 0, 0, 0}, false) == std::vector<float>{0, 0, 0, 0});
+  CHECK(classify_row<Space>(head::classify{}, {4}, false) == std::vector<float>{4});
+}
+
+TEST_CASE_TEMPLATE("a classifier with bias scores the pooled row", Space, SEQPOOL_TEST_SPACES) {
+  using namespace heads_cases;
+  Space space;
+  // Two labels over H = 3: logits [1+2+3 + 0.5, -(1) + 1] = [6.5, 0].
+  const auto weights = load_layer(space, 2, {1, 1, 1, -1, 0, 0}, std::vector<float>{0.5f, 1});
+  const auto out = pool_rows(space, head::classify(weights.layer()), 3, {1, 2, 3, 1, 2, 3},
+                             {{.use_activation = false}, {}});
+  test::check_equal(*out[0], 1, 2, {6.5f, 0});
+  const float e = std::exp(-6.5f);
+  check_values(out[1]->values, {1 / (1 + e), e / (1 + e)}, 1e-6);
+}
+
+TEST_CASE_TEMPLATE("a projector runs before truncation and normalisation", Space, SEQPOOL_TEST_SPACES) {
+  using namespace heads_cases;
+  Space space;
+  // W[3, 2] maps [1, 2] to [3, 4, 12] before the bias [0, 0, 1]: [3, 4, 13].
+  const auto projector = load_layer(space, 3, {1, 1, 0, 2, 10, 1}, std::vector<float>{0, 0, 1});
+  const auto out = pool_rows(space, head::embed(projector.layer()), 2, {1, 2, 1, 2, 1, 2},
+                             {{.dimensions = 2}, {.use_activation = false}, {}});
+  check_values(out[0]->values, {0.6f, 0.8f}, 1e-6);
+  test::check_equal(*out[1], 1, 3, {3, 4, 13});
+  check_values(out[2]->values, {3 / std::sqrt(194.0f), 4 / std::sqrt(194.0f), 13 / std::sqrt(194.0f)}, 1e-6);
+}
+
+TEST_CASE_TEMPLATE("token heads run on every returned row", Space, SEQPOOL_TEST_SPACES) {
+  using namespace heads_cases;
+  Space space;
+  seqpool::state_store<Space> state(space);
+  seqpool::pooler<method::all, head::embed, Space> embedder(space, 2);
+  const auto embedded = test::run_step(space, embedder, state, seqpool::batch{{test::whole("e", task::token_embed, 2)}},
+                                       std::vector<float>{3, 4, 0, 2});
+  check_values(embedded[0]->values, {0.6f, 0.8f, 0, 1}, 1e-6);
+
+  const auto weights = load_layer(space, 2, {1, 0, 0, 1});
+  seqpool::pooler<method::step, head::classify, Space> scorer(space, 2, {}, head::classify(weights.layer()));
+  seqpool::request tagged = test::whole("c", task::token_classify, 3, {.step_tag_id = 7});
+  const std::vector<std::int64_t> ids{7, 1, 7};
+  tagged.prompt_token_ids = ids;
+  const auto scored =
+      test::run_step(space, scorer, state, seqpool::batch{{tagged}}, std::vector<float>{0, 0, 5, 5, 1, -1});
+  REQUIRE(scored[0]->rows == 2);
+  check_values(scored[0]->values, {0.5f, 0.5f, 1 / (1 + std::exp(-2.0f)), 1 / (1 + std::exp(2.0f))}, 1e-6);
+}
+
+TEST_CASE_TEMPLATE("head knobs that do not fit are rejected before anything runs", Space, SEQPOOL_TEST_SPACES) {
+  using namespace heads_cases;
+  Space space;
+  seqpool::state_store<Space> state(space);
+  seqpool::pooler<method::mean, head::embed, Space> embedder(space, 3);
+  const auto plan_one = [&](auto& pooler, seqpool::request r) { return pooler.plan(seqpool::batch{{r}}, state); };
+  CHECK_THROWS_WITH_AS(plan_one(embedder, test::whole("a", task::embed, 2, {.dimensions = 4})),
+                       "request 0 (id \"a\"): dimensions: must be in [1, 3], got 4", seqpool::error);
+  CHECK_THROWS_WITH_AS(plan_one(embedder, test::whole("a", task::embed, 2, {.dimensions = 0})),
+                       "request 0 (id \"a\"): dimensions: must be in [1, 3], got 0", seqpool::error);
+
+  const auto narrow = load_layer(space, 2, {1, 1, 1, 1});
+  seqpool::pooler<method::mean, head::classify, Space> classifier(space, 3, {}, head::classify(narrow.layer()));
+  CHECK_THROWS_WITH_AS(plan_one(classifier, test::whole("b", task::classify, 2)),
+                       "request 0 (id \"b\"): classifier: takes 2 columns but the method returns 3", seqpool::error);
+  seqpool::pooler<method::mean, head::classify, Space> plain(space, 3);
+  CHECK_THROWS_WITH_AS(plan_one(plain, test::whole("c", task::classify, 2, {.dimensions = 2})),
+                       "request 0 (id \"c\"): dimensions: applies to embed tasks only, not classify", seqpool::error);
+  CHECK_THROWS_WITH_AS(head::classify(std::nullopt, head::problem_type::single_label, head::platt_scaling{0, 0}),
+                       "logit_sigma: must not be 0", seqpool::error);
+  CHECK_THROWS_WITH_AS(head::embed(seqpool::linear_layer{}), "projector: the weight is null", seqpool::error);
+}

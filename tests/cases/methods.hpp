@@ -1,0 +1,180 @@
+// TESTS.md cases 1-11: every method on small inputs checked by eye.
+// Included by a translation unit that defines SEQPOOL_TEST_SPACES.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <doctest/doctest.h>
+
+#include <seqpool/seqpool.hpp>
+
+#include "../support/step.hpp"
+
+namespace methods_cases {
+
+using seqpool::task;
+namespace method = seqpool::method;
+
+/// Raw pooled values: the embed head without normalisation.
+inline const seqpool::pooling_params raw{.use_activation = false};
+
+template <class Method, class Space>
+using raw_pooler = seqpool::pooler<Method, seqpool::head::embed, Space>;
+
+/// Pools whole prompts of the given lengths in one step.
+template <class Method, class Space, class T = float>
+test::results pool_whole(const std::vector<float>& hidden, std::int64_t hidden_size,
+                         const std::vector<std::int64_t>& lengths, seqpool::pooling_params params = raw) {
+  Space space;
+  seqpool::state_store<Space> state(space);
+  raw_pooler<Method, Space> pooler(space, hidden_size);
+  seqpool::batch step;
+  for (std::size_t i = 0; i < lengths.size(); ++i)
+    step.requests.push_back(test::whole("r" + std::to_string(i), pooler.task, lengths[i], params));
+  return test::run_step(space, pooler, state, step, test::convert<T>(hidden));
+}
+
+/// Pools one prompt of `rows` rows in chunks of the given sizes; the last step's result.
+template <class Method, class Space>
+test::results pool_chunked(const std::vector<float>& prompt, std::int64_t hidden_size,
+                           const std::vector<std::int64_t>& chunk_sizes) {
+  Space space;
+  seqpool::state_store<Space> state(space);
+  raw_pooler<Method, Space> pooler(space, hidden_size);
+  const auto prompt_len = static_cast<std::int64_t>(prompt.size()) / hidden_size;
+  std::int64_t done = 0;
+  test::results last;
+  for (const std::int64_t size : chunk_sizes) {
+    const seqpool::batch step{{test::part("p", pooler.task, prompt_len, done, size, raw)}};
+    const std::vector<float> rows(prompt.begin() + done * hidden_size, prompt.begin() + (done + size) * hidden_size);
+    last = test::run_step(space, pooler, state, step, rows);
+    done += size;
+    if (done < prompt_len) CHECK_FALSE(last[0].has_value());
+  }
+  CHECK(state.size() == 0);
+  return last;
+}
+
+inline const std::vector<float> ten{1, 2, 3, 4, 5, 6, 7, 8, 9, 10};  // rows [1,2] … [9,10]
+
+}  // namespace methods_cases
+
+TEST_CASE_TEMPLATE("case 1: CLS takes each prompt's first row", Space, SEQPOOL_TEST_SPACES) {
+  using namespace methods_cases;
+  const auto out = pool_whole<method::cls, Space>(ten, 2, {2, 3});
+  test::check_equal(*out[0], 1, 2, {1, 2});
+  test::check_equal(*out[1], 1, 2, {5, 6});
+}
+
+TEST_CASE_TEMPLATE("case 2: LAST takes each prompt's last row", Space, SEQPOOL_TEST_SPACES) {
+  using namespace methods_cases;
+  const auto out = pool_whole<method::last, Space>(ten, 2, {2, 3});
+  test::check_equal(*out[0], 1, 2, {3, 4});
+  test::check_equal(*out[1], 1, 2, {9, 10});
+}
+
+TEST_CASE_TEMPLATE("case 3: MEAN averages each prompt's rows", Space, SEQPOOL_TEST_SPACES) {
+  using namespace methods_cases;
+  const auto out = pool_whole<method::mean, Space>(ten, 2, {2, 3});
+  test::check_equal(*out[0], 1, 2, {2, 3});
+  test::check_equal(*out[1], 1, 2, {7, 8});
+}
+
+TEST_CASE_TEMPLATE("case 4: MAX takes the column-wise maximum", Space, SEQPOOL_TEST_SPACES) {
+  using namespace methods_cases;
+  const auto out = pool_whole<method::max, Space>({1, -5, 3, -4, 0, 9}, 2, {2, 1});
+  test::check_equal(*out[0], 1, 2, {3, -4});
+  test::check_equal(*out[1], 1, 2, {0, 9});
+}
+
+TEST_CASE_TEMPLATE("case 5: MEAN of one token is the token, of identical rows the row", Space, SEQPOOL_TEST_SPACES) {
+  using namespace methods_cases;
+  test::check_equal(*pool_whole<method::mean, Space>({0.25f, -3, 7}, 3, {1})[0], 1, 3, {0.25f, -3, 7});
+  test::check_equal(*pool_whole<method::mean, Space>({0.1f, 2, 0.1f, 2, 0.1f, 2}, 2, {3})[0], 1, 2, {0.1f, 2});
+}
+
+TEST_CASE_TEMPLATE("case 6: MEAN of an empty batch is an empty result, no error", Space, SEQPOOL_TEST_SPACES) {
+  using namespace methods_cases;
+  Space space;
+  seqpool::state_store<Space> state(space);
+  raw_pooler<method::mean, Space> pooler(space, 4);
+  const seqpool::step_plan plan = pooler.plan(seqpool::batch{}, state);
+  CHECK(plan.results.empty());
+  CHECK(plan.output_size == 0);
+  CHECK(plan.num_rows == 0);
+  const seqpool::audit_scope scope(space.audit());
+  pooler.forward(seqpool::make_hidden_view<float>(nullptr, 0, 4), plan, state, {});
+  CHECK(scope.counts() == seqpool::audit_counts{});
+}
+
+TEST_CASE_TEMPLATE("case 7: MEAN of fp16 rows is float and exact on small integers", Space, SEQPOOL_TEST_SPACES) {
+  using namespace methods_cases;
+  test::check_equal(*pool_whole<method::mean, Space, __half>({1, 2, 3, 4}, 2, {2})[0], 1, 2, {2, 3});
+  test::check_equal(*pool_whole<method::mean, Space, __nv_bfloat16>({1, 2, 3, 4}, 2, {2})[0], 1, 2, {2, 3});
+}
+
+TEST_CASE_TEMPLATE("case 8: ALL returns every row of each prompt", Space, SEQPOOL_TEST_SPACES) {
+  using namespace methods_cases;
+  const auto out = pool_whole<method::all, Space>(ten, 2, {2, 3});
+  test::check_equal(*out[0], 2, 2, {1, 2, 3, 4});
+  test::check_equal(*out[1], 3, 2, {5, 6, 7, 8, 9, 10});
+}
+
+TEST_CASE_TEMPLATE("case 9: ALL under chunked prefill", Space, SEQPOOL_TEST_SPACES) {
+  using namespace methods_cases;
+  test::check_equal(*pool_chunked<method::all, Space>({1, 2, 3, 4}, 1, {2, 2})[0], 4, 1, {1, 2, 3, 4});
+
+  // One request finishes while another is still in its first chunk.
+  Space space;
+  seqpool::state_store<Space> state(space);
+  raw_pooler<method::all, Space> pooler(space, 1);
+  const seqpool::batch step{{test::whole("done", task::token_embed, 2, raw),
+                             test::part("later", task::token_embed, 4, 0, 2, raw)}};
+  const auto out = test::run_step(space, pooler, state, step, std::vector<float>{1, 2, 3, 4});
+  REQUIRE(out.size() == 2);
+  test::check_equal(*out[0], 2, 1, {1, 2});
+  CHECK_FALSE(out[1].has_value());
+  CHECK(state.num_computed("later") == 2);
+}
+
+namespace methods_cases {
+
+template <class Space>
+test::matrix pool_steps(seqpool::pooling_params params) {
+  const std::vector<std::int64_t> ids{10, 99, 10, 20};
+  Space space;
+  seqpool::state_store<Space> state(space);
+  raw_pooler<method::step, Space> pooler(space, 3);
+  params.use_activation = false;
+  seqpool::request r = test::whole("s", task::token_embed, 4, params);
+  r.prompt_token_ids = ids;
+  const auto out = test::run_step(space, pooler, state, seqpool::batch{{r}},
+                                  std::vector<float>{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12});
+  return *out[0];
+}
+
+}  // namespace methods_cases
+
+TEST_CASE_TEMPLATE("case 10: STEP keeps tagged rows, then chosen columns", Space, SEQPOOL_TEST_SPACES) {
+  using namespace methods_cases;
+  test::check_equal(pool_steps<Space>({.step_tag_id = 10}), 2, 3, {1, 2, 3, 7, 8, 9});
+  test::check_equal(pool_steps<Space>({.step_tag_id = 10, .returned_token_ids = {0, 2}}), 2, 2, {1, 3, 7, 9});
+  test::check_equal(pool_steps<Space>({.returned_token_ids = {0, 2}}), 4, 2, {1, 3, 4, 6, 7, 9, 10, 12});
+  test::check_equal(pool_steps<Space>({.step_tag_id = 5}), 0, 3, {});
+  test::check_equal(pool_steps<Space>({}), 4, 3, {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12});
+}
+
+TEST_CASE_TEMPLATE("case 11: chunked CLS, MEAN, MAX equal one-shot", Space, SEQPOOL_TEST_SPACES) {
+  using namespace methods_cases;
+  const std::vector<float> prompt{3, -1, 4, 1, -5, 9, 2, 6, 5, -3};  // 5 rows of 2
+  for (const std::vector<std::int64_t>& chunks : {std::vector<std::int64_t>{2, 3}, {1, 1, 3}, {4, 1}}) {
+    CAPTURE(chunks.size());
+    test::check_equal(*pool_chunked<method::cls, Space>(prompt, 2, chunks)[0], 1, 2, {3, -1});
+    test::check_equal(*pool_chunked<method::max, Space>(prompt, 2, chunks)[0], 1, 2, {5, 9});
+    test::check_close(*pool_chunked<method::mean, Space>(prompt, 2, chunks)[0],
+                      *pool_whole<method::mean, Space>(prompt, 2, {5})[0], 1e-6);
+    test::check_equal(*pool_chunked<method::last, Space>(prompt, 2, chunks)[0], 1, 2, {5, -3});
+  }
+}
