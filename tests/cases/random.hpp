@@ -1,0 +1,219 @@
+// Randomized batches, one-shot and chunked over several steps, compared with the
+// plain reference of support/reference.hpp: every method × head × dtype.
+// Included by a translation unit that defines SEQPOOL_TEST_SPACES.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <random>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <doctest/doctest.h>
+
+#include <seqpool/seqpool.hpp>
+
+#include "../support/reference.hpp"
+#include "../support/step.hpp"
+
+namespace random_cases {
+
+namespace method = seqpool::method;
+namespace head = seqpool::head;
+
+template <class Method>
+constexpr std::string_view method_name() {
+  if constexpr (std::is_same_v<Method, method::cls>) return "cls";
+  if constexpr (std::is_same_v<Method, method::last>) return "last";
+  if constexpr (std::is_same_v<Method, method::mean>) return "mean";
+  if constexpr (std::is_same_v<Method, method::max>) return "max";
+  if constexpr (std::is_same_v<Method, method::all>) return "all";
+  if constexpr (std::is_same_v<Method, method::step>) return "step";
+}
+
+struct batch_shape {
+  std::int64_t hidden_size;
+  std::int64_t max_prompt_len;
+  int requests;
+};
+
+// Hidden sizes 1, odd and past 1024; prompts from one token to a few thousand.
+inline constexpr batch_shape shapes[] = {{1, 40, 16}, {7, 300, 10}, {64, 3000, 3}, {1030, 500, 4}};
+
+template <class T>
+constexpr double tolerance = std::is_same_v<T, float> ? 1e-5 : 1e-2;
+
+/// A request in flight and what the engine knows of it.
+struct prompt {
+  seqpool::request r;
+  std::vector<float> rows;  ///< as the library reads them: rounded to the element type
+  std::vector<std::int64_t> token_ids;
+  std::int64_t done = 0;
+  std::optional<test::matrix> result;
+};
+
+class generator {
+ public:
+  explicit generator(std::uint32_t seed) : engine_(seed) {}
+
+  std::int64_t between(std::int64_t low, std::int64_t high) {
+    return std::uniform_int_distribution<std::int64_t>(low, high)(engine_);
+  }
+  float value() { return std::uniform_real_distribution<float>(-2.0f, 2.0f)(engine_); }
+  bool chance(double p) { return std::bernoulli_distribution(p)(engine_); }
+  std::vector<float> values(std::int64_t count) {
+    std::vector<float> drawn(count);
+    for (float& v : drawn) v = value();
+    return drawn;
+  }
+
+ private:
+  std::mt19937 engine_;
+};
+
+/// Draws a head of kind Head over rows of `in_features` columns, with its weights in `space`.
+template <class Head, class Space>
+struct drawn_head {
+  test::head_spec spec;
+  std::optional<seqpool::buffer<float, Space>> weight;
+  std::optional<seqpool::buffer<float, Space>> bias;
+  Head policy;
+  std::int64_t out_features;
+
+  drawn_head(Space& space, generator& draw, std::int64_t in_features) : out_features(in_features) {
+    spec.classify = Head::kind == seqpool::head_kind::classify;
+    const bool has_layer = draw.chance(spec.classify ? 0.5 : 0.35);
+    seqpool::linear_layer layer;
+    if (has_layer) {
+      out_features = spec.classify ? std::vector<std::int64_t>{1, 2, 5}[draw.between(0, 2)] : draw.between(1, in_features + 3);
+      spec.out_features = out_features;
+      spec.weight = draw.values(out_features * in_features);
+      for (float& w : spec.weight) w /= std::sqrt(static_cast<float>(in_features));
+      weight = test::to_space(space, spec.weight);
+      if (draw.chance(0.5)) {
+        spec.bias = draw.values(out_features);
+        bias = test::to_space(space, spec.bias);
+      }
+      layer = {weight->data(), bias ? bias->data() : nullptr, out_features, in_features};
+    }
+    if constexpr (Head::kind == seqpool::head_kind::classify) {
+      spec.problem = static_cast<head::problem_type>(draw.between(0, 2));
+      if (draw.chance(0.5)) spec.platt = head::platt_scaling{draw.value(), draw.chance(0.5) ? 0.5f : -1.5f};
+      policy = Head(has_layer ? std::optional(layer) : std::nullopt, spec.problem, spec.platt);
+    } else {
+      policy = has_layer ? Head(layer) : Head();
+    }
+  }
+};
+
+/// One randomized run: draws a batch, pools it in one step or chunk by chunk over
+/// several steps, and checks every request against the reference.
+template <class Method, class Head, class T, class Space>
+void compare_with_reference(std::uint32_t seed, const batch_shape& shape, bool chunked) {
+  CAPTURE(method_name<Method>());
+  CAPTURE(seed);
+  CAPTURE(shape.hidden_size);
+  CAPTURE(chunked);
+  generator draw(seed);
+  Space space;
+  const std::int64_t hidden_size = shape.hidden_size;
+  constexpr bool token_wise = seqpool::token_method<Method>;
+
+  // A STEP group may return fewer columns; a linear layer must then take that many.
+  const std::int64_t columns =
+      method_name<Method>() == "step" && draw.chance(0.5) ? draw.between(1, std::min<std::int64_t>(hidden_size, 8)) : hidden_size;
+  drawn_head<Head, Space> pooling_head(space, draw, columns);
+  seqpool::pooler<Method, Head, Space> pooler(space, hidden_size, {}, pooling_head.policy);
+  seqpool::state_store<Space> state(space);
+
+  std::vector<prompt> prompts(shape.requests);
+  for (int i = 0; i < shape.requests; ++i) {
+    prompt& p = prompts[i];
+    const std::int64_t prompt_len = draw.between(1, shape.max_prompt_len);
+    p.rows = test::round_trip<T>(draw.values(prompt_len * hidden_size));
+    for (std::int64_t t = 0; t < prompt_len; ++t) p.token_ids.push_back(draw.between(1, 5));
+    seqpool::pooling_params params{.use_activation = draw.chance(0.75)};
+    if (Head::kind == seqpool::head_kind::embed && draw.chance(0.5))
+      params.dimensions = draw.between(1, pooling_head.out_features);
+    if (draw.chance(0.6)) params.step_tag_id = draw.between(1, 6);  // 6 never matches
+    if (columns < hidden_size)
+      for (std::int64_t c = 0; c < columns; ++c) params.returned_token_ids.push_back(draw.between(0, hidden_size - 1));
+    p.r = test::whole("r" + std::to_string(i), pooler.task, prompt_len, params);
+    p.r.prompt_token_ids = p.token_ids;
+  }
+
+  for (int step = 0; std::any_of(prompts.begin(), prompts.end(), [](const prompt& p) { return !p.result; }); ++step) {
+    REQUIRE(step < 10000);
+    // Some steps have rows further apart than hidden_size, with NaN in between that must never be read.
+    const std::int64_t row_stride = hidden_size + (draw.chance(0.3) ? draw.between(1, 5) : 0);
+    seqpool::batch batch;
+    std::vector<prompt*> scheduled;
+    std::vector<float> rows;
+    for (prompt& p : prompts) {
+      if (p.result) continue;
+      const std::int64_t remaining = p.r.prompt_len - p.done;
+      const std::int64_t size = chunked && draw.chance(0.7) ? draw.between(1, remaining) : remaining;
+      seqpool::request r = p.r;
+      r.num_computed = p.done;
+      r.num_scheduled = size;
+      batch.requests.push_back(r);
+      scheduled.push_back(&p);
+      for (std::int64_t t = p.done; t < p.done + size; ++t) {
+        rows.insert(rows.end(), p.rows.begin() + t * hidden_size, p.rows.begin() + (t + 1) * hidden_size);
+        rows.insert(rows.end(), row_stride - hidden_size, std::numeric_limits<float>::quiet_NaN());
+      }
+      p.done += size;
+    }
+    const test::results out = test::run_step(space, pooler, state, batch, test::convert<T>(rows), row_stride);
+    for (std::size_t i = 0; i < scheduled.size(); ++i) {
+      prompt& p = *scheduled[i];
+      CHECK(out[i].has_value() == (p.done == p.r.prompt_len));
+      if (out[i]) p.result = out[i];
+    }
+  }
+  CHECK(state.size() == 0);
+
+  for (const prompt& p : prompts) {
+    CAPTURE(p.r.id);
+    const auto& chosen = p.r.params.returned_token_ids;
+    const std::int64_t pooled_width = chosen.empty() ? hidden_size : static_cast<std::int64_t>(chosen.size());
+    const std::int64_t head_width = pooling_head.spec.weight.empty() ? pooled_width : pooling_head.out_features;
+    const std::int64_t kept = p.r.params.dimensions.value_or(head_width);
+    test::check_close(*p.result, test::reference(method_name<Method>(), p.rows, hidden_size, p.r, pooling_head.spec, kept),
+                      tolerance<T>);
+  }
+}
+
+template <class Method, class Space>
+void compare_all_heads_and_types() {
+  std::uint32_t seed = 1;
+  for (const batch_shape& shape : shapes)
+    for (const bool chunked : {false, true}) {
+      compare_with_reference<Method, head::embed, float, Space>(seed++, shape, chunked);
+      compare_with_reference<Method, head::classify, float, Space>(seed++, shape, chunked);
+      compare_with_reference<Method, head::embed, __half, Space>(seed++, shape, chunked);
+      compare_with_reference<Method, head::classify, __nv_bfloat16, Space>(seed++, shape, chunked);
+      compare_with_reference<Method, head::embed, __nv_bfloat16, Space>(seed++, shape, chunked);
+      compare_with_reference<Method, head::classify, __half, Space>(seed++, shape, chunked);
+    }
+}
+
+}  // namespace random_cases
+
+TEST_CASE_TEMPLATE("random batches match the reference: CLS and LAST", Space, SEQPOOL_TEST_SPACES) {
+  random_cases::compare_all_heads_and_types<seqpool::method::cls, Space>();
+  random_cases::compare_all_heads_and_types<seqpool::method::last, Space>();
+}
+
+TEST_CASE_TEMPLATE("random batches match the reference: MEAN and MAX", Space, SEQPOOL_TEST_SPACES) {
+  random_cases::compare_all_heads_and_types<seqpool::method::mean, Space>();
+  random_cases::compare_all_heads_and_types<seqpool::method::max, Space>();
+}
+
+TEST_CASE_TEMPLATE("random batches match the reference: ALL and STEP", Space, SEQPOOL_TEST_SPACES) {
+  random_cases::compare_all_heads_and_types<seqpool::method::all, Space>();
+  random_cases::compare_all_heads_and_types<seqpool::method::step, Space>();
+}

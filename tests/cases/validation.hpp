@@ -1,0 +1,115 @@
+// SPEC section 8 at the pooler: bad input is a seqpool::error raised before any
+// device work, and every request's state is exactly as before the call.
+// Included by a translation unit that defines SEQPOOL_TEST_SPACES.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include <doctest/doctest.h>
+
+#include <seqpool/seqpool.hpp>
+
+#include "../support/step.hpp"
+
+namespace validation_cases {
+
+using seqpool::task;
+namespace method = seqpool::method;
+namespace head = seqpool::head;
+
+/// A space with a MEAN pooler whose request "c" (8 tokens) has pooled its first 3.
+template <class Space>
+struct chunk_in_flight {
+  Space space;
+  seqpool::state_store<Space> state{space};
+  seqpool::pooler<method::mean, head::embed, Space> pooler{space, 2};
+  std::vector<float> prompt{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16};
+
+  chunk_in_flight() {
+    const seqpool::batch first{{test::part("c", task::embed, 8, 0, 3, {.use_activation = false})}};
+    test::run_step(space, pooler, state, first, std::vector<float>(prompt.begin(), prompt.begin() + 6));
+  }
+
+  seqpool::request rest() const { return test::part("c", task::embed, 8, 3, 5, {.use_activation = false}); }
+
+  /// Checks the failed call left "c" where it was and launched nothing, then finishes it.
+  void check_untouched_and_finish(const seqpool::audit_counts& before) {
+    CHECK(space.audit().counts() == before);
+    CHECK(state.num_computed("c") == 3);
+    const auto out = test::run_step(space, pooler, state, seqpool::batch{{rest()}},
+                                    std::vector<float>(prompt.begin() + 6, prompt.end()));
+    test::check_equal(*out[0], 1, 2, {8, 9});
+  }
+};
+
+}  // namespace validation_cases
+
+TEST_CASE_TEMPLATE("a bad request in a batch fails the plan and leaves the state alone", Space, SEQPOOL_TEST_SPACES) {
+  using namespace validation_cases;
+  chunk_in_flight<Space> flight;
+  const seqpool::audit_counts before = flight.space.audit().counts();
+  const auto plan_with = [&](seqpool::request bad) {
+    return flight.pooler.plan(seqpool::batch{{flight.rest(), bad}}, flight.state);
+  };
+  CHECK_THROWS_WITH_AS(plan_with(test::whole("x", task::classify, 2)),
+                       "request 1 (id \"x\"): task: classify has no pooler here (this one serves embed)", seqpool::error);
+  CHECK_THROWS_WITH_AS(plan_with(test::whole("x", task::embed, 2, {.dimensions = 3})),
+                       "request 1 (id \"x\"): dimensions: must be in [1, 2], got 3", seqpool::error);
+  CHECK_THROWS_WITH_AS(plan_with(test::part("x", task::embed, 4, 2, 2)),
+                       "request 1 (id \"x\"): num_computed: 2 continues a request that has no state (its first chunk "
+                       "never ran, or it finished)",
+                       seqpool::error);
+  CHECK_THROWS_WITH_AS(plan_with(test::whole("c", task::embed, 2)),
+                       "request 1 (id \"c\"): id: appears twice in one step (first as request 0)", seqpool::error);
+  CHECK_THROWS_AS(flight.pooler.plan(seqpool::batch{{test::part("c", task::embed, 8, 4, 4)}}, flight.state),
+                  seqpool::error);
+  flight.check_untouched_and_finish(before);
+}
+
+TEST_CASE_TEMPLATE("hidden states and output that do not fit the plan fail the forward before it launches", Space,
+                   SEQPOOL_TEST_SPACES) {
+  using namespace validation_cases;
+  chunk_in_flight<Space> flight;
+  const seqpool::step_plan plan = flight.pooler.plan(seqpool::batch{{flight.rest()}}, flight.state);
+  flight.pooler.reserve(plan, flight.state);
+  const auto hidden = test::to_space(flight.space, std::vector<float>(flight.prompt.begin() + 6, flight.prompt.end()));
+  seqpool::buffer<float, Space> output(flight.space, 2);
+  const seqpool::audit_counts before = flight.space.audit().counts();
+
+  CHECK_THROWS_WITH_AS(
+      flight.pooler.forward(seqpool::make_hidden_view(hidden.data(), 4, 2), plan, flight.state, output.span()),
+      "num_scheduled: the requests schedule 5 rows but hidden_states has 4", seqpool::error);
+  CHECK_THROWS_WITH_AS(
+      flight.pooler.forward(seqpool::make_hidden_view(hidden.data(), 2, 5), plan, flight.state, output.span()),
+      "hidden_states: width 5 differs from the pooler's hidden_size 2", seqpool::error);
+  CHECK_THROWS_WITH_AS(flight.pooler.forward(seqpool::make_hidden_view(hidden.data(), 5, 2), plan, flight.state,
+                                             output.span().first(1)),
+                       "output: holds 1 floats but the step writes 2", seqpool::error);
+  flight.check_untouched_and_finish(before);
+}
+
+TEST_CASE_TEMPLATE("token methods check their knobs", Space, SEQPOOL_TEST_SPACES) {
+  using namespace validation_cases;
+  Space space;
+  seqpool::state_store<Space> state(space);
+  seqpool::pooler<method::step, head::classify, Space> steps(space, 3);
+  const std::vector<std::int64_t> ids{1, 2};
+  seqpool::request short_ids = test::whole("s", task::token_classify, 3, {.step_tag_id = 1});
+  short_ids.prompt_token_ids = ids;
+  CHECK_THROWS_WITH_AS(steps.plan(seqpool::batch{{short_ids}}, state),
+                       "request 0 (id \"s\"): prompt_token_ids: the method reads all 3 ids of the prompt, got 2",
+                       seqpool::error);
+  CHECK_THROWS_WITH_AS(steps.plan(seqpool::batch{{test::whole("s", task::token_classify, 3)}}, state),
+                       "request 0 (id \"s\"): prompt_token_ids: the method reads all 3 ids of the prompt, got 0",
+                       seqpool::error);
+  const std::vector<std::int64_t> three{1, 2, 3};
+  seqpool::request outside = test::whole("o", task::token_classify, 3, {.returned_token_ids = {0, 3}});
+  outside.prompt_token_ids = three;
+  CHECK_THROWS_WITH_AS(steps.plan(seqpool::batch{{outside}}, state),
+                       "request 0 (id \"o\"): returned_token_ids: column 3 is outside [0, 3)", seqpool::error);
+  outside.params.returned_token_ids = {-1};
+  CHECK_THROWS_AS(steps.plan(seqpool::batch{{outside}}, state), seqpool::error);
+  CHECK_THROWS_WITH_AS((seqpool::pooler<method::all, head::embed, Space>(space, 0)),
+                       "hidden_size: must be at least 1, got 0", seqpool::error);
+}

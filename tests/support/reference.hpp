@@ -1,0 +1,110 @@
+// A plain, loop-by-loop statement of SPEC sections 3 and 4, in double, that the
+// library's results are compared against. Different code, same semantics.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <optional>
+#include <string_view>
+#include <vector>
+
+#include <seqpool/batch.hpp>
+#include <seqpool/head/classify.hpp>
+
+#include "step.hpp"
+
+namespace test {
+
+/// A head as plain data.
+struct head_spec {
+  bool classify = false;
+  std::vector<float> weight;  ///< [out_features, in_features]; empty when there is no linear layer
+  std::vector<float> bias;    ///< empty when there is none
+  std::int64_t out_features = 0;
+  seqpool::head::problem_type problem = seqpool::head::problem_type::single_label;
+  std::optional<seqpool::head::platt_scaling> platt;
+};
+
+inline std::vector<std::vector<double>> reference_rows(std::string_view method, const std::vector<float>& prompt,
+                                                       std::int64_t hidden_size, const seqpool::request& r) {
+  const std::int64_t prompt_len = static_cast<std::int64_t>(prompt.size()) / hidden_size;
+  const auto row = [&](std::int64_t t) {
+    return std::vector<double>(prompt.begin() + t * hidden_size, prompt.begin() + (t + 1) * hidden_size);
+  };
+  if (method == "cls") return {row(0)};
+  if (method == "last") return {row(prompt_len - 1)};
+  if (method == "mean" || method == "max") {
+    std::vector<double> pooled = row(0);
+    for (std::int64_t t = 1; t < prompt_len; ++t)
+      for (std::int64_t c = 0; c < hidden_size; ++c) {
+        const double value = prompt[t * hidden_size + c];
+        pooled[c] = method == "mean" ? pooled[c] + value : std::max(pooled[c], value);
+      }
+    if (method == "mean")
+      for (double& value : pooled) value /= static_cast<double>(prompt_len);
+    return {pooled};
+  }
+  std::vector<std::vector<double>> rows;  // all, step
+  const auto& tag = r.params.step_tag_id;
+  const auto& columns = r.params.returned_token_ids;
+  for (std::int64_t t = 0; t < prompt_len; ++t) {
+    if (method == "step" && tag && r.prompt_token_ids[t] != *tag) continue;
+    if (method == "all" || columns.empty()) {
+      rows.push_back(row(t));
+      continue;
+    }
+    std::vector<double> chosen;
+    for (const std::int64_t column : columns) chosen.push_back(prompt[t * hidden_size + column]);
+    rows.push_back(chosen);
+  }
+  return rows;
+}
+
+inline std::vector<double> reference_head(std::vector<double> row, const head_spec& head, const seqpool::request& r) {
+  if (!head.weight.empty()) {
+    const auto in_features = static_cast<std::int64_t>(row.size());
+    std::vector<double> projected(head.out_features);
+    for (std::int64_t o = 0; o < head.out_features; ++o) {
+      double total = head.bias.empty() ? 0.0 : head.bias[o];
+      for (std::int64_t k = 0; k < in_features; ++k) total += double(head.weight[o * in_features + k]) * row[k];
+      projected[o] = total;
+    }
+    row = projected;
+  }
+  if (!head.classify) {
+    if (r.params.dimensions) row.resize(*r.params.dimensions);
+    if (!r.params.use_activation) return row;
+    double squares = 0;
+    for (const double value : row) squares += value * value;
+    const double norm = std::max(std::sqrt(squares), 1e-12);
+    for (double& value : row) value /= norm;
+    return row;
+  }
+  if (head.platt)
+    for (double& value : row) value = (value - head.platt->logit_mean) / head.platt->logit_sigma;
+  if (!r.params.use_activation || head.problem == seqpool::head::problem_type::regression) return row;
+  if (head.problem == seqpool::head::problem_type::multi_label || row.size() < 2) {
+    for (double& value : row) value = 1.0 / (1.0 + std::exp(-value));
+    return row;
+  }
+  const double largest = *std::max_element(row.begin(), row.end());
+  double total = 0;
+  for (double& value : row) total += value = std::exp(value - largest);
+  for (double& value : row) value /= total;
+  return row;
+}
+
+/// The result a finished request must have, from all its prompt's rows at once.
+inline matrix reference(std::string_view method, const std::vector<float>& prompt, std::int64_t hidden_size,
+                        const seqpool::request& r, const head_spec& head, std::int64_t out_cols) {
+  matrix expected{0, out_cols, {}};
+  for (const std::vector<double>& row : reference_rows(method, prompt, hidden_size, r)) {
+    for (const double value : reference_head(row, head, r)) expected.values.push_back(static_cast<float>(value));
+    ++expected.rows;
+  }
+  return expected;
+}
+
+}  // namespace test

@@ -1,0 +1,3 @@
+// Randomized comparison with the reference on both spaces of a g++ build.
+#define SEQPOOL_TEST_SPACES seqpool::host_space, seqpool::device_space<seqpool::omp_backend>
+#include "cases/random.hpp"
