@@ -120,7 +120,6 @@ void compare_with_reference(std::uint32_t seed, const batch_shape& shape, bool c
   generator draw(seed);
   Space space;
   const std::int64_t hidden_size = shape.hidden_size;
-  constexpr bool token_wise = seqpool::token_method<Method>;
 
   // A STEP group may return fewer columns; a linear layer must then take that many.
   const std::int64_t columns =
