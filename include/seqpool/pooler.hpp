@@ -40,14 +40,16 @@ namespace seqpool {
 ///     pooler.reserve(plan, state);               // outside the step: may allocate
 ///     pooler.forward(hidden, plan, state, out);  // the step
 ///     // plan.results[i]: where request i's result lies in `out`, if it finished
-template <pooling_method Method, pooling_head Head, memory_space Space>
+template <class Method, pooling_head Head, memory_space Space>
 class pooler {
+  static_assert(detail::method_is_complete<Method>());
+
  public:
   using method_type = Method;
   using head_type = Head;
   using space_type = Space;
 
-  static constexpr bool token_wise = token_method<Method>;
+  static constexpr bool token_wise = Method::kind == method_kind::token;
   static constexpr seqpool::task task = task_of(token_wise, Head::kind);
 
   pooler(Space& space, std::int64_t hidden_size, Method method = {}, Head head = {})
@@ -74,17 +76,19 @@ class pooler {
   step_plan plan(std::span<const request> requests, std::span<const chunk> chunks, const state_store<Space>& state,
                  std::size_t first_index) const {
     detail::plan_builder builder(hidden_size_, Space::shape, head_.linear().present());
-    std::vector<std::int64_t> chosen;
-    for (std::size_t i = 0; i < requests.size(); ++i) {
-      const request& r = requests[i];
-      const std::size_t index = first_index + i;
-      state.check(index, r);
-      if constexpr (token_wise)
-        plan_tokens(builder, index, r, chunks[i], chosen);
-      else
-        builder.add_pooled(r, chunks[i], method_.window(chunks[i]), Method::keeps_state,
-                           head_.output_width(index, r, hidden_size_));
-    }
+    with_method([&](const auto& method) {
+      std::vector<std::int64_t> chosen;
+      for (std::size_t i = 0; i < requests.size(); ++i) {
+        const request& r = requests[i];
+        const std::size_t index = first_index + i;
+        state.check(index, r);
+        if constexpr (token_wise)
+          plan_tokens(method, builder, index, r, chunks[i], chosen);
+        else
+          builder.add_pooled(r, chunks[i], method.window(chunks[i]), method.keeps_state,
+                             head_.output_width(index, r, hidden_size_));
+      }
+    });
     const std::int64_t num_rows = chunks.empty() ? 0 : chunks.back().row_begin + chunks.back().num_scheduled;
     return std::move(builder).build(num_rows);
   }
@@ -143,17 +147,20 @@ class pooler {
     const detail::step_memory memory{output.data(), workspace_.data(), b.state_table.in(device_block)};
     const detail::request_record* requests = b.requests.in(device_block);
     const std::int64_t per_row = whole_rows ? 1 : std::max<std::int64_t>(b.widest_tile, 1);
-    if constexpr (token_wise) {
-      run(b.gathers.count * per_row,
-          detail::gather_rows<Head, T, whole_rows>{head_, hidden.data_handle(), hidden.stride(0), b.gathers.in(device_block),
-                                                   requests, b.column_table.in(device_block), memory, per_row});
-    } else {
-      run(b.tiles.count * per_row,
-          detail::reduce_tiles<Method, Head, T, whole_rows>{method_, head_, hidden.data_handle(), hidden.stride(0),
-                                                            b.tiles.in(device_block), requests, memory, per_row});
-      run(b.combines.count * per_row, detail::combine_partials<Method, Head, whole_rows>{
-                                          method_, head_, b.combines.in(device_block), requests, memory, per_row});
-    }
+    with_method([&]<class M>(const M& method) {
+      if constexpr (token_wise) {
+        run(b.gathers.count * per_row,
+            detail::gather_rows<Head, T, whole_rows>{head_, hidden.data_handle(), hidden.stride(0),
+                                                     b.gathers.in(device_block), requests,
+                                                     b.column_table.in(device_block), memory, per_row});
+      } else {
+        run(b.tiles.count * per_row,
+            detail::reduce_tiles<M, Head, T, whole_rows>{method, head_, hidden.data_handle(), hidden.stride(0),
+                                                         b.tiles.in(device_block), requests, memory, per_row});
+        run(b.combines.count * per_row, detail::combine_partials<M, Head, whole_rows>{
+                                            method, head_, b.combines.in(device_block), requests, memory, per_row});
+      }
+    });
     const std::int64_t per_output = whole_rows ? 1 : std::max<std::int64_t>(b.widest_linear, 1);
     run(b.linears.count * per_output, detail::apply_linear<Head, whole_rows>{head_, head_.linear(), b.linears.in(device_block),
                                                                              requests, memory, per_output});
@@ -166,21 +173,31 @@ class pooler {
   }
 
  private:
-  void plan_tokens(detail::plan_builder& builder, std::size_t index, const request& r, const chunk& part,
-                   std::vector<std::int64_t>& chosen) const {
-    method_.check(index, r, hidden_size_);
-    if (Method::reads_token_ids && std::cmp_less(r.prompt_token_ids.size(), r.prompt_len))
+  /// Calls `work` with the method as its concrete type, visiting a runtime choice on the host.
+  template <class Work>
+  void with_method(Work&& work) const {
+    if constexpr (detail::is_runtime_method<Method>)
+      method_.visit(work);
+    else
+      work(method_);
+  }
+
+  template <class TokenMethod>
+  void plan_tokens(const TokenMethod& method, detail::plan_builder& builder, std::size_t index, const request& r,
+                   const chunk& part, std::vector<std::int64_t>& chosen) const {
+    method.check(index, r, hidden_size_);
+    if (TokenMethod::reads_token_ids && std::cmp_less(r.prompt_token_ids.size(), r.prompt_len))
       detail::fail_request(index, r.id, "prompt_token_ids", "the method reads all ", r.prompt_len,
                            " ids of the prompt, got ", r.prompt_token_ids.size());
-    const std::span<const std::int64_t> columns = method_.columns(r);
+    const std::span<const std::int64_t> columns = method.columns(r);
     const std::int64_t width = columns.empty() ? hidden_size_ : static_cast<std::int64_t>(columns.size());
     const std::int64_t out_width = head_.output_width(index, r, width);
     const std::int64_t end = part.num_computed + part.num_scheduled;
     chosen.clear();
-    method_.select(r, part.num_computed, end, chosen);
-    const std::int64_t rows_before = part.first_chunk() ? 0 : method_.count(r, 0, part.num_computed);
+    method.select(r, part.num_computed, end, chosen);
+    const std::int64_t rows_before = part.first_chunk() ? 0 : method.count(r, 0, part.num_computed);
     const std::int64_t rows_through = rows_before + static_cast<std::int64_t>(chosen.size());
-    const std::int64_t rows_total = part.finished() ? rows_through : rows_through + method_.count(r, end, r.prompt_len);
+    const std::int64_t rows_total = part.finished() ? rows_through : rows_through + method.count(r, end, r.prompt_len);
     builder.add_gathered(r, part, rows_before, chosen, rows_total, columns, out_width);
   }
 

@@ -3,6 +3,7 @@
 
 #include <seqpool/batch.hpp>
 #include <seqpool/config.hpp>
+#include <seqpool/dispatch.hpp>
 #include <seqpool/error.hpp>
 #include <seqpool/head/classify.hpp>
 #include <seqpool/head/embed.hpp>
@@ -12,6 +13,7 @@
 #include <seqpool/method/last.hpp>
 #include <seqpool/method/max.hpp>
 #include <seqpool/method/mean.hpp>
+#include <seqpool/method/runtime.hpp>
 #include <seqpool/method/step.hpp>
 #include <seqpool/plan.hpp>
 #include <seqpool/pooler.hpp>

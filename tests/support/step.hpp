@@ -63,7 +63,8 @@ inline void check_sync_contract(const seqpool::audit_counts& step) {
 }
 
 /// Cuts a step's output into per-request results, in batch order.
-inline results slice(const seqpool::step_plan& plan, const std::vector<float>& output) {
+template <class Plan>
+results slice(const Plan& plan, const std::vector<float>& output) {
   results sliced;
   for (const auto& result : plan.results) {
     if (!result) {
@@ -76,7 +77,7 @@ inline results slice(const seqpool::step_plan& plan, const std::vector<float>& o
   return sliced;
 }
 
-/// One step: plan, reserve, then forward under the audit, which must show the
+/// One step through a pooler or a dispatcher: plan, reserve, then forward under the audit, which must show the
 /// sync contract kept. `hidden` is row-major with `row_stride` elements a row,
 /// the first hidden_size of which are the row.
 template <class Pooler, class T>
@@ -85,7 +86,7 @@ results run_step(typename Pooler::space_type& space, Pooler& pooler,
                  const std::vector<T>& hidden, std::int64_t row_stride) {
   using Space = typename Pooler::space_type;
   const auto on_device = to_space(space, hidden);
-  const seqpool::step_plan plan = pooler.plan(step, state);
+  const auto plan = pooler.plan(step, state);
   pooler.reserve(plan, state);
   seqpool::buffer<float, Space> output(space, static_cast<std::size_t>(plan.output_size));
   const std::int64_t rows = static_cast<std::int64_t>(hidden.size()) / row_stride;

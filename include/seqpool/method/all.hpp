@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string_view>
 #include <span>
 #include <vector>
 
@@ -15,6 +16,7 @@ namespace seqpool::method {
 /// step's buffer (the view caching behind vLLM's buffer races).
 struct all {
   static constexpr method_kind kind = method_kind::token;
+  static constexpr std::string_view name = "all";
   static constexpr bool reads_token_ids = false;
 
   void check(std::size_t, const request&, std::int64_t) const {}

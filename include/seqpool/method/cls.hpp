@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string_view>
 
 #include <seqpool/method/concepts.hpp>
 
@@ -12,6 +13,7 @@ namespace seqpool::method {
 /// prefill; here later chunks simply read nothing).
 struct cls {
   static constexpr method_kind kind = method_kind::sequence;
+  static constexpr std::string_view name = "cls";
   static constexpr bool keeps_state = true;
 
   row_window window(const chunk& part) const { return {part.first_row(), part.first_chunk() ? 1 : 0}; }

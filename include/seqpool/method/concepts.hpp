@@ -2,6 +2,7 @@
 #pragma once
 
 #include <concepts>
+#include <cstddef>
 #include <cstdint>
 #include <span>
 #include <vector>
@@ -22,43 +23,122 @@ struct row_window {
   std::int64_t count = 0;
 };
 
+namespace detail {
+
+// One requirement each, so that a diagnostic names the member that is missing.
+template <class M>
+concept declares_kind = requires {
+  { M::kind } -> std::convertible_to<method_kind>;
+};
+template <class M>
+concept declares_keeps_state = requires {
+  { M::keeps_state } -> std::convertible_to<bool>;
+};
+template <class M>
+concept has_window = requires(const M method, const chunk& part) {
+  { method.window(part) } -> std::same_as<row_window>;
+};
+template <class M>
+concept has_identity = requires(const M method) {
+  { method.identity() } -> std::same_as<float>;
+};
+template <class M>
+concept has_accumulate = requires(const M method, float value) {
+  { method.accumulate(value, value) } -> std::same_as<float>;
+};
+template <class M>
+concept has_merge = requires(const M method, float value) {
+  { method.merge(value, value) } -> std::same_as<float>;
+};
+template <class M>
+concept has_finish = requires(const M method, float value, std::int64_t prompt_len) {
+  { method.finish(value, prompt_len) } -> std::same_as<float>;
+};
+template <class M>
+concept declares_reads_token_ids = requires {
+  { M::reads_token_ids } -> std::convertible_to<bool>;
+};
+template <class M>
+concept has_check = requires(const M method, std::size_t index, const request& r, std::int64_t hidden_size) {
+  method.check(index, r, hidden_size);
+};
+template <class M>
+concept has_select = requires(const M method, const request& r, std::int64_t position, std::vector<std::int64_t>& positions) {
+  method.select(r, position, position, positions);
+};
+template <class M>
+concept has_count = requires(const M method, const request& r, std::int64_t position) {
+  { method.count(r, position, position) } -> std::same_as<std::int64_t>;
+};
+template <class M>
+concept has_columns = requires(const M method, const request& r) {
+  { method.columns(r) } -> std::same_as<std::span<const std::int64_t>>;
+};
+
+}  // namespace detail
+
 /// A sequence method is a column-wise reduction: every column starts at
 /// identity(), takes each row's value through accumulate(), combines partial
 /// results of row tiles (and of earlier chunks) with merge(), and ends with
-/// finish(). window() says which rows of a chunk it reads; keeps_state says
-/// whether a chunked request carries its running value to the next step. The
-/// device calls identity/accumulate/merge/finish, so mark them SEQPOOL_HOST_DEVICE.
-template <class Method>
-concept sequence_method =
-    requires(const Method method, float value, float row_value, std::int64_t prompt_len, const chunk& part) {
-      requires Method::kind == method_kind::sequence;
-      { Method::keeps_state } -> std::convertible_to<bool>;
-      { method.window(part) } -> std::same_as<row_window>;
-      { method.identity() } -> std::same_as<float>;
-      { method.accumulate(value, row_value) } -> std::same_as<float>;
-      { method.merge(value, value) } -> std::same_as<float>;
-      { method.finish(value, prompt_len) } -> std::same_as<float>;
-    };
+/// finish(value, prompt_len). window() says which rows of a chunk it reads;
+/// keeps_state says whether a chunked request carries its running value to the
+/// next step. The device calls identity/accumulate/merge/finish, so mark them
+/// SEQPOOL_HOST_DEVICE.
+template <class M>
+concept sequence_method = detail::declares_kind<M> && M::kind == method_kind::sequence &&
+                          detail::declares_keeps_state<M> && detail::has_window<M> && detail::has_identity<M> &&
+                          detail::has_accumulate<M> && detail::has_merge<M> && detail::has_finish<M>;
 
 /// A token method chooses, on the host, which prompt positions and which columns
 /// a finished request returns; the device only gathers them. select() appends the
 /// chosen positions in [begin, end) in ascending order and count() says how many
 /// there are without listing them (a long prompt's state is sized from it);
-/// check() rejects knobs the method cannot serve; reads_token_ids makes the
-/// pooler require the prompt's token ids.
-template <class Method>
-concept token_method =
-    requires(const Method method, const request& r, std::size_t index, std::int64_t position,
-             std::int64_t hidden_size, std::vector<std::int64_t>& positions) {
-      requires Method::kind == method_kind::token;
-      { Method::reads_token_ids } -> std::convertible_to<bool>;
-      method.check(index, r, hidden_size);
-      method.select(r, position, position, positions);
-      { method.count(r, position, position) } -> std::same_as<std::int64_t>;
-      { method.columns(r) } -> std::same_as<std::span<const std::int64_t>>;
-    };
+/// columns() lists the columns to keep (empty: all); check() rejects knobs the
+/// method cannot serve; reads_token_ids makes the pooler require the prompt's ids.
+template <class M>
+concept token_method = detail::declares_kind<M> && M::kind == method_kind::token &&
+                       detail::declares_reads_token_ids<M> && detail::has_check<M> && detail::has_select<M> &&
+                       detail::has_count<M> && detail::has_columns<M>;
 
-template <class Method>
-concept pooling_method = sequence_method<Method> || token_method<Method>;
+namespace detail {
+
+/// True for runtime_method<...>, which holds one of several methods chosen at run time.
+template <class M>
+inline constexpr bool is_runtime_method = false;
+
+template <class M>
+inline constexpr bool dependent_false = false;
+
+/// The pooler's check of its method: one static_assert per member, worded so
+/// that a user-written method that misses one learns which.
+template <class M>
+consteval bool method_is_complete() {
+  if constexpr (is_runtime_method<M>) {
+    return true;  // its alternatives were checked where it was declared
+  } else if constexpr (!declares_kind<M>) {
+    static_assert(dependent_false<M>, "seqpool: a pooling method needs `static constexpr seqpool::method_kind kind`");
+    return false;
+  } else if constexpr (M::kind == method_kind::sequence) {
+    static_assert(declares_keeps_state<M>, "seqpool: a sequence method needs `static constexpr bool keeps_state`");
+    static_assert(has_window<M>, "seqpool: a sequence method needs `seqpool::row_window window(const seqpool::chunk&) const`");
+    static_assert(has_identity<M>, "seqpool: a sequence method needs `float identity() const`");
+    static_assert(has_accumulate<M>, "seqpool: a sequence method needs `float accumulate(float, float) const`");
+    static_assert(has_merge<M>, "seqpool: a sequence method needs `float merge(float, float) const`");
+    static_assert(has_finish<M>, "seqpool: a sequence method needs `float finish(float, std::int64_t) const`");
+    return sequence_method<M>;
+  } else {
+    static_assert(declares_reads_token_ids<M>, "seqpool: a token method needs `static constexpr bool reads_token_ids`");
+    static_assert(has_check<M>, "seqpool: a token method needs `void check(std::size_t, const seqpool::request&, std::int64_t) const`");
+    static_assert(has_select<M>, "seqpool: a token method needs `void select(const seqpool::request&, std::int64_t, std::int64_t, std::vector<std::int64_t>&) const`");
+    static_assert(has_count<M>, "seqpool: a token method needs `std::int64_t count(const seqpool::request&, std::int64_t, std::int64_t) const`");
+    static_assert(has_columns<M>, "seqpool: a token method needs `std::span<const std::int64_t> columns(const seqpool::request&) const`");
+    return token_method<M>;
+  }
+}
+
+}  // namespace detail
+
+template <class M>
+concept pooling_method = sequence_method<M> || token_method<M> || detail::is_runtime_method<M>;
 
 }  // namespace seqpool

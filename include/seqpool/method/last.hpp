@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string_view>
 
 #include <seqpool/method/concepts.hpp>
 
@@ -11,6 +12,7 @@ namespace seqpool::method {
 /// across chunks and earlier chunks read nothing.
 struct last {
   static constexpr method_kind kind = method_kind::sequence;
+  static constexpr std::string_view name = "last";
   static constexpr bool keeps_state = false;
 
   row_window window(const chunk& part) const { return {part.last_row(), part.finished() ? 1 : 0}; }

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string_view>
 
 #include <cuda/std/limits>
 
@@ -13,6 +14,7 @@ namespace seqpool::method {
 /// that it vectorises; a NaN in a column is not guaranteed to propagate.
 struct max {
   static constexpr method_kind kind = method_kind::sequence;
+  static constexpr std::string_view name = "max";
   static constexpr bool keeps_state = true;
 
   row_window window(const chunk& part) const { return {part.first_row(), part.num_scheduled}; }

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string_view>
 
 #include <seqpool/method/concepts.hpp>
 
@@ -12,6 +13,7 @@ namespace seqpool::method {
 /// batches); a chunked request keeps its running sum.
 struct mean {
   static constexpr method_kind kind = method_kind::sequence;
+  static constexpr std::string_view name = "mean";
   static constexpr bool keeps_state = true;
 
   row_window window(const chunk& part) const { return {part.first_row(), part.num_scheduled}; }

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string_view>
 #include <span>
 #include <vector>
 
@@ -17,6 +18,7 @@ namespace seqpool::method {
 /// a prompt without the tag gives a [0, C] result.
 struct step {
   static constexpr method_kind kind = method_kind::token;
+  static constexpr std::string_view name = "step";
   static constexpr bool reads_token_ids = true;
 
   void check(std::size_t index, const request& r, std::int64_t hidden_size) const {

@@ -1,0 +1,74 @@
+// runtime_method: one of several methods, chosen at run time.
+#pragma once
+
+#include <optional>
+#include <string_view>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+#include <variant>
+
+#include <seqpool/method/all.hpp>
+#include <seqpool/method/cls.hpp>
+#include <seqpool/method/concepts.hpp>
+#include <seqpool/method/last.hpp>
+#include <seqpool/method/max.hpp>
+#include <seqpool/method/mean.hpp>
+#include <seqpool/method/step.hpp>
+
+namespace seqpool {
+namespace method {
+
+/// Holds one of `Methods` (all of one kind), chosen at run time, e.g. from a
+/// configuration file: a table of four such poolers serves any configuration
+/// without compiling every combination. The pooler visits the choice on the
+/// host, so a step still launches one set of passes, for the chosen method.
+template <class... Methods>
+class runtime_method {
+  static_assert(sizeof...(Methods) > 0, "runtime_method needs at least one method");
+  static_assert((detail::method_is_complete<Methods>() && ...));
+  using first = std::tuple_element_t<0, std::tuple<Methods...>>;
+  static_assert(((Methods::kind == first::kind) && ...), "runtime_method's methods must all be sequence or all token methods");
+
+ public:
+  static constexpr method_kind kind = first::kind;
+
+  template <class Method>
+    requires(std::is_same_v<Method, Methods> || ...)
+  runtime_method(Method chosen) : chosen_(std::move(chosen)) {}
+
+  /// The method whose `name` is `wanted`, or nothing when no alternative has it.
+  static std::optional<runtime_method> from_name(std::string_view wanted) {
+    std::optional<runtime_method> found;
+    ((Methods::name == wanted ? void(found.emplace(Methods{})) : void()), ...);
+    return found;
+  }
+
+  std::string_view name() const {
+    return std::visit([](const auto& chosen) { return std::string_view(chosen.name); }, chosen_);
+  }
+
+  /// Calls `work` with the chosen method as its concrete type.
+  template <class Work>
+  decltype(auto) visit(Work&& work) const {
+    return std::visit(std::forward<Work>(work), chosen_);
+  }
+
+ private:
+  std::variant<Methods...> chosen_;
+};
+
+/// Any built-in sequence method (CLS, LAST, MEAN, MAX).
+using any_sequence = runtime_method<cls, last, mean, max>;
+
+/// Any built-in token method (ALL, STEP).
+using any_token = runtime_method<all, step>;
+
+}  // namespace method
+
+namespace detail {
+template <class... Methods>
+inline constexpr bool is_runtime_method<method::runtime_method<Methods...>> = true;
+}  // namespace detail
+
+}  // namespace seqpool
