@@ -114,7 +114,9 @@ class dispatcher<dispatch_table<Entries...>> {
     const std::span<const request> requests(step.requests);
     const std::span<const chunk> chunks(layout.chunks);
     for (const task_group& rows : layout.groups) {
-      dispatch_plan::group group{.rows = rows, .entry = *entry_of(rows.task)};
+      dispatch_plan::group group;
+      group.rows = rows;
+      group.entry = *entry_of(rows.task);
       with_pooler(poolers_, group.entry, [&](const auto& pooler) {
         group.plan = pooler.plan(requests.subspan(rows.first_request, rows.num_requests),
                                  chunks.subspan(rows.first_request, rows.num_requests), state, rows.first_request);
