@@ -82,3 +82,13 @@ TEST_CASE("chunks that disagree with the state are rejected, naming request, id 
   state.release("r");
   state.check(0, whole("r", task::embed, 3));
 }
+
+TEST_CASE("a slot too large to allocate is an error that names the request, and leaves no slot") {
+  seqpool::host_space space;
+  seqpool::state_store<seqpool::host_space> state(space);
+  CHECK_THROWS_WITH_AS(state.reserve(part("big", task::token_embed, 1LL << 40, 0, 2), std::size_t{1} << 60),
+                       "id \"big\": prompt_len: keeping 1099511627776 tokens' state needs 4611686018427387904 bytes, "
+                       "more than can be allocated",
+                       seqpool::error);
+  CHECK_FALSE(state.contains("big"));
+}

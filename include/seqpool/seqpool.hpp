@@ -3,6 +3,7 @@
 
 #include <seqpool/batch.hpp>
 #include <seqpool/config.hpp>
+#include <seqpool/configurable.hpp>
 #include <seqpool/dispatch.hpp>
 #include <seqpool/error.hpp>
 #include <seqpool/head/classify.hpp>

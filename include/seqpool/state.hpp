@@ -4,6 +4,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <new>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -64,7 +65,13 @@ class state_store {
     if (fresh) held = {.task = r.task, .prompt_len = r.prompt_len};
     if (held.num_computed == 0 && held.floats < floats) {
       give_back(held);
-      held.data = floats == 0 ? nullptr : static_cast<float*>(pool_.take(floats * sizeof(float)));
+      try {
+        held.data = floats == 0 ? nullptr : static_cast<float*>(pool_.take(floats * sizeof(float)));
+      } catch (const std::bad_alloc&) {
+        slots_.erase(entry);
+        throw error(detail::concat("id \"", r.id, "\": prompt_len: keeping ", r.prompt_len, " tokens' state needs ",
+                                   floats * sizeof(float), " bytes, more than can be allocated"));
+      }
       held.floats = floats;
     }
     return held.data;

@@ -24,11 +24,7 @@ namespace method = seqpool::method;
 namespace head = seqpool::head;
 
 template <class Space>
-using all_tasks = seqpool::dispatch_table<
-    task_entry<task::embed, seqpool::pooler<method::any_sequence, head::embed, Space>>,
-    task_entry<task::classify, seqpool::pooler<method::any_sequence, head::classify, Space>>,
-    task_entry<task::token_embed, seqpool::pooler<method::any_token, head::embed, Space>>,
-    task_entry<task::token_classify, seqpool::pooler<method::any_token, head::classify, Space>>>;
+using all_tasks = seqpool::configurable_table<Space>;
 
 /// Methods for the four tasks, and the poolers, dispatcher and state that serve them.
 template <class Space>

@@ -1,0 +1,23 @@
+// A dispatch table whose methods are chosen at run time.
+#pragma once
+
+#include <seqpool/dispatch.hpp>
+#include <seqpool/head/classify.hpp>
+#include <seqpool/head/embed.hpp>
+#include <seqpool/method/runtime.hpp>
+#include <seqpool/pooler.hpp>
+
+namespace seqpool {
+
+/// One pooler per task, each holding a method chosen by name: the table for
+/// tools and servers that read their pooling configuration from a file. Four
+/// entries serve every configuration, where a table per combination of methods
+/// would multiply compile time; leave an entry empty for a task not served.
+template <class Space>
+using configurable_table =
+    dispatch_table<task_entry<task::embed, pooler<method::any_sequence, head::embed, Space>>,
+                   task_entry<task::classify, pooler<method::any_sequence, head::classify, Space>>,
+                   task_entry<task::token_embed, pooler<method::any_token, head::embed, Space>>,
+                   task_entry<task::token_classify, pooler<method::any_token, head::classify, Space>>>;
+
+}  // namespace seqpool

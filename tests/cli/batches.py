@@ -1,0 +1,154 @@
+"""Writes batch files for seqpool-run, runs it, and states in numpy what it must compute.
+
+The reference here is numpy code written from docs/SPEC.md, independent of the C++
+reference the unit tests use.
+"""
+import json
+import os
+import pathlib
+import subprocess
+import tempfile
+
+import numpy as np
+
+TOOL = os.environ.get("SEQPOOL_RUN", "seqpool-run")
+
+
+def bfloat16_bits(values):
+    """float32 -> bfloat16 bit patterns, rounding to nearest even, as <u2."""
+    bits = np.ascontiguousarray(values, dtype="<f4").view("<u4").astype(np.uint64)
+    rounded = (bits + 0x7FFF + ((bits >> 16) & 1)) >> 16
+    return rounded.astype("<u2")
+
+
+def from_bfloat16_bits(bits):
+    return (bits.astype("<u4") << 16).view("<f4")
+
+
+def stored(values, dtype):
+    """What an array of `dtype` holds once written: the values the tool reads."""
+    if dtype == "float32":
+        return np.asarray(values, dtype="<f4")
+    if dtype == "float16":
+        return np.asarray(values, dtype="<f2").astype("<f4")
+    return from_bfloat16_bits(bfloat16_bits(values))
+
+
+def save_hidden(path, values, dtype):
+    if dtype == "float32":
+        np.save(path, np.asarray(values, dtype="<f4"))
+    elif dtype == "float16":
+        np.save(path, np.asarray(values, dtype="<f2"))
+    else:
+        np.save(path, bfloat16_bits(values))
+
+
+class Batch:
+    """A batch folder: the JSON, the arrays it names, and the tool's results."""
+
+    def __init__(self, hidden_size, poolers, projector=None, classifier=None, dtype="float32"):
+        self.folder = pathlib.Path(tempfile.mkdtemp(prefix="seqpool-batch-"))
+        self.dtype = dtype
+        self.spec = {"hidden_size": hidden_size, "poolers": poolers, "steps": []}
+        if projector is not None:
+            self.spec["projector"] = self.layer("projector", *projector)
+        if classifier is not None:
+            weight, bias, *extra = classifier
+            self.spec["classifier"] = self.layer("classifier", weight, bias)
+            if extra:
+                self.spec["classifier"].update(extra[0])
+
+    def layer(self, name, weight, bias):
+        layer = {}
+        if weight is not None:
+            np.save(self.folder / f"{name}_w.npy", np.asarray(weight, dtype="<f4"))
+            layer["weight"] = f"{name}_w.npy"
+        if bias is not None:
+            np.save(self.folder / f"{name}_b.npy", np.asarray(bias, dtype="<f4"))
+            layer["bias"] = f"{name}_b.npy"
+        return layer
+
+    def step(self, hidden, requests):
+        name = f"step{len(self.spec['steps'])}.npy"
+        hidden = np.asarray(hidden, dtype=np.float32)
+        if hidden.ndim != 2:
+            hidden = hidden.reshape(-1, self.spec["hidden_size"])
+        save_hidden(self.folder / name, hidden, self.dtype)
+        self.spec["steps"].append({"hidden_states": name, "requests": requests})
+
+    def run(self, space="host", audit=True):
+        (self.folder / "batch.json").write_text(json.dumps(self.spec))
+        self.out = self.folder / "out"
+        args = [TOOL, str(self.folder / "batch.json"), "--out", str(self.out), "--space", space]
+        if audit:
+            args.append("--audit")
+        return subprocess.run(args, capture_output=True, text=True, timeout=300)
+
+    def result(self, request_id):
+        return np.load(self.out / f"{request_id}.npy")
+
+    def audit(self):
+        return [json.loads(line) for line in (self.out / "audit.jsonl").read_text().splitlines()]
+
+
+def request(request_id, task, prompt_len, num_scheduled=None, num_computed=0, token_ids=None, **params):
+    entry = {"id": request_id, "task": task, "prompt_len": prompt_len, "num_computed": num_computed,
+             "num_scheduled": prompt_len if num_scheduled is None else num_scheduled}
+    if token_ids is not None:
+        entry["prompt_token_ids"] = list(token_ids)
+    if params:
+        entry["params"] = params
+    return entry
+
+
+def pool(method, prompt, params, token_ids=None):
+    """SPEC section 3: the rows (or the one row) a method gives for a whole prompt, in float64."""
+    prompt = np.asarray(prompt, dtype=np.float64)
+    if method == "cls":
+        return prompt[0]
+    if method == "last":
+        return prompt[-1]
+    if method == "mean":
+        return prompt.mean(axis=0)
+    if method == "max":
+        return prompt.max(axis=0)
+    rows = prompt
+    if method == "step":
+        tag = params.get("step_tag_id")
+        if tag is not None:
+            rows = prompt[np.asarray(token_ids) == tag]
+        columns = params.get("returned_token_ids")
+        if columns:
+            rows = rows[:, columns]
+    return rows
+
+
+def head(rows, task, params, projector=None, classifier=None, problem_type="single_label", platt=None):
+    """SPEC section 4, applied to one row or to each row of a matrix."""
+    rows = np.atleast_2d(rows)
+    use_activation = params.get("use_activation", True)
+    if task in ("embed", "token_embed"):
+        if projector is not None:
+            weight, bias = projector
+            rows = rows @ np.asarray(weight, np.float64).T + (0 if bias is None else np.asarray(bias, np.float64))
+        if params.get("dimensions") is not None:
+            rows = rows[:, : params["dimensions"]]
+        if use_activation:
+            rows = rows / np.maximum(np.linalg.norm(rows, axis=1, keepdims=True), 1e-12)
+        return rows
+    if classifier is not None:
+        weight, bias = classifier
+        rows = rows @ np.asarray(weight, np.float64).T + (0 if bias is None else np.asarray(bias, np.float64))
+    if platt is not None:
+        rows = (rows - platt[0]) / platt[1]
+    if not use_activation or problem_type == "regression":
+        return rows
+    if problem_type == "multi_label" or rows.shape[1] < 2:
+        return 1 / (1 + np.exp(-rows))
+    shifted = np.exp(rows - rows.max(axis=1, keepdims=True))
+    return shifted / shifted.sum(axis=1, keepdims=True)
+
+
+def expected(method, task, prompt, params, token_ids=None, **head_config):
+    result = head(pool(method, prompt, params, token_ids), task, params, **head_config)
+    return result if task.startswith("token_") else result[0]

@@ -1,0 +1,197 @@
+"""TESTS.md cases 1-22 as recorded batches replayed by seqpool-run, on both spaces."""
+import pathlib
+import subprocess
+import tempfile
+import unittest
+
+import numpy as np
+
+from batches import TOOL, Batch, expected, request
+
+H10 = np.arange(1, 11, dtype=np.float32).reshape(5, 2)  # rows [1,2] ... [9,10]
+RAW = {"use_activation": False}
+
+
+class Cases:
+    space = "host"
+
+    def replay(self, batch):
+        run = batch.run(self.space)
+        self.assertEqual(run.returncode, 0, run.stderr)
+        for counts in batch.audit():
+            self.assertLessEqual(counts["uploads"], 1)
+            self.assertEqual((counts["downloads"], counts["waits"], counts["allocations"]), (0, 0, 0))
+        return batch
+
+    def whole(self, method, hidden, lengths, dtype="float32"):
+        task = "token_embed" if method in ("all", "step") else "embed"
+        batch = Batch(hidden.shape[1], {task: method}, dtype=dtype)
+        batch.step(hidden, [request(f"r{i}", task, n, **RAW) for i, n in enumerate(lengths)])
+        self.replay(batch)
+        return [batch.result(f"r{i}") for i in range(len(lengths))]
+
+    def test_case_1_to_3_cls_last_mean(self):
+        for method, rows in (("cls", [[1, 2], [5, 6]]), ("last", [[3, 4], [9, 10]]), ("mean", [[2, 3], [7, 8]])):
+            with self.subTest(method):
+                first, second = self.whole(method, H10, [2, 3])
+                np.testing.assert_array_equal(first, rows[0])
+                np.testing.assert_array_equal(second, rows[1])
+                self.assertEqual(first.dtype, np.float32)
+
+    def test_case_4_max(self):
+        first, second = self.whole("max", np.array([[1, -5], [3, -4], [0, 9]], np.float32), [2, 1])
+        np.testing.assert_array_equal(first, [3, -4])
+        np.testing.assert_array_equal(second, [0, 9])
+
+    def test_case_5_mean_of_one_and_of_equal_rows(self):
+        np.testing.assert_array_equal(self.whole("mean", np.array([[0.25, -3]], np.float32), [1])[0], [0.25, -3])
+        np.testing.assert_allclose(self.whole("mean", np.full((3, 2), 0.1, np.float32), [3])[0], [0.1, 0.1], rtol=1e-6)
+
+    def test_case_6_empty_step(self):
+        batch = Batch(4, {"embed": "mean"})
+        batch.step(np.zeros((0, 4), np.float32), [])
+        self.replay(batch)
+        self.assertEqual(sorted(p.name for p in batch.out.iterdir()), ["audit.jsonl"])
+
+    def test_case_7_half_and_bfloat16(self):
+        for dtype in ("float16", "bfloat16"):
+            with self.subTest(dtype):
+                result = self.whole("mean", np.array([[1, 2], [3, 4]], np.float32), [2], dtype)[0]
+                np.testing.assert_array_equal(result, [2, 3])
+
+    def test_case_8_all(self):
+        first, second = self.whole("all", H10, [2, 3])
+        np.testing.assert_array_equal(first, H10[:2])
+        np.testing.assert_array_equal(second, H10[2:])
+
+    def test_case_9_all_chunked(self):
+        batch = Batch(1, {"token_embed": "all"})
+        batch.step([[1], [2], [9]], [request("p", "token_embed", 4, 2, **RAW), request("q", "token_embed", 1, **RAW)])
+        batch.step([[3], [4]], [request("p", "token_embed", 4, 2, num_computed=2, **RAW)])
+        self.replay(batch)
+        np.testing.assert_array_equal(batch.result("p"), [[1], [2], [3], [4]])
+        np.testing.assert_array_equal(batch.result("q"), [[9]])
+
+    def test_case_10_step(self):
+        hidden = np.arange(1, 13, dtype=np.float32).reshape(4, 3)
+        ids = [10, 99, 10, 20]
+        variants = {
+            "tag": ({"step_tag_id": 10}, [[1, 2, 3], [7, 8, 9]]),
+            "tag_columns": ({"step_tag_id": 10, "returned_token_ids": [0, 2]}, [[1, 3], [7, 9]]),
+            "columns": ({"returned_token_ids": [0, 2]}, hidden[:, [0, 2]]),
+            "no_match": ({"step_tag_id": 5}, np.zeros((0, 3))),
+            "neither": ({}, hidden),
+        }
+        batch = Batch(3, {"token_embed": "step"})
+        for name, (params, _) in variants.items():
+            batch.step(hidden, [request(name, "token_embed", 4, token_ids=ids, use_activation=False, **params)])
+        self.replay(batch)
+        for name, (_, rows) in variants.items():
+            with self.subTest(name):
+                result = batch.result(name)
+                self.assertEqual(result.shape, np.asarray(rows).shape)
+                np.testing.assert_array_equal(result, rows)
+
+    def test_case_11_chunked_equals_one_shot(self):
+        prompt = np.array([[3, -1], [4, 1], [-5, 9], [2, 6], [5, -3]], np.float32)
+        for method in ("cls", "mean", "max", "last"):
+            for chunks in ([2, 3], [1, 1, 3]):
+                with self.subTest(method=method, chunks=chunks):
+                    batch = Batch(2, {"embed": method})
+                    done = 0
+                    for size in chunks:
+                        batch.step(prompt[done:done + size], [request("p", "embed", 5, size, done, **RAW)])
+                        done += size
+                    batch.step(prompt, [request("whole", "embed", 5, **RAW)])
+                    self.replay(batch)
+                    np.testing.assert_allclose(batch.result("p"), batch.result("whole"), rtol=1e-6)
+
+    def test_cases_12_to_14_embed_head(self):
+        batch = Batch(3, {"embed": "cls"})
+        row = [3, 4, 12]
+        batch.step([row, [0, 0, 0], row, row, row], [
+            request("normalised", "embed", 1), request("zero", "embed", 1),
+            request("truncated", "embed", 1, dimensions=2),
+            request("raw", "embed", 1, use_activation=False),
+            request("raw_truncated", "embed", 1, use_activation=False, dimensions=2)])
+        self.replay(batch)
+        np.testing.assert_allclose(batch.result("normalised"), np.array(row) / 13, rtol=1e-6)
+        np.testing.assert_array_equal(batch.result("zero"), [0, 0, 0])
+        np.testing.assert_allclose(batch.result("truncated"), [0.6, 0.8], rtol=1e-6)
+        np.testing.assert_array_equal(batch.result("raw"), row)
+        np.testing.assert_array_equal(batch.result("raw_truncated"), [3, 4])
+
+    def classify(self, logits, problem_type="single_label", use_activation=True, **platt):
+        logits = np.atleast_2d(np.asarray(logits, np.float32))
+        extra = {"problem_type": problem_type, **platt}
+        batch = Batch(logits.shape[1], {"classify": "cls"}, classifier=(None, None, extra))
+        batch.step(logits, [request("c", "classify", 1, use_activation=use_activation)])
+        self.replay(batch)
+        return batch.result("c")
+
+    def test_cases_15_to_19_classify_head(self):
+        np.testing.assert_allclose(self.classify([0]), [0.5], rtol=1e-6)
+        np.testing.assert_allclose(self.classify([100]), [1], atol=1e-4)
+        np.testing.assert_allclose(self.classify([-100]), [0], atol=1e-4)
+        np.testing.assert_allclose(self.classify([0, 0, 0, 0]), [0.25] * 4, rtol=1e-6)
+        self.assertAlmostEqual(float(self.classify([1, -2, 3, 0.5]).sum()), 1.0, places=6)
+        np.testing.assert_allclose(self.classify([3, -1], use_activation=False, logit_mean=2), [1, -3], rtol=1e-6)
+        np.testing.assert_allclose(self.classify([3, -1], use_activation=False, logit_sigma=0.5), [6, -2], rtol=1e-6)
+        np.testing.assert_allclose(self.classify([3, -1], use_activation=False, logit_mean=1, logit_sigma=2), [1, -1])
+        np.testing.assert_allclose(self.classify([3], logit_mean=1, logit_sigma=2), [1 / (1 + np.exp(-1))], rtol=1e-6)
+        np.testing.assert_allclose(self.classify([2.5, -7], "regression"), [2.5, -7])
+        np.testing.assert_allclose(self.classify([0, 2], "multi_label"), 1 / (1 + np.exp([0, -2])), rtol=1e-6)
+
+    def test_cases_20_and_21_mixed_tasks(self):
+        rng = np.random.default_rng(20)
+        weight, bias = rng.normal(size=(3, 4)).astype(np.float32), rng.normal(size=3).astype(np.float32)
+        batch = Batch(4, {"embed": "mean", "classify": "last", "token_embed": "all", "token_classify": "all"},
+                      classifier=(weight, bias))
+        lengths = {"a": ("embed", 2), "b": ("embed", 1), "c": ("token_embed", 3), "d": ("embed", 2),
+                   "e": ("classify", 3), "f": ("token_classify", 2)}
+        hidden = rng.normal(size=(13, 4)).astype(np.float32)
+        batch.step(hidden, [request(name, task, n) for name, (task, n) in lengths.items()])
+        self.replay(batch)
+        row = 0
+        for name, (task, n) in lengths.items():
+            method = {"embed": "mean", "classify": "last"}.get(task, "all")
+            layer = {"classifier": (weight, bias)} if "classify" in task else {}
+            want = expected(method, task, hidden[row:row + n], {}, **layer)
+            np.testing.assert_allclose(batch.result(name), want, rtol=1e-5, atol=1e-6, err_msg=name)
+            row += n
+
+    def test_case_22_task_without_pooler(self):
+        batch = Batch(1, {"embed": "mean"})
+        batch.step([[1], [2]], [request("c", "embed", 4, 2, **RAW)])
+        batch.step([[3], [4], [5]], [request("c", "embed", 4, 2, 2, **RAW), request("x", "classify", 1)])
+        run = batch.run(self.space)
+        self.assertEqual(run.returncode, 2)
+        self.assertEqual(run.stderr, 'seqpool: error: step 1: request 1 (id "x"): task: classify has no pooler in the '
+                                     'dispatch table\n')
+        self.assertFalse((batch.out / "c.npy").exists())
+
+
+    def test_the_example_batch_replays(self):
+        example = pathlib.Path(__file__).resolve().parents[2] / "examples" / "data" / "batch.json"
+        out = pathlib.Path(tempfile.mkdtemp(prefix="seqpool-example-"))
+        run = subprocess.run([TOOL, str(example), "--out", str(out), "--space", self.space, "--audit"],
+                             capture_output=True, text=True)
+        self.assertEqual(run.returncode, 0, run.stderr)
+        self.assertEqual(sorted(p.name for p in out.iterdir()),
+                         ["audit.jsonl", "doc-1.npy", "pair-1.npy", "pair-2.npy", "query-1.npy", "reward-1.npy",
+                          "tokens-1.npy"])
+        self.assertEqual(np.load(out / "doc-1.npy").shape, (4,))
+        self.assertEqual(np.load(out / "reward-1.npy").shape, (3, 2))
+        self.assertEqual(len((out / "audit.jsonl").read_text().splitlines()), 3)
+
+
+class HostSpace(Cases, unittest.TestCase):
+    space = "host"
+
+
+class DeviceSpace(Cases, unittest.TestCase):
+    space = "device"
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,268 @@
+"""Every kind of bad input seqpool-run must refuse: exit status 2, one line on standard
+error that begins `seqpool: error:` and names the step, the request and the field;
+earlier steps' outputs stay, the failing step writes nothing, later steps never run."""
+import json
+import unittest
+
+import numpy as np
+
+from batches import Batch, request
+
+H = 4
+ROWS = np.arange(12, dtype=np.float32).reshape(3, H)
+
+
+def good_step(batch, name):
+    batch.step(ROWS[:1], [request(name, "embed", 1)])
+
+
+class Errors(unittest.TestCase):
+    def check_refused(self, batch, message, written=(), space="host"):
+        run = batch.run(space)
+        self.assertEqual(run.returncode, 2, run.stderr)
+        self.assertTrue(run.stderr.startswith("seqpool: error: "), run.stderr)
+        self.assertEqual(run.stderr.count("\n"), 1, run.stderr)
+        self.assertIn(message, run.stderr)
+        files = sorted(p.name for p in batch.out.iterdir()) if batch.out.exists() else []
+        self.assertEqual([f for f in files if f != "audit.jsonl"], sorted(f"{name}.npy" for name in written))
+
+    def step_error(self, requests, message, hidden=ROWS, poolers=None, **batch_args):
+        """A batch whose step 1 is bad, between two good steps."""
+        for space in ("host", "device"):
+            with self.subTest(space=space):
+                batch = Batch(H, poolers or {"embed": "mean", "classify": "cls", "token_classify": "step"},
+                              **batch_args)
+                good_step(batch, "before")
+                batch.step(hidden, requests)
+                good_step(batch, "after")
+                self.check_refused(batch, "step 1: " + message, written=["before"], space=space)
+
+    # SPEC section 8
+
+    def test_rows_do_not_add_up(self):
+        self.step_error([request("a", "embed", 2)], "num_scheduled: the requests schedule 2 rows but hidden_states has 3")
+
+    def test_chunk_past_the_prompt(self):
+        self.step_error([request("a", "embed", 3, 3, 1)],
+                        'request 0 (id "a"): num_computed + num_scheduled: 1 + 3 exceeds prompt_len 3')
+
+    def test_nothing_scheduled(self):
+        self.step_error([request("a", "embed", 3, 3), request("b", "embed", 2, 0)],
+                        'request 1 (id "b"): num_scheduled: must be at least 1, got 0')
+
+    def test_empty_prompt(self):
+        self.step_error([request("a", "embed", 0, 3)], 'request 0 (id "a"): prompt_len: must be at least 1, got 0')
+
+    def test_negative_progress(self):
+        self.step_error([request("a", "embed", 3, 3, -1)], 'request 0 (id "a"): num_computed: must not be negative')
+
+    def test_token_ids_missing_or_short(self):
+        self.step_error([request("s", "token_classify", 3, step_tag_id=1)],
+                        'request 0 (id "s"): prompt_token_ids: the method reads all 3 ids of the prompt, got 0')
+        self.step_error([request("s", "token_classify", 3, token_ids=[1, 2], step_tag_id=1)],
+                        'request 0 (id "s"): prompt_token_ids: the method reads all 3 ids of the prompt, got 2')
+
+    def test_returned_column_outside_the_row(self):
+        self.step_error([request("s", "token_classify", 3, token_ids=[1, 2, 3], returned_token_ids=[0, 4])],
+                        'request 0 (id "s"): returned_token_ids: column 4 is outside [0, 4)')
+
+    def test_dimensions_outside_the_width(self):
+        self.step_error([request("a", "embed", 3, dimensions=5)], 'request 0 (id "a"): dimensions: must be in [1, 4]')
+        self.step_error([request("a", "embed", 3, dimensions=0)], 'request 0 (id "a"): dimensions: must be in [1, 4]')
+
+    def test_classifier_of_another_width(self):
+        self.step_error([request("c", "classify", 3)],
+                        'request 0 (id "c"): classifier: takes 3 columns but the method returns 4',
+                        classifier=(np.ones((2, 3), np.float32), None))
+
+    def test_task_without_pooler(self):
+        self.step_error([request("t", "token_embed", 3)],
+                        'request 0 (id "t"): task: token_embed has no pooler in the dispatch table')
+
+    def test_duplicate_id(self):
+        self.step_error([request("a", "embed", 1), request("a", "embed", 2)],
+                        'request 1 (id "a"): id: appears twice in one step (first as request 0)')
+
+    def test_hidden_states_of_another_width(self):
+        self.step_error([request("a", "embed", 2)], "hidden_states:", hidden=np.zeros((2, H + 1), np.float32))
+
+    # Chunks that disagree with the state the earlier steps left.
+
+    def chunk_error(self, continuation, message):
+        batch = Batch(H, {"embed": "mean", "classify": "mean"})
+        batch.step(ROWS[:2], [request("c", "embed", 5, 2)])
+        batch.step(ROWS[:1], [continuation])
+        self.check_refused(batch, "step 1: " + message)
+
+    def test_continuing_with_no_state(self):
+        self.chunk_error(request("z", "embed", 5, 1, 2),
+                         'request 0 (id "z"): num_computed: 2 continues a request that has no state')
+
+    def test_continuing_from_another_point(self):
+        self.chunk_error(request("c", "embed", 5, 1, 3),
+                         'request 0 (id "c"): num_computed: 3 disagrees with the state, which holds 2 tokens')
+
+    def test_continuing_as_another_task(self):
+        self.chunk_error(request("c", "classify", 5, 1, 2),
+                         'request 0 (id "c"): task: continues as classify but began as embed')
+
+    def test_continuing_with_another_prompt_len(self):
+        self.chunk_error(request("c", "embed", 6, 1, 2),
+                         'request 0 (id "c"): prompt_len: 6 differs from 5 given at the first chunk')
+
+    def test_restarting_a_request_in_progress(self):
+        self.chunk_error(request("c", "embed", 5, 1, 0), 'request 0 (id "c"): num_computed: 0 restarts a request')
+
+    # The batch file itself
+
+    def file_error(self, edit, message):
+        """Step 1 of the file is bad: step 0 ran and keeps its output."""
+        batch = Batch(H, {"embed": "mean"})
+        good_step(batch, "before")
+        edit(batch)
+        self.check_refused(batch, message, written=["before"])
+
+    def test_wrong_json_types(self):
+        for field, value in (("prompt_len", "3"), ("num_scheduled", 1.5), ("id", 7), ("task", None),
+                             ("num_computed", 2**64)):
+            with self.subTest(field):
+                def edit(batch, field=field, value=value):
+                    batch.step(ROWS[:1], [dict(request("a", "embed", 1), **{field: value})])
+                self.file_error(edit, f"step 1: request 0")
+        self.file_error(lambda b: b.step(ROWS[:1], [request("a", "embed", 1, use_activation=1)]),
+                        'step 1: request 0 (id "a"): params.use_activation: expected true or false')
+        self.file_error(lambda b: b.step(ROWS[:1], [request("a", "embed", 1, dimensions="2")]),
+                        'step 1: request 0 (id "a"): params.dimensions: expected an integer')
+        self.file_error(lambda b: b.step(ROWS[:1], [request("a", "embed", 1, token_ids=[1.5])]),
+                        'step 1: request 0 (id "a"): prompt_token_ids: expected an integer')
+        self.file_error(lambda b: b.step(ROWS[:1], [dict(request("a", "embed", 1), num_scheduled=None)]),
+                        'step 1: request 0 (id "a"): num_scheduled:')
+        self.file_error(lambda b: b.spec["steps"].append([1, 2]), "step 1: expected an object")
+
+    def test_unknown_and_missing_fields(self):
+        self.file_error(lambda b: b.step(ROWS[:1], [dict(request("a", "embed", 1), num_schedueld=1)]),
+                        'step 1: request 0 (id "a"): num_schedueld: unknown field')
+        self.file_error(lambda b: b.spec["steps"].append({"requests": []}), "step 1: hidden_states: missing")
+
+    def test_unknown_task_name(self):
+        self.file_error(lambda b: b.step(ROWS[:1], [request("a", "rerank", 1)]),
+                        'step 1: request 0 (id "a"): task: unknown task "rerank"')
+
+    def test_ids_that_are_not_file_names(self):
+        for bad in ("../escape", "a/b", "", ".."):
+            with self.subTest(bad):
+                self.file_error(lambda b, bad=bad: b.step(ROWS[:1], [request(bad, "embed", 1)]),
+                                "step 1: request 0")
+
+    def test_missing_hidden_states(self):
+        def edit(batch):
+            batch.step(ROWS[:1], [request("a", "embed", 1)])
+            batch.spec["steps"][-1]["hidden_states"] = "nowhere.npy"
+        self.file_error(edit, "step 1: hidden_states: ")
+
+    def bad_npy(self, write, message):
+        def edit(batch):
+            batch.step(ROWS[:1], [request("a", "embed", 1)])
+            write(batch.folder / batch.spec["steps"][-1]["hidden_states"])
+        self.file_error(edit, "step 1: hidden_states: " )
+        batch = Batch(H, {"embed": "mean"})
+        edit(batch)
+        run = batch.run()
+        self.assertIn(message, run.stderr)
+
+    def test_malformed_npy(self):
+        self.bad_npy(lambda path: path.write_bytes(b"not an array"), "not an .npy file")
+        self.bad_npy(lambda path: np.save(path, np.asfortranarray(np.ones((3, H), np.float32))[:, :].T.T.copy(order="F")),
+                     "Fortran-order")
+        self.bad_npy(lambda path: np.save(path, np.ones((1, H), np.float64)), "dtype <f8 is not supported")
+        self.bad_npy(lambda path: np.save(path, np.ones((1, H), ">f4")), "dtype >f4 is not supported")
+        self.bad_npy(lambda path: path.write_bytes(path.read_bytes()[:-3]), "the shape needs 16 bytes of data")
+        self.bad_npy(lambda path: np.save(path, np.ones((1, 1, H), np.float32)), "must have shape [T, 4]")
+
+    def config_error(self, spec_edit, message, write=None):
+        batch = Batch(H, {"embed": "mean"})
+        good_step(batch, "before")
+        spec_edit(batch.spec)
+        if write:
+            write(batch.folder)
+        self.check_refused(batch, "batch.json: " + message)
+
+    def test_malformed_json(self):
+        batch = Batch(H, {"embed": "mean"})
+        good_step(batch, "before")
+        batch.run()
+        (batch.folder / "batch.json").write_text('{"hidden_size": 4,')
+        import subprocess
+        from batches import TOOL
+        run = subprocess.run([TOOL, str(batch.folder / "batch.json"), "--out", str(batch.folder / "fresh")],
+                             capture_output=True, text=True)
+        self.assertEqual(run.returncode, 2)
+        self.assertTrue(run.stderr.startswith("seqpool: error: "))
+        self.assertIn("malformed JSON", run.stderr)
+        self.assertEqual(run.stderr.count("\n"), 1)
+
+    def test_methods_that_cannot_serve(self):
+        self.config_error(lambda s: s["poolers"].update(embed="all"),
+                          'poolers.embed: method "all" cannot serve embed (expected cls, last, mean or max)')
+        self.config_error(lambda s: s["poolers"].update(token_embed="mean"),
+                          'poolers.token_embed: method "mean" cannot serve token_embed (expected all or step)')
+        self.config_error(lambda s: s["poolers"].update(embed="median"), 'poolers.embed: method "median" cannot serve')
+        self.config_error(lambda s: s["poolers"].update(rerank="cls"), "poolers.rerank: unknown task")
+        self.config_error(lambda s: s.update(poolers={}), "poolers: name a method for at least one task")
+
+    def test_layers_that_do_not_fit(self):
+        def weights(weight, bias):
+            def write(folder):
+                np.save(folder / "w.npy", weight)
+                np.save(folder / "b.npy", bias)
+            return write
+        self.config_error(lambda s: s.update(projector={"weight": "w.npy", "bias": "b.npy"}),
+                          "projector.bias: expected a 1-D <f4 array of 2 values",
+                          weights(np.ones((2, H), np.float32), np.ones(3, np.float32)))
+        self.config_error(lambda s: s.update(classifier={"weight": "w.npy"}),
+                          "classifier.weight: expected a non-empty 2-D <f4 array",
+                          weights(np.ones(H, np.float32), np.ones(1, np.float32)))
+        self.config_error(lambda s: s.update(classifier={"weight": "missing.npy"}),
+                          "classifier.weight: " )
+        self.config_error(lambda s: s.update(classifier={"bias": "b.npy"}), "classifier.bias: given without a weight",
+                          weights(np.ones(H, np.float32), np.ones(1, np.float32)))
+
+    def test_platt_and_problem_type(self):
+        self.config_error(lambda s: s.update(classifier={"logit_sigma": 0}), "classifier.logit_sigma: must not be 0")
+        self.config_error(lambda s: s.update(classifier={"logit_mean": "1"}),
+                          "classifier.logit_mean: expected a finite number")
+        self.config_error(lambda s: s.update(classifier={"problem_type": "ranking"}),
+                          'classifier.problem_type: "ranking" is not single_label, multi_label or regression')
+
+    def test_hidden_size(self):
+        self.config_error(lambda s: s.update(hidden_size=0), "hidden_size: must be at least 1")
+        self.config_error(lambda s: s.update(hidden_size="4"), "hidden_size: expected an integer")
+        self.config_error(lambda s: s.pop("hidden_size"), "hidden_size: missing")
+
+    def test_command_line_misuse(self):
+        import subprocess
+        from batches import TOOL
+        for args in ([], ["batch.json"], ["batch.json", "--out", "x", "--space", "gpu"]):
+            run = subprocess.run([TOOL, *args], capture_output=True, text=True)
+            self.assertEqual(run.returncode, 2, args)
+            self.assertTrue(run.stderr.startswith("seqpool: error: "), run.stderr)
+
+    # Inputs that must not crash, hang or allocate without bound
+
+    def test_huge_prompt_len_is_an_error_or_works(self):
+        for space in ("host", "device"):
+            for poolers, task in (({"embed": "mean"}, "embed"), ({"token_embed": "all"}, "token_embed")):
+                with self.subTest(space=space, task=task):
+                    batch = Batch(H, poolers)
+                    batch.step(ROWS[:2], [request("big", task, 2**31 - 1, 2)])
+                    run = batch.run(space)
+                    self.assertIn(run.returncode, (0, 2), run.stderr)
+                    if run.returncode == 2:
+                        self.assertTrue(run.stderr.startswith("seqpool: error: step 0: "), run.stderr)
+        batch = Batch(H, {"embed": "mean"})
+        batch.step(ROWS[:2], [request("a", "embed", 2**62, 2**62), request("b", "embed", 2**62, 2**62)])
+        self.check_refused(batch, "step 0: ")
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,275 @@
+// The recorded batch that seqpool-run replays (SPEC section 9): its JSON, read
+// with every field's type and range checked, and the arrays it names.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <initializer_list>
+#include <limits>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include <seqpool/batch.hpp>
+#include <seqpool/head/classify.hpp>
+
+#include "npy.hpp"
+
+namespace seqpool::tool {
+
+using json = nlohmann::json;
+
+/// A dense layer as the batch file gives it: weight [out, in] and an optional bias [out].
+struct layer_file {
+  npy_array weight;
+  std::optional<npy_array> bias;
+};
+
+struct batch_file {
+  std::filesystem::path folder;  ///< paths inside the file are relative to it
+  std::int64_t hidden_size = 0;
+  std::map<task, std::string> poolers;  ///< the method name for each task that has a pooler
+  std::optional<layer_file> projector;
+  std::optional<layer_file> classifier;
+  head::problem_type problem = head::problem_type::single_label;
+  std::optional<head::platt_scaling> platt;
+  json steps;  ///< read one at a time, so that earlier steps run before a later one is found bad
+};
+
+/// One step's requests, and the storage their token-id spans view.
+struct step_file {
+  std::filesystem::path hidden_states;
+  std::vector<request> requests;
+  std::vector<std::vector<std::int64_t>> token_ids;
+};
+
+namespace detail {
+
+/// A JSON object being read, and where it sits, so that each error names the field.
+class object_reader {
+ public:
+  object_reader(const json& object, std::string where, std::string prefix = "")
+      : object_(object), where_(std::move(where)), prefix_(std::move(prefix)) {
+    if (!object_.is_object()) fail_at(prefix_.empty() ? "" : prefix_.substr(0, prefix_.size() - 1), "expected an object");
+  }
+
+  /// Rejects keys the format does not have: a misspelt field must not pass silently.
+  void only(std::initializer_list<std::string_view> known) const {
+    for (const auto& [key, value] : object_.items()) {
+      bool listed = false;
+      for (const std::string_view name : known) listed = listed || key == name;
+      if (!listed) fail_at(key, "unknown field");
+    }
+  }
+
+  bool has(std::string_view key) const { return object_.contains(key) && !object_.at(std::string(key)).is_null(); }
+  const json& at(std::string_view key) const {
+    if (!object_.contains(key)) fail_at(key, "missing");
+    return object_.at(std::string(key));
+  }
+
+  std::int64_t integer(std::string_view key) const { return as_integer(at(key), key); }
+  std::optional<std::int64_t> optional_integer(std::string_view key) const {
+    if (!has(key)) return std::nullopt;
+    return as_integer(at(key), key);
+  }
+
+  std::string string(std::string_view key) const {
+    const json& value = at(key);
+    if (!value.is_string()) fail_at(key, "expected a string");
+    return value.get<std::string>();
+  }
+
+  bool boolean(std::string_view key, bool otherwise) const {
+    if (!has(key)) return otherwise;
+    const json& value = at(key);
+    if (!value.is_boolean()) fail_at(key, "expected true or false");
+    return value.get<bool>();
+  }
+
+  std::optional<float> optional_number(std::string_view key) const {
+    if (!has(key)) return std::nullopt;
+    const json& value = at(key);
+    if (!value.is_number() || !std::isfinite(value.get<double>())) fail_at(key, "expected a finite number");
+    return value.get<float>();
+  }
+
+  std::vector<std::int64_t> integers(std::string_view key) const {
+    if (!has(key)) return {};
+    const json& value = at(key);
+    if (!value.is_array()) fail_at(key, "expected an array of integers");
+    std::vector<std::int64_t> values;
+    values.reserve(value.size());
+    for (const json& item : value) values.push_back(as_integer(item, key));
+    return values;
+  }
+
+  object_reader object(std::string_view key) const { return {at(key), where_, prefix_ + std::string(key) + "."}; }
+
+  [[noreturn]] void fail_at(std::string_view key, std::string_view problem) const {
+    const std::string field = prefix_ + std::string(key);
+    throw input_error(where_ + ": " + (field.empty() ? "" : field + ": ") + std::string(problem));
+  }
+
+ private:
+  std::int64_t as_integer(const json& value, std::string_view key) const {
+    if (value.is_number_unsigned() && value.get<std::uint64_t>() > std::numeric_limits<std::int64_t>::max())
+      fail_at(key, "integer out of range");
+    if (!value.is_number_integer()) fail_at(key, "expected an integer");
+    return value.get<std::int64_t>();
+  }
+
+  const json& object_;
+  std::string where_;
+  std::string prefix_;
+};
+
+inline std::optional<task> parse_task(std::string_view text) {
+  for (const task candidate : {task::embed, task::classify, task::token_embed, task::token_classify})
+    if (name(candidate) == text) return candidate;
+  return std::nullopt;
+}
+
+inline npy_array read_layer_array(const object_reader& layer, std::string_view key, const std::filesystem::path& folder) {
+  try {
+    return read_npy(folder / layer.string(key));
+  } catch (const input_error& unreadable) {
+    layer.fail_at(key, unreadable.what());
+  }
+}
+
+/// The weight and bias a layer object names, if it names a weight; both must be
+/// <f4 and fit each other. Whether the weight fits the rows it will see is
+/// checked per request.
+inline std::optional<layer_file> read_layer(const object_reader& layer, const std::filesystem::path& folder) {
+  if (!layer.has("weight")) {
+    if (layer.has("bias")) layer.fail_at("bias", "given without a weight");
+    return std::nullopt;
+  }
+  layer_file read{read_layer_array(layer, "weight", folder), std::nullopt};
+  if (read.weight.descr != "<f4" || read.weight.shape.size() != 2 || read.weight.shape[0] < 1 || read.weight.shape[1] < 1)
+    layer.fail_at("weight", "expected a non-empty 2-D <f4 array [out, in]");
+  if (layer.has("bias")) {
+    read.bias = read_layer_array(layer, "bias", folder);
+    if (read.bias->descr != "<f4" || read.bias->shape != std::vector<std::int64_t>{read.weight.shape[0]})
+      layer.fail_at("bias", "expected a 1-D <f4 array of " + std::to_string(read.weight.shape[0]) + " values");
+  }
+  return read;
+}
+
+/// Ids name output files, so they must be plain file names.
+inline bool is_plain_file_name(std::string_view id) {
+  return !id.empty() && id != "." && id != ".." && id.find_first_of(std::string_view("/\\\0", 3)) == std::string_view::npos;
+}
+
+}  // namespace detail
+
+/// Reads the batch file's configuration and the weights it names; steps are read by read_step().
+inline batch_file read_batch_file(const std::filesystem::path& path) {
+  std::ifstream in(path);
+  if (!in) throw input_error(path.string() + ": cannot open");
+  batch_file batch;
+  batch.folder = path.parent_path();
+  json root;
+  try {
+    root = json::parse(in);
+  } catch (const json::parse_error& malformed) {
+    throw input_error(path.string() + ": malformed JSON: " + malformed.what());
+  }
+  const std::string where = path.filename().string();
+  const detail::object_reader top(root, where);
+  top.only({"hidden_size", "poolers", "projector", "classifier", "steps"});
+  batch.hidden_size = top.integer("hidden_size");
+  if (batch.hidden_size < 1) top.fail_at("hidden_size", "must be at least 1");
+
+  const detail::object_reader poolers = top.object("poolers");
+  if (root.at("poolers").empty()) top.fail_at("poolers", "name a method for at least one task");
+  for (const auto& [key, value] : root.at("poolers").items()) {
+    const std::optional<task> served = detail::parse_task(key);
+    if (!served) poolers.fail_at(key, "unknown task (expected embed, classify, token_embed or token_classify)");
+    const std::string method = poolers.string(key);
+    const bool token_wise = is_token_task(*served);
+    const bool known = token_wise ? method == "all" || method == "step"
+                                  : method == "cls" || method == "last" || method == "mean" || method == "max";
+    if (!known)
+      poolers.fail_at(key, "method \"" + method + "\" cannot serve " + key + " (expected " +
+                               (token_wise ? "all or step" : "cls, last, mean or max") + ")");
+    batch.poolers[*served] = method;
+  }
+
+  if (top.has("projector")) {
+    const detail::object_reader projector = top.object("projector");
+    projector.only({"weight", "bias"});
+    batch.projector = detail::read_layer(projector, batch.folder);
+  }
+  if (top.has("classifier")) {
+    const detail::object_reader classifier = top.object("classifier");
+    classifier.only({"weight", "bias", "logit_mean", "logit_sigma", "problem_type"});
+    batch.classifier = detail::read_layer(classifier, batch.folder);
+    const std::optional<float> mean = classifier.optional_number("logit_mean");
+    const std::optional<float> sigma = classifier.optional_number("logit_sigma");
+    if (sigma && *sigma == 0.0f) classifier.fail_at("logit_sigma", "must not be 0");
+    if (mean || sigma) batch.platt = head::platt_scaling{mean.value_or(0.0f), sigma.value_or(1.0f)};
+    if (classifier.has("problem_type")) {
+      const std::string problem = classifier.string("problem_type");
+      if (problem == "single_label") batch.problem = head::problem_type::single_label;
+      else if (problem == "multi_label") batch.problem = head::problem_type::multi_label;
+      else if (problem == "regression") batch.problem = head::problem_type::regression;
+      else classifier.fail_at("problem_type", "\"" + problem + "\" is not single_label, multi_label or regression");
+    }
+  }
+
+  batch.steps = top.at("steps");
+  if (!batch.steps.is_array()) top.fail_at("steps", "expected an array");
+  return batch;
+}
+
+/// Reads step `index`: its requests, checked field by field, and where its hidden states are.
+inline step_file read_step(const batch_file& batch, std::size_t index) {
+  const std::string where = "step " + std::to_string(index);
+  const detail::object_reader step(batch.steps.at(index), where);
+  step.only({"hidden_states", "requests"});
+  step_file read;
+  read.hidden_states = batch.folder / step.string("hidden_states");
+  const json& requests = step.at("requests");
+  if (!requests.is_array()) step.fail_at("requests", "expected an array");
+  read.token_ids.reserve(requests.size());
+  for (std::size_t i = 0; i < requests.size(); ++i) {
+    const json& entry = requests[i];
+    std::string request_where = where + ": request " + std::to_string(i);
+    if (entry.is_object() && entry.contains("id") && entry.at("id").is_string())
+      request_where += " (id \"" + entry.at("id").get<std::string>() + "\")";
+    const detail::object_reader fields(entry, request_where);
+    fields.only({"id", "task", "prompt_len", "num_computed", "num_scheduled", "prompt_token_ids", "params"});
+    request r;
+    r.id = fields.string("id");
+    if (!detail::is_plain_file_name(r.id)) fields.fail_at("id", "must be a plain file name (it names the output)");
+    const std::string task_name = fields.string("task");
+    const std::optional<task> parsed = detail::parse_task(task_name);
+    if (!parsed) fields.fail_at("task", "unknown task \"" + task_name + "\"");
+    r.task = *parsed;
+    r.prompt_len = fields.integer("prompt_len");
+    r.num_computed = fields.has("num_computed") ? fields.integer("num_computed") : 0;
+    r.num_scheduled = fields.integer("num_scheduled");
+    read.token_ids.push_back(fields.integers("prompt_token_ids"));
+    r.prompt_token_ids = read.token_ids.back();
+    if (fields.has("params")) {
+      const detail::object_reader params = fields.object("params");
+      params.only({"use_activation", "dimensions", "step_tag_id", "returned_token_ids"});
+      r.params.use_activation = params.boolean("use_activation", true);
+      r.params.dimensions = params.optional_integer("dimensions");
+      r.params.step_tag_id = params.optional_integer("step_tag_id");
+      r.params.returned_token_ids = params.integers("returned_token_ids");
+    }
+    read.requests.push_back(std::move(r));
+  }
+  return read;
+}
+
+}  // namespace seqpool::tool

@@ -1,0 +1,154 @@
+// Reading and writing NumPy .npy files: the arrays seqpool-run exchanges.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <span>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace seqpool::tool {
+
+/// A problem with the tool's input; main() prints it after "seqpool: error: ".
+class input_error : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+/// A C-order array: its dtype as NumPy writes it ("<f4", "<f2", "<u2"), shape and bytes.
+struct npy_array {
+  std::string descr;
+  std::vector<std::int64_t> shape;
+  std::vector<std::byte> data;
+
+  std::int64_t count() const {
+    std::int64_t total = 1;
+    for (const std::int64_t extent : shape) total *= extent;
+    return total;
+  }
+};
+
+namespace detail {
+
+inline std::string_view trim(std::string_view text) {
+  const auto first = text.find_first_not_of(" \t\n");
+  if (first == std::string_view::npos) return {};
+  return text.substr(first, text.find_last_not_of(" \t\n") - first + 1);
+}
+
+/// The text after `'key':` in a header dict, up to the next top-level comma or brace.
+inline std::string_view header_value(std::string_view header, std::string_view key, const std::string& file) {
+  const std::string quoted = "'" + std::string(key) + "'";
+  const auto at = header.find(quoted);
+  if (at == std::string_view::npos) throw input_error(file + ": the .npy header has no '" + std::string(key) + "'");
+  auto rest = header.substr(at + quoted.size());
+  rest = trim(rest);
+  if (rest.empty() || rest.front() != ':') throw input_error(file + ": malformed .npy header");
+  rest = trim(rest.substr(1));
+  const std::size_t end = rest.front() == '(' ? rest.find(')') + 1 : rest.find_first_of(",}");
+  if (end == 0 || end == std::string_view::npos) throw input_error(file + ": malformed .npy header");
+  return trim(rest.substr(0, end));
+}
+
+inline std::vector<std::int64_t> parse_shape(std::string_view text, const std::string& file) {
+  if (text.size() < 2 || text.front() != '(' || text.back() != ')')
+    throw input_error(file + ": malformed shape in the .npy header");
+  std::vector<std::int64_t> shape;
+  std::string_view inside = text.substr(1, text.size() - 2);
+  while (!trim(inside).empty()) {
+    const auto comma = inside.find(',');
+    const std::string_view item = trim(inside.substr(0, comma));
+    std::int64_t extent = 0;
+    if (item.empty() || item.size() > 18 || item.find_first_not_of("0123456789") != std::string_view::npos)
+      throw input_error(file + ": malformed shape in the .npy header");
+    for (const char digit : item) extent = extent * 10 + (digit - '0');
+    shape.push_back(extent);
+    if (comma == std::string_view::npos) break;
+    inside = inside.substr(comma + 1);
+  }
+  return shape;
+}
+
+}  // namespace detail
+
+/// Reads an .npy file (format 1.0, 2.0 or 3.0, any header length). Rejects
+/// Fortran order, big-endian and unknown dtypes, and data shorter or longer than
+/// the shape says, before allocating anything the file does not back.
+inline npy_array read_npy(const std::filesystem::path& path) {
+  const std::string file = path.string();
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw input_error(file + ": cannot open");
+  char magic[8];
+  if (!in.read(magic, sizeof magic) || std::memcmp(magic, "\x93NUMPY", 6) != 0)
+    throw input_error(file + ": not an .npy file");
+  const int major = static_cast<unsigned char>(magic[6]);
+  if (major < 1 || major > 3) throw input_error(file + ": unsupported .npy format version " + std::to_string(major));
+  unsigned char length_bytes[4] = {};
+  const int length_size = major == 1 ? 2 : 4;
+  if (!in.read(reinterpret_cast<char*>(length_bytes), length_size)) throw input_error(file + ": truncated .npy header");
+  std::uint32_t header_length = 0;
+  for (int i = length_size - 1; i >= 0; --i) header_length = header_length << 8 | length_bytes[i];
+  const auto file_size = static_cast<std::uint64_t>(std::filesystem::file_size(path));
+  const std::uint64_t data_begin = 8 + length_size + static_cast<std::uint64_t>(header_length);
+  if (data_begin > file_size) throw input_error(file + ": truncated .npy header");
+  std::string header(header_length, '\0');
+  in.read(header.data(), header_length);
+
+  npy_array array;
+  std::string_view descr = detail::header_value(header, "descr", file);
+  if (descr.size() < 2 || (descr.front() != '\'' && descr.front() != '"'))
+    throw input_error(file + ": malformed descr in the .npy header");
+  array.descr = std::string(descr.substr(1, descr.size() - 2));
+  if (array.descr != "<f4" && array.descr != "<f2" && array.descr != "<u2")
+    throw input_error(file + ": dtype " + array.descr + " is not supported (use <f4, <f2, or <u2 for bfloat16 bits)");
+  const std::string_view fortran = detail::header_value(header, "fortran_order", file);
+  if (fortran == "True") throw input_error(file + ": Fortran-order arrays are not supported; save in C order");
+  if (fortran != "False") throw input_error(file + ": malformed fortran_order in the .npy header");
+  array.shape = detail::parse_shape(detail::header_value(header, "shape", file), file);
+
+  const std::uint64_t item_size = array.descr == "<f4" ? 4 : 2;
+  std::uint64_t bytes = item_size;
+  for (const std::int64_t extent : array.shape) {
+    if (extent != 0 && bytes > std::numeric_limits<std::uint64_t>::max() / static_cast<std::uint64_t>(extent))
+      throw input_error(file + ": the shape is too large");
+    bytes *= static_cast<std::uint64_t>(extent);
+  }
+  if (file_size - data_begin != bytes) {
+    std::ostringstream message;
+    message << file << ": the shape needs " << bytes << " bytes of data, the file has " << file_size - data_begin;
+    throw input_error(message.str());
+  }
+  array.data.resize(bytes);
+  if (!in.read(reinterpret_cast<char*>(array.data.data()), static_cast<std::streamsize>(bytes)))
+    throw input_error(file + ": truncated data");
+  return array;
+}
+
+/// Writes float data as a <f4 array of the given shape (format 1.0).
+inline void write_npy(const std::filesystem::path& path, std::span<const float> values,
+                      const std::vector<std::int64_t>& shape) {
+  std::string dims;
+  for (const std::int64_t extent : shape) dims += std::to_string(extent) + (shape.size() == 1 ? "," : ", ");
+  if (shape.size() > 1) dims.resize(dims.size() - 2);
+  std::string header = "{'descr': '<f4', 'fortran_order': False, 'shape': (" + dims + "), }";
+  // Magic, version, length and header together are a multiple of 64 bytes, ending in a newline.
+  header.append(63 - (10 + header.size()) % 64, ' ');
+  header += '\n';
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  const unsigned char length[2] = {static_cast<unsigned char>(header.size() & 0xff),
+                                   static_cast<unsigned char>(header.size() >> 8)};
+  out.write("\x93NUMPY\x01\x00", 8);
+  out.write(reinterpret_cast<const char*>(length), 2);
+  out << header;
+  out.write(reinterpret_cast<const char*>(values.data()), static_cast<std::streamsize>(values.size_bytes()));
+  if (!out) throw input_error(path.string() + ": cannot write");
+}
+
+}  // namespace seqpool::tool

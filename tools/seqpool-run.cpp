@@ -1,0 +1,222 @@
+// seqpool-run: replays a recorded batch through seqpool, step by step, and
+// writes each finished request's result (SPEC section 9). The way to reproduce
+// a batch outside an engine, and the interface black-box tests drive.
+#include <cstdint>
+#include <cstdio>
+#include <exception>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <new>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include <seqpool/seqpool.hpp>
+
+#include "batch_file.hpp"
+#include "npy.hpp"
+
+namespace {
+
+using seqpool::task;
+namespace method = seqpool::method;
+namespace head = seqpool::head;
+namespace tool = seqpool::tool;
+
+struct options {
+  std::filesystem::path batch;
+  std::filesystem::path out;
+  std::string space = "host";
+  bool audit = false;
+};
+
+/// A layer's weights copied into the space.
+template <class Space>
+struct layer_memory {
+  seqpool::buffer<float, Space> weight;
+  std::optional<seqpool::buffer<float, Space>> bias;
+  seqpool::linear_layer layer;
+
+  layer_memory(Space& space, const tool::layer_file& file)
+      : weight(to_space(space, file.weight)),
+        layer{weight.data(), nullptr, file.weight.shape[0], file.weight.shape[1]} {
+    if (!file.bias) return;
+    bias.emplace(to_space(space, *file.bias));
+    layer.bias = bias->data();
+  }
+
+  static seqpool::buffer<float, Space> to_space(Space& space, const tool::npy_array& array) {
+    seqpool::buffer<float, Space> copy(space, static_cast<std::size_t>(array.count()));
+    space.copy_in(std::span<const float>(reinterpret_cast<const float*>(array.data.data()), copy.size()), copy.span());
+    return copy;
+  }
+};
+
+/// Replays every step through one dispatcher and one state store, so that
+/// chunked requests continue across steps.
+template <class Space>
+class replay {
+ public:
+  replay(const tool::batch_file& batch, const options& chosen)
+      : batch_(batch), options_(chosen), dispatcher_(make_dispatcher()) {
+    if (options_.audit) audit_log_.open(options_.out / "audit.jsonl", std::ios::trunc);
+  }
+
+  void run() {
+    for (std::size_t step = 0; step < batch_.steps.size(); ++step) {
+      try {
+        run_step(step);
+      } catch (const tool::input_error&) {
+        throw;  // already says where
+      } catch (const std::bad_alloc&) {
+        throw tool::input_error("step " + std::to_string(step) + ": out of memory");
+      } catch (const std::exception& failure) {
+        throw tool::input_error("step " + std::to_string(step) + ": " + failure.what());
+      }
+    }
+  }
+
+ private:
+  seqpool::dispatcher<seqpool::configurable_table<Space>> make_dispatcher() {
+    if (batch_.projector) projector_.emplace(space_, *batch_.projector);
+    if (batch_.classifier) classifier_.emplace(space_, *batch_.classifier);
+    const head::embed embed_head = projector_ ? head::embed(projector_->layer) : head::embed();
+    const head::classify classify_head(classifier_ ? std::optional(classifier_->layer) : std::nullopt, batch_.problem,
+                                       batch_.platt);
+    return seqpool::dispatcher<seqpool::configurable_table<Space>>(
+        space_, make_pooler<method::any_sequence>(task::embed, embed_head),
+        make_pooler<method::any_sequence>(task::classify, classify_head),
+        make_pooler<method::any_token>(task::token_embed, embed_head),
+        make_pooler<method::any_token>(task::token_classify, classify_head));
+  }
+
+  template <class Method, class Head>
+  std::optional<seqpool::pooler<Method, Head, Space>> make_pooler(task served, const Head& pooling_head) {
+    const auto chosen = batch_.poolers.find(served);
+    if (chosen == batch_.poolers.end()) return std::nullopt;
+    return seqpool::pooler<Method, Head, Space>(space_, batch_.hidden_size, *Method::from_name(chosen->second),
+                                                pooling_head);
+  }
+
+  void run_step(std::size_t index) {
+    const std::string where = "step " + std::to_string(index);
+    const tool::step_file step = tool::read_step(batch_, index);
+    const seqpool::batch requests{step.requests};
+    tool::npy_array hidden;
+    try {
+      hidden = tool::read_npy(step.hidden_states);
+    } catch (const tool::input_error& unreadable) {
+      throw tool::input_error(where + ": hidden_states: " + unreadable.what());
+    }
+    if (hidden.shape.size() != 2 || hidden.shape[1] != batch_.hidden_size)
+      throw tool::input_error(where + ": hidden_states: " + step.hidden_states.string() + " must have shape [T, " +
+                              std::to_string(batch_.hidden_size) + "]");
+    // Checked before planning: a plan is as large as the rows the requests claim.
+    const std::int64_t scheduled = seqpool::lay_out(requests).num_rows;
+    if (scheduled != hidden.shape[0])
+      throw tool::input_error(where + ": num_scheduled: the requests schedule " + std::to_string(scheduled) +
+                              " rows but hidden_states has " + std::to_string(hidden.shape[0]));
+
+    const seqpool::dispatch_plan plan = dispatcher_.plan(requests, state_);
+    dispatcher_.reserve(plan, state_);
+    seqpool::buffer<float, Space> output(space_, static_cast<std::size_t>(plan.output_size));
+    seqpool::audit_counts counts;
+    if (hidden.descr == "<f4")
+      counts = forward<float>(hidden, plan, output);
+    else if (hidden.descr == "<f2")
+      counts = forward<__half>(hidden, plan, output);
+    else
+      counts = forward<__nv_bfloat16>(hidden, plan, output);
+
+    std::vector<float> results(output.size());
+    space_.copy_out(cuda::std::span<const float>(output.data(), output.size()), std::span<float>(results));
+    for (std::size_t i = 0; i < requests.requests.size(); ++i) {
+      const auto& slice = plan.results[i];
+      if (!slice) continue;
+      const seqpool::request& r = requests.requests[i];
+      std::vector<std::int64_t> shape{slice->cols};
+      if (seqpool::is_token_task(r.task)) shape.insert(shape.begin(), slice->rows);
+      tool::write_npy(options_.out / (r.id + ".npy"),
+                      std::span<const float>(results).subspan(slice->offset, slice->rows * slice->cols), shape);
+    }
+    if (audit_log_.is_open())
+      audit_log_ << nlohmann::ordered_json{{"step", index},
+                                   {"uploads", counts.uploads},
+                                   {"downloads", counts.downloads},
+                                   {"waits", counts.waits},
+                                   {"allocations", counts.allocations}}
+                        .dump()
+                 << std::endl;
+  }
+
+  /// The step itself, with what the space counted while it ran.
+  template <class T>
+  seqpool::audit_counts forward(const tool::npy_array& hidden, const seqpool::dispatch_plan& plan,
+                                seqpool::buffer<float, Space>& output) {
+    seqpool::buffer<T, Space> rows(space_, static_cast<std::size_t>(hidden.count()));
+    space_.copy_in(std::span<const T>(reinterpret_cast<const T*>(hidden.data.data()), rows.size()), rows.span());
+    const seqpool::audit_scope scope(space_.audit());
+    dispatcher_.forward(seqpool::make_hidden_view<T>(rows.data(), hidden.shape[0], hidden.shape[1]), plan, state_,
+                        output.span());
+    return scope.counts();
+  }
+
+  const tool::batch_file& batch_;
+  const options& options_;
+  Space space_;
+  std::optional<layer_memory<Space>> projector_;
+  std::optional<layer_memory<Space>> classifier_;
+  seqpool::dispatcher<seqpool::configurable_table<Space>> dispatcher_;
+  seqpool::state_store<Space> state_{space_};
+  std::ofstream audit_log_;
+};
+
+#if defined(__CUDACC__)
+using device = seqpool::device_space<seqpool::cuda_backend>;
+#else
+using device = seqpool::device_space<seqpool::omp_backend>;
+#endif
+
+/// Errors are one line on standard error.
+int fail(std::string message) {
+  for (char& c : message)
+    if (c == '\n') c = ' ';
+  std::cerr << "seqpool: error: " << message << '\n';
+  return 2;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  options chosen;
+  CLI::App app("Replays a recorded batch through seqpool and writes each finished request's result to DIR/<id>.npy.",
+               "seqpool-run");
+  app.add_option("batch", chosen.batch, "BATCH.json: the recorded batch (docs/SPEC.md section 9)")->required();
+  app.add_option("--out", chosen.out, "DIR: where results (and audit.jsonl) go")->required();
+  app.add_option("--space", chosen.space, "host or device (default host)")->check(CLI::IsMember({"host", "device"}));
+  app.add_flag("--audit", chosen.audit, "write DIR/audit.jsonl: what the space counted during each step's forward");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& help) {
+    return app.exit(help);
+  } catch (const CLI::ParseError& misuse) {
+    return fail(misuse.what());
+  }
+
+  try {
+    const tool::batch_file batch = tool::read_batch_file(chosen.batch);
+    std::filesystem::create_directories(chosen.out);
+    if (chosen.space == "host")
+      replay<seqpool::host_space>(batch, chosen).run();
+    else
+      replay<device>(batch, chosen).run();
+  } catch (const std::exception& failure) {
+    return fail(failure.what());
+  }
+  return 0;
+}
