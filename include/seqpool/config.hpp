@@ -1,6 +1,8 @@
 // Macros and element types shared by every seqpool header.
 #pragma once
 
+#include <cstdint>
+
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -11,3 +13,28 @@
 #else
 #define SEQPOOL_HOST_DEVICE
 #endif
+
+// Lets the host compiler split a reduction loop into vector lanes (OpenMP simd,
+// honoured under -fopenmp or -fopenmp-simd); device code keeps its order.
+#if defined(__CUDA_ARCH__) || !defined(_OPENMP)
+#define SEQPOOL_SIMD_REDUCTION(clause)
+#else
+#define SEQPOOL_SIMD_REDUCTION(clause) _Pragma(SEQPOOL_STRINGIFY(omp simd reduction(clause)))
+#define SEQPOOL_STRINGIFY(text) #text
+#endif
+
+namespace seqpool::detail {
+
+/// Asks the host's caches for the line at `address` ahead of its use. Hardware
+/// prefetchers lose track of several row streams read in lockstep; a CPU thread
+/// pooling rows says which lines come next. A hint only: an address past the
+/// end of a buffer is never faulted on. No-op on the device.
+SEQPOOL_HOST_DEVICE inline void prefetch(const void* address) {
+#if !defined(__CUDA_ARCH__)
+  __builtin_prefetch(address, 0, 2);  // into L2: a long row ahead would not fit in L1
+#else
+  (void)address;
+#endif
+}
+
+}  // namespace seqpool::detail

@@ -52,14 +52,16 @@ struct dispatch_table {
                 "dispatch_table: every pooler must work in the same memory space");
 };
 
-/// A whole step as the dispatcher planned it: one plan per task group, their
-/// records packed into one upload and their results into one output.
+/// A whole step as the dispatcher planned it: one plan per table entry that has
+/// requests this step, their records packed into one upload and their results
+/// into one output.
 struct dispatch_plan {
-  struct group {
-    task_group rows;
-    std::size_t entry = 0;         ///< the table entry that serves it
-    step_plan plan;                ///< offsets inside the group
-    std::size_t block_offset = 0;  ///< where its records start in the step's upload
+  /// One pooler's share of the step: every request of its task, from every group.
+  struct launch {
+    std::size_t entry = 0;               ///< the table entry
+    std::vector<std::size_t> requests;   ///< batch indices, in batch order
+    step_plan plan;
+    std::size_t block_offset = 0;        ///< where its records start in the step's upload
     std::int64_t output_offset = 0;
   };
 
@@ -68,18 +70,21 @@ struct dispatch_plan {
   std::int64_t output_size = 0;
   std::int64_t num_rows = 0;
   std::size_t block_bytes = 0;
-  std::vector<group> groups;
+  std::vector<task_group> groups;  ///< runs of consecutive requests that share a task (SPEC section 5)
+  std::vector<launch> launches;
 };
 
 template <class Table>
 class dispatcher;
 
 /// Walks a step's requests in order, groups consecutive requests that share a
-/// task, hands each group its rows of the hidden states with indices rebased on
-/// the host, and returns results in batch order. Poolers are reached through
-/// the table only, without virtual calls, and the whole step is still one
-/// upload. A table entry may be left empty (std::nullopt) when a deployment
-/// serves fewer tasks; its task is then refused like one the table lacks.
+/// task, gives each group its rows of the hidden states, and returns results in
+/// batch order. The groups of one task are planned together, with rows counted
+/// from the start of the step, so a step launches each pooler's passes once
+/// however often the tasks alternate, and the whole step is one upload. Poolers
+/// are reached through the table only, without virtual calls. A table entry may
+/// be left empty (std::nullopt) where a deployment serves fewer tasks; its task
+/// is then refused like one the table lacks.
 template <class... Entries>
 class dispatcher<dispatch_table<Entries...>> {
  public:
@@ -99,8 +104,8 @@ class dispatcher<dispatch_table<Entries...>> {
 
   std::int64_t hidden_size() const { return hidden_size_; }
 
-  /// Host only: checks the whole batch and plans every group. Throws before
-  /// planning anything if a task has no pooler.
+  /// Host only: checks the whole batch and plans every pooler's share. Throws
+  /// before planning anything if a task has no pooler.
   dispatch_plan plan(const batch& step, const state_store<space_type>& state) const {
     const step_layout layout = lay_out(step);
     for (const task_group& group : layout.groups)
@@ -110,26 +115,29 @@ class dispatcher<dispatch_table<Entries...>> {
 
     dispatch_plan whole;
     whole.num_rows = layout.num_rows;
+    whole.groups = layout.groups;
     whole.results.resize(step.requests.size());
-    const std::span<const request> requests(step.requests);
-    const std::span<const chunk> chunks(layout.chunks);
-    for (const task_group& rows : layout.groups) {
-      dispatch_plan::group group;
-      group.rows = rows;
-      group.entry = *entry_of(rows.task);
-      with_pooler(poolers_, group.entry, [&](const auto& pooler) {
-        group.plan = pooler.plan(requests.subspan(rows.first_request, rows.num_requests),
-                                 chunks.subspan(rows.first_request, rows.num_requests), state, rows.first_request);
-      });
-      group.block_offset = (whole.block_bytes + block_alignment - 1) / block_alignment * block_alignment;
-      group.output_offset = whole.output_size;
-      whole.block_bytes = group.block_offset + group.plan.block.bytes.size();
-      whole.output_size += group.plan.output_size;
-      for (std::size_t i = 0; i < rows.num_requests; ++i)
-        if (const auto& result = group.plan.results[i])
-          whole.results[rows.first_request + i] =
-              result_slice{result->offset + group.output_offset, result->rows, result->cols};
-      whole.groups.push_back(std::move(group));
+    std::vector<chunk> chunks = layout.chunks;  // rows counted from the start of the step
+    for (const task_group& group : layout.groups)
+      for (std::size_t i = group.first_request; i < group.first_request + group.num_requests; ++i)
+        chunks[i].row_begin += group.row_begin;
+
+    for (std::size_t entry = 0; entry < table::tasks.size(); ++entry) {
+      dispatch_plan::launch launch;
+      launch.entry = entry;
+      for (std::size_t i = 0; i < step.requests.size(); ++i)
+        if (step.requests[i].task == table::tasks[entry]) launch.requests.push_back(i);
+      if (launch.requests.empty()) continue;
+      with_pooler(poolers_, entry,
+                  [&](const auto& pooler) { launch.plan = pooler.plan(step, chunks, launch.requests, state); });
+      launch.block_offset = (whole.block_bytes + block_alignment - 1) / block_alignment * block_alignment;
+      launch.output_offset = whole.output_size;
+      whole.block_bytes = launch.block_offset + launch.plan.block.bytes.size();
+      whole.output_size += launch.plan.output_size;
+      for (std::size_t k = 0; k < launch.requests.size(); ++k)
+        if (const auto& result = launch.plan.results[k])
+          whole.results[launch.requests[k]] = result_slice{result->offset + launch.output_offset, result->rows, result->cols};
+      whole.launches.push_back(std::move(launch));
     }
     return whole;
   }
@@ -138,12 +146,12 @@ class dispatcher<dispatch_table<Entries...>> {
   /// state slots of chunked requests. The audit counts what it allocates.
   void reserve(const dispatch_plan& plan, state_store<space_type>& state) {
     space_->reserve_upload(plan.block_bytes);
-    for (const dispatch_plan::group& group : plan.groups)
-      with_pooler(poolers_, group.entry, [&](auto& pooler) { pooler.reserve(group.plan, state); });
+    for (const dispatch_plan::launch& launch : plan.launches)
+      with_pooler(poolers_, launch.entry, [&](auto& pooler) { pooler.reserve(launch.plan, state); });
   }
 
-  /// The step: one upload of every group's records, then each group's passes
-  /// over its rows. `output` must hold plan.output_size floats.
+  /// The step: one upload of every pooler's records, then each pooler's passes
+  /// over the hidden states. `output` must hold plan.output_size floats.
   template <hidden_element T>
   void forward(hidden_view<T> hidden, const dispatch_plan& plan, state_store<space_type>& state,
                cuda::std::span<float> output) {
@@ -159,22 +167,19 @@ class dispatcher<dispatch_table<Entries...>> {
 
     if (plan.block_bytes > 0) {
       const std::span<std::byte> staged = space_->stage(plan.block_bytes);
-      for (const dispatch_plan::group& group : plan.groups)
-        with_pooler(poolers_, group.entry, [&](const auto& pooler) {
-          pooler.encode(group.plan, state, staged.subspan(group.block_offset, group.plan.block.bytes.size()));
+      for (const dispatch_plan::launch& launch : plan.launches)
+        with_pooler(poolers_, launch.entry, [&](const auto& pooler) {
+          pooler.encode(launch.plan, state, staged.subspan(launch.block_offset, launch.plan.block.bytes.size()));
         });
       const std::byte* uploaded = space_->upload(staged);
-      for (const dispatch_plan::group& group : plan.groups) {
-        const hidden_view<T> rows = make_hidden_view(hidden.data_handle() + group.rows.row_begin * hidden.stride(0),
-                                                     group.rows.num_rows, hidden_size_, hidden.stride(0));
-        with_pooler(poolers_, group.entry, [&](auto& pooler) {
-          pooler.launch(rows, group.plan, uploaded + group.block_offset,
-                        output.subspan(group.output_offset, group.plan.output_size));
+      for (const dispatch_plan::launch& launch : plan.launches)
+        with_pooler(poolers_, launch.entry, [&](auto& pooler) {
+          pooler.launch(hidden, launch.plan, uploaded + launch.block_offset,
+                        output.subspan(launch.output_offset, launch.plan.output_size));
         });
-      }
     }
-    for (const dispatch_plan::group& group : plan.groups)
-      with_pooler(poolers_, group.entry, [&](const auto& pooler) { pooler.advance(group.plan, state); });
+    for (const dispatch_plan::launch& launch : plan.launches)
+      with_pooler(poolers_, launch.entry, [&](const auto& pooler) { pooler.advance(launch.plan, state); });
   }
 
   /// The pooler of a table entry, when present.

@@ -49,10 +49,10 @@ struct state_use {
 
 /// Made by a pooler's plan() on the host; forward() launches exactly this.
 struct step_plan {
-  /// Per request in batch order: where its result lies, or nothing when it does not finish this step.
+  /// Per planned request, in batch order: where its result lies, or nothing when it does not finish this step.
   std::vector<std::optional<result_slice>> results;
   std::int64_t output_size = 0;       ///< floats the output must hold
-  std::int64_t num_rows = 0;          ///< rows the step's hidden states must have
+  std::int64_t num_rows = 0;          ///< rows the step's hidden states must have (at least)
   std::int64_t workspace_floats = 0;  ///< scratch the launch needs (partials, pooled rows)
   detail::plan_block block;
   std::vector<detail::state_use> stateful;

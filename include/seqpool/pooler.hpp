@@ -1,6 +1,7 @@
 // pooler<Method, Head, Space>: one pooling method and one head in one memory space.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -68,28 +69,31 @@ class pooler {
       if (group.task != task)
         detail::fail_request(group.first_request, step.requests[group.first_request].id, "task", name(group.task),
                              " has no pooler here (this one serves ", name(task), ")");
-    return plan(step.requests, layout.chunks, state, 0);
+    std::vector<std::size_t> everyone(step.requests.size());
+    for (std::size_t i = 0; i < everyone.size(); ++i) everyone[i] = i;
+    return plan(step, layout.chunks, everyone, state);
   }
 
-  /// Plans one task group; `first_index` is the group's first request in its batch,
-  /// so that errors name the request the caller knows.
-  step_plan plan(std::span<const request> requests, std::span<const chunk> chunks, const state_store<Space>& state,
-                 std::size_t first_index) const {
+  /// Plans the requests `chosen` of a batch (indices, in batch order), whose
+  /// chunks count rows from the start of the hidden states the launch will read:
+  /// how a dispatcher gives one pooler every group of its task at once.
+  step_plan plan(const batch& step, std::span<const chunk> chunks, std::span<const std::size_t> chosen,
+                 const state_store<Space>& state) const {
     detail::plan_builder builder(hidden_size_, Space::shape, head_.linear().present());
     with_method([&](const auto& method) {
-      std::vector<std::int64_t> chosen;
-      for (std::size_t i = 0; i < requests.size(); ++i) {
-        const request& r = requests[i];
-        const std::size_t index = first_index + i;
+      std::vector<std::int64_t> positions;
+      for (const std::size_t index : chosen) {
+        const request& r = step.requests[index];
         state.check(index, r);
         if constexpr (token_wise)
-          plan_tokens(method, builder, index, r, chunks[i], chosen);
+          plan_tokens(method, builder, index, r, chunks[index], positions);
         else
-          builder.add_pooled(r, chunks[i], method.window(chunks[i]), method.keeps_state,
+          builder.add_pooled(r, chunks[index], method.window(chunks[index]), method.keeps_state,
                              head_.output_width(index, r, hidden_size_));
       }
     });
-    const std::int64_t num_rows = chunks.empty() ? 0 : chunks.back().row_begin + chunks.back().num_scheduled;
+    std::int64_t num_rows = 0;
+    for (const std::size_t index : chosen) num_rows = std::max(num_rows, chunks[index].row_begin + chunks[index].num_scheduled);
     return std::move(builder).build(num_rows);
   }
 

@@ -10,7 +10,8 @@
 namespace seqpool::detail {
 
 /// One item computes a result row's leading outputs (all of them, or one) as
-/// bias + W · pooled, and on whole rows runs the head's epilogue after them.
+/// bias + W · pooled, and on whole rows runs the head's epilogue after them. On
+/// the host each dot product may be reassociated into vector lanes.
 template <class Head, bool WholeRows>
 struct apply_linear {
   Head head;
@@ -29,6 +30,7 @@ struct apply_linear {
     for (std::int64_t o = outputs.begin; o < outputs.end; ++o) {
       const float* __restrict__ weights = layer.weight + o * layer.in_features;
       float total = 0.0f;
+      SEQPOOL_SIMD_REDUCTION(+ : total)
       for (std::int64_t k = 0; k < layer.in_features; ++k) total += weights[k] * pooled[k];
       out[o] = layer.bias != nullptr ? total + layer.bias[o] : total;
     }

@@ -1,0 +1,52 @@
+// The ceiling every figure is compared with: how fast the same threads can
+// stream-read a buffer as large as the case's input, measured in the same run.
+#pragma once
+
+#include <algorithm>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+namespace bench {
+
+/// Median seconds of `repeats` calls of `work` after one warm-up call.
+template <class Work>
+double median_seconds(int repeats, Work&& work) {
+  work();
+  std::vector<double> seconds;
+  for (int r = 0; r < repeats; ++r) {
+    const auto start = std::chrono::steady_clock::now();
+    work();
+    seconds.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  }
+  std::nth_element(seconds.begin(), seconds.begin() + repeats / 2, seconds.end());
+  return seconds[repeats / 2];
+}
+
+/// Reads every byte of `bytes` with all OpenMP threads, 64 independent lanes per
+/// thread so that the loop is limited by memory, not by an addition chain.
+inline std::uint64_t stream_read(const std::byte* data, std::size_t bytes) {
+  const std::size_t words = bytes / sizeof(std::uint64_t);
+  const auto* values = reinterpret_cast<const std::uint64_t*>(data);
+  std::uint64_t total = 0;
+#pragma omp parallel reduction(^ : total)
+  {
+    std::uint64_t lanes[8] = {};
+#pragma omp for schedule(static)
+    for (std::size_t i = 0; i < words / 8 * 8; i += 8)
+      for (int lane = 0; lane < 8; ++lane) lanes[lane] ^= values[i + lane];
+    for (const std::uint64_t lane : lanes) total ^= lane;
+  }
+  return total;
+}
+
+/// GB/s of a streaming read of `bytes` bytes at `data`.
+inline double read_ceiling(const std::byte* data, std::size_t bytes, int repeats) {
+  volatile std::uint64_t sink = 0;
+  const double seconds = median_seconds(repeats, [&] { sink = sink ^ stream_read(data, bytes); });
+  return static_cast<double>(bytes) / seconds / 1e9;
+}
+
+}  // namespace bench

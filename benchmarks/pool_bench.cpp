@@ -1,0 +1,245 @@
+// Bandwidth of every pooling method and of the dispatcher on a mixed batch, on
+// the host space and the device space, in fp32 and bf16, next to the read
+// ceiling measured in the same run on a buffer as large as the input.
+//
+//   pool_bench [--json FILE] [--space host|device] [--dtype fp32|bf16] [--shape NAME] [--method NAME] [--repeats N]
+//
+// Shapes: long (64 prompts of 1024 rows), short (4096 prompts of 8-24 rows) and
+// single (one prompt of 65536 rows), all 65536 x 1024; wide (8 prompts of 512 rows), 4096 x 4096.
+#include <cstdint>
+#include <cstdio>
+#include <fstream>
+#include <functional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include <seqpool/seqpool.hpp>
+
+#include "bandwidth.hpp"
+
+namespace {
+
+using seqpool::task;
+namespace method = seqpool::method;
+namespace head = seqpool::head;
+
+constexpr std::int64_t step_tag = 7;  // every eighth token ends a reasoning step
+
+struct batch_shape {
+  std::string name;
+  std::int64_t hidden_size;
+  std::vector<std::int64_t> lengths;
+
+  std::int64_t rows() const {
+    std::int64_t total = 0;
+    for (const std::int64_t length : lengths) total += length;
+    return total;
+  }
+};
+
+std::vector<batch_shape> shapes() {
+  std::vector<std::int64_t> short_lengths;
+  std::mt19937 random(1);
+  for (std::int64_t total = 0; total < 65536;) {
+    const std::int64_t length = std::min<std::int64_t>(std::uniform_int_distribution<std::int64_t>(8, 24)(random), 65536 - total);
+    short_lengths.push_back(length);
+    total += length;
+  }
+  return {{"long", 1024, std::vector<std::int64_t>(64, 1024)},
+          {"short", 1024, short_lengths},
+          {"single", 1024, {65536}},
+          {"wide", 4096, std::vector<std::int64_t>(8, 512)}};
+}
+
+/// One measured case, as a row of the table and a record of the JSON.
+struct record {
+  std::string method, space, dtype, shape;
+  std::int64_t rows, hidden_size, requests;
+  double seconds, plan_seconds, bytes, ceiling_gbps;
+
+  double gbps() const { return bytes / seconds / 1e9; }
+  double fraction() const { return gbps() / ceiling_gbps; }
+
+  nlohmann::ordered_json json() const {
+    return {{"method", method}, {"space", space}, {"dtype", dtype}, {"shape", shape}, {"rows", rows},
+            {"hidden_size", hidden_size}, {"requests", requests}, {"seconds", seconds}, {"plan_seconds", plan_seconds},
+            {"bytes", bytes}, {"gbps", gbps()}, {"ceiling_gbps", ceiling_gbps}, {"fraction", fraction()}};
+  }
+};
+
+/// The requests of a shape, all of one task, or cycling through the four tasks for the mixed batch.
+seqpool::batch requests_of(const batch_shape& shape, std::optional<task> only, const std::vector<std::int64_t>& token_ids) {
+  const task cycle[] = {task::embed, task::classify, task::token_embed, task::token_classify};
+  seqpool::batch step;
+  std::int64_t first = 0;
+  for (std::size_t i = 0; i < shape.lengths.size(); ++i) {
+    seqpool::request r;
+    r.id = std::to_string(i);
+    r.task = only ? *only : cycle[i % 4];
+    r.prompt_len = r.num_scheduled = shape.lengths[i];
+    r.prompt_token_ids = std::span<const std::int64_t>(token_ids).subspan(first, r.prompt_len);
+    r.params.step_tag_id = step_tag;
+    step.requests.push_back(r);
+    first += r.prompt_len;
+  }
+  return step;
+}
+
+/// Bytes an ideal implementation moves: the rows it must read and the results it writes.
+double traffic(const std::string& name, const seqpool::batch& step, const auto& plan, std::int64_t hidden_size,
+               std::size_t element_size, const std::vector<std::int64_t>& token_ids) {
+  double read_rows = 0;
+  std::int64_t first = 0;
+  for (const seqpool::request& r : step.requests) {
+    const task t = r.task;
+    const std::string used = name != "dispatcher" ? name
+                             : t == task::embed ? "mean" : t == task::classify ? "cls" : t == task::token_embed ? "all" : "step";
+    if (used == "cls" || used == "last") read_rows += 1;
+    else if (used == "step")
+      for (std::int64_t k = 0; k < r.prompt_len; ++k) read_rows += token_ids[first + k] == step_tag;
+    else read_rows += static_cast<double>(r.prompt_len);
+    first += r.prompt_len;
+  }
+  return read_rows * static_cast<double>(hidden_size * element_size) + static_cast<double>(plan.output_size) * sizeof(float);
+}
+
+template <class Space, class T>
+class runner {
+ public:
+  runner(const char* space_name, const char* dtype, const batch_shape& shape, const std::vector<T>& host_hidden,
+         const std::vector<std::int64_t>& token_ids, int repeats)
+      : space_name_(space_name), dtype_(dtype), shape_(shape), token_ids_(token_ids), repeats_(repeats),
+        hidden_(space_, host_hidden.size()) {
+    space_.copy_in(std::span<const T>(host_hidden), hidden_.span());
+    std::vector<float> weights(2 * shape.hidden_size, 1.0f / static_cast<float>(shape.hidden_size));
+    classifier_weights_.emplace(space_, weights.size());
+    space_.copy_in(std::span<const float>(weights), classifier_weights_->span());
+  }
+
+  template <class Method, class Head>
+  record pooler_case(const std::string& name, Method chosen, Head pooling_head) {
+    seqpool::pooler<Method, Head, Space> pooler(space_, shape_.hidden_size, chosen, pooling_head);
+    return measure(name, pooler, requests_of(shape_, pooler.task, token_ids_));
+  }
+
+  record dispatcher_case() {
+    using table = seqpool::configurable_table<Space>;
+    seqpool::dispatcher<table> engine(
+        space_, seqpool::pooler<method::any_sequence, head::embed, Space>(space_, shape_.hidden_size, method::mean{}),
+        seqpool::pooler<method::any_sequence, head::classify, Space>(space_, shape_.hidden_size, method::cls{},
+                                                                      head::classify(classifier())),
+        seqpool::pooler<method::any_token, head::embed, Space>(space_, shape_.hidden_size, method::all{}),
+        seqpool::pooler<method::any_token, head::classify, Space>(space_, shape_.hidden_size, method::step{},
+                                                                   head::classify(classifier())));
+    return measure("dispatcher", engine, requests_of(shape_, std::nullopt, token_ids_));
+  }
+
+ private:
+  seqpool::linear_layer classifier() const { return {classifier_weights_->data(), nullptr, 2, shape_.hidden_size}; }
+
+  template <class Pooler>
+  record measure(const std::string& name, Pooler& pooler, const seqpool::batch& step) {
+    seqpool::state_store<Space> state(space_);
+    const double plan_seconds = bench::median_seconds(repeats_, [&] { (void)pooler.plan(step, state); });
+    const auto plan = pooler.plan(step, state);
+    pooler.reserve(plan, state);
+    seqpool::buffer<float, Space> output(space_, static_cast<std::size_t>(plan.output_size));
+    const auto view = seqpool::make_hidden_view<T>(hidden_.data(), shape_.rows(), shape_.hidden_size);
+    const auto* bytes = reinterpret_cast<const std::byte*>(hidden_.data());
+    const double ceiling = bench::read_ceiling(bytes, hidden_.size() * sizeof(T), repeats_);
+    const double seconds = bench::median_seconds(repeats_, [&] {
+      pooler.forward(view, plan, state, output.span());
+      space_.synchronize();
+    });
+    return {name, space_name_, dtype_, shape_.name, shape_.rows(), shape_.hidden_size,
+            static_cast<std::int64_t>(step.requests.size()), seconds, plan_seconds,
+            traffic(name, step, plan, shape_.hidden_size, sizeof(T), token_ids_), ceiling};
+  }
+
+  const char* space_name_;
+  const char* dtype_;
+  const batch_shape& shape_;
+  const std::vector<std::int64_t>& token_ids_;
+  int repeats_;
+  Space space_;
+  seqpool::buffer<T, Space> hidden_;
+  std::optional<seqpool::buffer<float, Space>> classifier_weights_;
+};
+
+/// Filters left empty choose every value.
+struct options {
+  std::string json, space, dtype, shape, method;
+  int repeats = 7;
+};
+
+bool chosen(const std::string& filter, const std::string& value) { return filter.empty() || filter == value; }
+
+template <class Space, class T>
+void run_space(const char* space_name, const char* dtype, const batch_shape& shape, const std::vector<T>& hidden,
+               const std::vector<std::int64_t>& token_ids, const options& opts, std::vector<record>& records) {
+  if (!chosen(opts.space, space_name)) return;
+  runner<Space, T> run(space_name, dtype, shape, hidden, token_ids, opts.repeats);
+  const head::embed normalise;
+  const auto add = [&](const std::string& name, auto make) {
+    if (!chosen(opts.method, name)) return;
+    records.push_back(make());
+    const record& r = records.back();
+    std::printf("%-10s %-6s %-5s %-7s %8.3f ms %7.2f GB/s  ceiling %6.2f GB/s  %5.2f  (plan %.3f ms)\n", r.method.c_str(),
+                r.space.c_str(), r.dtype.c_str(), r.shape.c_str(), r.seconds * 1e3, r.gbps(), r.ceiling_gbps,
+                r.fraction(), r.plan_seconds * 1e3);
+    std::fflush(stdout);
+  };
+  add("cls", [&] { return run.pooler_case("cls", method::cls{}, normalise); });
+  add("last", [&] { return run.pooler_case("last", method::last{}, normalise); });
+  add("mean", [&] { return run.pooler_case("mean", method::mean{}, normalise); });
+  add("max", [&] { return run.pooler_case("max", method::max{}, normalise); });
+  add("all", [&] { return run.pooler_case("all", method::all{}, normalise); });
+  add("step", [&] { return run.pooler_case("step", method::step{}, normalise); });
+  add("dispatcher", [&] { return run.dispatcher_case(); });
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  options opts;
+  CLI::App app("seqpool's bandwidth benchmarks", "pool_bench");
+  app.add_option("--json", opts.json, "also write the records as JSON to this file");
+  app.add_option("--space", opts.space, "host or device (default: both)");
+  app.add_option("--dtype", opts.dtype, "fp32 or bf16 (default: both)");
+  app.add_option("--shape", opts.shape, "long, short, single or wide (default: every one)");
+  app.add_option("--method", opts.method, "cls, last, mean, max, all, step or dispatcher (default: every one)");
+  app.add_option("--repeats", opts.repeats, "timed runs per case (the median is reported)");
+  CLI11_PARSE(app, argc, argv);
+
+  std::vector<record> records;
+  std::printf("%-10s %-6s %-5s %-7s %11s %12s  %20s  %5s\n", "method", "space", "dtype", "shape", "time", "bandwidth",
+              "ceiling (same run)", "ratio");
+  for (const batch_shape& shape : shapes()) {
+    if (!chosen(opts.shape, shape.name)) continue;
+    std::mt19937 random(2);
+    std::normal_distribution<float> activation;
+    std::vector<float> hidden(shape.rows() * shape.hidden_size);
+    for (float& value : hidden) value = activation(random);
+    std::vector<std::int64_t> token_ids(shape.rows());
+    for (std::size_t t = 0; t < token_ids.size(); ++t) token_ids[t] = t % 8 == 7 ? step_tag : static_cast<std::int64_t>(t % 5);
+    if (chosen(opts.dtype, "fp32")) {
+      run_space<seqpool::host_space, float>("host", "fp32", shape, hidden, token_ids, opts, records);
+      run_space<seqpool::device_space<seqpool::omp_backend>, float>("device", "fp32", shape, hidden, token_ids, opts, records);
+    }
+    if (chosen(opts.dtype, "bf16")) {
+      const std::vector<__nv_bfloat16> narrow(hidden.begin(), hidden.end());
+      run_space<seqpool::host_space, __nv_bfloat16>("host", "bf16", shape, narrow, token_ids, opts, records);
+      run_space<seqpool::device_space<seqpool::omp_backend>, __nv_bfloat16>("device", "bf16", shape, narrow, token_ids,
+                                                                            opts, records);
+    }
+  }
+  if (!opts.json.empty()) {
+    nlohmann::ordered_json all = nlohmann::ordered_json::array();
+    for (const record& r : records) all.push_back(r.json());
+    std::ofstream(opts.json) << all.dump(2) << '\n';
+  }
+}
