@@ -1,5 +1,6 @@
-// The ceiling every figure is compared with: how fast the same threads can
-// stream-read a buffer as large as the case's input, measured in the same run.
+// The ceilings every figure is compared with, measured in the same run by the
+// same threads: a streaming read of a buffer as large as the case's input, and a
+// streaming write of one as large as its output.
 #pragma once
 
 #include <algorithm>
@@ -46,6 +47,21 @@ inline std::uint64_t stream_read(const std::byte* data, std::size_t bytes) {
 inline double read_ceiling(const std::byte* data, std::size_t bytes, int repeats) {
   volatile std::uint64_t sink = 0;
   const double seconds = median_seconds(repeats, [&] { sink = sink ^ stream_read(data, bytes); });
+  return static_cast<double>(bytes) / seconds / 1e9;
+}
+
+/// Writes every byte of `bytes` at `data` with all OpenMP threads, with plain
+/// stores as pooling writes its results.
+inline void stream_write(std::byte* data, std::size_t bytes) {
+  const std::size_t words = bytes / sizeof(std::uint64_t);
+  auto* values = reinterpret_cast<std::uint64_t*>(data);
+#pragma omp parallel for schedule(static)
+  for (std::size_t i = 0; i < words; ++i) values[i] = i;
+}
+
+/// GB/s of a streaming write of `bytes` bytes to `data`.
+inline double write_ceiling(std::byte* data, std::size_t bytes, int repeats) {
+  const double seconds = median_seconds(repeats, [&] { stream_write(data, bytes); });
   return static_cast<double>(bytes) / seconds / 1e9;
 }
 

@@ -55,19 +55,29 @@ std::vector<batch_shape> shapes() {
           {"wide", 4096, std::vector<std::int64_t>(8, 512)}};
 }
 
-/// One measured case, as a row of the table and a record of the JSON.
+/// One measured case, as a row of the table and a record of the JSON. `fraction`
+/// sets the bandwidth against the read ceiling; `bound_fraction` sets the time
+/// against reading the input at the read ceiling plus writing the output at the
+/// write ceiling, which is what limits write-heavy methods (ALL writes 4-byte
+/// floats for every 2-byte bf16 element it reads).
 struct record {
   std::string method, space, dtype, shape;
   std::int64_t rows, hidden_size, requests;
-  double seconds, plan_seconds, bytes, ceiling_gbps;
+  double seconds, plan_seconds, read_bytes, write_bytes, ceiling_gbps, write_ceiling_gbps;
 
-  double gbps() const { return bytes / seconds / 1e9; }
+  double bytes() const { return read_bytes + write_bytes; }
+  double gbps() const { return bytes() / seconds / 1e9; }
   double fraction() const { return gbps() / ceiling_gbps; }
+  double bound_fraction() const {
+    return (read_bytes / ceiling_gbps + write_bytes / write_ceiling_gbps) / 1e9 / seconds;
+  }
 
   nlohmann::ordered_json json() const {
     return {{"method", method}, {"space", space}, {"dtype", dtype}, {"shape", shape}, {"rows", rows},
             {"hidden_size", hidden_size}, {"requests", requests}, {"seconds", seconds}, {"plan_seconds", plan_seconds},
-            {"bytes", bytes}, {"gbps", gbps()}, {"ceiling_gbps", ceiling_gbps}, {"fraction", fraction()}};
+            {"bytes", bytes()}, {"read_bytes", read_bytes}, {"write_bytes", write_bytes}, {"gbps", gbps()},
+            {"ceiling_gbps", ceiling_gbps}, {"fraction", fraction()}, {"write_ceiling_gbps", write_ceiling_gbps},
+            {"bound_fraction", bound_fraction()}};
   }
 };
 
@@ -89,9 +99,9 @@ seqpool::batch requests_of(const batch_shape& shape, std::optional<task> only, c
   return step;
 }
 
-/// Bytes an ideal implementation moves: the rows it must read and the results it writes.
-double traffic(const std::string& name, const seqpool::batch& step, const auto& plan, std::int64_t hidden_size,
-               std::size_t element_size, const std::vector<std::int64_t>& token_ids) {
+/// Bytes an ideal implementation reads: the rows the methods must read.
+double read_traffic(const std::string& name, const seqpool::batch& step, std::int64_t hidden_size,
+                    std::size_t element_size, const std::vector<std::int64_t>& token_ids) {
   double read_rows = 0;
   std::int64_t first = 0;
   for (const seqpool::request& r : step.requests) {
@@ -104,7 +114,7 @@ double traffic(const std::string& name, const seqpool::batch& step, const auto& 
     else read_rows += static_cast<double>(r.prompt_len);
     first += r.prompt_len;
   }
-  return read_rows * static_cast<double>(hidden_size * element_size) + static_cast<double>(plan.output_size) * sizeof(float);
+  return read_rows * static_cast<double>(hidden_size * element_size);
 }
 
 template <class Space, class T>
@@ -151,13 +161,17 @@ class runner {
     const auto view = seqpool::make_hidden_view<T>(hidden_.data(), shape_.rows(), shape_.hidden_size);
     const auto* bytes = reinterpret_cast<const std::byte*>(hidden_.data());
     const double ceiling = bench::read_ceiling(bytes, hidden_.size() * sizeof(T), repeats_);
+    const double write_bytes = static_cast<double>(plan.output_size) * sizeof(float);
+    const double write_ceiling = plan.output_size == 0 ? ceiling
+                                 : bench::write_ceiling(reinterpret_cast<std::byte*>(output.data()),
+                                                        output.size() * sizeof(float), repeats_);
     const double seconds = bench::median_seconds(repeats_, [&] {
       pooler.forward(view, plan, state, output.span());
       space_.synchronize();
     });
     return {name, space_name_, dtype_, shape_.name, shape_.rows(), shape_.hidden_size,
             static_cast<std::int64_t>(step.requests.size()), seconds, plan_seconds,
-            traffic(name, step, plan, shape_.hidden_size, sizeof(T), token_ids_), ceiling};
+            read_traffic(name, step, shape_.hidden_size, sizeof(T), token_ids_), write_bytes, ceiling, write_ceiling};
   }
 
   const char* space_name_;
@@ -188,9 +202,9 @@ void run_space(const char* space_name, const char* dtype, const batch_shape& sha
     if (!chosen(opts.method, name)) return;
     records.push_back(make());
     const record& r = records.back();
-    std::printf("%-10s %-6s %-5s %-7s %8.3f ms %7.2f GB/s  ceiling %6.2f GB/s  %5.2f  (plan %.3f ms)\n", r.method.c_str(),
-                r.space.c_str(), r.dtype.c_str(), r.shape.c_str(), r.seconds * 1e3, r.gbps(), r.ceiling_gbps,
-                r.fraction(), r.plan_seconds * 1e3);
+    std::printf("%-10s %-6s %-5s %-7s %8.3f ms %7.2f GB/s  ceiling %6.2f GB/s  %5.2f  bound %5.2f  (plan %.3f ms)\n",
+                r.method.c_str(), r.space.c_str(), r.dtype.c_str(), r.shape.c_str(), r.seconds * 1e3, r.gbps(),
+                r.ceiling_gbps, r.fraction(), r.bound_fraction(), r.plan_seconds * 1e3);
     std::fflush(stdout);
   };
   add("cls", [&] { return run.pooler_case("cls", method::cls{}, normalise); });
@@ -216,8 +230,8 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
 
   std::vector<record> records;
-  std::printf("%-10s %-6s %-5s %-7s %11s %12s  %20s  %5s\n", "method", "space", "dtype", "shape", "time", "bandwidth",
-              "ceiling (same run)", "ratio");
+  std::printf("%-10s %-6s %-5s %-7s %11s %12s  %20s  %5s  %11s\n", "method", "space", "dtype", "shape", "time",
+              "bandwidth", "read ceiling (same run)", "ratio", "r+w bound");
   for (const batch_shape& shape : shapes()) {
     if (!chosen(opts.shape, shape.name)) continue;
     std::mt19937 random(2);

@@ -2,13 +2,16 @@
 // layout derived from them before anything reaches the device.
 #pragma once
 
+#include <algorithm>
+#include <bit>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
+#include <limits>
 #include <optional>
 #include <span>
 #include <string>
 #include <string_view>
-#include <unordered_map>
 #include <vector>
 
 #include <seqpool/error.hpp>
@@ -86,12 +89,31 @@ struct step_layout {
   std::int64_t num_rows = 0;  ///< Σ num_scheduled: the rows hidden states must have
 };
 
+namespace detail {
+
+/// Throws for the first request, in batch order, whose id an earlier request of
+/// the step already has. An open-addressing table of request indices allocates
+/// once, where a hash map would allocate a node per request.
+inline void check_unique_ids(std::span<const request> requests) {
+  const std::size_t capacity = std::bit_ceil(std::max<std::size_t>(2 * requests.size(), 16));
+  std::vector<std::size_t> slots(capacity, 0);  // 1 + the index of the request whose id sits there
+  for (std::size_t index = 0; index < requests.size(); ++index) {
+    const std::string_view id = requests[index].id;
+    std::size_t slot = std::hash<std::string_view>{}(id) & (capacity - 1);
+    for (; slots[slot] != 0; slot = (slot + 1) & (capacity - 1))
+      if (requests[slots[slot] - 1].id == id)
+        fail_request(index, id, "id", "appears twice in one step (first as request ", slots[slot] - 1, ")");
+    slots[slot] = index + 1;
+  }
+}
+
+}  // namespace detail
+
 /// Checks the metadata every pooler relies on and derives the step's layout.
 /// Throws seqpool::error naming the request, its id and the field.
 inline step_layout lay_out(std::span<const request> requests) {
   step_layout layout;
   layout.chunks.reserve(requests.size());
-  std::unordered_map<std::string_view, std::size_t> first_seen;
   for (std::size_t index = 0; index < requests.size(); ++index) {
     const request& r = requests[index];
     if (r.prompt_len < 1) detail::fail_request(index, r.id, "prompt_len", "must be at least 1, got ", r.prompt_len);
@@ -102,8 +124,8 @@ inline step_layout lay_out(std::span<const request> requests) {
     if (r.num_scheduled > r.prompt_len - r.num_computed)
       detail::fail_request(index, r.id, "num_computed + num_scheduled", r.num_computed, " + ", r.num_scheduled,
                            " exceeds prompt_len ", r.prompt_len);
-    if (auto [seen, fresh] = first_seen.emplace(r.id, index); !fresh)
-      detail::fail_request(index, r.id, "id", "appears twice in one step (first as request ", seen->second, ")");
+    if (layout.num_rows > std::numeric_limits<std::int64_t>::max() - r.num_scheduled)
+      detail::fail_request(index, r.id, "num_scheduled", "the step's rows overflow a 64-bit count");
 
     if (layout.groups.empty() || layout.groups.back().task != r.task)
       layout.groups.push_back({.task = r.task, .first_request = index, .row_begin = layout.num_rows});
@@ -116,6 +138,7 @@ inline step_layout lay_out(std::span<const request> requests) {
     group.num_rows += r.num_scheduled;
     layout.num_rows += r.num_scheduled;
   }
+  detail::check_unique_ids(requests);
   return layout;
 }
 

@@ -132,7 +132,7 @@ class dispatcher<dispatch_table<Entries...>> {
                   [&](const auto& pooler) { launch.plan = pooler.plan(step, chunks, launch.requests, state); });
       launch.block_offset = (whole.block_bytes + block_alignment - 1) / block_alignment * block_alignment;
       launch.output_offset = whole.output_size;
-      whole.block_bytes = launch.block_offset + launch.plan.block.bytes.size();
+      whole.block_bytes = launch.block_offset + launch.plan.block.bytes;
       whole.output_size += launch.plan.output_size;
       for (std::size_t k = 0; k < launch.requests.size(); ++k)
         if (const auto& result = launch.plan.results[k])
@@ -169,7 +169,7 @@ class dispatcher<dispatch_table<Entries...>> {
       const std::span<std::byte> staged = space_->stage(plan.block_bytes);
       for (const dispatch_plan::launch& launch : plan.launches)
         with_pooler(poolers_, launch.entry, [&](const auto& pooler) {
-          pooler.encode(launch.plan, state, staged.subspan(launch.block_offset, launch.plan.block.bytes.size()));
+          pooler.encode(launch.plan, state, staged.subspan(launch.block_offset, launch.plan.block.bytes));
         });
       const std::byte* uploaded = space_->upload(staged);
       for (const dispatch_plan::launch& launch : plan.launches)

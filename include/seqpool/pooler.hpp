@@ -79,7 +79,7 @@ class pooler {
   /// how a dispatcher gives one pooler every group of its task at once.
   step_plan plan(const batch& step, std::span<const chunk> chunks, std::span<const std::size_t> chosen,
                  const state_store<Space>& state) const {
-    detail::plan_builder builder(hidden_size_, Space::shape, head_.linear().present());
+    detail::plan_builder builder(hidden_size_, Space::shape, head_.linear().present(), chosen.size());
     with_method([&](const auto& method) {
       std::vector<std::int64_t> positions;
       for (const std::size_t index : chosen) {
@@ -102,7 +102,7 @@ class pooler {
   /// too, so skipping it costs allocations inside the step, not correctness.
   void reserve(const step_plan& plan, state_store<Space>& state) {
     for (const detail::state_use& use : plan.stateful) state.reserve(use.owner, use.floats);
-    space_->reserve_upload(plan.block.bytes.size());
+    space_->reserve_upload(plan.block.bytes);
     if (std::cmp_less(workspace_.size(), plan.workspace_floats))
       workspace_ = buffer<float, Space>(*space_, static_cast<std::size_t>(plan.workspace_floats));
   }
@@ -113,8 +113,8 @@ class pooler {
   void forward(hidden_view<T> hidden, const step_plan& plan, state_store<Space>& state, cuda::std::span<float> output) {
     check(hidden, plan, output);
     reserve(plan, state);
-    if (!plan.block.bytes.empty()) {
-      const std::span<std::byte> staged = space_->stage(plan.block.bytes.size());
+    if (plan.block.bytes > 0) {
+      const std::span<std::byte> staged = space_->stage(plan.block.bytes);
       encode(plan, state, staged);
       launch(hidden, plan, space_->upload(staged), output);
     }
@@ -138,8 +138,8 @@ class pooler {
 
   /// Writes the plan's index block, with this step's state slots, into `block` on the host.
   void encode(const step_plan& plan, const state_store<Space>& state, std::span<std::byte> block) const {
-    std::memcpy(block.data(), plan.block.bytes.data(), plan.block.bytes.size());
-    float** state_table = plan.block.state_table.in(block.data());
+    plan.block.write(block.data());
+    float** state_table = plan.block.at.state_table.in(block.data());
     for (const detail::state_use& use : plan.stateful) state_table[use.slot] = state.data(use.owner.id);
   }
 
@@ -148,27 +148,29 @@ class pooler {
   void launch(hidden_view<T> hidden, const step_plan& plan, const std::byte* device_block, cuda::std::span<float> output) {
     constexpr bool whole_rows = Space::shape.whole_rows;
     const detail::plan_block& b = plan.block;
-    const detail::step_memory memory{output.data(), workspace_.data(), b.state_table.in(device_block)};
-    const detail::request_record* requests = b.requests.in(device_block);
+    const detail::step_memory memory{output.data(), workspace_.data(), b.at.state_table.in(device_block)};
+    const detail::request_record* requests = b.at.requests.in(device_block);
     const std::int64_t per_row = whole_rows ? 1 : std::max<std::int64_t>(b.widest_tile, 1);
     with_method([&]<class M>(const M& method) {
       if constexpr (token_wise) {
-        run(b.gathers.count * per_row,
+        run(b.at.gathers.count * per_row,
             detail::gather_rows<Head, T, whole_rows>{head_, hidden.data_handle(), hidden.stride(0),
-                                                     b.gathers.in(device_block), requests,
-                                                     b.column_table.in(device_block), memory, per_row});
+                                                     b.at.gathers.in(device_block), requests,
+                                                     b.at.column_table.in(device_block), memory, per_row,
+                                                     static_cast<std::int64_t>(b.at.gathers.count)});
       } else {
-        run(b.tiles.count * per_row,
+        run(b.at.tiles.count * per_row,
             detail::reduce_tiles<M, Head, T, whole_rows>{method, head_, hidden.data_handle(), hidden.stride(0),
-                                                         b.tiles.in(device_block), requests, memory, per_row});
-        run(b.combines.count * per_row, detail::combine_partials<M, Head, whole_rows>{
-                                            method, head_, b.combines.in(device_block), requests, memory, per_row});
+                                                         b.at.tiles.in(device_block), requests, memory, per_row,
+                                                         static_cast<std::int64_t>(b.at.tiles.count)});
+        run(b.at.combines.count * per_row, detail::combine_partials<M, Head, whole_rows>{
+                                            method, head_, b.at.combines.in(device_block), requests, memory, per_row});
       }
     });
     const std::int64_t per_output = whole_rows ? 1 : std::max<std::int64_t>(b.widest_linear, 1);
-    run(b.linears.count * per_output, detail::apply_linear<Head, whole_rows>{head_, head_.linear(), b.linears.in(device_block),
+    run(b.at.linears.count * per_output, detail::apply_linear<Head, whole_rows>{head_, head_.linear(), b.at.linears.in(device_block),
                                                                              requests, memory, per_output});
-    run(b.finishes.count, detail::finish_rows<Head>{head_, b.finishes.in(device_block), requests, output.data()});
+    run(b.at.finishes.count, detail::finish_rows<Head>{head_, b.at.finishes.in(device_block), requests, output.data()});
   }
 
   /// After launching: chunked requests have pooled this step's tokens.

@@ -35,6 +35,7 @@ class state_store {
   /// Throws seqpool::error unless the request's chunk continues what the store
   /// holds for its id (SPEC section 8). `index` is the request's place in its batch.
   void check(std::size_t index, const request& r) const {
+    if (slots_.empty() && r.num_computed == 0) return;  // the common step: nothing in progress to collide with
     const auto found = slots_.find(r.id);
     const bool started = found != slots_.end() && found->second.num_computed > 0;
     if (r.num_computed == 0) {

@@ -22,8 +22,12 @@ namespace seqpool::detail {
 /// metadata the host has; device work only follows the records.
 class plan_builder {
  public:
-  plan_builder(std::int64_t hidden_size, launch_shape shape, bool has_linear)
-      : hidden_size_(hidden_size), shape_(shape), has_linear_(has_linear) {}
+  /// `num_requests`: how many requests will be added, to allocate once.
+  plan_builder(std::int64_t hidden_size, launch_shape shape, bool has_linear, std::size_t num_requests)
+      : hidden_size_(hidden_size), shape_(shape), has_linear_(has_linear) {
+    results_.reserve(num_requests);
+    records_.requests.reserve(num_requests);
+  }
 
   /// A sequence method's request: tiles over its window, a combine where a
   /// request has other than one tile, and its result row or state as the target.
@@ -45,16 +49,16 @@ class plan_builder {
     const std::int64_t num_tiles = (window.count + shape_.tile_rows - 1) / shape_.tile_rows;
     if (num_tiles == 0 && !part.finished()) return;  // the state already holds all there is (CLS after its first chunk)
     if (num_tiles == 1) {
-      tiles_.push_back({window.begin, to.offset, static_cast<std::int32_t>(window.count), slot, width, to.where, flags});
+      records_.tiles.push_back({window.begin, to.offset, static_cast<std::int32_t>(window.count), slot, width, to.where, flags});
       return;
     }
     const std::int64_t partials = take_workspace(num_tiles * to.row_width);
     for (std::int64_t t = 0; t < num_tiles; ++t) {
       const std::int64_t rows = std::min(shape_.tile_rows, window.count - t * shape_.tile_rows);
-      tiles_.push_back({window.begin + t * shape_.tile_rows, partials + t * to.row_width,
+      records_.tiles.push_back({window.begin + t * shape_.tile_rows, partials + t * to.row_width,
                         static_cast<std::int32_t>(rows), slot, width, target::workspace, 0});
     }
-    combines_.push_back({partials, to.offset, static_cast<std::int32_t>(num_tiles), slot, width, to.where, flags});
+    records_.combines.push_back({partials, to.offset, static_cast<std::int32_t>(num_tiles), slot, width, to.where, flags});
   }
 
   /// A token method's request: one gather per row it returns (earlier chunks'
@@ -66,25 +70,25 @@ class plan_builder {
     const std::int64_t width = columns.empty() ? hidden_size_ : static_cast<std::int64_t>(columns.size());
     std::int64_t column_offset = -1;
     if (!columns.empty()) {
-      column_offset = static_cast<std::int64_t>(column_table_.size());
-      for (const std::int64_t column : columns) column_table_.push_back(static_cast<std::int32_t>(column));
+      column_offset = static_cast<std::int64_t>(records_.column_table.size());
+      for (const std::int64_t column : columns) records_.column_table.push_back(static_cast<std::int32_t>(column));
     }
     const std::int32_t slot = add_request(r, column_offset);
     if (part.partial()) keep_state(slot, r, static_cast<std::size_t>(rows_total * width));
     const std::int64_t rows = rows_before + static_cast<std::int64_t>(chosen.size());
     const destination to =
         part.finished() ? route_results(slot, rows, width, out_width) : destination{target::state, 0, width, 0};
-    request_record& owner = requests_[slot];
+    request_record& owner = records_.requests[slot];
     owner.row_width = static_cast<std::int32_t>(to.row_width);
     owner.where = to.where;
     owner.flags = to.flags;
     widest_tile_ = std::max(widest_tile_, to.row_width);
 
     if (part.finished())
-      for (std::int64_t k = 0; k < rows_before; ++k) gathers_.push_back({-1 - k * width, to.offset + k * to.row_width, slot});
+      for (std::int64_t k = 0; k < rows_before; ++k) records_.gathers.push_back({-1 - k * width, to.offset + k * to.row_width, slot});
     for (std::size_t j = 0; j < chosen.size(); ++j) {
       const std::int64_t k = rows_before + static_cast<std::int64_t>(j);
-      gathers_.push_back({part.first_row() + (chosen[j] - part.num_computed), to.offset + k * to.row_width, slot});
+      records_.gathers.push_back({part.first_row() + (chosen[j] - part.num_computed), to.offset + k * to.row_width, slot});
     }
   }
 
@@ -98,22 +102,16 @@ class plan_builder {
 
     plan_block& block = plan.block;
     index_block_layout layout;
-    block.requests = layout.add<request_record>(requests_.size());
-    block.state_table = layout.add<float*>(requests_.size());
-    block.tiles = layout.add<tile_record>(tiles_.size());
-    block.combines = layout.add<combine_record>(combines_.size());
-    block.gathers = layout.add<gather_record>(gathers_.size());
-    block.column_table = layout.add<std::int32_t>(column_table_.size());
-    block.linears = layout.add<linear_record>(linears_.size());
-    block.finishes = layout.add<finish_record>(finishes_.size());
-    block.bytes.assign(layout.bytes(), std::byte{0});
-    copy(block.requests, requests_, block.bytes);
-    copy(block.tiles, tiles_, block.bytes);
-    copy(block.combines, combines_, block.bytes);
-    copy(block.gathers, gathers_, block.bytes);
-    copy(block.column_table, column_table_, block.bytes);
-    copy(block.linears, linears_, block.bytes);
-    copy(block.finishes, finishes_, block.bytes);
+    block.at.requests = layout.add<request_record>(records_.requests.size());
+    block.at.state_table = layout.add<float*>(records_.requests.size());
+    block.at.tiles = layout.add<tile_record>(records_.tiles.size());
+    block.at.combines = layout.add<combine_record>(records_.combines.size());
+    block.at.gathers = layout.add<gather_record>(records_.gathers.size());
+    block.at.column_table = layout.add<std::int32_t>(records_.column_table.size());
+    block.at.linears = layout.add<linear_record>(records_.linears.size());
+    block.at.finishes = layout.add<finish_record>(records_.finishes.size());
+    block.bytes = layout.bytes();
+    block.records = std::move(records_);
     block.widest_tile = widest_tile_;
     block.widest_linear = widest_linear_;
     return plan;
@@ -129,14 +127,14 @@ class plan_builder {
   };
 
   std::int32_t add_request(const request& r, std::int64_t column_offset) {
-    requests_.push_back({.prompt_len = r.prompt_len,
+    records_.requests.push_back({.prompt_len = r.prompt_len,
                          .columns = column_offset,
                          .row_width = 0,
                          .where = target::output,
                          .flags = 0,
                          .use_activation = static_cast<std::uint8_t>(r.params.use_activation)});
     results_.emplace_back();
-    return static_cast<std::int32_t>(requests_.size() - 1);
+    return static_cast<std::int32_t>(records_.requests.size() - 1);
   }
 
   void keep_state(std::int32_t slot, const request& r, std::size_t floats) {
@@ -157,21 +155,16 @@ class plan_builder {
     output_size_ += rows * out_width;
     if (!shape_.whole_rows)
       for (std::int64_t k = 0; k < rows; ++k)
-        finishes_.push_back({result.offset + k * out_width, slot, static_cast<std::int32_t>(out_width)});
+        records_.finishes.push_back({result.offset + k * out_width, slot, static_cast<std::int32_t>(out_width)});
     if (!has_linear_)
       return {target::output, result.offset, out_width,
               static_cast<std::uint8_t>(finish | (shape_.whole_rows ? epilogue : 0))};
     const std::int64_t pooled = take_workspace(rows * pooled_width);
     for (std::int64_t k = 0; k < rows; ++k)
-      linears_.push_back({pooled + k * pooled_width, result.offset + k * out_width, slot,
+      records_.linears.push_back({pooled + k * pooled_width, result.offset + k * out_width, slot,
                           static_cast<std::int32_t>(out_width)});
     widest_linear_ = std::max(widest_linear_, out_width);
     return {target::workspace, pooled, pooled_width, finish};
-  }
-
-  template <class Record>
-  static void copy(section<Record> where, const std::vector<Record>& records, std::vector<std::byte>& bytes) {
-    if (!records.empty()) std::memcpy(bytes.data() + where.offset, records.data(), records.size() * sizeof(Record));
   }
 
   std::int64_t hidden_size_;
@@ -179,13 +172,7 @@ class plan_builder {
   bool has_linear_;
 
   std::vector<std::optional<result_slice>> results_;
-  std::vector<request_record> requests_;
-  std::vector<tile_record> tiles_;
-  std::vector<combine_record> combines_;
-  std::vector<gather_record> gathers_;
-  std::vector<std::int32_t> column_table_;
-  std::vector<linear_record> linears_;
-  std::vector<finish_record> finishes_;
+  plan_records records_;
   std::vector<state_use> stateful_;
   std::int64_t output_size_ = 0;
   std::int64_t workspace_floats_ = 0;

@@ -23,6 +23,7 @@ struct reduce_tiles {
   const request_record* requests;
   step_memory memory;
   std::int64_t items_per_tile;
+  std::int64_t num_tiles;
 
   static constexpr std::int64_t line_elements = 64 / sizeof(T);
 
@@ -36,11 +37,21 @@ struct reduce_tiles {
     const std::int64_t prompt_len = requests[tile.request].prompt_len;
 
     if constexpr (WholeRows) {
+      // This thread's next item is most likely the next tile: ask for its first row
+      // now, which the hardware cannot guess when tiles are one row (CLS, LAST).
+      if (item + 1 < num_tiles) {
+        const T* next_row = hidden + tiles[item + 1].row_begin * row_stride;
+        for (std::int64_t line = 0; line < tile.width; line += line_elements) prefetch(next_row + line);
+      }
       // Rows outer, columns inner: the result row stays in cache and the inner loop
       // vectorises. Four rows a sweep load and store the result row a quarter as
       // often, and still accumulate in row order.
-      for (std::int64_t c = 0; c < tile.width; ++c) out[c] = init != nullptr ? init[c] : method.identity();
-      std::int32_t r = 0;
+      const T* __restrict__ first = first_row;  // every tile has a row: it starts the result row
+      if (init != nullptr)
+        for (std::int64_t c = 0; c < tile.width; ++c) out[c] = method.accumulate(init[c], to_float(first[c]));
+      else
+        for (std::int64_t c = 0; c < tile.width; ++c) out[c] = method.accumulate(method.identity(), to_float(first[c]));
+      std::int32_t r = 1;
       for (; r + 4 <= tile.rows; r += 4) {
         const T* __restrict__ row0 = first_row + r * row_stride;
         const T* __restrict__ row1 = row0 + row_stride;

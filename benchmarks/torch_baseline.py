@@ -1,0 +1,160 @@
+"""What users would otherwise run: a vLLM-style PyTorch pooler on the CPU, on the
+shapes of pool_bench, with the same traffic accounting, printed as JSON records.
+
+MEAN sums rows with index_add_ over segment ids, MAX with scatter_reduce_, CLS and
+LAST gather rows by index, ALL splits and normalises every token (a bare split
+only makes views), STEP gathers the tagged rows with a boolean mask. Every method
+ends with the head pool_bench uses: L2 normalisation (embed) or a two-label
+classifier with softmax (classify). The mixed batch runs each task batched over
+all its requests, which is kinder than per-group calls.
+
+usage: torch_baseline.py [--json FILE] [--repeats N] [--threads N]
+"""
+import argparse
+import json
+import statistics
+import time
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+STEP_TAG = 7
+
+
+def shapes():
+    rng = np.random.default_rng(1)
+    short, total = [], 0
+    while total < 65536:
+        length = min(int(rng.integers(8, 25)), 65536 - total)
+        short.append(length)
+        total += length
+    return {"long": (1024, [1024] * 64), "short": (1024, short), "single": (1024, [65536]), "wide": (4096, [512] * 8)}
+
+
+def segment_ids(lengths):
+    return torch.repeat_interleave(torch.arange(len(lengths)), lengths)
+
+
+def first_rows(lengths):
+    return torch.cumsum(lengths, 0) - lengths
+
+
+def embed(rows):
+    return F.normalize(rows, p=2, dim=-1)
+
+
+def classify(rows, weight):
+    return torch.softmax(rows @ weight.T, dim=-1)
+
+
+def pool(method, hidden, lengths, token_ids):
+    """One task's pooler over all its requests: hidden [T, H], lengths [n]."""
+    if method == "mean":
+        sums = torch.zeros(len(lengths), hidden.shape[1]).index_add_(0, segment_ids(lengths), hidden.float())
+        return sums / lengths.unsqueeze(1)
+    if method == "max":
+        index = segment_ids(lengths).unsqueeze(1).expand(-1, hidden.shape[1])
+        return torch.empty(len(lengths), hidden.shape[1]).scatter_reduce_(0, index, hidden.float(), "amax",
+                                                                          include_self=False)
+    if method == "cls":
+        return hidden[first_rows(lengths)].float()
+    if method == "last":
+        return hidden[torch.cumsum(lengths, 0) - 1].float()
+    if method == "all":
+        return hidden.float()
+    mask = token_ids == STEP_TAG  # step
+    return hidden[mask].float()
+
+
+def split_counts(method, lengths, token_ids):
+    if method == "all":
+        return lengths.tolist()
+    mask = (token_ids == STEP_TAG).long()
+    return torch.zeros(len(lengths), dtype=torch.long).index_add_(0, segment_ids(lengths), mask).tolist()
+
+
+def run_method(method, hidden, lengths, token_ids, weight, head):
+    pooled = pool(method, hidden, lengths, token_ids)
+    result = embed(pooled) if head == "embed" else classify(pooled, weight)
+    if method in ("all", "step"):
+        return list(result.split(split_counts(method, lengths, token_ids)))
+    return result
+
+
+def run_mixed(hidden, lengths, token_ids, weight):
+    """Tasks cycle embed (MEAN), classify (CLS), token_embed (ALL), token_classify (STEP)."""
+    firsts = first_rows(lengths)
+    results = []
+    for task, (method, head) in enumerate((("mean", "embed"), ("cls", "classify"), ("all", "embed"), ("step", "classify"))):
+        if task >= len(lengths):
+            continue
+        chosen = torch.arange(task, len(lengths), 4)
+        chosen_lengths = lengths[chosen]
+        rows = torch.repeat_interleave(firsts[chosen], chosen_lengths) + (
+            torch.arange(int(chosen_lengths.sum())) - torch.repeat_interleave(first_rows(chosen_lengths), chosen_lengths))
+        results.append(run_method(method, hidden[rows], chosen_lengths, token_ids[rows], weight, head))
+    return results
+
+
+def traffic(method, lengths, token_ids, hidden_size, element_size, output_floats):
+    tasks = [method] * len(lengths) if method != "dispatcher" else [("mean", "cls", "all", "step")[i % 4] for i in range(len(lengths))]
+    read_rows, first = 0, 0
+    for used, length in zip(tasks, lengths.tolist()):
+        if used in ("cls", "last"):
+            read_rows += 1
+        elif used == "step":
+            read_rows += int((token_ids[first:first + length] == STEP_TAG).sum())
+        else:
+            read_rows += length
+        first += length
+    return read_rows * hidden_size * element_size + output_floats * 4
+
+
+def output_floats(result):
+    if isinstance(result, torch.Tensor):
+        return result.numel()
+    return sum(output_floats(part) for part in result)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--json", help="write the records to this file")
+    parser.add_argument("--repeats", type=int, default=7)
+    parser.add_argument("--threads", type=int, default=2)
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    records = []
+    for shape, (hidden_size, lengths) in shapes().items():
+        rows = sum(lengths)
+        lengths_t = torch.tensor(lengths)
+        token_ids = torch.tensor([STEP_TAG if t % 8 == 7 else t % 5 for t in range(rows)])
+        weight = torch.full((2, hidden_size), 1.0 / hidden_size)
+        generator = torch.Generator().manual_seed(2)
+        values = torch.randn(rows, hidden_size, generator=generator)
+        for dtype, hidden in (("fp32", values), ("bf16", values.to(torch.bfloat16))):
+            for method in ("cls", "last", "mean", "max", "all", "step", "dispatcher"):
+                if method == "dispatcher":
+                    work = lambda: run_mixed(hidden, lengths_t, token_ids, weight)
+                else:
+                    work = lambda: run_method(method, hidden, lengths_t, token_ids, weight, "embed")
+                result = work()
+                seconds = []
+                for _ in range(args.repeats):
+                    start = time.perf_counter()
+                    work()
+                    seconds.append(time.perf_counter() - start)
+                median = statistics.median(seconds)
+                moved = traffic(method, lengths_t, token_ids, hidden_size, hidden.element_size(), output_floats(result))
+                records.append({"method": method, "space": "torch", "dtype": dtype, "shape": shape, "rows": rows,
+                                "hidden_size": hidden_size, "requests": len(lengths), "seconds": median,
+                                "bytes": moved, "gbps": moved / median / 1e9})
+                print(f"{method:10} torch  {dtype:5} {shape:7} {median * 1e3:9.3f} ms {moved / median / 1e9:7.2f} GB/s",
+                      flush=True)
+    if args.json:
+        with open(args.json, "w") as out:
+            json.dump(records, out, indent=2)
+
+
+if __name__ == "__main__":
+    main()
