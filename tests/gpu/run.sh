@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Everything that needs a GPU, in one run: builds the CUDA twins in build-gpu/
+# and runs the CUDA tests (TESTS.md cases, random batches, the dispatcher on
+# device_space<cuda_backend>), the main example on CUDA, and seqpool-run's
+# black-box tests with --space device on CUDA. Prints a summary line per part;
+# exits non-zero if any part fails.
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+arch=${GPU_ARCH:-90}
+nvidia-smi --query-gpu=name,memory.total --format=csv,noheader || true
+
+if [ ! -f build-gpu/build.ninja ]; then
+  meson setup build-gpu --buildtype=release -Dcuda=enabled -Dgpu_arch="$arch" -Dbenchmarks=false >/dev/null || exit 1
+fi
+ninja -C build-gpu tests/test_cuda examples/embed_batch_cuda tools/seqpool-run-cuda >/dev/null || exit 1
+
+status=0
+part() {
+  local name=$1
+  shift
+  local start=$SECONDS
+  if "$@"; then echo "gpu: $name: ok ($((SECONDS - start)) s)"; else echo "gpu: $name: FAILED"; status=1; fi
+}
+part "CUDA tests" build-gpu/tests/test_cuda
+part "main example on CUDA" build-gpu/examples/embed_batch_cuda
+part "seqpool-run on CUDA" env SEQPOOL_RUN="$PWD/build-gpu/tools/seqpool-run-cuda" \
+  python3 -m unittest discover -s tests/cli -p 'test_*.py'
+exit $status
