@@ -15,6 +15,7 @@
 #include <cuda/std/span>
 
 #include <seqpool/batch.hpp>
+#include <seqpool/detail/check_forward.hpp>
 #include <seqpool/error.hpp>
 #include <seqpool/hidden.hpp>
 #include <seqpool/plan.hpp>
@@ -155,14 +156,7 @@ class dispatcher<dispatch_table<Entries...>> {
   template <hidden_element T>
   void forward(hidden_view<T> hidden, const dispatch_plan& plan, state_store<space_type>& state,
                cuda::std::span<float> output) {
-    if (hidden.extent(1) != hidden_size_)
-      detail::fail("hidden_states", "width ", hidden.extent(1), " differs from the poolers' hidden_size ", hidden_size_);
-    if (hidden.extent(0) != plan.num_rows)
-      detail::fail("num_scheduled", "the requests schedule ", plan.num_rows, " rows but hidden_states has ",
-                   hidden.extent(0));
-    if (hidden.stride(1) != 1) detail::fail("hidden_states", "columns must be contiguous");
-    if (std::cmp_less(output.size(), plan.output_size))
-      detail::fail("output", "holds ", output.size(), " floats but the step writes ", plan.output_size);
+    detail::check_forward(hidden, hidden_size_, plan.num_rows, plan.output_size, output);
     reserve(plan, state);
 
     if (plan.block_bytes > 0) {

@@ -15,6 +15,7 @@
 
 #include <seqpool/batch.hpp>
 #include <seqpool/detail/apply_linear.hpp>
+#include <seqpool/detail/check_forward.hpp>
 #include <seqpool/detail/combine_partials.hpp>
 #include <seqpool/detail/finish_rows.hpp>
 #include <seqpool/detail/gather_rows.hpp>
@@ -111,7 +112,7 @@ class pooler {
   /// chunked requests on in the state. `output` must hold plan.output_size floats.
   template <hidden_element T>
   void forward(hidden_view<T> hidden, const step_plan& plan, state_store<Space>& state, cuda::std::span<float> output) {
-    check(hidden, plan, output);
+    detail::check_forward(hidden, hidden_size_, plan.num_rows, plan.output_size, output);
     reserve(plan, state);
     if (plan.block.bytes > 0) {
       const std::span<std::byte> staged = space_->stage(plan.block.bytes);
@@ -119,19 +120,6 @@ class pooler {
       launch(hidden, plan, space_->upload(staged), output);
     }
     advance(plan, state);
-  }
-
-  /// Throws seqpool::error unless hidden states and output fit the plan.
-  template <hidden_element T>
-  void check(hidden_view<T> hidden, const step_plan& plan, cuda::std::span<float> output) const {
-    if (hidden.extent(1) != hidden_size_)
-      detail::fail("hidden_states", "width ", hidden.extent(1), " differs from the pooler's hidden_size ", hidden_size_);
-    if (hidden.extent(0) != plan.num_rows)
-      detail::fail("num_scheduled", "the requests schedule ", plan.num_rows, " rows but hidden_states has ",
-                   hidden.extent(0));
-    if (hidden.stride(1) != 1) detail::fail("hidden_states", "columns must be contiguous");
-    if (std::cmp_less(output.size(), plan.output_size))
-      detail::fail("output", "holds ", output.size(), " floats but the step writes ", plan.output_size);
   }
 
   // The pieces of forward(), for a dispatcher that shares one upload among poolers.

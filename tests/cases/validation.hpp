@@ -82,7 +82,7 @@ TEST_CASE_TEMPLATE("hidden states and output that do not fit the plan fail the f
       "num_scheduled: the requests schedule 5 rows but hidden_states has 4", seqpool::error);
   CHECK_THROWS_WITH_AS(
       flight.pooler.forward(seqpool::make_hidden_view(hidden.data(), 2, 5), plan, flight.state, output.span()),
-      "hidden_states: width 5 differs from the pooler's hidden_size 2", seqpool::error);
+      "hidden_states: width 5 differs from hidden_size 2", seqpool::error);
   CHECK_THROWS_WITH_AS(flight.pooler.forward(seqpool::make_hidden_view(hidden.data(), 5, 2), plan, flight.state,
                                              output.span().first(1)),
                        "output: holds 1 floats but the step writes 2", seqpool::error);

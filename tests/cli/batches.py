@@ -90,6 +90,12 @@ class Batch:
     def audit(self):
         return [json.loads(line) for line in (self.out / "audit.jsonl").read_text().splitlines()]
 
+    def check_sync_contract(self, test):
+        """SPEC section 6, as --audit recorded every step: at most one upload, nothing else."""
+        for counts in self.audit():
+            test.assertLessEqual(counts["uploads"], 1, counts)
+            test.assertEqual((counts["downloads"], counts["waits"], counts["allocations"]), (0, 0, 0), counts)
+
 
 def request(request_id, task, prompt_len, num_scheduled=None, num_computed=0, token_ids=None, **params):
     entry = {"id": request_id, "task": task, "prompt_len": prompt_len, "num_computed": num_computed,

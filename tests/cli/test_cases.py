@@ -18,9 +18,7 @@ class Cases:
     def replay(self, batch):
         run = batch.run(self.space)
         self.assertEqual(run.returncode, 0, run.stderr)
-        for counts in batch.audit():
-            self.assertLessEqual(counts["uploads"], 1)
-            self.assertEqual((counts["downloads"], counts["waits"], counts["allocations"]), (0, 0, 0))
+        batch.check_sync_contract(self)
         return batch
 
     def whole(self, method, hidden, lengths, dtype="float32"):

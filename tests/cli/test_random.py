@@ -79,9 +79,7 @@ class RandomBatches:
             batch, prompts, poolers, head_config = draw_batch(seed)
             run = batch.run(self.space)
             self.assertEqual(run.returncode, 0, f"seed {seed}: {run.stderr}")
-            for counts in batch.audit():
-                self.assertLessEqual(counts["uploads"], 1)
-                self.assertEqual((counts["downloads"], counts["waits"], counts["allocations"]), (0, 0, 0))
+            batch.check_sync_contract(self)
             tolerance = 1e-5 if batch.dtype == "float32" else 1e-2
             for p in prompts:
                 kind = "classify" if "classify" in p["task"] else "embed"

@@ -1,0 +1,28 @@
+// The shape checks a forward makes before it launches anything.
+#pragma once
+
+#include <cstdint>
+#include <utility>
+
+#include <cuda/std/span>
+
+#include <seqpool/error.hpp>
+#include <seqpool/hidden.hpp>
+
+namespace seqpool::detail {
+
+/// Throws seqpool::error unless the hidden states have the width and the rows a
+/// plan was made for, and the output holds what it writes.
+template <hidden_element T>
+void check_forward(hidden_view<T> hidden, std::int64_t hidden_size, std::int64_t num_rows, std::int64_t output_size,
+                   cuda::std::span<float> output) {
+  if (hidden.extent(1) != hidden_size)
+    fail("hidden_states", "width ", hidden.extent(1), " differs from hidden_size ", hidden_size);
+  if (hidden.extent(0) != num_rows)
+    fail("num_scheduled", "the requests schedule ", num_rows, " rows but hidden_states has ", hidden.extent(0));
+  if (hidden.stride(1) != 1) fail("hidden_states", "columns must be contiguous");
+  if (std::cmp_less(output.size(), output_size))
+    fail("output", "holds ", output.size(), " floats but the step writes ", output_size);
+}
+
+}  // namespace seqpool::detail
