@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <span>
 #include <utility>
 #include <vector>
@@ -56,7 +57,9 @@ class pooler {
 
   pooler(Space& space, std::int64_t hidden_size, Method method = {}, Head head = {})
       : space_(&space), hidden_size_(hidden_size), method_(std::move(method)), head_(head), workspace_(space, 0) {
-    if (hidden_size < 1) detail::fail("hidden_size", "must be at least 1, got ", hidden_size);
+    // Records hold widths in 32 bits.
+    if (hidden_size < 1 || hidden_size > std::numeric_limits<std::int32_t>::max())
+      detail::fail("hidden_size", "must be in [1, 2147483647], got ", hidden_size);
   }
 
   std::int64_t hidden_size() const { return hidden_size_; }

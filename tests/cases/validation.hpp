@@ -111,5 +111,5 @@ TEST_CASE_TEMPLATE("token methods check their knobs", Space, SEQPOOL_TEST_SPACES
   outside.params.returned_token_ids = {-1};
   CHECK_THROWS_AS(steps.plan(seqpool::batch{{outside}}, state), seqpool::error);
   CHECK_THROWS_WITH_AS((seqpool::pooler<method::all, head::embed, Space>(space, 0)),
-                       "hidden_size: must be at least 1, got 0", seqpool::error);
+                       "hidden_size: must be in [1, 2147483647], got 0", seqpool::error);
 }

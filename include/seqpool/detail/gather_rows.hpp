@@ -33,9 +33,9 @@ struct gather_rows {
     const column_range columns = columns_of<WholeRows>(item % items_per_row, owner.row_width);
     if (columns.begin == columns.end) return;
     if constexpr (WholeRows)
-      if (item + 1 < num_gathers && gathers[item + 1].source >= 0) {  // this thread's next row, as in reduce_tiles
+      if (item + 1 < num_gathers && gathers[item + 1].source >= 0 && owner.columns < 0) {  // as in reduce_tiles
         const T* next_row = hidden + gathers[item + 1].source * row_stride;
-        for (std::int64_t line = 0; line < row_stride; line += line_elements) prefetch(next_row + line);
+        for (std::int64_t line = 0; line < owner.row_width; line += line_elements) prefetch(next_row + line);
       }
     float* __restrict__ out = memory.at(owner.where, gather.offset, gather.request);
 

@@ -31,7 +31,7 @@ struct reduce_tiles {
     const tile_record tile = tiles[item / items_per_tile];
     const column_range columns = columns_of<WholeRows>(item % items_per_tile, tile.width);
     if (columns.begin == columns.end) return;
-    float* __restrict__ out = memory.at(tile.where, tile.offset, tile.request);
+    float* out = memory.at(tile.where, tile.offset, tile.request);  // may be `init` itself: a chunk continuing in place
     const float* init = (tile.flags & from_state) != 0 ? memory.state[tile.request] : nullptr;
     const T* first_row = hidden + tile.row_begin * row_stride;
     const std::int64_t prompt_len = requests[tile.request].prompt_len;
