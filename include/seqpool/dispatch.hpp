@@ -176,20 +176,8 @@ class dispatcher<dispatch_table<Entries...>> {
       with_pooler(poolers_, launch.entry, [&](const auto& pooler) { pooler.advance(launch.plan, state); });
   }
 
-  /// The pooler of a table entry, when present.
-  template <task Task>
-  auto& pooler() {
-    return *std::get<index_of(Task)>(poolers_);
-  }
-
  private:
   static constexpr std::size_t block_alignment = 16;
-
-  static constexpr std::size_t index_of(task wanted) {
-    for (std::size_t i = 0; i < table::tasks.size(); ++i)
-      if (table::tasks[i] == wanted) return i;
-    return table::tasks.size();
-  }
 
   std::optional<std::size_t> entry_of(task wanted) const {
     const auto present = std::apply(

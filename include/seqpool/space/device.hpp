@@ -49,8 +49,6 @@ class device_space {
     if (device_block_ != nullptr) backend_.deallocate(device_block_, device_capacity_);
   }
 
-  Backend& backend() { return backend_; }
-
   auto policy() const { return backend_.policy(); }
 
   void* allocate_bytes(std::size_t bytes) {
@@ -123,8 +121,6 @@ class device_space {
   }
 
   const seqpool::audit& audit() const { return audit_; }
-
-  std::size_t staging_slots() const { return ring_.size(); }
 
  private:
   struct staging_slot {
