@@ -49,6 +49,9 @@ class device_space {
     if (device_block_ != nullptr) backend_.deallocate(device_block_, device_capacity_);
   }
 
+  /// The backend, e.g. for the stream that work is queued on.
+  const Backend& backend() const { return backend_; }
+
   auto policy() const { return backend_.policy(); }
 
   void* allocate_bytes(std::size_t bytes) {
