@@ -77,7 +77,8 @@ class manual_backend : public seqpool::omp_backend {
  public:
   using event = std::size_t;
 
-  explicit manual_backend(std::shared_ptr<std::vector<bool>> complete) : complete_(std::move(complete)) {}
+  explicit manual_backend(std::shared_ptr<std::vector<bool>> complete, std::shared_ptr<bool> capturing = {})
+      : complete_(std::move(complete)), capturing_(capturing ? std::move(capturing) : std::make_shared<bool>(false)) {}
 
   event create_event() {
     complete_->push_back(true);
@@ -87,9 +88,11 @@ class manual_backend : public seqpool::omp_backend {
   void record(event& marker) { (*complete_)[marker] = false; }
   bool is_complete(const event& marker) const { return (*complete_)[marker]; }
   void wait(const event& marker) { (*complete_)[marker] = true; }
+  bool is_capturing() const { return *capturing_; }
 
  private:
   std::shared_ptr<std::vector<bool>> complete_;
+  std::shared_ptr<bool> capturing_;
 };
 
 }  // namespace
@@ -118,6 +121,25 @@ TEST_CASE("a staging slot is rewritten only after the copy from it has completed
   }
   CHECK(scope.counts().allocations == 0);
   CHECK(scope.counts().uploads == 2);
+}
+
+TEST_CASE("a slot staged while the stream is captured belongs to the graph from then on") {
+  auto complete = std::make_shared<std::vector<bool>>();
+  auto capturing = std::make_shared<bool>(false);
+  seqpool::device_space<manual_backend> space(manual_backend(complete, capturing), 1);
+  space.reserve_upload(64);
+  const std::span<std::byte> captured = space.stage(64);
+  *capturing = true;
+  space.upload(captured);  // the graph replays this copy from `captured`
+  *capturing = false;
+
+  // The ring has a fresh slot: the host never rewrites the one the graph reads.
+  space.reserve_upload(64);
+  const seqpool::audit_scope scope(space.audit());
+  const std::span<std::byte> next = space.stage(64);
+  CHECK(next.data() != captured.data());
+  space.upload(next);
+  CHECK(scope.counts() == seqpool::audit_counts{.uploads = 1});
 }
 
 TEST_CASE("upload takes only the block the last stage() handed out") {
