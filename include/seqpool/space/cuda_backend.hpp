@@ -20,7 +20,10 @@ namespace seqpool {
 /// for_each returns without synchronising (SPEC section 6).
 class cuda_backend {
  public:
-  static constexpr launch_shape shape{.tile_rows = 64, .whole_rows = false};
+  // 256-row tiles still give 65536 x 1024 rows about 260 thousand items in the first
+  // pass, and leave a single long prompt's combine a quarter of the partials that
+  // 64-row tiles would (its parallelism is only one item per column).
+  static constexpr launch_shape shape{.tile_rows = 256, .whole_rows = false};
 
   using event = cudaEvent_t;
 
