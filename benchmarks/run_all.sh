@@ -26,8 +26,8 @@ meson setup build-bench --buildtype=release -Dtests=false -Dexamples=false -Dcud
   -Dcpp_args="$arch_flags" >/dev/null
 meson compile -C build-bench benchmarks/pool_bench >/dev/null
 
-build-bench/benchmarks/pool_bench --json build-bench/seqpool.json
-/usr/bin/python3 benchmarks/torch_baseline.py --json build-bench/torch.json
+build-bench/benchmarks/pool_bench --repeats 11 --json build-bench/seqpool.json
+/usr/bin/python3 benchmarks/torch_baseline.py --repeats 11 --json build-bench/torch.json
 /usr/bin/python3 benchmarks/report.py build-bench/seqpool.json build-bench/torch.json \
   --json docs/bench.json --png docs/bandwidth.png > build-bench/tables.md
 echo "wrote docs/bench.json, docs/bandwidth.png and build-bench/tables.md"
