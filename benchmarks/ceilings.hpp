@@ -9,10 +9,10 @@
 #include "bandwidth.hpp"
 
 #if defined(__CUDACC__)
-#include <cuda/std/functional>
 #include <thrust/fill.h>
 #include <thrust/reduce.h>
 #include <thrust/system/cuda/execution_policy.h>
+#include <cuda/std/functional>
 #endif
 
 namespace bench {

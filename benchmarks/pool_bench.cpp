@@ -55,7 +55,8 @@ std::vector<batch_shape> shapes() {
   std::vector<std::int64_t> short_lengths;
   std::mt19937 random(1);
   for (std::int64_t total = 0; total < 65536;) {
-    const std::int64_t length = std::min<std::int64_t>(std::uniform_int_distribution<std::int64_t>(8, 24)(random), 65536 - total);
+    const std::int64_t length =
+        std::min<std::int64_t>(std::uniform_int_distribution<std::int64_t>(8, 24)(random), 65536 - total);
     short_lengths.push_back(length);
     total += length;
   }
@@ -83,16 +84,29 @@ struct record {
   }
 
   nlohmann::ordered_json json() const {
-    return {{"method", method}, {"space", space}, {"dtype", dtype}, {"shape", shape}, {"rows", rows},
-            {"hidden_size", hidden_size}, {"requests", requests}, {"seconds", seconds}, {"plan_seconds", plan_seconds},
-            {"bytes", bytes()}, {"read_bytes", read_bytes}, {"write_bytes", write_bytes}, {"gbps", gbps()},
-            {"ceiling_gbps", ceiling_gbps}, {"fraction", fraction()}, {"write_ceiling_gbps", write_ceiling_gbps},
+    return {{"method", method},
+            {"space", space},
+            {"dtype", dtype},
+            {"shape", shape},
+            {"rows", rows},
+            {"hidden_size", hidden_size},
+            {"requests", requests},
+            {"seconds", seconds},
+            {"plan_seconds", plan_seconds},
+            {"bytes", bytes()},
+            {"read_bytes", read_bytes},
+            {"write_bytes", write_bytes},
+            {"gbps", gbps()},
+            {"ceiling_gbps", ceiling_gbps},
+            {"fraction", fraction()},
+            {"write_ceiling_gbps", write_ceiling_gbps},
             {"bound_fraction", bound_fraction()}};
   }
 };
 
 /// The requests of a shape, all of one task, or cycling through the four tasks for the mixed batch.
-seqpool::batch requests_of(const batch_shape& shape, std::optional<task> only, const std::vector<std::int64_t>& token_ids) {
+seqpool::batch requests_of(const batch_shape& shape, std::optional<task> only,
+                           const std::vector<std::int64_t>& token_ids) {
   const task cycle[] = {task::embed, task::classify, task::token_embed, task::token_classify};
   seqpool::batch step;
   std::int64_t first = 0;
@@ -116,12 +130,17 @@ double read_traffic(const std::string& name, const seqpool::batch& step, std::in
   std::int64_t first = 0;
   for (const seqpool::request& r : step.requests) {
     const task t = r.task;
-    const std::string used = name != "dispatcher" ? name
-                             : t == task::embed ? "mean" : t == task::classify ? "cls" : t == task::token_embed ? "all" : "step";
-    if (used == "cls" || used == "last") read_rows += 1;
+    const std::string used = name != "dispatcher"     ? name
+                             : t == task::embed       ? "mean"
+                             : t == task::classify    ? "cls"
+                             : t == task::token_embed ? "all"
+                                                      : "step";
+    if (used == "cls" || used == "last")
+      read_rows += 1;
     else if (used == "step")
       for (std::int64_t k = 0; k < r.prompt_len; ++k) read_rows += token_ids[first + k] == step_tag;
-    else read_rows += static_cast<double>(r.prompt_len);
+    else
+      read_rows += static_cast<double>(r.prompt_len);
     first += r.prompt_len;
   }
   return read_rows * static_cast<double>(hidden_size * element_size);
@@ -132,7 +151,11 @@ class runner {
  public:
   runner(const char* space_name, const char* dtype, const batch_shape& shape, const std::vector<T>& host_hidden,
          const std::vector<std::int64_t>& token_ids, int repeats)
-      : space_name_(space_name), dtype_(dtype), shape_(shape), token_ids_(token_ids), repeats_(repeats),
+      : space_name_(space_name),
+        dtype_(dtype),
+        shape_(shape),
+        token_ids_(token_ids),
+        repeats_(repeats),
         hidden_(space_, host_hidden.size()) {
     space_.copy_in(std::span<const T>(host_hidden), hidden_.span());
     std::vector<float> weights(2 * shape.hidden_size, 1.0f / static_cast<float>(shape.hidden_size));
@@ -151,10 +174,10 @@ class runner {
     seqpool::dispatcher<table> engine(
         space_, seqpool::pooler<method::any_sequence, head::embed, Space>(space_, shape_.hidden_size, method::mean{}),
         seqpool::pooler<method::any_sequence, head::classify, Space>(space_, shape_.hidden_size, method::cls{},
-                                                                      head::classify(classifier())),
+                                                                     head::classify(classifier())),
         seqpool::pooler<method::any_token, head::embed, Space>(space_, shape_.hidden_size, method::all{}),
         seqpool::pooler<method::any_token, head::classify, Space>(space_, shape_.hidden_size, method::step{},
-                                                                   head::classify(classifier())));
+                                                                  head::classify(classifier())));
     return measure("dispatcher", engine, requests_of(shape_, std::nullopt, token_ids_));
   }
 
@@ -172,16 +195,27 @@ class runner {
     const auto* bytes = reinterpret_cast<const std::byte*>(hidden_.data());
     const double ceiling = bench::ceilings<Space>::read(space_, bytes, hidden_.size() * sizeof(T), repeats_);
     const double write_bytes = static_cast<double>(plan.output_size) * sizeof(float);
-    const double write_ceiling = plan.output_size == 0 ? ceiling
-                                 : bench::ceilings<Space>::write(space_, reinterpret_cast<std::byte*>(output.data()),
-                                                                 output.size() * sizeof(float), repeats_);
+    const double write_ceiling =
+        plan.output_size == 0 ? ceiling
+                              : bench::ceilings<Space>::write(space_, reinterpret_cast<std::byte*>(output.data()),
+                                                              output.size() * sizeof(float), repeats_);
     const double seconds = bench::median_seconds(repeats_, [&] {
       pooler.forward(view, plan, state, output.span());
       space_.synchronize();
     });
-    return {name, space_name_, dtype_, shape_.name, shape_.rows(), shape_.hidden_size,
-            static_cast<std::int64_t>(step.requests.size()), seconds, plan_seconds,
-            read_traffic(name, step, shape_.hidden_size, sizeof(T), token_ids_), write_bytes, ceiling, write_ceiling};
+    return {name,
+            space_name_,
+            dtype_,
+            shape_.name,
+            shape_.rows(),
+            shape_.hidden_size,
+            static_cast<std::int64_t>(step.requests.size()),
+            seconds,
+            plan_seconds,
+            read_traffic(name, step, shape_.hidden_size, sizeof(T), token_ids_),
+            write_bytes,
+            ceiling,
+            write_ceiling};
   }
 
   const char* space_name_;
@@ -257,7 +291,8 @@ int main(int argc, char** argv) {
   std::vector<shape_data> inputs;
   for (const batch_shape& shape : shapes()) {
     if (!chosen(opts.shape, shape.name)) continue;
-    shape_data& input = inputs.emplace_back(shape_data{shape, std::vector<float>(shape.rows() * shape.hidden_size), {}});
+    shape_data& input =
+        inputs.emplace_back(shape_data{shape, std::vector<float>(shape.rows() * shape.hidden_size), {}});
     std::mt19937 random(2);
     std::normal_distribution<float> activation;
     for (float& value : input.hidden) value = activation(random);

@@ -56,8 +56,9 @@ std::vector<std::pair<std::string, std::vector<float>>> step(seqpool::dispatcher
 int main() {
   space memory;
   seqpool::state_store<space> state(memory);
-  seqpool::dispatcher<table> engine(memory, seqpool::pooler<splade, seqpool::head::embed, space>(memory, vocabulary),
-                                    seqpool::pooler<seqpool::method::cls, seqpool::head::classify, space>(memory, vocabulary));
+  seqpool::dispatcher<table> engine(
+      memory, seqpool::pooler<splade, seqpool::head::embed, space>(memory, vocabulary),
+      seqpool::pooler<seqpool::method::cls, seqpool::head::classify, space>(memory, vocabulary));
 
   // A 300-token document whose logits arrive in chunks of 120, 120 and 60 rows.
   std::mt19937 random(5);
@@ -71,8 +72,13 @@ int main() {
   for (const std::int64_t chunk : {120, 120, 60}) {
     std::printf("step with rows %lld-%lld of the document\n", static_cast<long long>(done),
                 static_cast<long long>(done + chunk - 1));
-    seqpool::request r{.id = "document", .task = task::embed, .prompt_len = 300, .num_computed = done,
-                       .num_scheduled = chunk, .prompt_token_ids = {}, .params = raw};
+    seqpool::request r{.id = "document",
+                       .task = task::embed,
+                       .prompt_len = 300,
+                       .num_computed = done,
+                       .num_scheduled = chunk,
+                       .prompt_token_ids = {},
+                       .params = raw};
     const std::vector<float> rows(document.begin() + done * vocabulary, document.begin() + (done + chunk) * vocabulary);
     for (auto& [id, values] : step(engine, memory, state, seqpool::batch{{r}}, rows)) pooled = values;
     done += chunk;
@@ -83,7 +89,8 @@ int main() {
   std::int64_t active = 0;
   for (std::int64_t term = 0; term < vocabulary; ++term) {
     float expected = 0;
-    for (std::int64_t t = 0; t < 300; ++t) expected = std::max(expected, std::log1p(std::max(document[t * vocabulary + term], 0.0f)));
+    for (std::int64_t t = 0; t < 300; ++t)
+      expected = std::max(expected, std::log1p(std::max(document[t * vocabulary + term], 0.0f)));
     largest_difference = std::max<double>(largest_difference, std::abs(expected - pooled[term]));
     active += pooled[term] > 0.0f;
   }

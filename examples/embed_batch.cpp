@@ -52,13 +52,16 @@ std::vector<prompt> make_traffic() {
   std::vector<prompt> traffic;
   for (int i = 0; i < 48; ++i) {
     prompt p;
-    const task kind = i % 4 == 0 ? task::classify : i % 6 == 1 ? task::token_embed : i % 6 == 3 ? task::token_classify : task::embed;
+    const task kind = i % 4 == 0   ? task::classify
+                      : i % 6 == 1 ? task::token_embed
+                      : i % 6 == 3 ? task::token_classify
+                                   : task::embed;
     p.r.id = std::string(seqpool::name(kind)) + "-" + std::to_string(i);
     p.r.task = kind;
     p.r.prompt_len = length(4, 480);
     if (kind == task::embed && i % 3 == 0) p.r.params.dimensions = 256;  // a matryoshka client
     if (kind == task::token_classify) {
-      p.r.params.step_tag_id = step_tag;  // score each reasoning step...
+      p.r.params.step_tag_id = step_tag;           // score each reasoning step...
       p.r.params.returned_token_ids = {100, 200};  // ...by the logits of two label tokens
     }
     for (std::int64_t t = 0; t < p.r.prompt_len; ++t) p.token_ids.push_back(length(0, 9));
@@ -146,12 +149,13 @@ std::map<std::string, std::vector<float>> serve(const char* label, std::vector<p
                     static_cast<long long>(slice.cols), slice.rows ? first[0] : NAN,
                     slice.rows * slice.cols > 1 ? first[1] : NAN, slice.rows * slice.cols > 2 ? first[2] : NAN);
     }
-    std::printf("step %d: %zu requests, %lld rows, %d finished, %zu in progress | audit: uploads %lld, downloads %lld, "
-                "waits %lld, allocations %lld%s\n",
-                step, batch.requests.size(), static_cast<long long>(rows), finished, state.size(),
-                static_cast<long long>(counts.uploads), static_cast<long long>(counts.downloads),
-                static_cast<long long>(counts.waits), static_cast<long long>(counts.allocations),
-                seqpool::keeps_sync_contract(counts) ? "  (sync contract kept)" : "  (SYNC CONTRACT BROKEN)");
+    std::printf(
+        "step %d: %zu requests, %lld rows, %d finished, %zu in progress | audit: uploads %lld, downloads %lld, "
+        "waits %lld, allocations %lld%s\n",
+        step, batch.requests.size(), static_cast<long long>(rows), finished, state.size(),
+        static_cast<long long>(counts.uploads), static_cast<long long>(counts.downloads),
+        static_cast<long long>(counts.waits), static_cast<long long>(counts.allocations),
+        seqpool::keeps_sync_contract(counts) ? "  (sync contract kept)" : "  (SYNC CONTRACT BROKEN)");
   }
   const double bytes = static_cast<double>(pooled_rows) * hidden_size * sizeof(element);
   std::printf("%s: %lld rows pooled in %.2f ms: %.2f M rows/s, %.2f GB/s of hidden states read\n", label,

@@ -19,9 +19,9 @@ struct splade {
   seqpool::row_window window(const seqpool::chunk& part) const { return {part.first_row(), part.num_scheduled}; }
 
   SEQPOOL_HOST_DEVICE float identity() const { return 0.0f; }  // log(1 + relu(x)) is never below 0
-  SEQPOOL_HOST_DEVICE float accumulate(float largest, float x) const {
-    return fmaxf(largest, log1pf(fmaxf(x, 0.0f)));
+  SEQPOOL_HOST_DEVICE float accumulate(float largest, float x) const { return fmaxf(largest, log1pf(fmaxf(x, 0.0f))); }
+  SEQPOOL_HOST_DEVICE float merge(float largest, float partial_largest) const {
+    return fmaxf(largest, partial_largest);
   }
-  SEQPOOL_HOST_DEVICE float merge(float largest, float partial_largest) const { return fmaxf(largest, partial_largest); }
   SEQPOOL_HOST_DEVICE float finish(float largest, std::int64_t) const { return largest; }
 };

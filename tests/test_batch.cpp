@@ -81,7 +81,8 @@ void check_rejected(const seqpool::batch& step, const std::string& message) {
 TEST_CASE("bad metadata is rejected with the request index, its id and the field") {
   check_rejected({{whole("ok", task::embed, 2), whole("z", task::embed, 0)}},
                  "request 1 (id \"z\"): prompt_len: must be at least 1, got 0");
-  check_rejected({{part("n", task::embed, 4, -1, 2)}}, "request 0 (id \"n\"): num_computed: must not be negative, got -1");
+  check_rejected({{part("n", task::embed, 4, -1, 2)}},
+                 "request 0 (id \"n\"): num_computed: must not be negative, got -1");
   check_rejected({{part("s", task::embed, 4, 0, 0)}}, "request 0 (id \"s\"): num_scheduled: must be at least 1, got 0");
   check_rejected({{part("o", task::embed, 5, 3, 4)}},
                  "request 0 (id \"o\"): num_computed + num_scheduled: 3 + 4 exceeds prompt_len 5");

@@ -56,7 +56,8 @@ class object_reader {
  public:
   object_reader(const json& object, std::string where, std::string prefix = "")
       : object_(object), where_(std::move(where)), prefix_(std::move(prefix)) {
-    if (!object_.is_object()) fail_at(prefix_.empty() ? "" : prefix_.substr(0, prefix_.size() - 1), "expected an object");
+    if (!object_.is_object())
+      fail_at(prefix_.empty() ? "" : prefix_.substr(0, prefix_.size() - 1), "expected an object");
   }
 
   /// Rejects keys the format does not have: a misspelt field must not pass silently.
@@ -136,7 +137,8 @@ inline std::optional<task> parse_task(std::string_view text) {
   return std::nullopt;
 }
 
-inline npy_array read_layer_array(const object_reader& layer, std::string_view key, const std::filesystem::path& folder) {
+inline npy_array read_layer_array(const object_reader& layer, std::string_view key,
+                                  const std::filesystem::path& folder) {
   try {
     return read_npy(folder / layer.string(key));
   } catch (const input_error& unreadable) {
@@ -153,7 +155,8 @@ inline std::optional<layer_file> read_layer(const object_reader& layer, const st
     return std::nullopt;
   }
   layer_file read{read_layer_array(layer, "weight", folder), std::nullopt};
-  if (read.weight.descr != "<f4" || read.weight.shape.size() != 2 || read.weight.shape[0] < 1 || read.weight.shape[1] < 1)
+  if (read.weight.descr != "<f4" || read.weight.shape.size() != 2 || read.weight.shape[0] < 1 ||
+      read.weight.shape[1] < 1)
     layer.fail_at("weight", "expected a non-empty 2-D <f4 array [out, in]");
   if (layer.has("bias")) {
     read.bias = read_layer_array(layer, "bias", folder);
@@ -165,7 +168,8 @@ inline std::optional<layer_file> read_layer(const object_reader& layer, const st
 
 /// Ids name output files, so they must be plain file names.
 inline bool is_plain_file_name(std::string_view id) {
-  return !id.empty() && id != "." && id != ".." && id.find_first_of(std::string_view("/\\\0", 3)) == std::string_view::npos;
+  return !id.empty() && id != "." && id != ".." &&
+         id.find_first_of(std::string_view("/\\\0", 3)) == std::string_view::npos;
 }
 
 }  // namespace detail
@@ -218,10 +222,14 @@ inline batch_file read_batch_file(const std::filesystem::path& path) {
     if (mean || sigma) batch.platt = head::platt_scaling{mean.value_or(0.0f), sigma.value_or(1.0f)};
     if (classifier.has("problem_type")) {
       const std::string problem = classifier.string("problem_type");
-      if (problem == "single_label") batch.problem = head::problem_type::single_label;
-      else if (problem == "multi_label") batch.problem = head::problem_type::multi_label;
-      else if (problem == "regression") batch.problem = head::problem_type::regression;
-      else classifier.fail_at("problem_type", "\"" + problem + "\" is not single_label, multi_label or regression");
+      if (problem == "single_label")
+        batch.problem = head::problem_type::single_label;
+      else if (problem == "multi_label")
+        batch.problem = head::problem_type::multi_label;
+      else if (problem == "regression")
+        batch.problem = head::problem_type::regression;
+      else
+        classifier.fail_at("problem_type", "\"" + problem + "\" is not single_label, multi_label or regression");
     }
   }
 

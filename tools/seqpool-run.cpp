@@ -146,10 +146,10 @@ class replay {
     }
     if (audit_log_.is_open())
       audit_log_ << nlohmann::ordered_json{{"step", index},
-                                   {"uploads", counts.uploads},
-                                   {"downloads", counts.downloads},
-                                   {"waits", counts.waits},
-                                   {"allocations", counts.allocations}}
+                                           {"uploads", counts.uploads},
+                                           {"downloads", counts.downloads},
+                                           {"waits", counts.waits},
+                                           {"allocations", counts.allocations}}
                         .dump()
                  << std::endl;
   }

@@ -22,10 +22,14 @@ enum class task : std::uint8_t { embed, classify, token_embed, token_classify };
 
 constexpr std::string_view name(task pooling_task) {
   switch (pooling_task) {
-    case task::embed: return "embed";
-    case task::classify: return "classify";
-    case task::token_embed: return "token_embed";
-    case task::token_classify: return "token_classify";
+    case task::embed:
+      return "embed";
+    case task::classify:
+      return "classify";
+    case task::token_embed:
+      return "token_embed";
+    case task::token_classify:
+      return "token_classify";
   }
   return "unknown";
 }
@@ -38,9 +42,9 @@ constexpr bool is_token_task(task pooling_task) {
 /// Per-request knobs (SPEC section 2); requests in one group may differ.
 struct pooling_params {
   bool use_activation = true;
-  std::optional<std::int64_t> dimensions;          ///< matryoshka truncation (embed tasks)
-  std::optional<std::int64_t> step_tag_id;         ///< STEP: keep rows whose token id equals it
-  std::vector<std::int64_t> returned_token_ids;    ///< STEP: columns to keep; empty keeps all
+  std::optional<std::int64_t> dimensions;        ///< matryoshka truncation (embed tasks)
+  std::optional<std::int64_t> step_tag_id;       ///< STEP: keep rows whose token id equals it
+  std::vector<std::int64_t> returned_token_ids;  ///< STEP: columns to keep; empty keeps all
 };
 
 struct request {

@@ -59,10 +59,10 @@ struct dispatch_table {
 struct dispatch_plan {
   /// One pooler's share of the step: every request of its task, from every group.
   struct launch {
-    std::size_t entry = 0;               ///< the table entry
-    std::vector<std::size_t> requests;   ///< batch indices, in batch order
+    std::size_t entry = 0;              ///< the table entry
+    std::vector<std::size_t> requests;  ///< batch indices, in batch order
     step_plan plan;
-    std::size_t block_offset = 0;        ///< where its records start in the step's upload
+    std::size_t block_offset = 0;  ///< where its records start in the step's upload
     std::int64_t output_offset = 0;
   };
 
@@ -137,7 +137,8 @@ class dispatcher<dispatch_table<Entries...>> {
       whole.output_size += launch.plan.output_size;
       for (std::size_t k = 0; k < launch.requests.size(); ++k)
         if (const auto& result = launch.plan.results[k])
-          whole.results[launch.requests[k]] = result_slice{result->offset + launch.output_offset, result->rows, result->cols};
+          whole.results[launch.requests[k]] =
+              result_slice{result->offset + launch.output_offset, result->rows, result->cols};
       whole.launches.push_back(std::move(launch));
     }
     return whole;

@@ -37,8 +37,7 @@ std::string concat(const Parts&... parts) {
 
 /// Throws seqpool::error worded as `request 3 (id "r7"): num_scheduled: must be at least 1, got 0`.
 template <class... Parts>
-[[noreturn]] void fail_request(std::size_t index, std::string_view id, std::string_view field,
-                               const Parts&... what) {
+[[noreturn]] void fail_request(std::size_t index, std::string_view id, std::string_view field, const Parts&... what) {
   throw error(concat("request ", index, " (id \"", id, "\"): ", field, ": ", what...));
 }
 

@@ -20,11 +20,10 @@ template <hidden_element T>
 using hidden_view = cuda::std::mdspan<const T, cuda::std::dextents<std::int64_t, 2>, cuda::std::layout_stride>;
 
 template <hidden_element T>
-hidden_view<T> make_hidden_view(const T* data, std::int64_t rows, std::int64_t hidden_size,
-                                std::int64_t row_stride) {
+hidden_view<T> make_hidden_view(const T* data, std::int64_t rows, std::int64_t hidden_size, std::int64_t row_stride) {
   using extents = cuda::std::dextents<std::int64_t, 2>;
   return {data, cuda::std::layout_stride::mapping<extents>(extents(rows, hidden_size),
-                                                            cuda::std::array<std::int64_t, 2>{row_stride, 1})};
+                                                           cuda::std::array<std::int64_t, 2>{row_stride, 1})};
 }
 
 template <hidden_element T>

@@ -10,9 +10,9 @@
 #include <utility>
 #include <vector>
 
-#include <cuda/std/span>
 #include <thrust/for_each.h>
 #include <thrust/iterator/counting_iterator.h>
+#include <cuda/std/span>
 
 #include <seqpool/batch.hpp>
 #include <seqpool/detail/apply_linear.hpp>
@@ -97,7 +97,8 @@ class pooler {
       }
     });
     std::int64_t num_rows = 0;
-    for (const std::size_t index : chosen) num_rows = std::max(num_rows, chunks[index].row_begin + chunks[index].num_scheduled);
+    for (const std::size_t index : chosen)
+      num_rows = std::max(num_rows, chunks[index].row_begin + chunks[index].num_scheduled);
     return std::move(builder).build(num_rows);
   }
 
@@ -136,7 +137,8 @@ class pooler {
 
   /// Launches the plan's passes over an index block already on the device.
   template <hidden_element T>
-  void launch(hidden_view<T> hidden, const step_plan& plan, const std::byte* device_block, cuda::std::span<float> output) {
+  void launch(hidden_view<T> hidden, const step_plan& plan, const std::byte* device_block,
+              cuda::std::span<float> output) {
     constexpr bool whole_rows = Space::shape.whole_rows;
     const detail::plan_block& b = plan.block;
     const detail::step_memory memory{output.data(), workspace_.data(), b.at.state_table.in(device_block)};
@@ -145,22 +147,23 @@ class pooler {
     with_method([&]<class M>(const M& method) {
       if constexpr (token_wise) {
         run(b.at.gathers.count * per_row,
-            detail::gather_rows<Head, T, whole_rows>{head_, hidden.data_handle(), hidden.stride(0),
-                                                     b.at.gathers.in(device_block), requests,
-                                                     b.at.column_table.in(device_block), memory, per_row,
-                                                     static_cast<std::int64_t>(b.at.gathers.count)});
+            detail::gather_rows<Head, T, whole_rows>{
+                head_, hidden.data_handle(), hidden.stride(0), b.at.gathers.in(device_block), requests,
+                b.at.column_table.in(device_block), memory, per_row, static_cast<std::int64_t>(b.at.gathers.count)});
       } else {
         run(b.at.tiles.count * per_row,
             detail::reduce_tiles<M, Head, T, whole_rows>{method, head_, hidden.data_handle(), hidden.stride(0),
                                                          b.at.tiles.in(device_block), requests, memory, per_row,
                                                          static_cast<std::int64_t>(b.at.tiles.count)});
-        run(b.at.combines.count * per_row, detail::combine_partials<M, Head, whole_rows>{
-                                            method, head_, b.at.combines.in(device_block), requests, memory, per_row});
+        run(b.at.combines.count * per_row,
+            detail::combine_partials<M, Head, whole_rows>{method, head_, b.at.combines.in(device_block), requests,
+                                                          memory, per_row});
       }
     });
     const std::int64_t per_output = whole_rows ? 1 : std::max<std::int64_t>(b.widest_linear, 1);
-    run(b.at.linears.count * per_output, detail::apply_linear<Head, whole_rows>{head_, head_.linear(), b.at.linears.in(device_block),
-                                                                             requests, memory, per_output});
+    run(b.at.linears.count * per_output,
+        detail::apply_linear<Head, whole_rows>{head_, head_.linear(), b.at.linears.in(device_block), requests, memory,
+                                               per_output});
     run(b.at.finishes.count, detail::finish_rows<Head>{head_, b.at.finishes.in(device_block), requests, output.data()});
   }
 

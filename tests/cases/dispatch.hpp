@@ -59,10 +59,14 @@ struct engine {
       return *test::run_step(space, single, fresh, step, prompt)[0];
     };
     switch (r.task) {
-      case task::embed: return pool(embed_method, head::embed{});
-      case task::classify: return pool(classify_method, head::classify{});
-      case task::token_embed: return pool(token_method, head::embed{});
-      case task::token_classify: return pool(token_method, head::classify{});
+      case task::embed:
+        return pool(embed_method, head::embed{});
+      case task::classify:
+        return pool(classify_method, head::classify{});
+      case task::token_embed:
+        return pool(token_method, head::embed{});
+      case task::token_classify:
+        return pool(token_method, head::classify{});
     }
     return {};
   }
@@ -122,7 +126,8 @@ TEST_CASE_TEMPLATE("case 21: classify and token_classify in one batch", Space, S
 
 TEST_CASE_TEMPLATE("case 22: a task the table lacks fails before anything runs", Space, SEQPOOL_TEST_SPACES) {
   using namespace dispatch_cases;
-  using embed_only = seqpool::dispatch_table<task_entry<task::embed, seqpool::pooler<method::mean, head::embed, Space>>>;
+  using embed_only =
+      seqpool::dispatch_table<task_entry<task::embed, seqpool::pooler<method::mean, head::embed, Space>>>;
   Space space;
   seqpool::state_store<Space> state(space);
   seqpool::dispatcher<embed_only> dispatcher(space, seqpool::pooler<method::mean, head::embed, Space>(space, 1));
@@ -137,8 +142,8 @@ TEST_CASE_TEMPLATE("case 22: a task the table lacks fails before anything runs",
   CHECK(space.audit().counts() == before);
   CHECK(state.num_computed("c") == 2);
 
-  const auto out = test::run_step(space, dispatcher, state, seqpool::batch{{mixed.requests[0]}},
-                                  std::vector<float>{3, 4});
+  const auto out =
+      test::run_step(space, dispatcher, state, seqpool::batch{{mixed.requests[0]}}, std::vector<float>{3, 4});
   test::check_equal(*out[0], 1, 1, {2.5f});
 }
 
@@ -151,8 +156,9 @@ TEST_CASE_TEMPLATE("an empty table entry refuses its task like a missing one", S
       std::nullopt, std::nullopt);
   CHECK_THROWS_WITH_AS(dispatcher.plan(seqpool::batch{{test::whole("t", task::token_embed, 1)}}, state),
                        "request 0 (id \"t\"): task: token_embed has no pooler in the dispatch table", seqpool::error);
-  CHECK_THROWS_WITH_AS((seqpool::dispatcher<all_tasks<Space>>(space, std::nullopt, std::nullopt, std::nullopt, std::nullopt)),
-                       "dispatcher: needs at least one pooler", seqpool::error);
+  CHECK_THROWS_WITH_AS(
+      (seqpool::dispatcher<all_tasks<Space>>(space, std::nullopt, std::nullopt, std::nullopt, std::nullopt)),
+      "dispatcher: needs at least one pooler", seqpool::error);
   CHECK_THROWS_WITH_AS((seqpool::dispatcher<all_tasks<Space>>(
                            space, seqpool::pooler<method::any_sequence, head::embed, Space>(space, 2, method::max{}),
                            seqpool::pooler<method::any_sequence, head::classify, Space>(space, 3, method::max{}),
@@ -228,7 +234,8 @@ TEST_CASE("runtime methods are chosen by name") {
   CHECK(method::any_sequence(method::cls{}).name() == "cls");
 }
 
-TEST_CASE_TEMPLATE("a user-written method pools whole and chunked prompts through a table", Space, SEQPOOL_TEST_SPACES) {
+TEST_CASE_TEMPLATE("a user-written method pools whole and chunked prompts through a table", Space,
+                   SEQPOOL_TEST_SPACES) {
   using namespace dispatch_cases;
   using splade_table = seqpool::dispatch_table<task_entry<task::embed, seqpool::pooler<splade, head::embed, Space>>>;
   Space space;
@@ -238,14 +245,14 @@ TEST_CASE_TEMPLATE("a user-written method pools whole and chunked prompts throug
   const seqpool::pooling_params raw{.use_activation = false};
   const std::vector<float> expected{std::log1p(7.0f), std::log1p(1.0f), std::log1p(2.0f)};
 
-  const auto whole = test::run_step(space, dispatcher, state, seqpool::batch{{test::whole("w", task::embed, 4, raw)}},
-                                    prompt);
+  const auto whole =
+      test::run_step(space, dispatcher, state, seqpool::batch{{test::whole("w", task::embed, 4, raw)}}, prompt);
   test::check_close(*whole[0], {1, 3, expected}, 1e-6);
 
   test::run_step(space, dispatcher, state, seqpool::batch{{test::part("c", task::embed, 4, 0, 3, raw)}},
                  std::vector<float>(prompt.begin(), prompt.begin() + 9));
-  const auto chunked = test::run_step(space, dispatcher, state,
-                                      seqpool::batch{{test::part("c", task::embed, 4, 3, 1, raw)}},
-                                      std::vector<float>(prompt.begin() + 9, prompt.end()));
+  const auto chunked =
+      test::run_step(space, dispatcher, state, seqpool::batch{{test::part("c", task::embed, 4, 3, 1, raw)}},
+                     std::vector<float>(prompt.begin() + 9, prompt.end()));
   test::check_close(*chunked[0], {1, 3, expected}, 1e-6);
 }

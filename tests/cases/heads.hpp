@@ -56,7 +56,8 @@ test::results pool_rows(Space& space, const Head& pooling_head, std::int64_t hid
 }
 
 template <class Space>
-std::vector<float> classify_row(const head::classify& classifier, std::vector<float> logits, bool use_activation = true) {
+std::vector<float> classify_row(const head::classify& classifier, std::vector<float> logits,
+                                bool use_activation = true) {
   Space space;
   const auto width = static_cast<std::int64_t>(logits.size());
   return pool_rows(space, classifier, width, logits, {{.use_activation = use_activation}})[0]->values;
@@ -91,8 +92,9 @@ TEST_CASE_TEMPLATE("case 14: mixed knobs in one group give each request its own 
   using namespace heads_cases;
   Space space;
   const std::vector<float> rows{3, 4, 12, 3, 4, 12, 3, 4, 12, 3, 4, 12};
-  const auto out = pool_rows(space, head::embed{}, 3, rows,
-                             {{.dimensions = 2}, {}, {.use_activation = false, .dimensions = 2}, {.use_activation = false}});
+  const auto out =
+      pool_rows(space, head::embed{}, 3, rows,
+                {{.dimensions = 2}, {}, {.use_activation = false, .dimensions = 2}, {.use_activation = false}});
   check_values(out[0]->values, {0.6f, 0.8f}, 1e-6);
   check_values(out[1]->values, {3.0f / 13, 4.0f / 13, 12.0f / 13}, 1e-6);
   test::check_equal(*out[2], 1, 2, {3, 4});
@@ -149,8 +151,8 @@ TEST_CASE_TEMPLATE("a classifier with bias scores the pooled row", Space, SEQPOO
   Space space;
   // Two labels over H = 3: logits [1+2+3 + 0.5, -(1) + 1] = [6.5, 0].
   const auto weights = load_layer(space, 2, {1, 1, 1, -1, 0, 0}, std::vector<float>{0.5f, 1});
-  const auto out = pool_rows(space, head::classify(weights.layer()), 3, {1, 2, 3, 1, 2, 3},
-                             {{.use_activation = false}, {}});
+  const auto out =
+      pool_rows(space, head::classify(weights.layer()), 3, {1, 2, 3, 1, 2, 3}, {{.use_activation = false}, {}});
   test::check_equal(*out[0], 1, 2, {6.5f, 0});
   const float e = std::exp(-6.5f);
   check_values(out[1]->values, {1 / (1 + e), e / (1 + e)}, 1e-6);

@@ -130,8 +130,8 @@ TEST_CASE_TEMPLATE("case 9: ALL under chunked prefill", Space, SEQPOOL_TEST_SPAC
   Space space;
   seqpool::state_store<Space> state(space);
   raw_pooler<method::all, Space> pooler(space, 1);
-  const seqpool::batch step{{test::whole("done", task::token_embed, 2, raw),
-                             test::part("later", task::token_embed, 4, 0, 2, raw)}};
+  const seqpool::batch step{
+      {test::whole("done", task::token_embed, 2, raw), test::part("later", task::token_embed, 4, 0, 2, raw)}};
   const auto out = test::run_step(space, pooler, state, step, std::vector<float>{1, 2, 3, 4});
   REQUIRE(out.size() == 2);
   test::check_equal(*out[0], 2, 1, {1, 2});

@@ -88,7 +88,8 @@ struct drawn_head {
     const bool has_layer = draw.chance(spec.classify ? 0.5 : 0.35);
     seqpool::linear_layer layer;
     if (has_layer) {
-      out_features = spec.classify ? std::vector<std::int64_t>{1, 2, 5}[draw.between(0, 2)] : draw.between(1, in_features + 3);
+      out_features =
+          spec.classify ? std::vector<std::int64_t>{1, 2, 5}[draw.between(0, 2)] : draw.between(1, in_features + 3);
       spec.out_features = out_features;
       spec.weight = draw.values(out_features * in_features);
       for (float& w : spec.weight) w /= std::sqrt(static_cast<float>(in_features));
@@ -122,8 +123,9 @@ void compare_with_reference(std::uint32_t seed, const batch_shape& shape, bool c
   const std::int64_t hidden_size = shape.hidden_size;
 
   // A STEP group may return fewer columns; a linear layer must then take that many.
-  const std::int64_t columns =
-      method_name<Method>() == "step" && draw.chance(0.5) ? draw.between(1, std::min<std::int64_t>(hidden_size, 8)) : hidden_size;
+  const std::int64_t columns = method_name<Method>() == "step" && draw.chance(0.5)
+                                   ? draw.between(1, std::min<std::int64_t>(hidden_size, 8))
+                                   : hidden_size;
   drawn_head<Head, Space> pooling_head(space, draw, columns);
   seqpool::pooler<Method, Head, Space> pooler(space, hidden_size, {}, pooling_head.policy);
   seqpool::state_store<Space> state(space);
@@ -181,7 +183,8 @@ void compare_with_reference(std::uint32_t seed, const batch_shape& shape, bool c
     const std::int64_t pooled_width = chosen.empty() ? hidden_size : static_cast<std::int64_t>(chosen.size());
     const std::int64_t head_width = pooling_head.spec.weight.empty() ? pooled_width : pooling_head.out_features;
     const std::int64_t kept = p.r.params.dimensions.value_or(head_width);
-    test::check_close(*p.result, test::reference(method_name<Method>(), p.rows, hidden_size, p.r, pooling_head.spec, kept),
+    test::check_close(*p.result,
+                      test::reference(method_name<Method>(), p.rows, hidden_size, p.r, pooling_head.spec, kept),
                       tolerance<T>);
   }
 }

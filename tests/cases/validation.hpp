@@ -53,7 +53,8 @@ TEST_CASE_TEMPLATE("a bad request in a batch fails the plan and leaves the state
     return flight.pooler.plan(seqpool::batch{{flight.rest(), bad}}, flight.state);
   };
   CHECK_THROWS_WITH_AS(plan_with(test::whole("x", task::classify, 2)),
-                       "request 1 (id \"x\"): task: classify has no pooler here (this one serves embed)", seqpool::error);
+                       "request 1 (id \"x\"): task: classify has no pooler here (this one serves embed)",
+                       seqpool::error);
   CHECK_THROWS_WITH_AS(plan_with(test::whole("x", task::embed, 2, {.dimensions = 3})),
                        "request 1 (id \"x\"): dimensions: must be in [1, 2], got 3", seqpool::error);
   CHECK_THROWS_WITH_AS(plan_with(test::part("x", task::embed, 4, 2, 2)),
@@ -83,9 +84,9 @@ TEST_CASE_TEMPLATE("hidden states and output that do not fit the plan fail the f
   CHECK_THROWS_WITH_AS(
       flight.pooler.forward(seqpool::make_hidden_view(hidden.data(), 2, 5), plan, flight.state, output.span()),
       "hidden_states: width 5 differs from hidden_size 2", seqpool::error);
-  CHECK_THROWS_WITH_AS(flight.pooler.forward(seqpool::make_hidden_view(hidden.data(), 5, 2), plan, flight.state,
-                                             output.span().first(1)),
-                       "output: holds 1 floats but the step writes 2", seqpool::error);
+  CHECK_THROWS_WITH_AS(
+      flight.pooler.forward(seqpool::make_hidden_view(hidden.data(), 5, 2), plan, flight.state, output.span().first(1)),
+      "output: holds 1 floats but the step writes 2", seqpool::error);
   flight.check_untouched_and_finish(before);
 }
 

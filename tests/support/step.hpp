@@ -72,7 +72,8 @@ results slice(const Plan& plan, const std::vector<float>& output) {
       continue;
     }
     const auto begin = output.begin() + result->offset;
-    sliced.push_back(matrix{result->rows, result->cols, std::vector<float>(begin, begin + result->rows * result->cols)});
+    sliced.push_back(
+        matrix{result->rows, result->cols, std::vector<float>(begin, begin + result->rows * result->cols)});
   }
   return sliced;
 }
@@ -109,16 +110,26 @@ results run_step(typename Pooler::space_type& space, Pooler& pooler,
 /// A request with everything scheduled at once.
 inline seqpool::request whole(std::string id, seqpool::task pooling_task, std::int64_t prompt_len,
                               seqpool::pooling_params params = {}) {
-  return {.id = std::move(id), .task = pooling_task, .prompt_len = prompt_len, .num_computed = 0,
-          .num_scheduled = prompt_len, .prompt_token_ids = {}, .params = std::move(params)};
+  return {.id = std::move(id),
+          .task = pooling_task,
+          .prompt_len = prompt_len,
+          .num_computed = 0,
+          .num_scheduled = prompt_len,
+          .prompt_token_ids = {},
+          .params = std::move(params)};
 }
 
 /// A chunk of a prompt: `num_scheduled` tokens after `num_computed`.
 inline seqpool::request part(std::string id, seqpool::task pooling_task, std::int64_t prompt_len,
                              std::int64_t num_computed, std::int64_t num_scheduled,
                              seqpool::pooling_params params = {}) {
-  return {.id = std::move(id), .task = pooling_task, .prompt_len = prompt_len, .num_computed = num_computed,
-          .num_scheduled = num_scheduled, .prompt_token_ids = {}, .params = std::move(params)};
+  return {.id = std::move(id),
+          .task = pooling_task,
+          .prompt_len = prompt_len,
+          .num_computed = num_computed,
+          .num_scheduled = num_scheduled,
+          .prompt_token_ids = {},
+          .params = std::move(params)};
 }
 
 /// Results equal within `tolerance` relative to max(1, |expected|).

@@ -44,7 +44,8 @@ struct combine_partials {
     } else {
       const std::int64_t c = columns.begin;
       float value = init != nullptr ? init[c] : method.identity();
-      for (std::int32_t p = 0; p < combine.num_partials; ++p) value = method.merge(value, partials[p * combine.width + c]);
+      for (std::int32_t p = 0; p < combine.num_partials; ++p)
+        value = method.merge(value, partials[p * combine.width + c]);
       out[c] = (combine.flags & finish) != 0 ? method.finish(value, prompt_len) : value;
     }
   }

@@ -49,16 +49,18 @@ class plan_builder {
     const std::int64_t num_tiles = (window.count + shape_.tile_rows - 1) / shape_.tile_rows;
     if (num_tiles == 0 && !part.finished()) return;  // the state already holds all there is (CLS after its first chunk)
     if (num_tiles == 1) {
-      records_.tiles.push_back({window.begin, to.offset, static_cast<std::int32_t>(window.count), slot, width, to.where, flags});
+      records_.tiles.push_back(
+          {window.begin, to.offset, static_cast<std::int32_t>(window.count), slot, width, to.where, flags});
       return;
     }
     const std::int64_t partials = take_workspace(num_tiles * to.row_width);
     for (std::int64_t t = 0; t < num_tiles; ++t) {
       const std::int64_t rows = std::min(shape_.tile_rows, window.count - t * shape_.tile_rows);
       records_.tiles.push_back({window.begin + t * shape_.tile_rows, partials + t * to.row_width,
-                        static_cast<std::int32_t>(rows), slot, width, target::workspace, 0});
+                                static_cast<std::int32_t>(rows), slot, width, target::workspace, 0});
     }
-    records_.combines.push_back({partials, to.offset, static_cast<std::int32_t>(num_tiles), slot, width, to.where, flags});
+    records_.combines.push_back(
+        {partials, to.offset, static_cast<std::int32_t>(num_tiles), slot, width, to.where, flags});
   }
 
   /// A token method's request: one gather per row it returns (earlier chunks'
@@ -85,10 +87,12 @@ class plan_builder {
     widest_tile_ = std::max(widest_tile_, to.row_width);
 
     if (part.finished())
-      for (std::int64_t k = 0; k < rows_before; ++k) records_.gathers.push_back({-1 - k * width, to.offset + k * to.row_width, slot});
+      for (std::int64_t k = 0; k < rows_before; ++k)
+        records_.gathers.push_back({-1 - k * width, to.offset + k * to.row_width, slot});
     for (std::size_t j = 0; j < chosen.size(); ++j) {
       const std::int64_t k = rows_before + static_cast<std::int64_t>(j);
-      records_.gathers.push_back({part.first_row() + (chosen[j] - part.num_computed), to.offset + k * to.row_width, slot});
+      records_.gathers.push_back(
+          {part.first_row() + (chosen[j] - part.num_computed), to.offset + k * to.row_width, slot});
     }
   }
 
@@ -128,11 +132,11 @@ class plan_builder {
 
   std::int32_t add_request(const request& r, std::int64_t column_offset) {
     records_.requests.push_back({.prompt_len = r.prompt_len,
-                         .columns = column_offset,
-                         .row_width = 0,
-                         .where = target::output,
-                         .flags = 0,
-                         .use_activation = static_cast<std::uint8_t>(r.params.use_activation)});
+                                 .columns = column_offset,
+                                 .row_width = 0,
+                                 .where = target::output,
+                                 .flags = 0,
+                                 .use_activation = static_cast<std::uint8_t>(r.params.use_activation)});
     results_.emplace_back();
     return static_cast<std::int32_t>(records_.requests.size() - 1);
   }
@@ -143,7 +147,9 @@ class plan_builder {
     stateful_.push_back({slot, std::move(owner), floats});
   }
 
-  std::int64_t take_workspace(std::int64_t floats) { return std::exchange(workspace_floats_, workspace_floats_ + floats); }
+  std::int64_t take_workspace(std::int64_t floats) {
+    return std::exchange(workspace_floats_, workspace_floats_ + floats);
+  }
 
   /// Reserves a finishing request's result rows. Without a linear layer the
   /// method writes them directly; with one it writes pooled rows to the workspace
@@ -161,8 +167,8 @@ class plan_builder {
               static_cast<std::uint8_t>(finish | (shape_.whole_rows ? epilogue : 0))};
     const std::int64_t pooled = take_workspace(rows * pooled_width);
     for (std::int64_t k = 0; k < rows; ++k)
-      records_.linears.push_back({pooled + k * pooled_width, result.offset + k * out_width, slot,
-                          static_cast<std::int32_t>(out_width)});
+      records_.linears.push_back(
+          {pooled + k * pooled_width, result.offset + k * out_width, slot, static_cast<std::int32_t>(out_width)});
     widest_linear_ = std::max(widest_linear_, out_width);
     return {target::workspace, pooled, pooled_width, finish};
   }

@@ -31,10 +31,10 @@ struct step_memory {
 /// Per request of the group.
 struct request_record {
   std::int64_t prompt_len;
-  std::int64_t columns;      ///< token methods: first entry in the column table, -1 for all columns
-  std::int32_t row_width;    ///< token methods: columns each gathered row receives
-  target where;              ///< token methods: where gathered rows go
-  std::uint8_t flags;        ///< token methods: epilogue or not
+  std::int64_t columns;    ///< token methods: first entry in the column table, -1 for all columns
+  std::int32_t row_width;  ///< token methods: columns each gathered row receives
+  target where;            ///< token methods: where gathered rows go
+  std::uint8_t flags;      ///< token methods: epilogue or not
   std::uint8_t use_activation;
 };
 
@@ -44,7 +44,7 @@ struct tile_record {
   std::int64_t offset;  ///< where the reduced row goes
   std::int32_t rows;
   std::int32_t request;
-  std::int32_t width;   ///< columns reduced
+  std::int32_t width;  ///< columns reduced
   target where;
   std::uint8_t flags;
 };
@@ -72,7 +72,7 @@ struct linear_record {
   std::int64_t input;   ///< workspace offset of the pooled row
   std::int64_t offset;  ///< output offset of the result row
   std::int32_t request;
-  std::int32_t width;   ///< leading outputs kept (matryoshka truncation)
+  std::int32_t width;  ///< leading outputs kept (matryoshka truncation)
 };
 
 /// A result row whose head epilogue runs as a pass of its own.
@@ -90,8 +90,10 @@ struct column_range {
 
 template <bool WholeRows>
 SEQPOOL_HOST_DEVICE column_range columns_of(std::int64_t column, std::int64_t width) {
-  if constexpr (WholeRows) return {0, width};
-  else return {column, column < width ? column + 1 : column};
+  if constexpr (WholeRows)
+    return {0, width};
+  else
+    return {column, column < width ? column + 1 : column};
 }
 
 }  // namespace seqpool::detail

@@ -78,12 +78,12 @@ struct reduce_tiles {
       }
       if ((tile.flags & finish) == 0) return;
       for (std::int64_t c = 0; c < tile.width; ++c) out[c] = method.finish(out[c], prompt_len);
-      if ((tile.flags & epilogue) != 0)
-        head.finish_row(out, tile.width, requests[tile.request].use_activation != 0);
+      if ((tile.flags & epilogue) != 0) head.finish_row(out, tile.width, requests[tile.request].use_activation != 0);
     } else {
       const std::int64_t c = columns.begin;
       float value = init != nullptr ? init[c] : method.identity();
-      for (std::int32_t r = 0; r < tile.rows; ++r) value = method.accumulate(value, to_float(first_row[r * row_stride + c]));
+      for (std::int32_t r = 0; r < tile.rows; ++r)
+        value = method.accumulate(value, to_float(first_row[r * row_stride + c]));
       out[c] = (tile.flags & finish) != 0 ? method.finish(value, prompt_len) : value;
     }
   }

@@ -33,9 +33,9 @@ SEQPOOL_HOST_DEVICE inline float to_float(__half value) {
   const std::uint32_t shifted = static_cast<std::uint32_t>(bits & 0x7fffu) << 13;
   // Scaling by 2^112 rebiases the exponent and turns half subnormals into float
   // normals exactly; infinities and NaNs keep an all-ones exponent instead.
-  const std::uint32_t magnitude = shifted >= (0x7c00u << 13) ? shifted | 0x7f800000u
-                                                              : std::bit_cast<std::uint32_t>(
-                                                                    std::bit_cast<float>(shifted) * 0x1p112f);
+  const std::uint32_t magnitude = shifted >= (0x7c00u << 13)
+                                      ? shifted | 0x7f800000u
+                                      : std::bit_cast<std::uint32_t>(std::bit_cast<float>(shifted) * 0x1p112f);
   return std::bit_cast<float>(magnitude | sign);
 #endif
 }

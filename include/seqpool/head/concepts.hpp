@@ -56,6 +56,7 @@ inline std::int64_t width_after(const linear_layer& layer, const char* field, st
 /// a request's knobs on the host and returns the width of its result rows;
 /// finish_row() runs on the device over one result row, so it is SEQPOOL_HOST_DEVICE,
 /// and the head is copied into device work, so it is trivially copyable.
+// clang-format off
 template <class Head>
 concept pooling_head = std::is_trivially_copyable_v<Head> &&
                        requires(const Head head, float* row, std::int64_t width, bool use_activation,
@@ -65,5 +66,6 @@ concept pooling_head = std::is_trivially_copyable_v<Head> &&
                          { head.output_width(index, r, width) } -> std::same_as<std::int64_t>;
                          head.finish_row(row, width, use_activation);
                        };
+// clang-format on
 
 }  // namespace seqpool

@@ -2,8 +2,8 @@
 #pragma once
 
 #include <cstdint>
-#include <string_view>
 #include <span>
+#include <string_view>
 #include <vector>
 
 #include <seqpool/method/concepts.hpp>

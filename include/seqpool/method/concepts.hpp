@@ -63,7 +63,8 @@ concept has_check = requires(const M method, std::size_t index, const request& r
   method.check(index, r, hidden_size);
 };
 template <class M>
-concept has_select = requires(const M method, const request& r, std::int64_t position, std::vector<std::int64_t>& positions) {
+concept has_select = requires(const M method, const request& r, std::int64_t position,
+                              std::vector<std::int64_t>& positions) {
   method.select(r, position, position, positions);
 };
 template <class M>
@@ -84,10 +85,12 @@ concept has_columns = requires(const M method, const request& r) {
 /// keeps_state says whether a chunked request carries its running value to the
 /// next step. The device calls identity/accumulate/merge/finish, so mark them
 /// SEQPOOL_HOST_DEVICE.
+// clang-format off
 template <class M>
 concept sequence_method = detail::declares_kind<M> && M::kind == method_kind::sequence &&
                           detail::declares_keeps_state<M> && detail::has_window<M> && detail::has_identity<M> &&
                           detail::has_accumulate<M> && detail::has_merge<M> && detail::has_finish<M>;
+// clang-format on
 
 /// A token method chooses, on the host, which prompt positions and which columns
 /// a finished request returns; the device only gathers them. select() appends the
@@ -95,10 +98,12 @@ concept sequence_method = detail::declares_kind<M> && M::kind == method_kind::se
 /// there are without listing them (a long prompt's state is sized from it);
 /// columns() lists the columns to keep (empty: all); check() rejects knobs the
 /// method cannot serve; reads_token_ids makes the pooler require the prompt's ids.
+// clang-format off
 template <class M>
 concept token_method = detail::declares_kind<M> && M::kind == method_kind::token &&
                        detail::declares_reads_token_ids<M> && detail::has_check<M> && detail::has_select<M> &&
                        detail::has_count<M> && detail::has_columns<M>;
+// clang-format on
 
 namespace detail {
 
@@ -120,7 +125,8 @@ consteval bool method_is_complete() {
     return false;
   } else if constexpr (M::kind == method_kind::sequence) {
     static_assert(declares_keeps_state<M>, "seqpool: a sequence method needs `static constexpr bool keeps_state`");
-    static_assert(has_window<M>, "seqpool: a sequence method needs `seqpool::row_window window(const seqpool::chunk&) const`");
+    static_assert(has_window<M>,
+                  "seqpool: a sequence method needs `seqpool::row_window window(const seqpool::chunk&) const`");
     static_assert(has_identity<M>, "seqpool: a sequence method needs `float identity() const`");
     static_assert(has_accumulate<M>, "seqpool: a sequence method needs `float accumulate(float, float) const`");
     static_assert(has_merge<M>, "seqpool: a sequence method needs `float merge(float, float) const`");
@@ -128,10 +134,18 @@ consteval bool method_is_complete() {
     return sequence_method<M>;
   } else {
     static_assert(declares_reads_token_ids<M>, "seqpool: a token method needs `static constexpr bool reads_token_ids`");
-    static_assert(has_check<M>, "seqpool: a token method needs `void check(std::size_t, const seqpool::request&, std::int64_t) const`");
-    static_assert(has_select<M>, "seqpool: a token method needs `void select(const seqpool::request&, std::int64_t, std::int64_t, std::vector<std::int64_t>&) const`");
-    static_assert(has_count<M>, "seqpool: a token method needs `std::int64_t count(const seqpool::request&, std::int64_t, std::int64_t) const`");
-    static_assert(has_columns<M>, "seqpool: a token method needs `std::span<const std::int64_t> columns(const seqpool::request&) const`");
+    static_assert(
+        has_check<M>,
+        "seqpool: a token method needs `void check(std::size_t, const seqpool::request&, std::int64_t) const`");
+    static_assert(has_select<M>,
+                  "seqpool: a token method needs `void select(const seqpool::request&, std::int64_t, std::int64_t, "
+                  "std::vector<std::int64_t>&) const`");
+    static_assert(has_count<M>,
+                  "seqpool: a token method needs `std::int64_t count(const seqpool::request&, std::int64_t, "
+                  "std::int64_t) const`");
+    static_assert(
+        has_columns<M>,
+        "seqpool: a token method needs `std::span<const std::int64_t> columns(const seqpool::request&) const`");
     return token_method<M>;
   }
 }

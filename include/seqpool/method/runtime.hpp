@@ -28,14 +28,14 @@ class runtime_method {
   static_assert(sizeof...(Methods) > 0, "runtime_method needs at least one method");
   static_assert((detail::method_is_complete<Methods>() && ...));
   using first = std::tuple_element_t<0, std::tuple<Methods...>>;
-  static_assert(((Methods::kind == first::kind) && ...), "runtime_method's methods must all be sequence or all token methods");
+  static_assert(((Methods::kind == first::kind) && ...),
+                "runtime_method's methods must all be sequence or all token methods");
 
  public:
   static constexpr method_kind kind = first::kind;
 
   template <class Method>
-    requires(std::is_same_v<Method, Methods> || ...)
-  runtime_method(Method chosen) : chosen_(std::move(chosen)) {}
+  requires(std::is_same_v<Method, Methods> || ...) runtime_method(Method chosen) : chosen_(std::move(chosen)) {}
 
   /// The method whose `name` is `wanted`, or nothing when no alternative has it.
   static std::optional<runtime_method> from_name(std::string_view wanted) {

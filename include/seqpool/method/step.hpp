@@ -2,8 +2,8 @@
 #pragma once
 
 #include <cstdint>
-#include <string_view>
 #include <span>
+#include <string_view>
 #include <vector>
 
 #include <seqpool/error.hpp>
@@ -24,7 +24,8 @@ struct step {
   void check(std::size_t index, const request& r, std::int64_t hidden_size) const {
     for (const std::int64_t column : r.params.returned_token_ids)
       if (column < 0 || column >= hidden_size)
-        detail::fail_request(index, r.id, "returned_token_ids", "column ", column, " is outside [0, ", hidden_size, ")");
+        detail::fail_request(index, r.id, "returned_token_ids", "column ", column, " is outside [0, ", hidden_size,
+                             ")");
   }
 
   void select(const request& r, std::int64_t begin, std::int64_t end, std::vector<std::int64_t>& positions) const {

@@ -18,8 +18,8 @@ struct audit_counts {
   friend bool operator==(const audit_counts&, const audit_counts&) = default;
 
   friend audit_counts operator-(const audit_counts& later, const audit_counts& earlier) {
-    return {later.uploads - earlier.uploads, later.downloads - earlier.downloads,
-            later.waits - earlier.waits, later.allocations - earlier.allocations};
+    return {later.uploads - earlier.uploads, later.downloads - earlier.downloads, later.waits - earlier.waits,
+            later.allocations - earlier.allocations};
   }
 };
 

@@ -7,8 +7,8 @@
 #include <span>
 #include <vector>
 
-#include <cuda/std/span>
 #include <thrust/system/omp/execution_policy.h>
+#include <cuda/std/span>
 
 #include <seqpool/space/audit.hpp>
 #include <seqpool/space/memory_space.hpp>

@@ -22,18 +22,17 @@ struct launch_shape {
 /// A place where device work runs and device memory lives, plus the counting
 /// that the sync contract is checked with (SPEC section 6).
 template <class Space>
-concept memory_space =
-    requires(Space& space, const Space& view, std::size_t bytes, void* memory,
-             std::span<const std::byte> staged) {
-      { Space::shape } -> std::convertible_to<launch_shape>;
-      space.policy();
-      { space.allocate_bytes(bytes) } -> std::same_as<void*>;
-      space.deallocate_bytes(memory, bytes);
-      space.reserve_upload(bytes);
-      { space.stage(bytes) } -> std::same_as<std::span<std::byte>>;
-      { space.upload(staged) } -> std::same_as<const std::byte*>;
-      space.synchronize();
-      { view.audit() } -> std::same_as<const audit&>;
-    };
+concept memory_space = requires(Space& space, const Space& view, std::size_t bytes, void* memory,
+                                std::span<const std::byte> staged) {
+  { Space::shape } -> std::convertible_to<launch_shape>;
+  space.policy();
+  { space.allocate_bytes(bytes) } -> std::same_as<void*>;
+  space.deallocate_bytes(memory, bytes);
+  space.reserve_upload(bytes);
+  { space.stage(bytes) } -> std::same_as<std::span<std::byte>>;
+  { space.upload(staged) } -> std::same_as<const std::byte*>;
+  space.synchronize();
+  { view.audit() } -> std::same_as<const audit&>;
+};
 
 }  // namespace seqpool
