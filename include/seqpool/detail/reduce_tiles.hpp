@@ -37,14 +37,14 @@ struct reduce_tiles {
     const std::int64_t prompt_len = requests[tile.request].prompt_len;
 
     if constexpr (WholeRows) {
-      // This thread's next item is most likely the next tile: ask for the rows it
-      // reads before its own prefetching starts, which the hardware cannot guess
-      // when tiles are short or one row (CLS, LAST).
+      // This thread's next item is most likely the next tile: ask for its first
+      // row now, which the hardware cannot guess when tiles are one row (CLS,
+      // LAST). Its following rows come from the sweep's own prefetch, which runs
+      // past this tile's end; asking for more here stalls on full fill buffers.
       if (item + 1 < num_tiles) {
         const tile_record next = tiles[item + 1];
-        for (std::int32_t r = 0; r < next.rows && r < 5; ++r)
-          for (std::int64_t line = 0; line < next.width; line += line_elements)
-            prefetch(hidden + (next.row_begin + r) * row_stride + line);
+        for (std::int64_t line = 0; line < next.width; line += line_elements)
+          prefetch(hidden + next.row_begin * row_stride + line);
       }
       // Rows outer, columns inner: the result row stays in cache and the inner loop
       // vectorises. Four rows a sweep load and store the result row a quarter as
