@@ -23,20 +23,12 @@ struct gather_rows {
   const std::int32_t* column_table;
   step_memory memory;
   std::int64_t items_per_row;
-  std::int64_t num_gathers;
-
-  static constexpr std::int64_t line_elements = 64 / sizeof(T);
 
   SEQPOOL_HOST_DEVICE void operator()(std::int64_t item) const {
     const gather_record gather = gathers[item / items_per_row];
     const request_record owner = requests[gather.request];
     const column_range columns = columns_of<WholeRows>(item % items_per_row, owner.row_width);
     if (columns.begin == columns.end) return;
-    if constexpr (WholeRows)
-      if (item + 1 < num_gathers && gathers[item + 1].source >= 0 && owner.columns < 0) {  // as in reduce_tiles
-        const T* next_row = hidden + gathers[item + 1].source * row_stride;
-        for (std::int64_t line = 0; line < owner.row_width; line += line_elements) prefetch(next_row + line);
-      }
     float* __restrict__ out = memory.at(owner.where, gather.offset, gather.request);
 
     if (gather.source < 0) {
