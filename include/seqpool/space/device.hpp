@@ -75,11 +75,7 @@ class device_space {
   /// (and counts the wait) only if the slot's previous copy is still in flight.
   std::span<std::byte> stage(std::size_t bytes) {
     staging_slot& slot = ring_[next_];
-    if (slot.in_flight && !backend_.is_complete(slot.copied)) {
-      audit_.count_wait();
-      backend_.wait(slot.copied);
-    }
-    slot.in_flight = false;
+    settle(slot);
     grow(slot, bytes);
     return {slot.host, bytes};
   }
@@ -133,13 +129,19 @@ class device_space {
     bool in_flight = false;
   };
 
-  void grow(staging_slot& slot, std::size_t bytes) {
-    if (slot.capacity >= bytes) return;
-    if (slot.in_flight) {
+  /// Makes sure no copy still reads the slot, waiting (and counting the wait)
+  /// only if its last copy has not completed.
+  void settle(staging_slot& slot) {
+    if (slot.in_flight && !backend_.is_complete(slot.copied)) {
       audit_.count_wait();
       backend_.wait(slot.copied);
-      slot.in_flight = false;
     }
+    slot.in_flight = false;
+  }
+
+  void grow(staging_slot& slot, std::size_t bytes) {
+    if (slot.capacity >= bytes) return;
+    settle(slot);
     if (slot.host != nullptr) {
       audit_.count_allocation();
       backend_.deallocate_pinned(slot.host, slot.capacity);
