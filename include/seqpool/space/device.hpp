@@ -114,6 +114,8 @@ class device_space {
     synchronize();
   }
 
+  /// An explicit, counted wait for everything queued: for copies, timing and
+  /// teardown. No step calls it; a step that did would show in its audit.
   void synchronize() {
     audit_.count_wait();
     backend_.synchronize();
