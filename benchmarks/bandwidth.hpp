@@ -10,6 +10,8 @@
 #include <cstring>
 #include <vector>
 
+#include <seqpool/detail/stream_row.hpp>
+
 namespace bench {
 
 /// Median seconds of `repeats` calls of `work` after one warm-up call.
@@ -50,13 +52,16 @@ inline double read_ceiling(const std::byte* data, std::size_t bytes, int repeats
   return static_cast<double>(bytes) / seconds / 1e9;
 }
 
-/// Writes every byte of `bytes` at `data` with all OpenMP threads, with plain
-/// stores as pooling writes its results.
+/// Writes every byte of `bytes` at `data` with all OpenMP threads, a row at a
+/// time through the stores seqpool writes large results with (past the caches).
 inline void stream_write(std::byte* data, std::size_t bytes) {
-  const std::size_t words = bytes / sizeof(std::uint64_t);
-  auto* values = reinterpret_cast<std::uint64_t*>(data);
+  constexpr std::size_t row_floats = 1024;
+  alignas(64) static const float row[row_floats] = {};
+  const std::size_t floats = bytes / sizeof(float);
+  auto* values = reinterpret_cast<float*>(data);
 #pragma omp parallel for schedule(static)
-  for (std::size_t i = 0; i < words; ++i) values[i] = i;
+  for (std::size_t begin = 0; begin < floats; begin += row_floats)
+    seqpool::detail::stream_row(values + begin, row, static_cast<std::int64_t>(std::min(row_floats, floats - begin)));
 }
 
 /// GB/s of a streaming write of `bytes` bytes to `data`.

@@ -22,6 +22,7 @@
 #include <seqpool/detail/gather_rows.hpp>
 #include <seqpool/detail/plan_builder.hpp>
 #include <seqpool/detail/reduce_tiles.hpp>
+#include <seqpool/detail/stream_row.hpp>
 #include <seqpool/error.hpp>
 #include <seqpool/head/concepts.hpp>
 #include <seqpool/hidden.hpp>
@@ -144,17 +145,19 @@ class pooler {
     const detail::step_memory memory{output.data(), workspace_.data(), b.at.state_table.in(device_block)};
     const detail::request_record* requests = b.at.requests.in(device_block);
     const std::int64_t per_row = whole_rows ? 1 : std::max<std::int64_t>(b.widest_tile, 1);
+    const bool stream_results = whole_rows && output.size_bytes() >= detail::streamed_output_bytes;
     with_method([&]<class M>(const M& method) {
       if constexpr (token_wise) {
         run(b.at.gathers.count * per_row,
             detail::gather_rows<Head, T, whole_rows>{head_, hidden.data_handle(), hidden.stride(0),
                                                      b.at.gathers.in(device_block), requests,
-                                                     b.at.column_table.in(device_block), memory, per_row});
+                                                     b.at.column_table.in(device_block), memory, per_row,
+                                                     stream_results});
       } else {
         run(b.at.tiles.count * per_row,
             detail::reduce_tiles<M, Head, T, whole_rows>{method, head_, hidden.data_handle(), hidden.stride(0),
                                                          b.at.tiles.in(device_block), requests, memory, per_row,
-                                                         static_cast<std::int64_t>(b.at.tiles.count)});
+                                                         static_cast<std::int64_t>(b.at.tiles.count), stream_results});
         run(b.at.combines.count * per_row,
             detail::combine_partials<M, Head, whole_rows>{method, head_, b.at.combines.in(device_block), requests,
                                                           memory, per_row});

@@ -5,6 +5,7 @@
 
 #include <seqpool/config.hpp>
 #include <seqpool/detail/records.hpp>
+#include <seqpool/detail/stream_row.hpp>
 #include <seqpool/detail/to_float.hpp>
 
 namespace seqpool::detail {
@@ -12,7 +13,8 @@ namespace seqpool::detail {
 /// One item copies one row (all its columns, or one column) from the step's hidden
 /// states through the request's column table, or from rows an earlier chunk left
 /// in the state (which hold the chosen columns already), converting to float. On
-/// whole rows a result row gets the head's epilogue in the same item.
+/// whole rows a result row gets the head's epilogue in the same item and, when the
+/// step's results are streamed, is assembled in scratch and streamed out.
 template <class Head, class T, bool WholeRows>
 struct gather_rows {
   Head head;
@@ -23,14 +25,32 @@ struct gather_rows {
   const std::int32_t* column_table;
   step_memory memory;
   std::int64_t items_per_row;
+  bool stream_results;
 
   SEQPOOL_HOST_DEVICE void operator()(std::int64_t item) const {
     const gather_record gather = gathers[item / items_per_row];
     const request_record owner = requests[gather.request];
     const column_range columns = columns_of<WholeRows>(item % items_per_row, owner.row_width);
     if (columns.begin == columns.end) return;
-    float* __restrict__ out = memory.at(owner.where, gather.offset, gather.request);
+    float* out = memory.at(owner.where, gather.offset, gather.request);
 
+    if constexpr (WholeRows) {
+      if (stream_results && owner.where == target::output && owner.row_width <= scratch_row_floats) {
+        alignas(64) float scratch[scratch_row_floats];
+        copy_row(gather, owner, columns, scratch);
+        if ((owner.flags & epilogue) != 0) head.finish_row(scratch, owner.row_width, owner.use_activation != 0);
+        stream_row(out, scratch, owner.row_width);
+        return;
+      }
+    }
+    copy_row(gather, owner, columns, out);
+    if constexpr (WholeRows)
+      if ((owner.flags & epilogue) != 0) head.finish_row(out, owner.row_width, owner.use_activation != 0);
+  }
+
+ private:
+  SEQPOOL_HOST_DEVICE void copy_row(gather_record gather, request_record owner, column_range columns,
+                                    float* __restrict__ out) const {
     if (gather.source < 0) {
       const float* __restrict__ kept = memory.state[gather.request] + (-1 - gather.source);
       for (std::int64_t c = columns.begin; c < columns.end; ++c) out[c] = kept[c];
@@ -42,8 +62,6 @@ struct gather_rows {
       const std::int32_t* chosen = column_table + owner.columns;
       for (std::int64_t c = columns.begin; c < columns.end; ++c) out[c] = to_float(row[chosen[c]]);
     }
-    if constexpr (WholeRows)
-      if ((owner.flags & epilogue) != 0) head.finish_row(out, owner.row_width, owner.use_activation != 0);
   }
 };
 

@@ -5,6 +5,7 @@
 
 #include <seqpool/config.hpp>
 #include <seqpool/detail/records.hpp>
+#include <seqpool/detail/stream_row.hpp>
 #include <seqpool/detail/to_float.hpp>
 
 namespace seqpool::detail {
@@ -24,6 +25,7 @@ struct reduce_tiles {
   step_memory memory;
   std::int64_t items_per_tile;
   std::int64_t num_tiles;
+  bool stream_results;
 
   static constexpr std::int64_t line_elements = 64 / sizeof(T);
 
@@ -46,39 +48,16 @@ struct reduce_tiles {
         for (std::int64_t line = 0; line < next.width; line += line_elements)
           prefetch(hidden + next.row_begin * row_stride + line);
       }
-      // Rows outer, columns inner: the result row stays in cache and the inner loop
-      // vectorises. Four rows a sweep load and store the result row a quarter as
-      // often, and still accumulate in row order.
-      const T* __restrict__ first = first_row;  // every tile has a row: it starts the result row
-      if (init != nullptr)
-        for (std::int64_t c = 0; c < tile.width; ++c) out[c] = method.accumulate(init[c], to_float(first[c]));
-      else
-        for (std::int64_t c = 0; c < tile.width; ++c) out[c] = method.accumulate(method.identity(), to_float(first[c]));
-      std::int32_t r = 1;
-      for (; r + 4 <= tile.rows; r += 4) {
-        const T* __restrict__ row0 = first_row + r * row_stride;
-        const T* __restrict__ row1 = row0 + row_stride;
-        const T* __restrict__ row2 = row1 + row_stride;
-        const T* __restrict__ row3 = row2 + row_stride;
-        // A cache line of columns at a time, asking for the same line of the next
-        // four rows (the next tile's, at the end) while this one is summed.
-        for (std::int64_t line = 0; line < tile.width; line += line_elements) {
-          for (int ahead = 4; ahead < 8; ++ahead) prefetch(row0 + ahead * row_stride + line);
-          const std::int64_t line_end = line + line_elements < tile.width ? line + line_elements : tile.width;
-          for (std::int64_t c = line; c < line_end; ++c)
-            out[c] = method.accumulate(
-                method.accumulate(method.accumulate(method.accumulate(out[c], to_float(row0[c])), to_float(row1[c])),
-                                  to_float(row2[c])),
-                to_float(row3[c]));
-        }
+      const bool finishes = (tile.flags & finish) != 0;
+      if (finishes && stream_results && tile.where == target::output && tile.width <= scratch_row_floats) {
+        alignas(64) float scratch[scratch_row_floats];
+        sweep(tile, init, first_row, scratch);
+        finish_row(tile, prompt_len, scratch);
+        stream_row(out, scratch, tile.width);
+        return;
       }
-      for (; r < tile.rows; ++r) {
-        const T* __restrict__ row = first_row + r * row_stride;
-        for (std::int64_t c = 0; c < tile.width; ++c) out[c] = method.accumulate(out[c], to_float(row[c]));
-      }
-      if ((tile.flags & finish) == 0) return;
-      for (std::int64_t c = 0; c < tile.width; ++c) out[c] = method.finish(out[c], prompt_len);
-      if ((tile.flags & epilogue) != 0) head.finish_row(out, tile.width, requests[tile.request].use_activation != 0);
+      sweep(tile, init, first_row, out);
+      if (finishes) finish_row(tile, prompt_len, out);
     } else {
       const std::int64_t c = columns.begin;
       float value = init != nullptr ? init[c] : method.identity();
@@ -86,6 +65,47 @@ struct reduce_tiles {
         value = method.accumulate(value, to_float(first_row[r * row_stride + c]));
       out[c] = (tile.flags & finish) != 0 ? method.finish(value, prompt_len) : value;
     }
+  }
+
+ private:
+  /// Reduces the tile's rows, over all columns, into `out`, starting from `init` or identity().
+  SEQPOOL_HOST_DEVICE void sweep(tile_record tile, const float* init, const T* first_row, float* out) const {
+    // Rows outer, columns inner: the result row stays in cache and the inner loop
+    // vectorises. Four rows a sweep load and store the result row a quarter as
+    // often, and still accumulate in row order.
+    const T* __restrict__ first = first_row;  // every tile has a row: it starts the result row
+    if (init != nullptr)
+      for (std::int64_t c = 0; c < tile.width; ++c) out[c] = method.accumulate(init[c], to_float(first[c]));
+    else
+      for (std::int64_t c = 0; c < tile.width; ++c) out[c] = method.accumulate(method.identity(), to_float(first[c]));
+    std::int32_t r = 1;
+    for (; r + 4 <= tile.rows; r += 4) {
+      const T* __restrict__ row0 = first_row + r * row_stride;
+      const T* __restrict__ row1 = row0 + row_stride;
+      const T* __restrict__ row2 = row1 + row_stride;
+      const T* __restrict__ row3 = row2 + row_stride;
+      // A cache line of columns at a time, asking for the same line of the next
+      // four rows (the next tile's, at the end) while this one is summed.
+      for (std::int64_t line = 0; line < tile.width; line += line_elements) {
+        for (int ahead = 4; ahead < 8; ++ahead) prefetch(row0 + ahead * row_stride + line);
+        const std::int64_t line_end = line + line_elements < tile.width ? line + line_elements : tile.width;
+        for (std::int64_t c = line; c < line_end; ++c)
+          out[c] = method.accumulate(
+              method.accumulate(method.accumulate(method.accumulate(out[c], to_float(row0[c])), to_float(row1[c])),
+                                to_float(row2[c])),
+              to_float(row3[c]));
+      }
+    }
+    for (; r < tile.rows; ++r) {
+      const T* __restrict__ row = first_row + r * row_stride;
+      for (std::int64_t c = 0; c < tile.width; ++c) out[c] = method.accumulate(out[c], to_float(row[c]));
+    }
+  }
+
+  /// The request's last tile: the method's finish and, when flagged, the head's epilogue.
+  SEQPOOL_HOST_DEVICE void finish_row(tile_record tile, std::int64_t prompt_len, float* out) const {
+    for (std::int64_t c = 0; c < tile.width; ++c) out[c] = method.finish(out[c], prompt_len);
+    if ((tile.flags & epilogue) != 0) head.finish_row(out, tile.width, requests[tile.request].use_activation != 0);
   }
 };
 

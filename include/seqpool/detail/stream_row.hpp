@@ -1,0 +1,51 @@
+// Writing finished result rows past the caches, on the host.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include <seqpool/config.hpp>
+
+#if !defined(__CUDA_ARCH__) && (defined(__x86_64__) || defined(_M_X64))
+#include <immintrin.h>
+#define SEQPOOL_STREAMING_STORES 1
+#endif
+
+namespace seqpool::detail {
+
+/// The widest result row a whole-row item assembles in a scratch row of its own
+/// (32 KiB on its stack) before streaming it out; wider rows are written in place.
+inline constexpr std::int64_t scratch_row_floats = 8192;
+
+/// Whole-row spaces stream a pooler's results when they are at least this large,
+/// more than a server CPU's last-level cache keeps for them anyway. Smaller ones
+/// are stored plainly and stay cached for their reader: streaming 16-32 MB of
+/// results made CLS and STEP on 4096 prompts 15 % slower on a 260 MB L3.
+inline constexpr std::size_t streamed_output_bytes = std::size_t{64} << 20;
+
+/// Copies a finished row from the item's scratch row to its place in the output
+/// with non-temporal stores. A plain store first reads its line for ownership, so
+/// results larger than the caches cost twice their size in traffic; on the machine
+/// in docs/PERFORMANCE.md plain stores stream at 16-18 GB/s, these at 45. No fence
+/// follows each row (one costs ALL a quarter of its time, stalling the next row's
+/// stores): the pass ends in OpenMP's join, whose locked instructions order these
+/// stores before it like any other (Intel SDM vol. 3, "Memory ordering in P6 and
+/// more recent processor families"). Elsewhere (the device, other CPUs) it is a
+/// plain copy.
+SEQPOOL_HOST_DEVICE inline void stream_row(float* __restrict__ to, const float* __restrict__ from,
+                                           std::int64_t width) {
+  std::int64_t column = 0;
+#if defined(SEQPOOL_STREAMING_STORES)
+  for (; column < width && reinterpret_cast<std::uintptr_t>(to + column) % 64 != 0; ++column) to[column] = from[column];
+#if defined(__AVX512F__)
+  for (; column + 16 <= width; column += 16) _mm512_stream_ps(to + column, _mm512_loadu_ps(from + column));
+#elif defined(__AVX__)
+  for (; column + 8 <= width; column += 8) _mm256_stream_ps(to + column, _mm256_loadu_ps(from + column));
+#else
+  for (; column + 4 <= width; column += 4) _mm_stream_ps(to + column, _mm_loadu_ps(from + column));
+#endif
+#endif
+  for (; column < width; ++column) to[column] = from[column];
+}
+
+}  // namespace seqpool::detail

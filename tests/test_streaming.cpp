@@ -1,0 +1,93 @@
+// Results written past the caches: stream_row itself, and steps on host_space
+// whose results are large enough to be streamed, against the plain reference.
+#include <algorithm>
+#include <cstdint>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <doctest/doctest.h>
+
+#include <seqpool/seqpool.hpp>
+
+#include "support/reference.hpp"
+#include "support/step.hpp"
+
+namespace {
+
+namespace method = seqpool::method;
+using seqpool::detail::scratch_row_floats;
+using seqpool::detail::streamed_output_bytes;
+
+std::vector<float> drawn_values(std::int64_t count, std::uint32_t seed) {
+  std::mt19937 engine(seed);
+  std::uniform_real_distribution<float> value(-2.0f, 2.0f);
+  std::vector<float> drawn(count);
+  for (float& v : drawn) v = value(engine);
+  return drawn;
+}
+
+/// Pools `prompt_lens` (one request each) with Method and the normalising embed
+/// head on host_space, checks that the results were large enough to be streamed,
+/// and compares every result with the reference.
+template <class Method, class T>
+void check_streamed(std::string_view name, std::int64_t hidden_size, const std::vector<std::int64_t>& prompt_lens) {
+  std::int64_t total_rows = 0;
+  for (const std::int64_t len : prompt_lens) total_rows += len;
+  const std::vector<float> hidden = test::round_trip<T>(drawn_values(total_rows * hidden_size, 7));
+
+  seqpool::host_space space;
+  seqpool::state_store<seqpool::host_space> state(space);
+  using pooler_type = seqpool::pooler<Method, seqpool::head::embed, seqpool::host_space>;
+  pooler_type pooler(space, hidden_size);
+  seqpool::batch step;
+  for (std::size_t i = 0; i < prompt_lens.size(); ++i)
+    step.requests.push_back(test::whole("r" + std::to_string(i), pooler_type::task, prompt_lens[i]));
+
+  const auto plan = pooler.plan(step, state);
+  REQUIRE(static_cast<std::size_t>(plan.output_size) * sizeof(float) >= streamed_output_bytes);
+  const test::results results = test::run_step(space, pooler, state, step, test::convert<T>(hidden));
+
+  std::int64_t row_begin = 0;
+  for (std::size_t i = 0; i < prompt_lens.size(); ++i) {
+    const std::vector<float> prompt(hidden.begin() + row_begin * hidden_size,
+                                    hidden.begin() + (row_begin + prompt_lens[i]) * hidden_size);
+    row_begin += prompt_lens[i];
+    REQUIRE(results[i].has_value());
+    test::check_close(*results[i], test::reference(name, prompt, hidden_size, step.requests[i], {}, hidden_size),
+                      1e-5);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("stream_row copies every width to every alignment and touches nothing else") {
+  constexpr std::int64_t slack = 32;
+  const std::vector<float> from = drawn_values(scratch_row_floats + slack, 1);
+  seqpool::host_space space;  // its buffers start on a 64-byte boundary
+  for (std::int64_t offset = 0; offset < 17; ++offset)
+    for (const std::int64_t width : {0, 1, 3, 4, 15, 16, 17, 31, 33, 64, 100, 1031, 8192}) {
+      CAPTURE(offset);
+      CAPTURE(width);
+      const seqpool::buffer<float, seqpool::host_space> to(space, static_cast<std::size_t>(width + slack));
+      std::fill(to.data(), to.data() + to.size(), -1.0f);
+      seqpool::detail::stream_row(to.data() + offset, from.data(), width);
+      for (std::int64_t i = 0; i < width + slack; ++i) {
+        const bool inside = i >= offset && i < offset + width;
+        if (to.data()[i] != (inside ? from[i - offset] : -1.0f)) FAIL("float " << i << " is " << to.data()[i]);
+      }
+    }
+}
+
+TEST_CASE("results past the streaming threshold equal the reference") {
+  // 1031 columns put most result rows off a 64-byte boundary; 8200 is wider
+  // than the scratch row and is written in place.
+  SUBCASE("all, fp32") { check_streamed<method::all, float>("all", 1031, {9000, 7400}); }
+  SUBCASE("all, bf16") { check_streamed<method::all, __nv_bfloat16>("all", 1031, {16400}); }
+  SUBCASE("all, wider than the scratch row") { check_streamed<method::all, float>("all", 8200, {2100}); }
+  SUBCASE("cls, bf16") { check_streamed<method::cls, __nv_bfloat16>("cls", 1031, std::vector<std::int64_t>(16400, 2)); }
+  SUBCASE("mean, fp32") { check_streamed<method::mean, float>("mean", 1031, std::vector<std::int64_t>(16400, 3)); }
+  SUBCASE("max, wider than the scratch row") {
+    check_streamed<method::max, float>("max", 8200, std::vector<std::int64_t>(2100, 2));
+  }
+}
