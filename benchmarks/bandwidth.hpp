@@ -10,22 +10,32 @@
 #include <cstring>
 #include <vector>
 
+#include <unistd.h>
+
 #include <seqpool/detail/stream_row.hpp>
 
 namespace bench {
 
-/// Median seconds of `repeats` calls of `work` after one warm-up call.
-template <class Work>
-double median_seconds(int repeats, Work&& work) {
+/// Median seconds of `repeats` calls of `work` after one warm-up call, each
+/// preceded by an untimed call of `settle`.
+template <class Work, class Settle>
+double median_seconds(int repeats, Work&& work, Settle&& settle) {
+  settle();
   work();
   std::vector<double> seconds;
   for (int r = 0; r < repeats; ++r) {
+    settle();
     const auto start = std::chrono::steady_clock::now();
     work();
     seconds.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
   }
   std::nth_element(seconds.begin(), seconds.begin() + repeats / 2, seconds.end());
   return seconds[repeats / 2];
+}
+
+template <class Work>
+double median_seconds(int repeats, Work&& work) {
+  return median_seconds(repeats, work, [] {});
 }
 
 /// Reads every byte of `bytes` with all OpenMP threads, 64 independent lanes per
@@ -45,10 +55,24 @@ inline std::uint64_t stream_read(const std::byte* data, std::size_t bytes) {
   return total;
 }
 
+/// Reads a buffer twice the size of the last-level cache, so that the call timed
+/// next finds its data in memory: every ceiling and every case then measures
+/// memory, whatever the size of its input and whatever the previous call left
+/// in cache (a 128 MB input half-cached in a shared 260 MB L3 made the same
+/// ceiling read anywhere from 25 to 58 GB/s).
+inline void evict_host_caches() {
+  static const std::vector<std::byte> flush = [] {
+    const long last_level = sysconf(_SC_LEVEL3_CACHE_SIZE);
+    return std::vector<std::byte>(2 * static_cast<std::size_t>(last_level > 0 ? last_level : 256l << 20));
+  }();
+  static volatile std::uint64_t sink = 0;
+  sink = sink ^ stream_read(flush.data(), flush.size());
+}
+
 /// GB/s of a streaming read of `bytes` bytes at `data`.
 inline double read_ceiling(const std::byte* data, std::size_t bytes, int repeats) {
   volatile std::uint64_t sink = 0;
-  const double seconds = median_seconds(repeats, [&] { sink = sink ^ stream_read(data, bytes); });
+  const double seconds = median_seconds(repeats, [&] { sink = sink ^ stream_read(data, bytes); }, evict_host_caches);
   return static_cast<double>(bytes) / seconds / 1e9;
 }
 
@@ -66,7 +90,7 @@ inline void stream_write(std::byte* data, std::size_t bytes) {
 
 /// GB/s of a streaming write of `bytes` bytes to `data`.
 inline double write_ceiling(std::byte* data, std::size_t bytes, int repeats) {
-  const double seconds = median_seconds(repeats, [&] { stream_write(data, bytes); });
+  const double seconds = median_seconds(repeats, [&] { stream_write(data, bytes); }, evict_host_caches);
   return static_cast<double>(bytes) / seconds / 1e9;
 }
 

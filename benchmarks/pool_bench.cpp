@@ -199,10 +199,13 @@ class runner {
         plan.output_size == 0 ? ceiling
                               : bench::ceilings<Space>::write(space_, reinterpret_cast<std::byte*>(output.data()),
                                                               output.size() * sizeof(float), repeats_);
-    const double seconds = bench::median_seconds(repeats_, [&] {
-      pooler.forward(view, plan, state, output.span());
-      space_.synchronize();
-    });
+    const double seconds = bench::median_seconds(
+        repeats_,
+        [&] {
+          pooler.forward(view, plan, state, output.span());
+          space_.synchronize();
+        },
+        [&] { bench::ceilings<Space>::evict(space_); });
     return {name,
             space_name_,
             dtype_,

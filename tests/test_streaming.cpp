@@ -82,12 +82,12 @@ TEST_CASE("stream_row copies every width to every alignment and touches nothing 
 TEST_CASE("results past the streaming threshold equal the reference") {
   // 1031 columns put most result rows off a 64-byte boundary; 8200 is wider
   // than the scratch row and is written in place.
-  SUBCASE("all, fp32") { check_streamed<method::all, float>("all", 1031, {9000, 7400}); }
-  SUBCASE("all, bf16") { check_streamed<method::all, __nv_bfloat16>("all", 1031, {16400}); }
-  SUBCASE("all, wider than the scratch row") { check_streamed<method::all, float>("all", 8200, {2100}); }
-  SUBCASE("cls, bf16") { check_streamed<method::cls, __nv_bfloat16>("cls", 1031, std::vector<std::int64_t>(16400, 2)); }
-  SUBCASE("mean, fp32") { check_streamed<method::mean, float>("mean", 1031, std::vector<std::int64_t>(16400, 3)); }
+  SUBCASE("all, fp32") { check_streamed<method::all, float>("all", 1031, {700, 400}); }
+  SUBCASE("all, bf16") { check_streamed<method::all, __nv_bfloat16>("all", 1031, {1100}); }
+  SUBCASE("all, wider than the scratch row") { check_streamed<method::all, float>("all", 8200, {140}); }
+  SUBCASE("cls, bf16") { check_streamed<method::cls, __nv_bfloat16>("cls", 1031, std::vector<std::int64_t>(1100, 2)); }
+  SUBCASE("mean, fp32") { check_streamed<method::mean, float>("mean", 1031, std::vector<std::int64_t>(1100, 3)); }
   SUBCASE("max, wider than the scratch row") {
-    check_streamed<method::max, float>("max", 8200, std::vector<std::int64_t>(2100, 2));
+    check_streamed<method::max, float>("max", 8200, std::vector<std::int64_t>(140, 2));
   }
 }

@@ -18,10 +18,12 @@ namespace seqpool::detail {
 inline constexpr std::int64_t scratch_row_floats = 8192;
 
 /// Whole-row spaces stream a pooler's results when they are at least this large,
-/// more than a server CPU's last-level cache keeps for them anyway. Smaller ones
-/// are stored plainly and stay cached for their reader: streaming 16-32 MB of
-/// results made CLS and STEP on 4096 prompts 15 % slower on a 260 MB L3.
-inline constexpr std::size_t streamed_output_bytes = std::size_t{64} << 20;
+/// twice what a server core's L2 holds. Between steps the model's own passes
+/// flush the caches, so plain stores would fetch every result line from memory
+/// first; with caches flushed as in docs/PERFORMANCE.md, streaming made CLS on
+/// 4096 prompts (16 MB of results) 20 % faster and ALL 25 %. Small results are
+/// stored plainly and stay cached for the reader that copies them out.
+inline constexpr std::size_t streamed_output_bytes = std::size_t{4} << 20;
 
 /// Copies a finished row from the item's scratch row to its place in the output
 /// with non-temporal stores. A plain store first reads its line for ownership, so
