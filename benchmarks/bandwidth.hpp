@@ -1,9 +1,10 @@
-// The ceilings every figure is compared with, measured in the same run by the
-// same threads: a streaming read of a buffer as large as the case's input, and a
-// streaming write of one as large as its output.
+// What the ceilings every figure is compared with are made of, on host memory:
+// streaming reads and writes by all OpenMP threads, a cache flush, and timing
+// that interleaves them with the case they are set against.
 #pragma once
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -16,26 +17,36 @@
 
 namespace bench {
 
-/// Median seconds of `repeats` calls of `work` after one warm-up call, each
-/// preceded by an untimed call of `settle`.
-template <class Work, class Settle>
-double median_seconds(int repeats, Work&& work, Settle&& settle) {
-  settle();
-  work();
-  std::vector<double> seconds;
-  for (int r = 0; r < repeats; ++r) {
-    settle();
-    const auto start = std::chrono::steady_clock::now();
-    work();
-    seconds.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+/// Median seconds of each of `works`, called in turn `repeats` times after one
+/// untimed round, every call preceded by an untimed `settle()`. Interleaved, the
+/// works see the machine alike, so their ratios hold while its speed drifts.
+template <class Settle, class... Works>
+std::array<double, sizeof...(Works)> interleaved_medians(int repeats, Settle&& settle, Works&&... works) {
+  std::array<std::vector<double>, sizeof...(Works)> seconds;
+  for (int round = -1; round < repeats; ++round) {
+    std::size_t index = 0;
+    const auto time = [&](auto& work) {
+      settle();
+      const auto start = std::chrono::steady_clock::now();
+      work();
+      const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      if (round >= 0) seconds[index].push_back(elapsed);
+      ++index;
+    };
+    (time(works), ...);
   }
-  std::nth_element(seconds.begin(), seconds.begin() + repeats / 2, seconds.end());
-  return seconds[repeats / 2];
+  std::array<double, sizeof...(Works)> medians{};
+  for (std::size_t w = 0; w < seconds.size(); ++w) {
+    std::nth_element(seconds[w].begin(), seconds[w].begin() + repeats / 2, seconds[w].end());
+    medians[w] = seconds[w][repeats / 2];
+  }
+  return medians;
 }
 
+/// Median seconds of `repeats` calls of `work`, after one untimed call.
 template <class Work>
 double median_seconds(int repeats, Work&& work) {
-  return median_seconds(repeats, work, [] {});
+  return interleaved_medians(repeats, [] {}, work)[0];
 }
 
 /// Reads every byte of `bytes` with all OpenMP threads, 64 independent lanes per
@@ -69,13 +80,6 @@ inline void evict_host_caches() {
   sink = sink ^ stream_read(flush.data(), flush.size());
 }
 
-/// GB/s of a streaming read of `bytes` bytes at `data`.
-inline double read_ceiling(const std::byte* data, std::size_t bytes, int repeats) {
-  volatile std::uint64_t sink = 0;
-  const double seconds = median_seconds(repeats, [&] { sink = sink ^ stream_read(data, bytes); }, evict_host_caches);
-  return static_cast<double>(bytes) / seconds / 1e9;
-}
-
 /// Writes every byte of `bytes` at `data` with all OpenMP threads, a row at a
 /// time through the stores seqpool writes large results with (past the caches).
 inline void stream_write(std::byte* data, std::size_t bytes) {
@@ -86,12 +90,6 @@ inline void stream_write(std::byte* data, std::size_t bytes) {
 #pragma omp parallel for schedule(static)
   for (std::size_t begin = 0; begin < floats; begin += row_floats)
     seqpool::detail::stream_row(values + begin, row, static_cast<std::int64_t>(std::min(row_floats, floats - begin)));
-}
-
-/// GB/s of a streaming write of `bytes` bytes to `data`.
-inline double write_ceiling(std::byte* data, std::size_t bytes, int repeats) {
-  const double seconds = median_seconds(repeats, [&] { stream_write(data, bytes); }, evict_host_caches);
-  return static_cast<double>(bytes) / seconds / 1e9;
 }
 
 }  // namespace bench

@@ -1,4 +1,4 @@
-// The read and write ceilings of a space's memory, for the space under test.
+// The calls each case's ceilings are timed from, for the memory of the space under test.
 #pragma once
 
 #include <cstddef>
@@ -19,16 +19,17 @@
 
 namespace bench {
 
-/// Host memory (host_space, and device_space<omp_backend>, whose "device" memory
-/// is host memory): OpenMP streaming loops.
+/// What a case's ceilings are timed from, in the memory of the space under test:
+/// a streaming read of its input, a streaming write of its output, and the cache
+/// flush that precedes every timed call. Host memory (host_space, and
+/// device_space<omp_backend>, whose "device" memory is host memory): OpenMP loops.
 template <class Space>
 struct ceilings {
-  static double read(Space&, const std::byte* data, std::size_t bytes, int repeats) {
-    return read_ceiling(data, bytes, repeats);
+  static void read(Space&, const std::byte* data, std::size_t bytes) {
+    static volatile std::uint64_t sink = 0;
+    sink = sink ^ stream_read(data, bytes);
   }
-  static double write(Space&, std::byte* data, std::size_t bytes, int repeats) {
-    return write_ceiling(data, bytes, repeats);
-  }
+  static void write(Space&, std::byte* data, std::size_t bytes) { stream_write(data, bytes); }
   static void evict(Space&) { evict_host_caches(); }
 };
 
@@ -39,33 +40,20 @@ template <>
 struct ceilings<seqpool::device_space<seqpool::cuda_backend>> {
   using space = seqpool::device_space<seqpool::cuda_backend>;
 
-  static double read(space& device, const std::byte* data, std::size_t bytes, int repeats) {
+  static void read(space& device, const std::byte* data, std::size_t bytes) {
     const auto* words = reinterpret_cast<const std::uint64_t*>(data);
-    const std::size_t count = bytes / sizeof(std::uint64_t);
-    volatile std::uint64_t sink = 0;
-    const double seconds = median_seconds(
-        repeats,
-        [&] {
-          sink = sink ^ thrust::reduce(thrust::cuda::par.on(device.backend().stream()), words, words + count,
-                                       std::uint64_t{0}, cuda::std::bit_xor<std::uint64_t>{});
-        },
-        [&] { evict(device); });
-    return static_cast<double>(bytes) / seconds / 1e9;
+    static volatile std::uint64_t sink = 0;
+    sink = sink ^ thrust::reduce(thrust::cuda::par.on(device.backend().stream()), words,
+                                 words + bytes / sizeof(std::uint64_t), std::uint64_t{0},
+                                 cuda::std::bit_xor<std::uint64_t>{});
   }
 
-  static double write(space& device, std::byte* data, std::size_t bytes, int repeats) {
+  static void write(space& device, std::byte* data, std::size_t bytes) {
     auto* words = reinterpret_cast<std::uint64_t*>(data);
-    const double seconds = median_seconds(
-        repeats,
-        [&] {
-          thrust::fill(thrust::cuda::par.on(device.backend().stream()), words, words + bytes / sizeof(std::uint64_t),
-                       std::uint64_t{1});
-          device.synchronize();
-        },
-        [&] { evict(device); });
-    return static_cast<double>(bytes) / seconds / 1e9;
+    thrust::fill(thrust::cuda::par.on(device.backend().stream()), words, words + bytes / sizeof(std::uint64_t),
+                 std::uint64_t{1});
+    device.synchronize();
   }
-
   /// Overwrites a buffer twice the size of the GPU's L2, as evict_host_caches()
   /// does on the host. Allocated on first use and kept for the run.
   static void evict(space& device) {

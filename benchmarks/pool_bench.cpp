@@ -192,20 +192,21 @@ class runner {
     pooler.reserve(plan, state);
     seqpool::buffer<float, Space> output(space_, static_cast<std::size_t>(plan.output_size));
     const auto view = seqpool::make_hidden_view<T>(hidden_.data(), shape_.rows(), shape_.hidden_size);
-    const auto* bytes = reinterpret_cast<const std::byte*>(hidden_.data());
-    const double ceiling = bench::ceilings<Space>::read(space_, bytes, hidden_.size() * sizeof(T), repeats_);
-    const double write_bytes = static_cast<double>(plan.output_size) * sizeof(float);
-    const double write_ceiling =
-        plan.output_size == 0 ? ceiling
-                              : bench::ceilings<Space>::write(space_, reinterpret_cast<std::byte*>(output.data()),
-                                                              output.size() * sizeof(float), repeats_);
-    const double seconds = bench::median_seconds(
-        repeats_,
+    const auto* input = reinterpret_cast<const std::byte*>(hidden_.data());
+    const std::size_t input_bytes = hidden_.size() * sizeof(T);
+    auto* written = reinterpret_cast<std::byte*>(output.data());
+    const std::size_t written_bytes = output.size() * sizeof(float);
+    const auto [seconds, read_seconds, write_seconds] = bench::interleaved_medians(
+        repeats_, [&] { bench::ceilings<Space>::evict(space_); },
         [&] {
           pooler.forward(view, plan, state, output.span());
           space_.synchronize();
         },
-        [&] { bench::ceilings<Space>::evict(space_); });
+        [&] { bench::ceilings<Space>::read(space_, input, input_bytes); },
+        [&] { bench::ceilings<Space>::write(space_, written, written_bytes); });
+    const double ceiling = static_cast<double>(input_bytes) / read_seconds / 1e9;
+    const double write_bytes = static_cast<double>(plan.output_size) * sizeof(float);
+    const double write_ceiling = written_bytes == 0 ? ceiling : static_cast<double>(written_bytes) / write_seconds / 1e9;
     return {name,
             space_name_,
             dtype_,
