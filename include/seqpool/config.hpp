@@ -16,10 +16,14 @@
 
 // Lets the host compiler split a reduction loop into vector lanes (OpenMP simd,
 // honoured under -fopenmp or -fopenmp-simd); device code keeps its order.
+// SEQPOOL_SIMD asserts a loop's iterations independent, where the compiler's
+// cost model would otherwise leave a short loop scalar.
 #if defined(__CUDA_ARCH__) || !defined(_OPENMP)
 #define SEQPOOL_SIMD_REDUCTION(clause)
+#define SEQPOOL_SIMD
 #else
 #define SEQPOOL_SIMD_REDUCTION(clause) _Pragma(SEQPOOL_STRINGIFY(omp simd reduction(clause)))
+#define SEQPOOL_SIMD _Pragma("omp simd")
 #define SEQPOOL_STRINGIFY(text) #text
 #endif
 

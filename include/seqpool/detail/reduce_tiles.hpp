@@ -85,16 +85,20 @@ struct reduce_tiles {
       const T* __restrict__ row2 = row1 + row_stride;
       const T* __restrict__ row3 = row2 + row_stride;
       // A cache line of columns at a time, asking for the same line of the next
-      // four rows (the next tile's, at the end) while this one is summed.
-      for (std::int64_t line = 0; line < tile.width; line += line_elements) {
+      // four rows (the next tile's, at the end) while this one is summed. Whole
+      // lines get a loop of constant length, which the compiler unrolls.
+      const auto sweep_line = [&](std::int64_t line, std::int64_t line_end) {
         for (int ahead = 4; ahead < 8; ++ahead) prefetch(row0 + ahead * row_stride + line);
-        const std::int64_t line_end = line + line_elements < tile.width ? line + line_elements : tile.width;
+        SEQPOOL_SIMD
         for (std::int64_t c = line; c < line_end; ++c)
           out[c] = method.accumulate(
               method.accumulate(method.accumulate(method.accumulate(out[c], to_float(row0[c])), to_float(row1[c])),
                                 to_float(row2[c])),
               to_float(row3[c]));
-      }
+      };
+      std::int64_t line = 0;
+      for (; line + line_elements <= tile.width; line += line_elements) sweep_line(line, line + line_elements);
+      if (line < tile.width) sweep_line(line, tile.width);
     }
     for (; r < tile.rows; ++r) {
       const T* __restrict__ row = first_row + r * row_stride;
