@@ -1,4 +1,5 @@
 // Memory spaces: what they count, the staging ring, buffers and the block pool.
+#include <cstdint>
 #include <cstring>
 #include <memory>
 #include <vector>
@@ -149,6 +150,17 @@ TEST_CASE("upload takes only the block the last stage() handed out") {
   space.stage(32);
   CHECK_THROWS_AS(space.upload(elsewhere), seqpool::error);
   CHECK_THROWS_AS(device_omp(seqpool::omp_backend{}, 0), seqpool::error);
+}
+
+TEST_CASE("host blocks of a huge page and more start on a huge-page boundary") {
+  seqpool::host_space host;
+  constexpr std::size_t huge_page = std::size_t{2} << 20;
+  const seqpool::buffer<std::byte, seqpool::host_space> small(host, huge_page - 1);
+  const seqpool::buffer<std::byte, seqpool::host_space> large(host, huge_page + 1);
+  CHECK(reinterpret_cast<std::uintptr_t>(small.data()) % 64 == 0);
+  CHECK(reinterpret_cast<std::uintptr_t>(large.data()) % huge_page == 0);
+  large.data()[huge_page] = std::byte{1};  // the whole block is usable
+  CHECK(host.audit().counts().allocations == 2);
 }
 
 TEST_CASE("buffers move their memory and free it once") {
