@@ -46,7 +46,8 @@ std::array<double, sizeof...(Works)> interleaved_medians(int repeats, Settle&& s
 /// Median seconds of `repeats` calls of `work`, after one untimed call.
 template <class Work>
 double median_seconds(int repeats, Work&& work) {
-  return interleaved_medians(repeats, [] {}, work)[0];
+  return interleaved_medians(
+      repeats, [] {}, work)[0];
 }
 
 /// Reads every byte of `bytes` with all OpenMP threads, 64 independent lanes per

@@ -206,7 +206,8 @@ class runner {
         [&] { bench::ceilings<Space>::write(space_, written, written_bytes); });
     const double ceiling = static_cast<double>(input_bytes) / read_seconds / 1e9;
     const double write_bytes = static_cast<double>(plan.output_size) * sizeof(float);
-    const double write_ceiling = written_bytes == 0 ? ceiling : static_cast<double>(written_bytes) / write_seconds / 1e9;
+    const double write_ceiling =
+        written_bytes == 0 ? ceiling : static_cast<double>(written_bytes) / write_seconds / 1e9;
     return {name,
             space_name_,
             dtype_,

@@ -54,8 +54,7 @@ void check_streamed(std::string_view name, std::int64_t hidden_size, const std::
                                     hidden.begin() + (row_begin + prompt_lens[i]) * hidden_size);
     row_begin += prompt_lens[i];
     REQUIRE(results[i].has_value());
-    test::check_close(*results[i], test::reference(name, prompt, hidden_size, step.requests[i], {}, hidden_size),
-                      1e-5);
+    test::check_close(*results[i], test::reference(name, prompt, hidden_size, step.requests[i], {}, hidden_size), 1e-5);
   }
 }
 

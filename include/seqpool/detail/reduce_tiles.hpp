@@ -42,21 +42,20 @@ struct reduce_tiles {
       // This thread's next item is most likely the next tile: ask for its first
       // row now, which the hardware cannot guess when tiles are one row (CLS,
       // LAST). Its following rows come from the sweep's own prefetch, which runs
-      // past this tile's end; asking for more here stalls on full fill buffers.
-      if (item + 1 < num_tiles) {
-        const tile_record next = tiles[item + 1];
-        for (std::int64_t line = 0; line < next.width; line += line_elements)
-          prefetch(hidden + next.row_begin * row_stride + line);
-      }
+      // on into the next tile; asking for more here stalls on full fill buffers.
+      const tile_record* next = item + 1 < num_tiles ? &tiles[item + 1] : nullptr;
+      if (next != nullptr)
+        for (std::int64_t line = 0; line < next->width; line += line_elements)
+          prefetch(hidden + next->row_begin * row_stride + line);
       const bool finishes = (tile.flags & finish) != 0;
       if (finishes && stream_results && tile.where == target::output && tile.width <= scratch_row_floats) {
         alignas(64) float scratch[scratch_row_floats];
-        sweep(tile, init, first_row, scratch);
+        sweep(tile, next, init, first_row, scratch);
         finish_row(tile, prompt_len, scratch);
         stream_row(out, scratch, tile.width);
         return;
       }
-      sweep(tile, init, first_row, out);
+      sweep(tile, next, init, first_row, out);
       if (finishes) finish_row(tile, prompt_len, out);
     } else {
       const std::int64_t c = columns.begin;
@@ -69,7 +68,8 @@ struct reduce_tiles {
 
  private:
   /// Reduces the tile's rows, over all columns, into `out`, starting from `init` or identity().
-  SEQPOOL_HOST_DEVICE void sweep(tile_record tile, const float* init, const T* first_row, float* out) const {
+  SEQPOOL_HOST_DEVICE void sweep(tile_record tile, const tile_record* next, const float* init, const T* first_row,
+                                 float* out) const {
     // Rows outer, columns inner: the result row stays in cache and the inner loop
     // vectorises. Four rows a sweep load and store the result row a quarter as
     // often, and still accumulate in row order.
@@ -85,10 +85,21 @@ struct reduce_tiles {
       const T* __restrict__ row2 = row1 + row_stride;
       const T* __restrict__ row3 = row2 + row_stride;
       // A cache line of columns at a time, asking for the same line of the next
-      // four rows (the next tile's, at the end) while this one is summed. Whole
-      // lines get a loop of constant length, which the compiler unrolls.
+      // four rows while this one is summed. Past this tile's end they are the
+      // next tile's rows, which need not follow in memory (a mixed batch puts
+      // other tasks' rows between), and past that there is nothing to ask for.
+      const T* ahead[4] = {};
+      for (int k = 0; k < 4; ++k) {
+        const std::int32_t row = r + 4 + k;
+        if (row < tile.rows)
+          ahead[k] = first_row + row * row_stride;
+        else if (next != nullptr && row - tile.rows < next->rows)
+          ahead[k] = hidden + (next->row_begin + row - tile.rows) * row_stride;
+      }
+      // Whole lines get a loop of constant length, which the compiler unrolls.
       const auto sweep_line = [&](std::int64_t line, std::int64_t line_end) {
-        for (int ahead = 4; ahead < 8; ++ahead) prefetch(row0 + ahead * row_stride + line);
+        for (const T* row : ahead)
+          if (row != nullptr) prefetch(row + line);
         SEQPOOL_SIMD
         for (std::int64_t c = line; c < line_end; ++c)
           out[c] = method.accumulate(

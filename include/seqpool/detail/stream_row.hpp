@@ -34,8 +34,7 @@ inline constexpr std::size_t streamed_output_bytes = std::size_t{4} << 20;
 /// stores before it like any other (Intel SDM vol. 3, "Memory ordering in P6 and
 /// more recent processor families"). Elsewhere (the device, other CPUs) it is a
 /// plain copy.
-SEQPOOL_HOST_DEVICE inline void stream_row(float* __restrict__ to, const float* __restrict__ from,
-                                           std::int64_t width) {
+SEQPOOL_HOST_DEVICE inline void stream_row(float* __restrict__ to, const float* __restrict__ from, std::int64_t width) {
   std::int64_t column = 0;
 #if defined(SEQPOOL_STREAMING_STORES)
   for (; column < width && reinterpret_cast<std::uintptr_t>(to + column) % 64 != 0; ++column) to[column] = from[column];

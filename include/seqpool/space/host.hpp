@@ -38,14 +38,14 @@ class host_space {
   void* allocate_bytes(std::size_t bytes) {
     audit_.count_allocation();
     if (bytes < huge_page) return ::operator new(bytes, alignment);
-    void* memory = ::operator new(bytes, std::align_val_t{huge_page});
+    void* memory = ::operator new (bytes, std::align_val_t{huge_page});
     madvise(memory, bytes, MADV_HUGEPAGE);
     return memory;
   }
 
   void deallocate_bytes(void* memory, std::size_t bytes) noexcept {
     audit_.count_allocation();
-    ::operator delete(memory, bytes < huge_page ? alignment : std::align_val_t{huge_page});
+    ::operator delete (memory, bytes < huge_page ? alignment : std::align_val_t{huge_page});
   }
 
   /// Grows the staging buffer outside a step so that stage() does not allocate.
