@@ -68,7 +68,8 @@ def main():
             if column == 0:
                 axis.set_ylabel("fraction of the read ceiling")
     axes[0][0].legend(fontsize=8, loc="upper left")
-    figure.suptitle("Pooling bandwidth as a fraction of the streaming-read ceiling measured in the same run")
+    figure.suptitle("Pooling bandwidth as a fraction of the streaming-read ceiling measured in the same run, "
+                    "caches flushed before every call")
     figure.tight_layout()
     figure.savefig(args.png, dpi=110)
 
