@@ -7,7 +7,9 @@
 #include <span>
 #include <vector>
 
+#if __has_include(<sys/mman.h>)
 #include <sys/mman.h>
+#endif
 
 #include <thrust/system/omp/execution_policy.h>
 #include <cuda/std/span>
@@ -38,14 +40,16 @@ class host_space {
   void* allocate_bytes(std::size_t bytes) {
     audit_.count_allocation();
     if (bytes < huge_page) return ::operator new(bytes, alignment);
-    void* memory = ::operator new (bytes, std::align_val_t{huge_page});
+    void* memory = ::operator new(bytes, huge_page_alignment);
+#if defined(MADV_HUGEPAGE)
     madvise(memory, bytes, MADV_HUGEPAGE);
+#endif
     return memory;
   }
 
   void deallocate_bytes(void* memory, std::size_t bytes) noexcept {
     audit_.count_allocation();
-    ::operator delete (memory, bytes < huge_page ? alignment : std::align_val_t{huge_page});
+    ::operator delete(memory, bytes < huge_page ? alignment : huge_page_alignment);
   }
 
   /// Grows the staging buffer outside a step so that stage() does not allocate.
@@ -88,6 +92,7 @@ class host_space {
  private:
   static constexpr std::align_val_t alignment{64};
   static constexpr std::size_t huge_page = std::size_t{2} << 20;
+  static constexpr std::align_val_t huge_page_alignment{huge_page};
 
   std::vector<std::byte> staging_;
   seqpool::audit audit_;
