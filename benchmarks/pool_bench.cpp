@@ -194,8 +194,8 @@ class runner {
     const auto view = seqpool::make_hidden_view<T>(hidden_.data(), shape_.rows(), shape_.hidden_size);
     const auto* input = reinterpret_cast<const std::byte*>(hidden_.data());
     const std::size_t input_bytes = hidden_.size() * sizeof(T);
-    auto* written = reinterpret_cast<std::byte*>(output.data());
-    const std::size_t written_bytes = output.size() * sizeof(float);
+    auto* results = reinterpret_cast<std::byte*>(output.data());
+    const std::size_t output_bytes = output.size() * sizeof(float);
     const auto [seconds, read_seconds, write_seconds] = bench::interleaved_medians(
         repeats_, [&] { bench::ceilings<Space>::evict(space_); },
         [&] {
@@ -203,11 +203,9 @@ class runner {
           space_.synchronize();
         },
         [&] { bench::ceilings<Space>::read(space_, input, input_bytes); },
-        [&] { bench::ceilings<Space>::write(space_, written, written_bytes); });
+        [&] { bench::ceilings<Space>::write(space_, results, output_bytes); });
     const double ceiling = static_cast<double>(input_bytes) / read_seconds / 1e9;
-    const double write_bytes = static_cast<double>(plan.output_size) * sizeof(float);
-    const double write_ceiling =
-        written_bytes == 0 ? ceiling : static_cast<double>(written_bytes) / write_seconds / 1e9;
+    const double write_ceiling = output_bytes == 0 ? ceiling : static_cast<double>(output_bytes) / write_seconds / 1e9;
     return {name,
             space_name_,
             dtype_,
@@ -218,7 +216,7 @@ class runner {
             seconds,
             plan_seconds,
             read_traffic(name, step, shape_.hidden_size, sizeof(T), token_ids_),
-            write_bytes,
+            static_cast<double>(output_bytes),
             ceiling,
             write_ceiling};
   }
