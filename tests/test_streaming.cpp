@@ -28,15 +28,33 @@ std::vector<float> drawn_values(std::int64_t count, std::uint32_t seed) {
   return drawn;
 }
 
+/// Compares every request's result with the reference, request i having pooled
+/// the next prompt_len rows of `hidden` with methods[i] and the normalising head.
+void check_results(const test::results& results, const seqpool::batch& step, const std::vector<float>& hidden,
+                   std::int64_t hidden_size, const std::vector<std::string_view>& methods) {
+  std::int64_t row_begin = 0;
+  for (std::size_t i = 0; i < step.requests.size(); ++i) {
+    const seqpool::request& r = step.requests[i];
+    const std::vector<float> prompt(hidden.begin() + row_begin * hidden_size,
+                                    hidden.begin() + (row_begin + r.prompt_len) * hidden_size);
+    row_begin += r.prompt_len;
+    REQUIRE(results[i].has_value());
+    test::check_close(*results[i], test::reference(methods[i], prompt, hidden_size, r, {}, hidden_size), 1e-5);
+  }
+}
+
+std::int64_t total(const std::vector<std::int64_t>& prompt_lens) {
+  std::int64_t rows = 0;
+  for (const std::int64_t len : prompt_lens) rows += len;
+  return rows;
+}
+
 /// Pools `prompt_lens` (one request each) with Method and the normalising embed
 /// head on host_space, checks that the results were large enough to be streamed,
 /// and compares every result with the reference.
 template <class Method, class T>
 void check_streamed(std::string_view name, std::int64_t hidden_size, const std::vector<std::int64_t>& prompt_lens) {
-  std::int64_t total_rows = 0;
-  for (const std::int64_t len : prompt_lens) total_rows += len;
-  const std::vector<float> hidden = test::round_trip<T>(drawn_values(total_rows * hidden_size, 7));
-
+  const std::vector<float> hidden = test::round_trip<T>(drawn_values(total(prompt_lens) * hidden_size, 7));
   seqpool::host_space space;
   seqpool::state_store<seqpool::host_space> state(space);
   using pooler_type = seqpool::pooler<Method, seqpool::head::embed, seqpool::host_space>;
@@ -48,15 +66,7 @@ void check_streamed(std::string_view name, std::int64_t hidden_size, const std::
   const auto plan = pooler.plan(step, state);
   REQUIRE(static_cast<std::size_t>(plan.output_size) * sizeof(float) >= streamed_output_bytes);
   const test::results results = test::run_step(space, pooler, state, step, test::convert<T>(hidden));
-
-  std::int64_t row_begin = 0;
-  for (std::size_t i = 0; i < prompt_lens.size(); ++i) {
-    const std::vector<float> prompt(hidden.begin() + row_begin * hidden_size,
-                                    hidden.begin() + (row_begin + prompt_lens[i]) * hidden_size);
-    row_begin += prompt_lens[i];
-    REQUIRE(results[i].has_value());
-    test::check_close(*results[i], test::reference(name, prompt, hidden_size, step.requests[i], {}, hidden_size), 1e-5);
-  }
+  check_results(results, step, hidden, hidden_size, std::vector<std::string_view>(prompt_lens.size(), name));
 }
 
 }  // namespace
@@ -90,4 +100,31 @@ TEST_CASE("results past the streaming threshold equal the reference") {
   SUBCASE("max, wider than the scratch row") {
     check_streamed<method::max, float>("max", 8200, std::vector<std::int64_t>(140, 2));
   }
+}
+
+TEST_CASE("a dispatcher's results are streamed wherever its pooler's slice starts") {
+  // Three MEAN rows of 1031 floats come first in the output, so the ALL rows
+  // after them, 4.5 MB of results, start off a 64-byte boundary.
+  constexpr std::int64_t hidden_size = 1031;
+  using mean_pooler = seqpool::pooler<method::mean, seqpool::head::embed, seqpool::host_space>;
+  using all_pooler = seqpool::pooler<method::all, seqpool::head::embed, seqpool::host_space>;
+  using table = seqpool::dispatch_table<seqpool::task_entry<seqpool::task::embed, mean_pooler>,
+                                        seqpool::task_entry<seqpool::task::token_embed, all_pooler>>;
+  seqpool::host_space space;
+  seqpool::state_store<seqpool::host_space> state(space);
+  seqpool::dispatcher<table> engine(space, mean_pooler(space, hidden_size), all_pooler(space, hidden_size));
+  const std::vector<std::int64_t> prompt_lens{5, 1100, 7, 9};
+  const seqpool::batch step{{test::whole("m0", seqpool::task::embed, prompt_lens[0]),
+                             test::whole("a", seqpool::task::token_embed, prompt_lens[1]),
+                             test::whole("m1", seqpool::task::embed, prompt_lens[2]),
+                             test::whole("m2", seqpool::task::embed, prompt_lens[3])}};
+  const std::vector<float> hidden = drawn_values(total(prompt_lens) * hidden_size, 3);
+
+  const auto plan = engine.plan(step, state);
+  REQUIRE(plan.results[1].has_value());
+  CHECK(plan.results[1]->offset * sizeof(float) % 64 != 0);
+  CHECK(static_cast<std::size_t>(plan.results[1]->rows * plan.results[1]->cols) * sizeof(float) >=
+        streamed_output_bytes);
+  check_results(test::run_step(space, engine, state, step, hidden), step, hidden, hidden_size,
+                {"mean", "all", "mean", "mean"});
 }
