@@ -149,9 +149,10 @@ class pooler {
     with_method([&]<class M>(const M& method) {
       if constexpr (token_wise) {
         run(b.at.gathers.count * per_row,
-            detail::gather_rows<Head, T, whole_rows>{
-                head_, hidden.data_handle(), hidden.stride(0), b.at.gathers.in(device_block), requests,
-                b.at.column_table.in(device_block), memory, per_row, stream_results});
+            detail::gather_rows<Head, T, whole_rows>{head_, hidden.data_handle(), hidden.stride(0),
+                                                     b.at.gathers.in(device_block), requests,
+                                                     b.at.column_table.in(device_block), memory, per_row,
+                                                     static_cast<std::int64_t>(b.at.gathers.count), stream_results});
       } else {
         run(b.at.tiles.count * per_row,
             detail::reduce_tiles<M, Head, T, whole_rows>{method, head_, hidden.data_handle(), hidden.stride(0),

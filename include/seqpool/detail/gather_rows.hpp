@@ -25,7 +25,11 @@ struct gather_rows {
   const std::int32_t* column_table;
   step_memory memory;
   std::int64_t items_per_row;
+  std::int64_t num_gathers;
   bool stream_results;
+
+  static constexpr std::int64_t line_elements = 64 / sizeof(T);
+  static constexpr std::int64_t prefetched_row_elements = 4096 / sizeof(T);
 
   SEQPOOL_HOST_DEVICE void operator()(std::int64_t item) const {
     const gather_record gather = gathers[item / items_per_row];
@@ -35,6 +39,17 @@ struct gather_rows {
     float* out = memory.at(owner.where, gather.offset, gather.request);
 
     if constexpr (WholeRows) {
+      // Ask now for the row this thread gathers two items on, when it is read
+      // whole and short: the hardware prefetcher alone left ALL at 0.82 of the
+      // read ceiling with 4 KiB rows, and with this it reaches 0.93 (bf16 ALL
+      // 12.8 -> 10.8 ms). Rows of 16 KiB lost 4 % to it: they train the hardware.
+      if (item + 2 < num_gathers) {
+        const gather_record later = gathers[item + 2];
+        const request_record later_owner = requests[later.request];
+        if (later.source >= 0 && later_owner.columns < 0 && later_owner.row_width <= prefetched_row_elements)
+          for (std::int64_t line = 0; line < later_owner.row_width; line += line_elements)
+            prefetch(hidden + later.source * row_stride + line);
+      }
       if (stream_results && owner.where == target::output && owner.row_width <= scratch_row_floats) {
         alignas(64) float scratch[scratch_row_floats];
         copy_row(gather, owner, columns, scratch);
