@@ -84,18 +84,10 @@ struct reduce_tiles {
       const T* __restrict__ row1 = row0 + row_stride;
       const T* __restrict__ row2 = row1 + row_stride;
       const T* __restrict__ row3 = row2 + row_stride;
-      // A cache line of columns at a time, asking for the same line of the next
-      // four rows while this one is summed. Past this tile's end they are the
-      // next tile's rows, which need not follow in memory (a mixed batch puts
-      // other tasks' rows between), and past that there is nothing to ask for.
-      const T* ahead[4] = {};
-      for (int k = 0; k < 4; ++k) {
-        const std::int32_t row = r + 4 + k;
-        if (row < tile.rows)
-          ahead[k] = first_row + row * row_stride;
-        else if (next != nullptr && row - tile.rows < next->rows)
-          ahead[k] = hidden + (next->row_begin + row - tile.rows) * row_stride;
-      }
+      // A cache line of columns at a time, asking for the same line of the four
+      // rows after these (the next tile's, past this one's end) while it is summed.
+      const T* ahead[4];
+      for (int k = 0; k < 4; ++k) ahead[k] = row_at(tile, next, r + 4 + k);
       // Whole lines get a loop of constant length, which the compiler unrolls.
       const auto sweep_line = [&](std::int64_t line, std::int64_t line_end) {
         for (const T* row : ahead)
@@ -111,10 +103,24 @@ struct reduce_tiles {
       for (; line + line_elements <= tile.width; line += line_elements) sweep_line(line, line + line_elements);
       if (line < tile.width) sweep_line(line, tile.width);
     }
+    // The rows left over ask for the rows four on, as the sweeps did, all at once.
+    for (std::int32_t left = r; left < tile.rows; ++left)
+      if (const T* later = row_at(tile, next, left + 4); later != nullptr)
+        for (std::int64_t line = 0; line < tile.width; line += line_elements) prefetch(later + line);
     for (; r < tile.rows; ++r) {
       const T* __restrict__ row = first_row + r * row_stride;
       for (std::int64_t c = 0; c < tile.width; ++c) out[c] = method.accumulate(out[c], to_float(row[c]));
     }
+  }
+
+  /// Row `row` counted from the tile's first: past its end the next tile's rows,
+  /// which need not follow in memory (a mixed batch puts other tasks' rows
+  /// between), and past that none.
+  SEQPOOL_HOST_DEVICE const T* row_at(tile_record tile, const tile_record* next, std::int32_t row) const {
+    if (row < tile.rows) return hidden + (tile.row_begin + row) * row_stride;
+    if (next != nullptr && row - tile.rows < next->rows)
+      return hidden + (next->row_begin + row - tile.rows) * row_stride;
+    return nullptr;
   }
 
   /// The request's last tile: the method's finish and, when flagged, the head's epilogue.
