@@ -14,7 +14,7 @@ namespace seqpool::detail {
 /// states through the request's column table, or from rows an earlier chunk left
 /// in the state (which hold the chosen columns already), converting to float. On
 /// whole rows a result row gets the head's epilogue in the same item and, when the
-/// step's results are streamed, is assembled in scratch and streamed out.
+/// pooler's results are streamed, is assembled in scratch and streamed out.
 template <class Head, class T, bool WholeRows>
 struct gather_rows {
   Head head;
