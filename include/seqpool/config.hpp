@@ -29,6 +29,10 @@
 
 namespace seqpool::detail {
 
+/// Bytes in a host cache line: the step of software prefetch, and the boundary
+/// streaming stores start from.
+inline constexpr std::int64_t cache_line_bytes = 64;
+
 /// Asks the host's caches for the line at `address` ahead of its use. Hardware
 /// prefetchers lose track of several row streams read in lockstep; a CPU thread
 /// pooling rows says which lines come next. A hint only: an address past the
@@ -39,6 +43,12 @@ SEQPOOL_HOST_DEVICE inline void prefetch(const void* address) {
 #else
   (void)address;
 #endif
+}
+
+/// Asks for every line of the `width` elements at `row`.
+template <class T>
+SEQPOOL_HOST_DEVICE void prefetch_row(const T* row, std::int64_t width) {
+  for (std::int64_t element = 0; element < width; element += cache_line_bytes / sizeof(T)) prefetch(row + element);
 }
 
 }  // namespace seqpool::detail

@@ -28,7 +28,6 @@ struct gather_rows {
   std::int64_t num_gathers;
   bool stream_results;
 
-  static constexpr std::int64_t line_elements = 64 / sizeof(T);
   static constexpr std::int64_t prefetched_row_elements = 4096 / sizeof(T);
 
   SEQPOOL_HOST_DEVICE void operator()(std::int64_t item) const {
@@ -47,8 +46,7 @@ struct gather_rows {
         const gather_record later = gathers[item + 2];
         const request_record later_owner = requests[later.request];
         if (later.source >= 0 && later_owner.columns < 0 && later_owner.row_width <= prefetched_row_elements)
-          for (std::int64_t line = 0; line < later_owner.row_width; line += line_elements)
-            prefetch(hidden + later.source * row_stride + line);
+          prefetch_row(hidden + later.source * row_stride, later_owner.row_width);
       }
       if (stream_results && owner.where == target::output && owner.row_width <= scratch_row_floats) {
         alignas(64) float scratch[scratch_row_floats];

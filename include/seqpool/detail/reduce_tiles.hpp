@@ -27,7 +27,7 @@ struct reduce_tiles {
   std::int64_t num_tiles;
   bool stream_results;
 
-  static constexpr std::int64_t line_elements = 64 / sizeof(T);
+  static constexpr std::int64_t line_elements = cache_line_bytes / sizeof(T);
 
   SEQPOOL_HOST_DEVICE void operator()(std::int64_t item) const {
     const tile_record tile = tiles[item / items_per_tile];
@@ -44,9 +44,7 @@ struct reduce_tiles {
       // LAST). Its following rows come from the sweep's own prefetch, which runs
       // on into the next tile; asking for more here stalls on full fill buffers.
       const tile_record* next = item + 1 < num_tiles ? &tiles[item + 1] : nullptr;
-      if (next != nullptr)
-        for (std::int64_t line = 0; line < next->width; line += line_elements)
-          prefetch(hidden + next->row_begin * row_stride + line);
+      if (next != nullptr) prefetch_row(hidden + next->row_begin * row_stride, next->width);
       const bool finishes = (tile.flags & finish) != 0;
       if (finishes && stream_results && tile.where == target::output && tile.width <= scratch_row_floats) {
         alignas(64) float scratch[scratch_row_floats];
@@ -105,8 +103,7 @@ struct reduce_tiles {
     }
     // The rows left over ask for the rows four on, as the sweeps did, all at once.
     for (std::int32_t left = r; left < tile.rows; ++left)
-      if (const T* later = row_at(tile, next, left + 4); later != nullptr)
-        for (std::int64_t line = 0; line < tile.width; line += line_elements) prefetch(later + line);
+      if (const T* later = row_at(tile, next, left + 4); later != nullptr) prefetch_row(later, tile.width);
     for (; r < tile.rows; ++r) {
       const T* __restrict__ row = first_row + r * row_stride;
       for (std::int64_t c = 0; c < tile.width; ++c) out[c] = method.accumulate(out[c], to_float(row[c]));

@@ -37,7 +37,8 @@ inline constexpr std::size_t streamed_output_bytes = std::size_t{4} << 20;
 SEQPOOL_HOST_DEVICE inline void stream_row(float* __restrict__ to, const float* __restrict__ from, std::int64_t width) {
   std::int64_t column = 0;
 #if defined(SEQPOOL_STREAMING_STORES)
-  for (; column < width && reinterpret_cast<std::uintptr_t>(to + column) % 64 != 0; ++column) to[column] = from[column];
+  for (; column < width && reinterpret_cast<std::uintptr_t>(to + column) % cache_line_bytes != 0; ++column)
+    to[column] = from[column];
 #if defined(__AVX512F__)
   for (; column + 16 <= width; column += 16) _mm512_stream_ps(to + column, _mm512_loadu_ps(from + column));
 #elif defined(__AVX__)
