@@ -69,6 +69,8 @@ class cuda_backend {
     return true;
   }
   void wait(const event& marker) { check(cudaEventSynchronize(marker), "cudaEventSynchronize"); }
+  /// Only device_space::synchronize() calls this: an explicit, counted wait for
+  /// copies, timing and teardown, never part of a step.
   void synchronize() { check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize"); }
 
   bool is_capturing() const {
