@@ -33,19 +33,24 @@ namespace seqpool::detail {
 /// streaming stores start from.
 inline constexpr std::int64_t cache_line_bytes = 64;
 
+/// The cache a software prefetch fills: L2 unless what is asked for ahead fits
+/// in a fraction of L1 beside what the loop is working on.
+enum class prefetch_into { l1, l2 };
+
 /// Asks the host's caches for the line at `address` ahead of its use. Hardware
 /// prefetchers lose track of several row streams read in lockstep; a CPU thread
 /// pooling rows says which lines come next. A hint only: an address past the
 /// end of a buffer is never faulted on. No-op on the device.
-SEQPOOL_HOST_DEVICE inline void prefetch(const void* address) {
+template <prefetch_into Cache = prefetch_into::l2>
+SEQPOOL_HOST_DEVICE void prefetch(const void* address) {
 #if !defined(__CUDA_ARCH__)
-  __builtin_prefetch(address, 0, 2);  // into L2: a long row ahead would not fit in L1
+  __builtin_prefetch(address, 0, Cache == prefetch_into::l1 ? 3 : 2);
 #else
   (void)address;
 #endif
 }
 
-/// Asks for every line of the `width` elements at `row`.
+/// Asks for every line of the `width` elements at `row`, into L2.
 template <class T>
 SEQPOOL_HOST_DEVICE void prefetch_row(const T* row, std::int64_t width) {
   for (std::int64_t element = 0; element < width; element += cache_line_bytes / sizeof(T)) prefetch(row + element);

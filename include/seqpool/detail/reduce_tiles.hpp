@@ -28,6 +28,7 @@ struct reduce_tiles {
   bool stream_results;
 
   static constexpr std::int64_t line_elements = cache_line_bytes / sizeof(T);
+  static constexpr std::int64_t block_bytes = 4096;
 
   SEQPOOL_HOST_DEVICE void operator()(std::int64_t item) const {
     const tile_record tile = tiles[item / items_per_tile];
@@ -65,17 +66,43 @@ struct reduce_tiles {
   }
 
  private:
-  /// Reduces the tile's rows, over all columns, into `out`, starting from `init` or identity().
+  /// Lines a sweep asks for ahead of its rows: `width` elements from `first`.
+  struct lines_ahead {
+    const T* first = nullptr;
+    std::int64_t width = 0;
+  };
+
+  /// Reduces the tile's rows into `out`, starting from `init` or identity(), a
+  /// block of columns at a time. A block holds up to 4 KiB of each row, so that
+  /// the four rows asked for ahead fit in a third of L1 beside the result block
+  /// and go there: sums whose rows are already in L1 leave the core's scheduler
+  /// free to wait on more misses (bf16 MEAN went from 0.83 to 0.89 of the read
+  /// ceiling). Whole 8 KiB rows asked for into L1 pushed the result row out of
+  /// it instead. Blocks share a row evenly, in whole lines, leaving no sliver.
   SEQPOOL_HOST_DEVICE void sweep(tile_record tile, const tile_record* next, const float* init, const T* first_row,
                                  float* out) const {
-    // Rows outer, columns inner: the result row stays in cache and the inner loop
-    // vectorises. Four rows a sweep load and store the result row a quarter as
-    // often, and still accumulate in row order.
+    const std::int64_t row_bytes = tile.width * static_cast<std::int64_t>(sizeof(T));
+    const std::int64_t num_blocks = (row_bytes + block_bytes - 1) / block_bytes;
+    const std::int64_t block_lines = ((tile.width + num_blocks - 1) / num_blocks + line_elements - 1) / line_elements;
+    const std::int64_t block_width = block_lines * line_elements;
+    for (std::int64_t begin = 0; begin < tile.width; begin += block_width) {
+      const std::int64_t end = begin + block_width < tile.width ? begin + block_width : tile.width;
+      sweep_block(tile, next, {begin, end}, init, first_row, out);
+    }
+  }
+
+  /// Reduces the tile's rows over the columns of `block`.
+  SEQPOOL_HOST_DEVICE void sweep_block(tile_record tile, const tile_record* next, column_range block, const float* init,
+                                       const T* first_row, float* out) const {
+    // Rows outer, columns inner: the result block stays in cache and the inner
+    // loop vectorises. Four rows a sweep load and store the result block a quarter
+    // as often, and still accumulate in row order.
     const T* __restrict__ first = first_row;  // every tile has a row: it starts the result row
     if (init != nullptr)
-      for (std::int64_t c = 0; c < tile.width; ++c) out[c] = method.accumulate(init[c], to_float(first[c]));
+      for (std::int64_t c = block.begin; c < block.end; ++c) out[c] = method.accumulate(init[c], to_float(first[c]));
     else
-      for (std::int64_t c = 0; c < tile.width; ++c) out[c] = method.accumulate(method.identity(), to_float(first[c]));
+      for (std::int64_t c = block.begin; c < block.end; ++c)
+        out[c] = method.accumulate(method.identity(), to_float(first[c]));
     std::int32_t r = 1;
     for (; r + 4 <= tile.rows; r += 4) {
       const T* __restrict__ row0 = first_row + r * row_stride;
@@ -83,13 +110,13 @@ struct reduce_tiles {
       const T* __restrict__ row2 = row1 + row_stride;
       const T* __restrict__ row3 = row2 + row_stride;
       // A cache line of columns at a time, asking for the same line of the four
-      // rows after these (the next tile's, past this one's end) while it is summed.
-      const T* ahead[4];
-      for (int k = 0; k < 4; ++k) ahead[k] = row_at(tile, next, r + 4 + k);
+      // rows after these while it is summed.
+      lines_ahead ahead[4];
+      for (int k = 0; k < 4; ++k) ahead[k] = ahead_of(tile, next, block, r + 4 + k);
       // Whole lines get a loop of constant length, which the compiler unrolls.
       const auto sweep_line = [&](std::int64_t line, std::int64_t line_end) {
-        for (const T* row : ahead)
-          if (row != nullptr) prefetch(row + line);
+        for (const lines_ahead& later : ahead)
+          if (line - block.begin < later.width) prefetch<prefetch_into::l1>(later.first + (line - block.begin));
         SEQPOOL_SIMD
         for (std::int64_t c = line; c < line_end; ++c)
           out[c] = method.accumulate(
@@ -97,27 +124,39 @@ struct reduce_tiles {
                                 to_float(row2[c])),
               to_float(row3[c]));
       };
-      std::int64_t line = 0;
-      for (; line + line_elements <= tile.width; line += line_elements) sweep_line(line, line + line_elements);
-      if (line < tile.width) sweep_line(line, tile.width);
+      std::int64_t line = block.begin;
+      for (; line + line_elements <= block.end; line += line_elements) sweep_line(line, line + line_elements);
+      if (line < block.end) sweep_line(line, block.end);
     }
     // The rows left over ask for the rows four on, as the sweeps did, all at once.
-    for (std::int32_t left = r; left < tile.rows; ++left)
-      if (const T* later = row_at(tile, next, left + 4); later != nullptr) prefetch_row(later, tile.width);
+    for (std::int32_t left = r; left < tile.rows; ++left) {
+      const lines_ahead later = ahead_of(tile, next, block, left + 4);
+      prefetch_row(later.first, later.width);
+    }
     for (; r < tile.rows; ++r) {
       const T* __restrict__ row = first_row + r * row_stride;
-      for (std::int64_t c = 0; c < tile.width; ++c) out[c] = method.accumulate(out[c], to_float(row[c]));
+      for (std::int64_t c = block.begin; c < block.end; ++c) out[c] = method.accumulate(out[c], to_float(row[c]));
     }
   }
 
-  /// Row `row` counted from the tile's first: past its end the next tile's rows,
-  /// which need not follow in memory (a mixed batch puts other tasks' rows
-  /// between), and past that none.
-  SEQPOOL_HOST_DEVICE const T* row_at(tile_record tile, const tile_record* next, std::int32_t row) const {
-    if (row < tile.rows) return hidden + (tile.row_begin + row) * row_stride;
-    if (next != nullptr && row - tile.rows < next->rows)
-      return hidden + (next->row_begin + row - tile.rows) * row_stride;
-    return nullptr;
+  /// The lines a sweep of `block` asks for ahead of row `row`, counted from the
+  /// tile's first: the row's own columns; past the tile's last row, its first
+  /// rows again at the next block; past its last block, the next tile's rows at
+  /// their first columns, which need not follow in memory (a mixed batch puts
+  /// other tasks' rows between); past those, none.
+  SEQPOOL_HOST_DEVICE lines_ahead ahead_of(tile_record tile, const tile_record* next, column_range block,
+                                           std::int32_t row) const {
+    const std::int64_t block_width = block.end - block.begin;
+    if (row < tile.rows) return {hidden + (tile.row_begin + row) * row_stride + block.begin, block_width};
+    row -= tile.rows;
+    if (block.end < tile.width) {
+      if (row >= tile.rows) return {};
+      const std::int64_t next_width = tile.width - block.end;
+      return {hidden + (tile.row_begin + row) * row_stride + block.end,
+              next_width < block_width ? next_width : block_width};
+    }
+    if (next == nullptr || row >= next->rows) return {};
+    return {hidden + (next->row_begin + row) * row_stride, next->width < block_width ? next->width : block_width};
   }
 
   /// The request's last tile: the method's finish and, when flagged, the head's epilogue.
