@@ -33,6 +33,11 @@ namespace seqpool::detail {
 /// streaming stores start from.
 inline constexpr std::int64_t cache_line_bytes = 64;
 
+/// The widest row a whole-row item assembles in a scratch row of its own, 32 KiB
+/// on its stack: a result row it then streams out, or a pooled row it passes
+/// through the head's linear layer. Wider rows take the paths of the device.
+inline constexpr std::int64_t scratch_row_floats = 8192;
+
 /// The cache a software prefetch fills: L2 unless what is asked for ahead fits
 /// in a fraction of L1 beside what the loop is working on.
 enum class prefetch_into { l1, l2 };

@@ -149,18 +149,18 @@ class pooler {
     with_method([&]<class M>(const M& method) {
       if constexpr (token_wise) {
         run(b.at.gathers.count * per_row,
-            detail::gather_rows<Head, T, whole_rows>{head_, hidden.data_handle(), hidden.stride(0),
+            detail::gather_rows<Head, T, whole_rows>{head_, head_.linear(), hidden.data_handle(), hidden.stride(0),
                                                      b.at.gathers.in(device_block), requests,
                                                      b.at.column_table.in(device_block), memory, per_row,
                                                      static_cast<std::int64_t>(b.at.gathers.count), stream_results});
       } else {
         run(b.at.tiles.count * per_row,
-            detail::reduce_tiles<M, Head, T, whole_rows>{method, head_, hidden.data_handle(), hidden.stride(0),
-                                                         b.at.tiles.in(device_block), requests, memory, per_row,
-                                                         static_cast<std::int64_t>(b.at.tiles.count), stream_results});
+            detail::reduce_tiles<M, Head, T, whole_rows>{
+                method, head_, head_.linear(), hidden.data_handle(), hidden.stride(0), b.at.tiles.in(device_block),
+                requests, memory, per_row, static_cast<std::int64_t>(b.at.tiles.count), stream_results});
         run(b.at.combines.count * per_row,
-            detail::combine_partials<M, Head, whole_rows>{method, head_, b.at.combines.in(device_block), requests,
-                                                          memory, per_row});
+            detail::combine_partials<M, Head, whole_rows>{method, head_, head_.linear(), b.at.combines.in(device_block),
+                                                          requests, memory, per_row});
       }
     });
     const std::int64_t per_output = whole_rows ? 1 : std::max<std::int64_t>(b.widest_linear, 1);

@@ -4,6 +4,7 @@
 #include <cstdint>
 
 #include <seqpool/config.hpp>
+#include <seqpool/detail/apply_linear.hpp>
 #include <seqpool/detail/records.hpp>
 #include <seqpool/detail/stream_row.hpp>
 #include <seqpool/detail/to_float.hpp>
@@ -13,11 +14,13 @@ namespace seqpool::detail {
 /// One item copies one row (all its columns, or one column) from the step's hidden
 /// states through the request's column table, or from rows an earlier chunk left
 /// in the state (which hold the chosen columns already), converting to float. On
-/// whole rows a result row gets the head's epilogue in the same item and, when the
-/// pooler's results are streamed, is assembled in scratch and streamed out.
+/// whole rows a result row gets the head's epilogue in the same item, after its
+/// linear layer when flagged, and, when the pooler's results are streamed, is
+/// assembled in scratch and streamed out.
 template <class Head, class T, bool WholeRows>
 struct gather_rows {
   Head head;
+  linear_layer layer;
   const T* hidden;
   std::int64_t row_stride;
   const gather_record* gathers;
@@ -48,9 +51,14 @@ struct gather_rows {
         if (later.source >= 0 && later_owner.columns < 0 && later_owner.row_width <= prefetched_row_elements)
           prefetch_row(hidden + later.source * row_stride, later_owner.row_width);
       }
-      if (stream_results && owner.where == target::output && owner.row_width <= scratch_row_floats) {
+      const bool through = (owner.flags & through_linear) != 0;
+      if (through || (stream_results && owner.where == target::output && owner.row_width <= scratch_row_floats)) {
         alignas(64) float scratch[scratch_row_floats];
         copy_row(gather, owner, columns, scratch);
+        if (through) {
+          finish_through_linear(head, layer, scratch, out, owner);
+          return;
+        }
         if ((owner.flags & epilogue) != 0) head.finish_row(scratch, owner.row_width, owner.use_activation != 0);
         stream_row(out, scratch, owner.row_width);
         return;

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include <seqpool/batch.hpp>
+#include <seqpool/config.hpp>
 #include <seqpool/detail/index_block.hpp>
 #include <seqpool/detail/records.hpp>
 #include <seqpool/method/concepts.hpp>
@@ -39,7 +40,7 @@ class plan_builder {
     if (part.finished())
       to = route_results(slot, 1, hidden_size_, out_width);
     else if (uses_state)
-      to = {target::state, 0, hidden_size_, 0};
+      to = {target::state, 0, hidden_size_, 0, hidden_size_};
     else
       return;  // a chunk that neither finishes nor keeps anything (LAST before the end)
     const std::uint8_t flags = to.flags | (uses_state && !part.first_chunk() ? from_state : 0);
@@ -79,7 +80,7 @@ class plan_builder {
     if (part.partial()) keep_state(slot, r, static_cast<std::size_t>(rows_total * width));
     const std::int64_t rows = rows_before + static_cast<std::int64_t>(chosen.size());
     const destination to =
-        part.finished() ? route_results(slot, rows, width, out_width) : destination{target::state, 0, width, 0};
+        part.finished() ? route_results(slot, rows, width, out_width) : destination{target::state, 0, width, 0, width};
     request_record& owner = records_.requests[slot];
     owner.row_width = static_cast<std::int32_t>(to.row_width);
     owner.where = to.where;
@@ -88,11 +89,11 @@ class plan_builder {
 
     if (part.finished())
       for (std::int64_t k = 0; k < rows_before; ++k)
-        records_.gathers.push_back({-1 - k * width, to.offset + k * to.row_width, slot});
+        records_.gathers.push_back({-1 - k * width, to.offset + k * to.row_stride, slot});
     for (std::size_t j = 0; j < chosen.size(); ++j) {
       const std::int64_t k = rows_before + static_cast<std::int64_t>(j);
       records_.gathers.push_back(
-          {part.first_row() + (chosen[j] - part.num_computed), to.offset + k * to.row_width, slot});
+          {part.first_row() + (chosen[j] - part.num_computed), to.offset + k * to.row_stride, slot});
     }
   }
 
@@ -122,18 +123,21 @@ class plan_builder {
   }
 
  private:
-  /// Where a request's rows go this step, how wide they are, and the flags that say what to do there.
+  /// Where a request's rows go this step, how wide they are, the flags that say
+  /// what to do there, and how far apart they lie.
   struct destination {
     target where = target::output;
     std::int64_t offset = 0;
     std::int64_t row_width = 0;
     std::uint8_t flags = 0;
+    std::int64_t row_stride = 0;
   };
 
   std::int32_t add_request(const request& r, std::int64_t column_offset) {
     records_.requests.push_back({.prompt_len = r.prompt_len,
                                  .columns = column_offset,
                                  .row_width = 0,
+                                 .linear_width = 0,
                                  .where = target::output,
                                  .flags = 0,
                                  .use_activation = static_cast<std::uint8_t>(r.params.use_activation)});
@@ -152,9 +156,11 @@ class plan_builder {
   }
 
   /// Reserves a finishing request's result rows. Without a linear layer the
-  /// method writes them directly; with one it writes pooled rows to the workspace
-  /// and the layer writes the result. The epilogue rides along on whole rows and
-  /// gets a pass of its own otherwise.
+  /// method writes them directly. With one, a whole-row item passes the rows it
+  /// pools through the layer itself, where they fit its scratch; otherwise it
+  /// writes pooled rows to the workspace and a pass of the layer writes the
+  /// result. The epilogue rides along on whole rows and gets a pass of its own
+  /// otherwise.
   destination route_results(std::int32_t slot, std::int64_t rows, std::int64_t pooled_width, std::int64_t out_width) {
     const result_slice result{output_size_, rows, out_width};
     results_[slot] = result;
@@ -164,13 +170,17 @@ class plan_builder {
         records_.finishes.push_back({result.offset + k * out_width, slot, static_cast<std::int32_t>(out_width)});
     if (!has_linear_)
       return {target::output, result.offset, out_width,
-              static_cast<std::uint8_t>(finish | (shape_.whole_rows ? epilogue : 0))};
+              static_cast<std::uint8_t>(finish | (shape_.whole_rows ? epilogue : 0)), out_width};
+    if (shape_.whole_rows && pooled_width <= scratch_row_floats) {
+      records_.requests[slot].linear_width = static_cast<std::int32_t>(out_width);
+      return {target::output, result.offset, pooled_width, finish | through_linear, out_width};
+    }
     const std::int64_t pooled = take_workspace(rows * pooled_width);
     for (std::int64_t k = 0; k < rows; ++k)
       records_.linears.push_back(
           {pooled + k * pooled_width, result.offset + k * out_width, slot, static_cast<std::int32_t>(out_width)});
     widest_linear_ = std::max(widest_linear_, out_width);
-    return {target::workspace, pooled, pooled_width, finish};
+    return {target::workspace, pooled, pooled_width, finish, pooled_width};
   }
 
   std::int64_t hidden_size_;

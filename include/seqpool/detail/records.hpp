@@ -14,6 +14,9 @@ enum class target : std::uint8_t { output, workspace, state };
 inline constexpr std::uint8_t from_state = 1;  ///< start from the request's state instead of identity()
 inline constexpr std::uint8_t finish = 2;      ///< the request finishes here: apply the method's finish()
 inline constexpr std::uint8_t epilogue = 4;    ///< and the head's row epilogue, in the same item
+/// Whole rows: the finished row is pooled in scratch and passed through the head's
+/// linear layer and epilogue in the same item; the record's offset is the result's.
+inline constexpr std::uint8_t through_linear = 8;
 
 /// The step's memory as device work sees it.
 struct step_memory {
@@ -31,10 +34,11 @@ struct step_memory {
 /// Per request of the group.
 struct request_record {
   std::int64_t prompt_len;
-  std::int64_t columns;    ///< token methods: first entry in the column table, -1 for all columns
-  std::int32_t row_width;  ///< token methods: columns each gathered row receives
-  target where;            ///< token methods: where gathered rows go
-  std::uint8_t flags;      ///< token methods: epilogue or not
+  std::int64_t columns;       ///< token methods: first entry in the column table, -1 for all columns
+  std::int32_t row_width;     ///< token methods: columns each gathered row receives
+  std::int32_t linear_width;  ///< through_linear: the layer's leading outputs kept
+  target where;               ///< token methods: where gathered rows go
+  std::uint8_t flags;         ///< token methods: epilogue or not
   std::uint8_t use_activation;
 };
 

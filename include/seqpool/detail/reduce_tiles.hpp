@@ -4,6 +4,7 @@
 #include <cstdint>
 
 #include <seqpool/config.hpp>
+#include <seqpool/detail/apply_linear.hpp>
 #include <seqpool/detail/records.hpp>
 #include <seqpool/detail/stream_row.hpp>
 #include <seqpool/detail/to_float.hpp>
@@ -13,11 +14,13 @@ namespace seqpool::detail {
 /// One item reduces a tile of up to tile_rows rows of one request, over all its
 /// columns (WholeRows) or over one column. A tile that is its request's only one
 /// writes the result where it belongs (state or result row) and, on whole rows,
-/// runs the head's epilogue too; otherwise it writes a partial for combine_partials.
+/// runs the head's epilogue too, after its linear layer when flagged; otherwise
+/// it writes a partial for combine_partials.
 template <class Method, class Head, class T, bool WholeRows>
 struct reduce_tiles {
   Method method;
   Head head;
+  linear_layer layer;
   const T* hidden;
   std::int64_t row_stride;
   const tile_record* tiles;
@@ -47,11 +50,15 @@ struct reduce_tiles {
       const tile_record* next = item + 1 < num_tiles ? &tiles[item + 1] : nullptr;
       if (next != nullptr) prefetch_row(hidden + next->row_begin * row_stride, next->width);
       const bool finishes = (tile.flags & finish) != 0;
-      if (finishes && stream_results && tile.where == target::output && tile.width <= scratch_row_floats) {
+      const bool through = (tile.flags & through_linear) != 0;
+      if (through || (finishes && stream_results && tile.where == target::output && tile.width <= scratch_row_floats)) {
         alignas(64) float scratch[scratch_row_floats];
         sweep(tile, next, init, first_row, scratch);
         finish_row(tile, prompt_len, scratch);
-        stream_row(out, scratch, tile.width);
+        if (through)
+          finish_through_linear(head, layer, scratch, out, requests[tile.request]);
+        else
+          stream_row(out, scratch, tile.width);
         return;
       }
       sweep(tile, next, init, first_row, out);

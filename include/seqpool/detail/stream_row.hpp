@@ -13,10 +13,6 @@
 
 namespace seqpool::detail {
 
-/// The widest result row a whole-row item assembles in a scratch row of its own
-/// (32 KiB on its stack) before streaming it out; wider rows are written in place.
-inline constexpr std::int64_t scratch_row_floats = 8192;
-
 /// Whole-row spaces stream a pooler's results when they are at least this large,
 /// twice what a server core's L2 holds. Between steps the model's own passes
 /// flush the caches, so plain stores would fetch every result line from memory

@@ -1,0 +1,128 @@
+// host_space passes each pooled row through the head's linear layer in the item
+// that pools it; rows wider than its scratch row take the device's path, through
+// the workspace and a pass of the layer. Both against the reference.
+#include <cmath>
+#include <cstdint>
+#include <random>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <doctest/doctest.h>
+
+#include <seqpool/seqpool.hpp>
+
+#include "support/reference.hpp"
+#include "support/step.hpp"
+
+namespace {
+
+namespace method = seqpool::method;
+namespace head = seqpool::head;
+using seqpool::detail::scratch_row_floats;
+
+std::vector<float> drawn_values(std::int64_t count, std::uint32_t seed, float scale = 1.0f) {
+  std::mt19937 engine(seed);
+  std::uniform_real_distribution<float> value(-2.0f, 2.0f);
+  std::vector<float> drawn(count);
+  for (float& v : drawn) v = value(engine) * scale;
+  return drawn;
+}
+
+/// A layer of `out_features` outputs over `in_features` columns, with a bias, in
+/// host memory, and the reference's description of the head around it.
+struct drawn_layer {
+  test::head_spec spec;
+  seqpool::buffer<float, seqpool::host_space> weight;
+  seqpool::buffer<float, seqpool::host_space> bias;
+
+  drawn_layer(seqpool::host_space& space, bool classify, std::int64_t out_features, std::int64_t in_features)
+      : spec{.classify = classify,
+             .weight = drawn_values(out_features * in_features, 3, 1.0f / std::sqrt(static_cast<float>(in_features))),
+             .bias = drawn_values(out_features, 4),
+             .out_features = out_features},
+        weight(test::to_space(space, spec.weight)),
+        bias(test::to_space(space, spec.bias)) {}
+
+  seqpool::linear_layer layer() const {
+    return {weight.data(), bias.data(), spec.out_features,
+            static_cast<std::int64_t>(spec.weight.size()) / spec.out_features};
+  }
+};
+
+/// Pools one request per prompt length with Method and a head around `layer`,
+/// checks whether the plan left the layer to a pass of its own, and compares
+/// every result with the reference. A request of 200 rows spans four tiles.
+template <class Method, class Head>
+void check_through_layer(std::string_view name, std::int64_t hidden_size, bool classify, bool separate_pass) {
+  CAPTURE(name);
+  CAPTURE(hidden_size);
+  const std::vector<std::int64_t> lens{1, 7, 200};
+  std::int64_t rows = 0;
+  for (const std::int64_t len : lens) rows += len;
+  const std::vector<float> hidden = drawn_values(rows * hidden_size, 5);
+  seqpool::host_space space;
+  seqpool::state_store<seqpool::host_space> state(space);
+  const drawn_layer layer(space, classify, 3, hidden_size);
+  seqpool::pooler<Method, Head, seqpool::host_space> pooler(space, hidden_size, {}, Head(layer.layer()));
+  seqpool::batch step;
+  for (std::size_t i = 0; i < lens.size(); ++i)
+    step.requests.push_back(test::whole("r" + std::to_string(i), pooler.task, lens[i]));
+
+  CHECK(pooler.plan(step, state).block.records.linears.empty() != separate_pass);
+  const test::results results = test::run_step(space, pooler, state, step, hidden);
+  std::int64_t row_begin = 0;
+  for (std::size_t i = 0; i < lens.size(); ++i) {
+    CAPTURE(lens[i]);
+    const std::vector<float> prompt(hidden.begin() + row_begin * hidden_size,
+                                    hidden.begin() + (row_begin + lens[i]) * hidden_size);
+    row_begin += lens[i];
+    REQUIRE(results[i].has_value());
+    test::check_close(*results[i], test::reference(name, prompt, hidden_size, step.requests[i], layer.spec, 3), 1e-5);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("pooled rows go through the linear layer in the item that pools them") {
+  constexpr std::int64_t hidden_size = 1030;
+  SUBCASE("cls, classifier") { check_through_layer<method::cls, head::classify>("cls", hidden_size, true, false); }
+  SUBCASE("mean, classifier, one tile and four") {
+    check_through_layer<method::mean, head::classify>("mean", hidden_size, true, false);
+  }
+  SUBCASE("max, projector") { check_through_layer<method::max, head::embed>("max", hidden_size, false, false); }
+  SUBCASE("all, projector on every row") {
+    check_through_layer<method::all, head::embed>("all", hidden_size, false, false);
+  }
+}
+
+TEST_CASE("rows wider than the scratch row go through the workspace and a pass of the layer") {
+  constexpr std::int64_t hidden_size = scratch_row_floats + 8;
+  SUBCASE("mean, classifier") { check_through_layer<method::mean, head::classify>("mean", hidden_size, true, true); }
+  SUBCASE("all, projector") { check_through_layer<method::all, head::embed>("all", hidden_size, false, true); }
+}
+
+TEST_CASE("a chunked request finishes through the layer from its running state") {
+  constexpr std::int64_t hidden_size = 1030;
+  const std::vector<float> hidden = drawn_values(200 * hidden_size, 6);
+  seqpool::host_space space;
+  seqpool::state_store<seqpool::host_space> state(space);
+  const drawn_layer layer(space, true, 3, hidden_size);
+  const auto check_chunks = [&]<class Method>(std::string_view name, Method chosen) {
+    CAPTURE(name);
+    seqpool::pooler<Method, head::classify, seqpool::host_space> pooler(space, hidden_size, chosen,
+                                                                        head::classify(layer.layer()));
+    const seqpool::batch first{{test::part(std::string(name), pooler.task, 200, 0, 130)}};
+    const seqpool::batch second{{test::part(std::string(name), pooler.task, 200, 130, 70)}};
+    CHECK_FALSE(test::run_step(space, pooler, state, first,
+                               std::vector<float>(hidden.begin(), hidden.begin() + 130 * hidden_size))[0]
+                    .has_value());
+    const test::results results = test::run_step(space, pooler, state, second,
+                                                 std::vector<float>(hidden.begin() + 130 * hidden_size, hidden.end()));
+    REQUIRE(results[0].has_value());
+    test::check_close(*results[0], test::reference(name, hidden, hidden_size, second.requests[0], layer.spec, 3), 1e-5);
+  };
+  // MEAN finishes from its state and this chunk's tiles; CLS from its state alone.
+  check_chunks("mean", method::mean{});
+  check_chunks("cls", method::cls{});
+}
