@@ -43,12 +43,12 @@ struct reduce_tiles {
     const std::int64_t prompt_len = requests[tile.request].prompt_len;
 
     if constexpr (WholeRows) {
-      // This thread's next item is most likely the next tile: ask for its first
-      // row now, which the hardware cannot guess when tiles are one row (CLS,
-      // LAST). Its following rows come from the sweep's own prefetch, which runs
-      // on into the next tile; asking for more here stalls on full fill buffers.
+      // This thread's next item is most likely the next tile: a tile of several
+      // rows asks for its first row now. Its following rows come from the sweep's
+      // own prefetch, which runs on into the next tile; asking for more here stalls
+      // on full fill buffers. A tile of one row asks as it goes (start_block).
       const tile_record* next = item + 1 < num_tiles ? &tiles[item + 1] : nullptr;
-      if (next != nullptr) prefetch_row(hidden + next->row_begin * row_stride, next->width);
+      if (next != nullptr && tile.rows > 1) prefetch_row(hidden + next->row_begin * row_stride, next->width);
       const bool finishes = (tile.flags & finish) != 0;
       const bool through = (tile.flags & through_linear) != 0;
       if (through || (finishes && stream_results && tile.where == target::output && tile.width <= scratch_row_floats)) {
@@ -104,12 +104,7 @@ struct reduce_tiles {
     // Rows outer, columns inner: the result block stays in cache and the inner
     // loop vectorises. Four rows a sweep load and store the result block a quarter
     // as often, and still accumulate in row order.
-    const T* __restrict__ first = first_row;  // every tile has a row: it starts the result row
-    if (init != nullptr)
-      for (std::int64_t c = block.begin; c < block.end; ++c) out[c] = method.accumulate(init[c], to_float(first[c]));
-    else
-      for (std::int64_t c = block.begin; c < block.end; ++c)
-        out[c] = method.accumulate(method.identity(), to_float(first[c]));
+    start_block(tile, next, block, init, first_row, out);
     std::int32_t r = 1;
     for (; r + 4 <= tile.rows; r += 4) {
       const T* __restrict__ row0 = first_row + r * row_stride;
@@ -143,6 +138,33 @@ struct reduce_tiles {
     for (; r < tile.rows; ++r) {
       const T* __restrict__ row = first_row + r * row_stride;
       for (std::int64_t c = block.begin; c < block.end; ++c) out[c] = method.accumulate(out[c], to_float(row[c]));
+    }
+  }
+
+  /// Starts the result block from the tile's first row (every tile has one) and
+  /// `init` or identity(). A tile of one row (CLS, LAST) asks meanwhile for the
+  /// same lines of the row its thread reduces next, which the hardware cannot
+  /// guess: CLS fp32 on 4096 prompts went from 1.18 to 1.04 ms against asking for
+  /// that row all at once as the item starts.
+  SEQPOOL_HOST_DEVICE void start_block(tile_record tile, const tile_record* next, column_range block, const float* init,
+                                       const T* first_row, float* out) const {
+    const T* __restrict__ first = first_row;
+    if (tile.rows == 1) {
+      const lines_ahead later = ahead_of(tile, next, block, 1);
+      std::int64_t line = block.begin;
+      for (; line + line_elements <= block.end; line += line_elements) {
+        if (line - block.begin < later.width) prefetch(later.first + (line - block.begin));
+        SEQPOOL_SIMD
+        for (std::int64_t c = line; c < line + line_elements; ++c)
+          out[c] = method.accumulate(init != nullptr ? init[c] : method.identity(), to_float(first[c]));
+      }
+      for (std::int64_t c = line; c < block.end; ++c)
+        out[c] = method.accumulate(init != nullptr ? init[c] : method.identity(), to_float(first[c]));
+    } else if (init != nullptr) {
+      for (std::int64_t c = block.begin; c < block.end; ++c) out[c] = method.accumulate(init[c], to_float(first[c]));
+    } else {
+      for (std::int64_t c = block.begin; c < block.end; ++c)
+        out[c] = method.accumulate(method.identity(), to_float(first[c]));
     }
   }
 
