@@ -3,7 +3,6 @@
 // the workspace and a pass of the layer. Both against the reference.
 #include <cmath>
 #include <cstdint>
-#include <random>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -12,22 +11,13 @@
 
 #include <seqpool/seqpool.hpp>
 
-#include "support/reference.hpp"
-#include "support/step.hpp"
+#include "support/prompts.hpp"
 
 namespace {
 
 namespace method = seqpool::method;
 namespace head = seqpool::head;
 using seqpool::detail::scratch_row_floats;
-
-std::vector<float> drawn_values(std::int64_t count, std::uint32_t seed, float scale = 1.0f) {
-  std::mt19937 engine(seed);
-  std::uniform_real_distribution<float> value(-2.0f, 2.0f);
-  std::vector<float> drawn(count);
-  for (float& v : drawn) v = value(engine) * scale;
-  return drawn;
-}
 
 /// A layer of `out_features` outputs over `in_features` columns, with a bias, in
 /// host memory, and the reference's description of the head around it.
@@ -38,8 +28,9 @@ struct drawn_layer {
 
   drawn_layer(seqpool::host_space& space, bool classify, std::int64_t out_features, std::int64_t in_features)
       : spec{.classify = classify,
-             .weight = drawn_values(out_features * in_features, 3, 1.0f / std::sqrt(static_cast<float>(in_features))),
-             .bias = drawn_values(out_features, 4),
+             .weight =
+                 test::drawn_values(out_features * in_features, 3, 1.0f / std::sqrt(static_cast<float>(in_features))),
+             .bias = test::drawn_values(out_features, 4),
              .out_features = out_features},
         weight(test::to_space(space, spec.weight)),
         bias(test::to_space(space, spec.bias)) {}
@@ -58,28 +49,16 @@ void check_through_layer(std::string_view name, std::int64_t hidden_size, bool c
   CAPTURE(name);
   CAPTURE(hidden_size);
   const std::vector<std::int64_t> lens{1, 7, 200};
-  std::int64_t rows = 0;
-  for (const std::int64_t len : lens) rows += len;
-  const std::vector<float> hidden = drawn_values(rows * hidden_size, 5);
+  const std::vector<float> hidden = test::drawn_values(test::total_rows(lens) * hidden_size, 5);
   seqpool::host_space space;
   seqpool::state_store<seqpool::host_space> state(space);
   const drawn_layer layer(space, classify, 3, hidden_size);
   seqpool::pooler<Method, Head, seqpool::host_space> pooler(space, hidden_size, {}, Head(layer.layer()));
-  seqpool::batch step;
-  for (std::size_t i = 0; i < lens.size(); ++i)
-    step.requests.push_back(test::whole("r" + std::to_string(i), pooler.task, lens[i]));
+  const seqpool::batch step = test::whole_prompts(pooler.task, lens);
 
   CHECK(pooler.plan(step, state).block.records.linears.empty() != separate_pass);
-  const test::results results = test::run_step(space, pooler, state, step, hidden);
-  std::int64_t row_begin = 0;
-  for (std::size_t i = 0; i < lens.size(); ++i) {
-    CAPTURE(lens[i]);
-    const std::vector<float> prompt(hidden.begin() + row_begin * hidden_size,
-                                    hidden.begin() + (row_begin + lens[i]) * hidden_size);
-    row_begin += lens[i];
-    REQUIRE(results[i].has_value());
-    test::check_close(*results[i], test::reference(name, prompt, hidden_size, step.requests[i], layer.spec, 3), 1e-5);
-  }
+  test::check_prompts(test::run_step(space, pooler, state, step, hidden), step, hidden, hidden_size,
+                      std::vector<std::string_view>(lens.size(), name), layer.spec, 3, 1e-5);
 }
 
 }  // namespace
@@ -104,7 +83,7 @@ TEST_CASE("rows wider than the scratch row go through the workspace and a pass o
 
 TEST_CASE("a chunked request finishes through the layer from its running state") {
   constexpr std::int64_t hidden_size = 1030;
-  const std::vector<float> hidden = drawn_values(200 * hidden_size, 6);
+  const std::vector<float> hidden = test::drawn_values(200 * hidden_size, 6);
   seqpool::host_space space;
   seqpool::state_store<seqpool::host_space> state(space);
   const drawn_layer layer(space, true, 3, hidden_size);
@@ -112,15 +91,12 @@ TEST_CASE("a chunked request finishes through the layer from its running state")
     CAPTURE(name);
     seqpool::pooler<Method, head::classify, seqpool::host_space> pooler(space, hidden_size, chosen,
                                                                         head::classify(layer.layer()));
-    const seqpool::batch first{{test::part(std::string(name), pooler.task, 200, 0, 130)}};
-    const seqpool::batch second{{test::part(std::string(name), pooler.task, 200, 130, 70)}};
-    CHECK_FALSE(test::run_step(space, pooler, state, first,
-                               std::vector<float>(hidden.begin(), hidden.begin() + 130 * hidden_size))[0]
-                    .has_value());
-    const test::results results = test::run_step(space, pooler, state, second,
-                                                 std::vector<float>(hidden.begin() + 130 * hidden_size, hidden.end()));
+    const test::results results = test::pool_in_two_chunks(space, pooler, state, std::string(name), hidden, 130);
     REQUIRE(results[0].has_value());
-    test::check_close(*results[0], test::reference(name, hidden, hidden_size, second.requests[0], layer.spec, 3), 1e-5);
+    test::check_close(
+        *results[0],
+        test::reference(name, hidden, hidden_size, test::whole(std::string(name), pooler.task, 200), layer.spec, 3),
+        1e-5);
   };
   // MEAN finishes from its state and this chunk's tiles; CLS from its state alone.
   check_chunks("mean", method::mean{});

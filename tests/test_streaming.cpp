@@ -2,7 +2,6 @@
 // whose results are large enough to be streamed, against the plain reference.
 #include <algorithm>
 #include <cstdint>
-#include <random>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -11,8 +10,7 @@
 
 #include <seqpool/seqpool.hpp>
 
-#include "support/reference.hpp"
-#include "support/step.hpp"
+#include "support/prompts.hpp"
 
 namespace {
 
@@ -20,60 +18,31 @@ namespace method = seqpool::method;
 using seqpool::detail::scratch_row_floats;
 using seqpool::detail::streamed_output_bytes;
 
-std::vector<float> drawn_values(std::int64_t count, std::uint32_t seed) {
-  std::mt19937 engine(seed);
-  std::uniform_real_distribution<float> value(-2.0f, 2.0f);
-  std::vector<float> drawn(count);
-  for (float& v : drawn) v = value(engine);
-  return drawn;
-}
-
-/// Compares every request's result with the reference, request i having pooled
-/// the next prompt_len rows of `hidden` with methods[i] and the normalising head.
-void check_results(const test::results& results, const seqpool::batch& step, const std::vector<float>& hidden,
-                   std::int64_t hidden_size, const std::vector<std::string_view>& methods) {
-  std::int64_t row_begin = 0;
-  for (std::size_t i = 0; i < step.requests.size(); ++i) {
-    const seqpool::request& r = step.requests[i];
-    const std::vector<float> prompt(hidden.begin() + row_begin * hidden_size,
-                                    hidden.begin() + (row_begin + r.prompt_len) * hidden_size);
-    row_begin += r.prompt_len;
-    REQUIRE(results[i].has_value());
-    test::check_close(*results[i], test::reference(methods[i], prompt, hidden_size, r, {}, hidden_size), 1e-5);
-  }
-}
-
-std::int64_t total(const std::vector<std::int64_t>& prompt_lens) {
-  std::int64_t rows = 0;
-  for (const std::int64_t len : prompt_lens) rows += len;
-  return rows;
-}
-
 /// Pools `prompt_lens` (one request each) with Method and the normalising embed
 /// head on host_space, checks that the results were large enough to be streamed,
 /// and compares every result with the reference.
 template <class Method, class T>
 void check_streamed(std::string_view name, std::int64_t hidden_size, const std::vector<std::int64_t>& prompt_lens) {
-  const std::vector<float> hidden = test::round_trip<T>(drawn_values(total(prompt_lens) * hidden_size, 7));
+  const std::vector<float> hidden =
+      test::round_trip<T>(test::drawn_values(test::total_rows(prompt_lens) * hidden_size, 7));
   seqpool::host_space space;
   seqpool::state_store<seqpool::host_space> state(space);
   using pooler_type = seqpool::pooler<Method, seqpool::head::embed, seqpool::host_space>;
   pooler_type pooler(space, hidden_size);
-  seqpool::batch step;
-  for (std::size_t i = 0; i < prompt_lens.size(); ++i)
-    step.requests.push_back(test::whole("r" + std::to_string(i), pooler_type::task, prompt_lens[i]));
+  const seqpool::batch step = test::whole_prompts(pooler_type::task, prompt_lens);
 
   const auto plan = pooler.plan(step, state);
   REQUIRE(static_cast<std::size_t>(plan.output_size) * sizeof(float) >= streamed_output_bytes);
   const test::results results = test::run_step(space, pooler, state, step, test::convert<T>(hidden));
-  check_results(results, step, hidden, hidden_size, std::vector<std::string_view>(prompt_lens.size(), name));
+  test::check_prompts(results, step, hidden, hidden_size, std::vector<std::string_view>(prompt_lens.size(), name), {},
+                      hidden_size, 1e-5);
 }
 
 }  // namespace
 
 TEST_CASE("stream_row copies every width to every alignment and touches nothing else") {
   constexpr std::int64_t slack = 32;
-  const std::vector<float> from = drawn_values(scratch_row_floats + slack, 1);
+  const std::vector<float> from = test::drawn_values(scratch_row_floats + slack, 1);
   seqpool::host_space space;  // its buffers start on a 64-byte boundary
   for (std::int64_t offset = 0; offset < 17; ++offset)
     for (const std::int64_t width : {0, 1, 3, 4, 15, 16, 17, 31, 33, 64, 100, 1031, 8192}) {
@@ -118,13 +87,13 @@ TEST_CASE("a dispatcher's results are streamed wherever its pooler's slice start
                              test::whole("a", seqpool::task::token_embed, prompt_lens[1]),
                              test::whole("m1", seqpool::task::embed, prompt_lens[2]),
                              test::whole("m2", seqpool::task::embed, prompt_lens[3])}};
-  const std::vector<float> hidden = drawn_values(total(prompt_lens) * hidden_size, 3);
+  const std::vector<float> hidden = test::drawn_values(test::total_rows(prompt_lens) * hidden_size, 3);
 
   const auto plan = engine.plan(step, state);
   REQUIRE(plan.results[1].has_value());
   CHECK(plan.results[1]->offset * sizeof(float) % 64 != 0);
   CHECK(static_cast<std::size_t>(plan.results[1]->rows * plan.results[1]->cols) * sizeof(float) >=
         streamed_output_bytes);
-  check_results(test::run_step(space, engine, state, step, hidden), step, hidden, hidden_size,
-                {"mean", "all", "mean", "mean"});
+  test::check_prompts(test::run_step(space, engine, state, step, hidden), step, hidden, hidden_size,
+                      {"mean", "all", "mean", "mean"}, {}, hidden_size, 1e-5);
 }

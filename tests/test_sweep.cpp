@@ -1,7 +1,6 @@
 // host_space reduces a tile's rows a block of columns at a time: MEAN and MAX at
 // the widths where blocks split a row and the lengths where sweeps and tiles end.
 #include <cstdint>
-#include <random>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -10,8 +9,7 @@
 
 #include <seqpool/seqpool.hpp>
 
-#include "support/reference.hpp"
-#include "support/step.hpp"
+#include "support/prompts.hpp"
 
 namespace {
 
@@ -20,14 +18,6 @@ namespace method = seqpool::method;
 // One row each, fewer than a sweep's four, exactly one and one more than a
 // sweep, and either side of the 64-row tile.
 const std::vector<std::int64_t> prompt_lens{1, 4, 5, 8, 9, 63, 64, 65, 200};
-
-std::vector<float> drawn_values(std::int64_t count, std::uint32_t seed) {
-  std::mt19937 engine(seed);
-  std::uniform_real_distribution<float> value(-2.0f, 2.0f);
-  std::vector<float> drawn(count);
-  for (float& v : drawn) v = value(engine);
-  return drawn;
-}
 
 template <class T>
 constexpr double tolerance = std::is_same_v<T, float> ? 1e-5 : 1e-4;
@@ -38,28 +28,14 @@ template <class Method, class T>
 void check_blocks(std::string_view name, std::int64_t hidden_size, const std::vector<std::int64_t>& lens) {
   CAPTURE(name);
   CAPTURE(hidden_size);
-  std::int64_t rows = 0;
-  for (const std::int64_t len : lens) rows += len;
-  const std::vector<float> hidden = test::round_trip<T>(drawn_values(rows * hidden_size, 11));
+  const std::vector<float> hidden = test::round_trip<T>(test::drawn_values(test::total_rows(lens) * hidden_size, 11));
   seqpool::host_space space;
   seqpool::state_store<seqpool::host_space> state(space);
   using pooler_type = seqpool::pooler<Method, seqpool::head::embed, seqpool::host_space>;
   pooler_type pooler(space, hidden_size);
-  seqpool::batch step;
-  for (std::size_t i = 0; i < lens.size(); ++i)
-    step.requests.push_back(test::whole("r" + std::to_string(i), pooler_type::task, lens[i]));
-  const test::results results = test::run_step(space, pooler, state, step, test::convert<T>(hidden));
-
-  std::int64_t row_begin = 0;
-  for (std::size_t i = 0; i < lens.size(); ++i) {
-    CAPTURE(lens[i]);
-    const std::vector<float> prompt(hidden.begin() + row_begin * hidden_size,
-                                    hidden.begin() + (row_begin + lens[i]) * hidden_size);
-    row_begin += lens[i];
-    REQUIRE(results[i].has_value());
-    test::check_close(*results[i], test::reference(name, prompt, hidden_size, step.requests[i], {}, hidden_size),
-                      tolerance<T>);
-  }
+  const seqpool::batch step = test::whole_prompts(pooler_type::task, lens);
+  test::check_prompts(test::run_step(space, pooler, state, step, test::convert<T>(hidden)), step, hidden, hidden_size,
+                      std::vector<std::string_view>(lens.size(), name), {}, hidden_size, tolerance<T>);
 }
 
 }  // namespace
@@ -85,19 +61,14 @@ TEST_CASE("MEAN and MAX reduce every column of every block of a row") {
 
 TEST_CASE("a chunked request continues every block of its running state") {
   constexpr std::int64_t hidden_size = 3000;
-  const std::vector<float> hidden = drawn_values(200 * hidden_size, 5);
+  const std::vector<float> hidden = test::drawn_values(200 * hidden_size, 5);
   seqpool::host_space space;
   seqpool::state_store<seqpool::host_space> state(space);
   using pooler_type = seqpool::pooler<method::mean, seqpool::head::embed, seqpool::host_space>;
   pooler_type pooler(space, hidden_size);
-  const seqpool::batch first{{test::part("r", pooler_type::task, 200, 0, 130)}};
-  const seqpool::batch second{{test::part("r", pooler_type::task, 200, 130, 70)}};
-  CHECK_FALSE(test::run_step(space, pooler, state, first,
-                             std::vector<float>(hidden.begin(), hidden.begin() + 130 * hidden_size))[0]
-                  .has_value());
-  const test::results results = test::run_step(space, pooler, state, second,
-                                               std::vector<float>(hidden.begin() + 130 * hidden_size, hidden.end()));
+  const test::results results = test::pool_in_two_chunks(space, pooler, state, "r", hidden, 130);
   REQUIRE(results[0].has_value());
-  test::check_close(*results[0], test::reference("mean", hidden, hidden_size, second.requests[0], {}, hidden_size),
-                    1e-5);
+  test::check_close(
+      *results[0],
+      test::reference("mean", hidden, hidden_size, test::whole("r", pooler_type::task, 200), {}, hidden_size), 1e-5);
 }
