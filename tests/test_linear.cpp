@@ -43,12 +43,12 @@ struct drawn_layer {
 
 /// Pools one request per prompt length with Method and a head around `layer`,
 /// checks whether the plan left the layer to a pass of its own, and compares
-/// every result with the reference. A request of 200 rows spans four tiles.
+/// every result with the reference. A request of 300 rows spans three tiles.
 template <class Method, class Head>
 void check_through_layer(std::string_view name, std::int64_t hidden_size, bool classify, bool separate_pass) {
   CAPTURE(name);
   CAPTURE(hidden_size);
-  const std::vector<std::int64_t> lens{1, 7, 200};
+  const std::vector<std::int64_t> lens{1, 7, 300};
   const std::vector<float> hidden = test::drawn_values(test::total_rows(lens) * hidden_size, 5);
   seqpool::host_space space;
   seqpool::state_store<seqpool::host_space> state(space);
@@ -66,7 +66,7 @@ void check_through_layer(std::string_view name, std::int64_t hidden_size, bool c
 TEST_CASE("pooled rows go through the linear layer in the item that pools them") {
   constexpr std::int64_t hidden_size = 1030;
   SUBCASE("cls, classifier") { check_through_layer<method::cls, head::classify>("cls", hidden_size, true, false); }
-  SUBCASE("mean, classifier, one tile and four") {
+  SUBCASE("mean, classifier, one tile and three") {
     check_through_layer<method::mean, head::classify>("mean", hidden_size, true, false);
   }
   SUBCASE("max, projector") { check_through_layer<method::max, head::embed>("max", hidden_size, false, false); }
@@ -83,7 +83,7 @@ TEST_CASE("rows wider than the scratch row go through the workspace and a pass o
 
 TEST_CASE("a chunked request finishes through the layer from its running state") {
   constexpr std::int64_t hidden_size = 1030;
-  const std::vector<float> hidden = test::drawn_values(200 * hidden_size, 6);
+  const std::vector<float> hidden = test::drawn_values(330 * hidden_size, 6);
   seqpool::host_space space;
   seqpool::state_store<seqpool::host_space> state(space);
   const drawn_layer layer(space, true, 3, hidden_size);
@@ -95,7 +95,7 @@ TEST_CASE("a chunked request finishes through the layer from its running state")
     REQUIRE(results[0].has_value());
     test::check_close(
         *results[0],
-        test::reference(name, hidden, hidden_size, test::whole(std::string(name), pooler.task, 200), layer.spec, 3),
+        test::reference(name, hidden, hidden_size, test::whole(std::string(name), pooler.task, 330), layer.spec, 3),
         1e-5);
   };
   // MEAN finishes from its state and this chunk's tiles; CLS from its state alone.

@@ -16,8 +16,9 @@ namespace {
 namespace method = seqpool::method;
 
 // One row each, fewer than a sweep's four, exactly one and one more than a
-// sweep, and either side of the 64-row tile.
-const std::vector<std::int64_t> prompt_lens{1, 4, 5, 8, 9, 63, 64, 65, 200};
+// sweep, either side of a tile, and three tiles and a part.
+constexpr std::int64_t tile_rows = seqpool::host_space::shape.tile_rows;
+const std::vector<std::int64_t> prompt_lens{1, 4, 5, 8, 9, tile_rows - 1, tile_rows, tile_rows + 1, 3 * tile_rows + 9};
 
 template <class T>
 constexpr double tolerance = std::is_same_v<T, float> ? 1e-5 : 1e-4;
@@ -61,7 +62,7 @@ TEST_CASE("MEAN and MAX reduce every column of every block of a row") {
 
 TEST_CASE("a chunked request continues every block of its running state") {
   constexpr std::int64_t hidden_size = 3000;
-  const std::vector<float> hidden = test::drawn_values(200 * hidden_size, 5);
+  const std::vector<float> hidden = test::drawn_values(330 * hidden_size, 5);
   seqpool::host_space space;
   seqpool::state_store<seqpool::host_space> state(space);
   using pooler_type = seqpool::pooler<method::mean, seqpool::head::embed, seqpool::host_space>;
@@ -70,5 +71,5 @@ TEST_CASE("a chunked request continues every block of its running state") {
   REQUIRE(results[0].has_value());
   test::check_close(
       *results[0],
-      test::reference("mean", hidden, hidden_size, test::whole("r", pooler_type::task, 200), {}, hidden_size), 1e-5);
+      test::reference("mean", hidden, hidden_size, test::whole("r", pooler_type::task, 330), {}, hidden_size), 1e-5);
 }
