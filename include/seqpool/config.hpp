@@ -61,4 +61,22 @@ SEQPOOL_HOST_DEVICE void prefetch_row(const T* row, std::int64_t width) {
   for (std::int64_t element = 0; element < width; element += cache_line_bytes / sizeof(T)) prefetch(row + element);
 }
 
+/// Runs `body(c)` for the columns [begin, end) of rows of T, a cache line at a
+/// time, calling `ask(line)` with each line's first column before it: a loop
+/// over rows asks there for the same line of the rows it reads next. Whole lines
+/// get a loop of constant length, which the compiler unrolls and vectorises.
+template <class T, class Ask, class Body>
+SEQPOOL_HOST_DEVICE void by_lines(std::int64_t begin, std::int64_t end, const Ask& ask, const Body& body) {
+  constexpr std::int64_t line_elements = cache_line_bytes / sizeof(T);
+  std::int64_t line = begin;
+  for (; line + line_elements <= end; line += line_elements) {
+    ask(line);
+    SEQPOOL_SIMD
+    for (std::int64_t c = line; c < line + line_elements; ++c) body(c);
+  }
+  if (line == end) return;
+  ask(line);
+  for (std::int64_t c = line; c < end; ++c) body(c);
+}
+
 }  // namespace seqpool::detail

@@ -31,8 +31,6 @@ struct gather_rows {
   std::int64_t num_gathers;
   bool stream_results;
 
-  static constexpr std::int64_t line_elements = cache_line_bytes / sizeof(T);
-
   SEQPOOL_HOST_DEVICE void operator()(std::int64_t item) const {
     const gather_record gather = gathers[item / items_per_row];
     const request_record owner = requests[gather.request];
@@ -82,14 +80,12 @@ struct gather_rows {
       for (std::int64_t c = columns.begin; c < columns.end; ++c) out[c] = kept[c];
     } else if (owner.columns < 0) {
       const T* __restrict__ row = hidden + gather.source * row_stride;
-      std::int64_t line = columns.begin;
-      if (ahead != nullptr)
-        for (; line + line_elements <= columns.end; line += line_elements) {
-          prefetch(ahead + line);
-          SEQPOOL_SIMD
-          for (std::int64_t c = line; c < line + line_elements; ++c) out[c] = to_float(row[c]);
-        }
-      for (std::int64_t c = line; c < columns.end; ++c) out[c] = to_float(row[c]);
+      by_lines<T>(
+          columns.begin, columns.end,
+          [&](std::int64_t line) {
+            if (ahead != nullptr) prefetch(ahead + line);
+          },
+          [&](std::int64_t c) { out[c] = to_float(row[c]); });
     } else {
       const T* row = hidden + gather.source * row_stride;
       const std::int32_t* chosen = column_table + owner.columns;

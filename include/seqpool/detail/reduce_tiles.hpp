@@ -77,6 +77,12 @@ struct reduce_tiles {
   struct lines_ahead {
     const T* first = nullptr;
     std::int64_t width = 0;
+
+    /// Asks for the line at `offset` elements from `first`, when it is one of these.
+    template <prefetch_into Cache = prefetch_into::l2>
+    SEQPOOL_HOST_DEVICE void ask(std::int64_t offset) const {
+      if (offset < width) prefetch<Cache>(first + offset);
+    }
   };
 
   /// Reduces the tile's rows into `out`, starting from `init` or identity(), a
@@ -115,20 +121,17 @@ struct reduce_tiles {
       // rows after these while it is summed.
       lines_ahead ahead[4];
       for (int k = 0; k < 4; ++k) ahead[k] = ahead_of(tile, next, block, r + 4 + k);
-      // Whole lines get a loop of constant length, which the compiler unrolls.
-      const auto sweep_line = [&](std::int64_t line, std::int64_t line_end) {
-        for (const lines_ahead& later : ahead)
-          if (line - block.begin < later.width) prefetch<prefetch_into::l1>(later.first + (line - block.begin));
-        SEQPOOL_SIMD
-        for (std::int64_t c = line; c < line_end; ++c)
-          out[c] = method.accumulate(
-              method.accumulate(method.accumulate(method.accumulate(out[c], to_float(row0[c])), to_float(row1[c])),
-                                to_float(row2[c])),
-              to_float(row3[c]));
-      };
-      std::int64_t line = block.begin;
-      for (; line + line_elements <= block.end; line += line_elements) sweep_line(line, line + line_elements);
-      if (line < block.end) sweep_line(line, block.end);
+      by_lines<T>(
+          block.begin, block.end,
+          [&](std::int64_t line) {
+            for (const lines_ahead& later : ahead) later.template ask<prefetch_into::l1>(line - block.begin);
+          },
+          [&](std::int64_t c) {
+            out[c] = method.accumulate(
+                method.accumulate(method.accumulate(method.accumulate(out[c], to_float(row0[c])), to_float(row1[c])),
+                                  to_float(row2[c])),
+                to_float(row3[c]));
+          });
     }
     // The rows left over ask for the rows four on, as the sweeps did, all at once.
     for (std::int32_t left = r; left < tile.rows; ++left) {
@@ -151,15 +154,11 @@ struct reduce_tiles {
     const T* __restrict__ first = first_row;
     if (tile.rows == 1) {
       const lines_ahead later = ahead_of(tile, next, block, 1);
-      std::int64_t line = block.begin;
-      for (; line + line_elements <= block.end; line += line_elements) {
-        if (line - block.begin < later.width) prefetch(later.first + (line - block.begin));
-        SEQPOOL_SIMD
-        for (std::int64_t c = line; c < line + line_elements; ++c)
-          out[c] = method.accumulate(init != nullptr ? init[c] : method.identity(), to_float(first[c]));
-      }
-      for (std::int64_t c = line; c < block.end; ++c)
-        out[c] = method.accumulate(init != nullptr ? init[c] : method.identity(), to_float(first[c]));
+      by_lines<T>(
+          block.begin, block.end, [&](std::int64_t line) { later.ask(line - block.begin); },
+          [&](std::int64_t c) {
+            out[c] = method.accumulate(init != nullptr ? init[c] : method.identity(), to_float(first[c]));
+          });
     } else if (init != nullptr) {
       for (std::int64_t c = block.begin; c < block.end; ++c) out[c] = method.accumulate(init[c], to_float(first[c]));
     } else {
