@@ -17,7 +17,7 @@ namespace {
 
 namespace method = seqpool::method;
 namespace head = seqpool::head;
-using seqpool::detail::scratch_row_floats;
+constexpr std::int64_t scratch_row_floats = seqpool::detail::host::launch_policy::scratch_row_floats;
 
 /// A layer of `out_features` outputs over `in_features` columns, with a bias, in
 /// host memory, and the reference's description of the head around it.

@@ -62,13 +62,13 @@ TEST_CASE_TEMPLATE("after reserve_upload a staged upload is one upload and nothi
   CHECK(std::to_integer<int>(uploaded[99]) == 7);
 }
 
-TEST_CASE_TEMPLATE("staging without room first is an allocation the audit sees", Space, seqpool::host_space,
+TEST_CASE_TEMPLATE("staging without room made first throws before anything is written", Space, seqpool::host_space,
                    device_omp) {
   Space space;
   const seqpool::audit_scope scope(space.audit());
-  space.upload(space.stage(64));
-  CHECK(scope.counts().allocations > 0);
-  CHECK_FALSE(seqpool::keeps_sync_contract(scope.counts()));
+  CHECK_THROWS_WITH_AS(space.stage(64), doctest::Contains("call reserve() with this step's plan before"),
+                       seqpool::error);
+  CHECK(scope.counts() == seqpool::audit_counts{});
 }
 
 namespace {
@@ -78,8 +78,7 @@ class manual_backend : public seqpool::omp_backend {
  public:
   using event = std::size_t;
 
-  explicit manual_backend(std::shared_ptr<std::vector<bool>> complete, std::shared_ptr<bool> capturing = {})
-      : complete_(std::move(complete)), capturing_(capturing ? std::move(capturing) : std::make_shared<bool>(false)) {}
+  explicit manual_backend(std::shared_ptr<std::vector<bool>> complete) : complete_(std::move(complete)) {}
 
   event create_event() {
     complete_->push_back(true);
@@ -89,58 +88,78 @@ class manual_backend : public seqpool::omp_backend {
   void record(event& marker) { (*complete_)[marker] = false; }
   bool is_complete(const event& marker) const { return (*complete_)[marker]; }
   void wait(const event& marker) { (*complete_)[marker] = true; }
-  bool is_capturing() const { return *capturing_; }
 
  private:
   std::shared_ptr<std::vector<bool>> complete_;
-  std::shared_ptr<bool> capturing_;
 };
 
 }  // namespace
 
-TEST_CASE("a staging slot is rewritten only after the copy from it has completed") {
+TEST_CASE("a staging slot is settled outside the step, and only once its copy has completed") {
   auto complete = std::make_shared<std::vector<bool>>();
   seqpool::device_space<manual_backend> space(manual_backend(complete), 2);
   space.reserve_upload(64);
-  const seqpool::audit_scope scope(space.audit());
-
   const std::span<std::byte> first = space.stage(64);
   space.upload(first);
+  space.reserve_upload(64);
   const std::span<std::byte> second = space.stage(64);
   CHECK(second.data() != first.data());  // the first slot's copy is still in flight
   space.upload(second);
-  CHECK(scope.counts().waits == 0);
+  const seqpool::audit_scope scope(space.audit());
 
-  SUBCASE("a slot whose copy completed is reused without waiting") {
+  SUBCASE("a step that was not reserved for refuses the slot, whose copy may be pending") {
+    CHECK_THROWS_AS(space.stage(64), seqpool::error);
+    CHECK(scope.counts() == seqpool::audit_counts{});
+  }
+  SUBCASE("a slot whose copy completed is settled without waiting") {
     complete->assign(complete->size(), true);
+    space.reserve_upload(64);
     CHECK(space.stage(64).data() == first.data());
-    CHECK(scope.counts().waits == 0);
+    CHECK(scope.counts() == seqpool::audit_counts{});
   }
-  SUBCASE("a slot whose copy is pending costs a counted wait") {
-    CHECK(space.stage(64).data() == first.data());
-    CHECK(scope.counts().waits == 1);
+  SUBCASE("a slot whose copy is pending costs reserve_upload a counted wait, never the step") {
+    space.reserve_upload(64);
+    CHECK(scope.counts() == seqpool::audit_counts{.waits = 1});
+    const seqpool::audit_scope step(space.audit());
+    space.upload(space.stage(64));
+    CHECK(step.counts() == seqpool::audit_counts{.uploads = 1});
   }
-  CHECK(scope.counts().allocations == 0);
-  CHECK(scope.counts().uploads == 2);
+  SUBCASE("growing a slot waits for its copy and frees it, which waits too") {
+    space.reserve_upload(128);
+    CHECK(scope.counts().waits >= 2);
+    CHECK(scope.counts().allocations == 2 + 2 + 2);  // two slots freed and allocated, and the device block
+  }
 }
 
-TEST_CASE("a slot staged while the stream is captured belongs to the graph from then on") {
-  auto complete = std::make_shared<std::vector<bool>>();
-  auto capturing = std::make_shared<bool>(false);
-  seqpool::device_space<manual_backend> space(manual_backend(complete, capturing), 1);
-  space.reserve_upload(64);
-  const std::span<std::byte> captured = space.stage(64);
-  *capturing = true;
-  space.upload(captured);  // the graph replays this copy from `captured`
-  *capturing = false;
+TEST_CASE("the capture stand-in refuses what CUDA refuses during a capture, and replays what it recorded") {
+  device_omp space;
+  space.reserve_upload(16);
+  seqpool::buffer<int, device_omp> value(space, 1);
+  space.zero(value.data(), sizeof(int));
+  space.backend().begin_capture();
+  CHECK(space.capturing());
+  CHECK_THROWS_WITH_AS(space.synchronize(), doctest::Contains("cudaStreamSynchronize"), seqpool::device_error);
+  CHECK_THROWS_WITH_AS(space.allocate_bytes(8), doctest::Contains("cudaMallocAsync"), seqpool::device_error);
+  CHECK_THROWS_WITH_AS(space.reserve_upload(64), doctest::Contains("outside stream capture"), seqpool::error);
+  CHECK_THROWS_WITH_AS(space.backend().is_complete({}), doctest::Contains("cudaEventQuery"), seqpool::device_error);
+  // A copy is recorded, not run: its source is read when the graph is launched.
+  std::vector<int> source{3};
+  space.backend().copy_to_device(value.data(), source.data(), sizeof(int));
+  const seqpool::omp_backend::graph graph = space.backend().end_capture();
+  CHECK_FALSE(space.capturing());
+  std::vector<int> back(1);
+  space.copy_out(cuda::std::span<const int>(value.data(), 1), std::span<int>(back));
+  CHECK(back[0] == 0);
+  source[0] = 5;
+  graph.launch();
+  space.copy_out(cuda::std::span<const int>(value.data(), 1), std::span<int>(back));
+  CHECK(back[0] == 5);
 
-  // The ring has a fresh slot: the host never rewrites the one the graph reads.
-  space.reserve_upload(64);
-  const seqpool::audit_scope scope(space.audit());
-  const std::span<std::byte> next = space.stage(64);
-  CHECK(next.data() != captured.data());
-  space.upload(next);
-  CHECK(scope.counts() == seqpool::audit_counts{.uploads = 1});
+  SUBCASE("a free during a capture fails the capture when it ends") {
+    space.backend().begin_capture();
+    { seqpool::buffer<int, device_omp> freed(std::move(value)); }
+    CHECK_THROWS_WITH_AS(space.backend().end_capture(), doctest::Contains("cudaFreeAsync"), seqpool::device_error);
+  }
 }
 
 TEST_CASE("upload takes only the block the last stage() handed out") {

@@ -15,8 +15,8 @@
 namespace {
 
 namespace method = seqpool::method;
-using seqpool::detail::scratch_row_floats;
-using seqpool::detail::streamed_output_bytes;
+constexpr std::int64_t scratch_row_floats = seqpool::detail::host::launch_policy::scratch_row_floats;
+using seqpool::detail::host::streamed_output_bytes;
 
 /// Pools `prompt_lens` (one request each) with Method and the normalising embed
 /// head on host_space, checks that the results were large enough to be streamed,
@@ -50,7 +50,7 @@ TEST_CASE("stream_row copies every width to every alignment and touches nothing 
       CAPTURE(width);
       const seqpool::buffer<float, seqpool::host_space> to(space, static_cast<std::size_t>(width + slack));
       std::fill(to.data(), to.data() + to.size(), -1.0f);
-      seqpool::detail::stream_row(to.data() + offset, from.data(), width);
+      seqpool::detail::host::stream_row(to.data() + offset, from.data(), width);
       for (std::int64_t i = 0; i < width + slack; ++i) {
         const bool inside = i >= offset && i < offset + width;
         if (to.data()[i] != (inside ? from[i - offset] : -1.0f)) FAIL("float " << i << " is " << to.data()[i]);

@@ -17,7 +17,7 @@ namespace method = seqpool::method;
 
 // One row each, fewer than a sweep's four, exactly one and one more than a
 // sweep, either side of a tile, and three tiles and a part.
-constexpr std::int64_t tile_rows = seqpool::host_space::shape.tile_rows;
+constexpr std::int64_t tile_rows = seqpool::detail::host::launch_policy::tile_rows;
 const std::vector<std::int64_t> prompt_lens{1, 4, 5, 8, 9, tile_rows - 1, tile_rows, tile_rows + 1, 3 * tile_rows + 9};
 
 template <class T>
@@ -55,7 +55,7 @@ TEST_CASE("MEAN and MAX reduce every column of every block of a row") {
     // 250 results of 5000 floats pass the streaming threshold: each is reduced
     // in a scratch row, block by block, before it is written out.
     const std::vector<std::int64_t> lens(250, 6);
-    REQUIRE(static_cast<std::size_t>(lens.size() * 5000) * sizeof(float) >= seqpool::detail::streamed_output_bytes);
+    REQUIRE(static_cast<std::size_t>(lens.size() * 5000) * sizeof(float) >= seqpool::detail::host::streamed_output_bytes);
     check_blocks<method::mean, __nv_bfloat16>("mean", 5000, lens);
   }
 }

@@ -5,6 +5,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <optional>
 #include <span>
 #include <tuple>
@@ -15,9 +16,11 @@
 #include <cuda/std/span>
 
 #include <seqpool/batch.hpp>
+#include <seqpool/capacity.hpp>
 #include <seqpool/detail/check_forward.hpp>
 #include <seqpool/error.hpp>
 #include <seqpool/hidden.hpp>
+#include <seqpool/detail/index_block.hpp>
 #include <seqpool/plan.hpp>
 #include <seqpool/state.hpp>
 
@@ -63,7 +66,6 @@ struct dispatch_plan {
     std::vector<std::size_t> requests;  ///< batch indices, in batch order
     step_plan plan;
     std::size_t block_offset = 0;  ///< where its records start in the step's upload
-    std::int64_t output_offset = 0;
   };
 
   /// Per request in batch order: where its result lies in the step's output, or nothing.
@@ -81,11 +83,15 @@ class dispatcher;
 /// Walks a step's requests in order, groups consecutive requests that share a
 /// task, gives each group its rows of the hidden states, and returns results in
 /// batch order. The groups of one task are planned together, with rows counted
-/// from the start of the step, so a step launches each pooler's passes once
+/// from the start of the step, so a step launches each pooler's work once
 /// however often the tasks alternate, and the whole step is one upload. Poolers
 /// are reached through the table only, without virtual calls. A table entry may
 /// be left empty (std::nullopt) where a deployment serves fewer tasks; its task
 /// is then refused like one the table lacks.
+///
+/// Given a capacity (reserve_capacity()), every entry's records get a region of
+/// the upload of their own, so that a step captured once (capture()) replays for
+/// every batch that fits (restage()), whichever tasks it holds.
 template <class... Entries>
 class dispatcher<dispatch_table<Entries...>> {
  public:
@@ -113,6 +119,10 @@ class dispatcher<dispatch_table<Entries...>> {
       if (!entry_of(group.task))
         detail::fail_request(group.first_request, step.requests[group.first_request].id, "task", name(group.task),
                              " has no pooler in the dispatch table");
+    if (capacity_) {
+      detail::check_limit("requests", static_cast<std::int64_t>(step.requests.size()), capacity_->requests);
+      detail::check_rows_fit(*capacity_, layout.num_rows);
+    }
 
     dispatch_plan whole;
     whole.num_rows = layout.num_rows;
@@ -123,68 +133,167 @@ class dispatcher<dispatch_table<Entries...>> {
       for (std::size_t i = group.first_request; i < group.first_request + group.num_requests; ++i)
         chunks[i].row_begin += group.row_begin;
 
+    std::int64_t result_rows = 0;
+    std::int64_t columns = 0;
     for (std::size_t entry = 0; entry < table::tasks.size(); ++entry) {
       dispatch_plan::launch launch;
       launch.entry = entry;
       for (std::size_t i = 0; i < step.requests.size(); ++i)
         if (step.requests[i].task == table::tasks[entry]) launch.requests.push_back(i);
       if (launch.requests.empty()) continue;
-      with_pooler(poolers_, entry,
-                  [&](const auto& pooler) { launch.plan = pooler.plan(step, chunks, launch.requests, state); });
-      launch.block_offset = (whole.block_bytes + block_alignment - 1) / block_alignment * block_alignment;
-      launch.output_offset = whole.output_size;
-      whole.block_bytes = launch.block_offset + launch.plan.block.bytes;
-      whole.output_size += launch.plan.output_size;
-      for (std::size_t k = 0; k < launch.requests.size(); ++k)
-        if (const auto& result = launch.plan.results[k])
-          whole.results[launch.requests[k]] =
-              result_slice{result->offset + launch.output_offset, result->rows, result->cols};
+      const std::int64_t output_begin = detail::align_floats(whole.output_size);
+      with_pooler(poolers_, entry, [&](const auto& pooler) {
+        launch.plan = pooler.plan(step, chunks, launch.requests, state, output_begin);
+        if constexpr (std::remove_cvref_t<decltype(pooler)>::token_wise) result_rows += launch.plan.result_rows;
+      });
+      columns += static_cast<std::int64_t>(launch.plan.block.records.column_table.size());
+      launch.block_offset = capacity_ ? regions_[entry] : detail::align_bytes(whole.block_bytes);
+      whole.block_bytes = std::max(whole.block_bytes, launch.block_offset + launch.plan.block.bytes);
+      whole.output_size = output_begin + launch.plan.output_size;
+      for (std::size_t k = 0; k < launch.requests.size(); ++k) whole.results[launch.requests[k]] = launch.plan.results[k];
       whole.launches.push_back(std::move(launch));
+    }
+    if (capacity_) {
+      detail::check_limit("result_rows", result_rows, capacity_->result_rows);
+      detail::check_limit("columns", columns, capacity_->columns);
+      whole.block_bytes = capacity_bytes_;  // every entry's region, each with a header to write
     }
     return whole;
   }
 
   /// Outside the step: room for the one upload, every pooler's workspace and the
-  /// state slots of chunked requests. The audit counts what it allocates.
+  /// state blocks of chunked requests. The audit counts what it allocates.
   void reserve(const dispatch_plan& plan, state_store<space_type>& state) {
-    space_->reserve_upload(plan.block_bytes);
     for (const dispatch_plan::launch& launch : plan.launches)
       with_pooler(poolers_, launch.entry, [&](auto& pooler) { pooler.reserve(launch.plan, state); });
+    space_->reserve_upload(plan.block_bytes);
   }
 
-  /// The step: one upload of every pooler's records, then each pooler's passes
-  /// over the hidden states. `output` must hold plan.output_size floats.
+  /// The step: one upload of every pooler's records, then each pooler's work
+  /// over the hidden states. `output` must hold plan.output_size floats. Inside
+  /// a stream capture, use capture().
   template <hidden_element T>
   void forward(hidden_view<T> hidden, const dispatch_plan& plan, state_store<space_type>& state,
                cuda::std::span<float> output) {
     detail::check_forward(hidden, hidden_size_, plan.num_rows, plan.output_size, output);
-    reserve(plan, state);
-
-    if (plan.block_bytes > 0) {
+    if (space_->capturing())
+      detail::fail("forward", "the stream is being captured: a captured step goes through capture() and a graph_upload");
+    check_reserved(plan, state);
+    if (!plan.launches.empty()) {
       const std::span<std::byte> staged = space_->stage(plan.block_bytes);
-      for (const dispatch_plan::launch& launch : plan.launches)
-        with_pooler(poolers_, launch.entry, [&](const auto& pooler) {
-          pooler.encode(launch.plan, state, staged.subspan(launch.block_offset, launch.plan.block.bytes));
-        });
+      encode(plan, state, staged);
       const std::byte* uploaded = space_->upload(staged);
       for (const dispatch_plan::launch& launch : plan.launches)
         with_pooler(poolers_, launch.entry, [&](auto& pooler) {
-          pooler.launch(hidden, launch.plan, uploaded + launch.block_offset,
-                        output.subspan(launch.output_offset, launch.plan.output_size));
+          pooler.launch(hidden, &launch.plan, uploaded + launch.block_offset, output);
         });
     }
+    advance(plan, state);
+  }
+
+  // Capacity and capture.
+
+  /// Fixes the largest step the dispatcher takes (every task's pooler may get
+  /// all of it) and makes room for it outside any step.
+  void reserve_capacity(const capacity& limits) {
+    std::size_t bytes = 0;
+    std::int64_t per_request = 0;
+    std::int64_t per_result_row = 0;
+    for_each_entry([&](std::size_t entry, auto& pooler) {
+      pooler.reserve_capacity(limits);
+      regions_[entry] = detail::align_bytes(bytes);
+      bytes = regions_[entry] + pooler.bounds().block_bytes;
+      per_request = std::max(per_request, pooler.bounds().output_per_request);
+      per_result_row = std::max(per_result_row, pooler.bounds().output_per_result_row);
+    });
+    capacity_ = limits;
+    capacity_bytes_ = bytes;
+    // Each task's results start on a 16-byte boundary: up to 3 floats more per entry.
+    output_capacity_ = per_request * limits.requests + per_result_row * limits.result_rows +
+                       3 * static_cast<std::int64_t>(sizeof...(Entries));
+  }
+
+  /// The floats an output must hold for any step within the capacity.
+  std::int64_t output_capacity() const {
+    require_capacity("output_capacity");
+    return output_capacity_;
+  }
+
+  /// Outside any capture: the staging one captured step needs (device spaces).
+  auto reserve_graph() requires(space_type::layer == layer::device) {
+    require_capacity("reserve_graph");
+    return space_->reserve_graph(capacity_bytes_);
+  }
+
+  /// Records the step into the stream capture in progress: the upload of the
+  /// whole capacity block from `home`, and every pooler's launches sized by the
+  /// capacity (a task absent from this step included, so that later batches may
+  /// hold it). The graph reads `hidden` (capacity.rows rows) and writes `output`
+  /// (output_capacity() floats) at every replay: they, `home`, the dispatcher
+  /// and the state store must outlive it. Launch the graph, then call
+  /// home.mark_launched(); each later step is restage() and the same.
+  template <hidden_element T, class Upload>
+  void capture(hidden_view<T> hidden, const dispatch_plan& plan, state_store<space_type>& state,
+               cuda::std::span<float> output, Upload& home) {
+    require_capacity("capture");
+    detail::check_captured_views(hidden, hidden_size_, capacity_->rows, output_capacity_, output);
+    check_reserved(plan, state);
+    encode(plan, state, space_->stage(home));
+    const std::byte* uploaded = space_->upload(home);
+    for_each_entry([&](std::size_t entry, auto& pooler) {
+      pooler.launch(hidden, nullptr, uploaded + regions_[entry], output);
+    });
+    advance(plan, state);
+  }
+
+  /// Between replays of a captured step: writes the next step's plan into the
+  /// graph's slot (once the last replay has read it) and moves chunked requests
+  /// on. Then launch the graph and call home.mark_launched(). The step's hidden
+  /// states go into the first plan.num_rows rows of the captured buffer.
+  template <class Upload>
+  void restage(const dispatch_plan& plan, state_store<space_type>& state, Upload& home) {
+    require_capacity("restage");
+    check_reserved(plan, state);
+    encode(plan, state, space_->restage(home));
+    advance(plan, state);
+  }
+
+ private:
+  void require_capacity(const char* call) const {
+    if (!capacity_) detail::fail(call, "needs a capacity: call reserve_capacity() first");
+  }
+
+  void check_reserved(const dispatch_plan& plan, const state_store<space_type>& state) const {
+    for (const dispatch_plan::launch& launch : plan.launches)
+      with_pooler(poolers_, launch.entry, [&](const auto& pooler) { pooler.check_reserved(launch.plan, state); });
+  }
+
+  /// Writes every pooler's records at its offset; with a capacity, an entry
+  /// without requests gets an empty header, which its launches read as nothing to do.
+  void encode(const dispatch_plan& plan, const state_store<space_type>& state, std::span<std::byte> staged) const {
+    if (capacity_)
+      for (std::size_t entry = 0; entry < table::tasks.size(); ++entry)
+        if (present(entry)) std::memset(staged.data() + regions_[entry], 0, sizeof(detail::plan_sections));
+    for (const dispatch_plan::launch& launch : plan.launches)
+      with_pooler(poolers_, launch.entry, [&](const auto& pooler) {
+        pooler.encode(launch.plan, state, staged.subspan(launch.block_offset, launch.plan.block.bytes));
+      });
+  }
+
+  void advance(const dispatch_plan& plan, state_store<space_type>& state) const {
     for (const dispatch_plan::launch& launch : plan.launches)
       with_pooler(poolers_, launch.entry, [&](const auto& pooler) { pooler.advance(launch.plan, state); });
   }
 
- private:
-  static constexpr std::size_t block_alignment = 16;
+  bool present(std::size_t entry) const {
+    const auto filled = std::apply(
+        [](const auto&... poolers) { return std::array<bool, sizeof...(Entries)>{poolers.has_value()...}; }, poolers_);
+    return filled[entry];
+  }
 
   std::optional<std::size_t> entry_of(task wanted) const {
-    const auto present = std::apply(
-        [](const auto&... poolers) { return std::array<bool, sizeof...(Entries)>{poolers.has_value()...}; }, poolers_);
-    for (std::size_t entry = 0; entry < present.size(); ++entry)
-      if (table::tasks[entry] == wanted && present[entry]) return entry;
+    for (std::size_t entry = 0; entry < table::tasks.size(); ++entry)
+      if (table::tasks[entry] == wanted && present(entry)) return entry;
     return std::nullopt;
   }
 
@@ -200,9 +309,20 @@ class dispatcher<dispatch_table<Entries...>> {
     std::apply([&](const auto&... poolers) { ((poolers ? work(*poolers) : void()), ...); }, poolers_);
   }
 
+  /// Calls `work(entry, pooler)` for every present entry.
+  template <class Work>
+  void for_each_entry(Work&& work) {
+    std::size_t entry = 0;
+    std::apply([&](auto&... poolers) { ((poolers ? work(entry++, *poolers) : void(entry++)), ...); }, poolers_);
+  }
+
   space_type* space_;
   std::tuple<std::optional<typename Entries::pooler_type>...> poolers_;
   std::int64_t hidden_size_ = 0;
+  std::optional<capacity> capacity_;
+  std::array<std::size_t, sizeof...(Entries)> regions_{};  ///< each entry's offset in the capacity block
+  std::size_t capacity_bytes_ = 0;
+  std::int64_t output_capacity_ = 0;
 };
 
 }  // namespace seqpool

@@ -14,7 +14,8 @@
 namespace seqpool {
 
 /// Where a finished request's result lies in the step's output: `rows` rows of
-/// `cols` floats from `offset`. A sequence task has one row.
+/// `cols` floats from `offset`, which is a multiple of 4 (16 bytes). A sequence
+/// task has one row.
 struct result_slice {
   std::int64_t offset = 0;
   std::int64_t rows = 0;
@@ -27,44 +28,36 @@ namespace detail {
 struct plan_records {
   std::vector<request_record> requests;
   std::vector<tile_record> tiles;
-  std::vector<combine_record> combines;
+  std::vector<work_record> works;
+  std::vector<std::int32_t> combines;
   std::vector<gather_record> gathers;
   std::vector<std::int32_t> column_table;
   std::vector<linear_record> linears;
-  std::vector<finish_record> finishes;
-};
 
-/// Where each kind of record sits in the uploaded block.
-struct plan_sections {
-  section<request_record> requests;
-  section<float*> state_table;  ///< one slot pointer per request, known only once reserve() has run
-  section<tile_record> tiles;
-  section<combine_record> combines;
-  section<gather_record> gathers;
-  section<std::int32_t> column_table;
-  section<linear_record> linears;
-  section<finish_record> finishes;
+  record_counts counts() const {
+    return {requests.size(), tiles.size(), works.size(), combines.size(), gathers.size(), column_table.size(),
+            linears.size()};
+  }
 };
 
 /// The step's index block as the plan laid it out. The records stay in their
-/// vectors until forward() writes them straight into the staging slot.
+/// vectors until the step writes them straight into a staging slot.
 struct plan_block {
   plan_records records;
   plan_sections at;
   std::size_t bytes = 0;
-  std::int64_t widest_tile = 0;  ///< the most columns any tile, combine or gather covers
-  std::int64_t widest_linear = 0;
 
-  /// Writes every section into the block at `base`, with an empty state table.
+  /// Writes the header and every section into the block at `base`, with an empty state table.
   void write(std::byte* base) const {
+    std::memcpy(base, &at, sizeof at);
     copy(at.requests, records.requests, base);
-    std::memset(base + at.state_table.offset, 0, at.state_table.count * sizeof(float*));
+    if (at.state_table.count > 0) std::memset(base + at.state_table.offset, 0, at.state_table.count * sizeof(float*));
     copy(at.tiles, records.tiles, base);
+    copy(at.works, records.works, base);
     copy(at.combines, records.combines, base);
     copy(at.gathers, records.gathers, base);
     copy(at.column_table, records.column_table, base);
     copy(at.linears, records.linears, base);
-    copy(at.finishes, records.finishes, base);
   }
 
  private:
@@ -74,10 +67,22 @@ struct plan_block {
   }
 };
 
+/// The most a step within a capacity can need: records (and the bytes of its
+/// block), workspace, arrival counters, and output floats (per request, and per
+/// result row of a token task).
+struct plan_bounds {
+  record_counts records;
+  std::size_t block_bytes = 0;
+  std::int64_t workspace_floats = 0;
+  std::int64_t arrivals = 0;
+  std::int64_t output_per_request = 0;
+  std::int64_t output_per_result_row = 0;
+};
+
 /// A request that keeps state across steps, and how many floats it keeps.
 struct state_use {
-  std::int32_t slot;  ///< its entry in the state table
-  request owner;      ///< a copy without token ids (the plan may outlive them)
+  std::int32_t request;  ///< its entry in the state table
+  seqpool::request owner;  ///< a copy without token ids (the plan may outlive them)
   std::size_t floats;
 };
 
@@ -90,6 +95,8 @@ struct step_plan {
   std::int64_t output_size = 0;       ///< floats the output must hold
   std::int64_t num_rows = 0;          ///< rows the step's hidden states must have (at least)
   std::int64_t workspace_floats = 0;  ///< scratch the launch needs (partials, pooled rows)
+  std::int64_t arrivals = 0;          ///< arrival counters the device kernels need
+  std::int64_t result_rows = 0;       ///< rows of the results it returns
   detail::plan_block block;
   std::vector<detail::state_use> stateful;
 };

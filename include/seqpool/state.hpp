@@ -78,6 +78,12 @@ class state_store {
     return held.data;
   }
 
+  /// Whether reserve() made a block of at least `floats` floats for the request.
+  bool holds(std::string_view id, std::size_t floats) const {
+    const auto found = slots_.find(id);
+    return found != slots_.end() && found->second.floats >= floats;
+  }
+
   /// The slot's memory; the request must have been reserved.
   float* data(std::string_view id) const { return slots_.find(id)->second.data; }
 

@@ -25,4 +25,21 @@ void check_forward(hidden_view<T> hidden, std::int64_t hidden_size, std::int64_t
     fail("output", "holds ", output.size(), " floats but the step writes ", output_size);
 }
 
+/// Throws seqpool::error unless the views a captured step is given span the
+/// whole buffers every replay reads and writes: `rows` rows of hidden states of
+/// the pooler's width, and an output of `output_size` floats.
+template <hidden_element T>
+void check_captured_views(hidden_view<T> hidden, std::int64_t hidden_size, std::int64_t rows, std::int64_t output_size,
+                          cuda::std::span<float> output) {
+  if (hidden.extent(1) != hidden_size)
+    fail("hidden_states", "width ", hidden.extent(1), " differs from hidden_size ", hidden_size);
+  if (hidden.stride(1) != 1) fail("hidden_states", "columns must be contiguous");
+  if (hidden.extent(0) != rows)
+    fail("hidden_states", "a captured step reads the same buffer at every replay: give it all ", rows,
+         " rows of the capacity, not ", hidden.extent(0));
+  if (std::cmp_less(output.size(), output_size))
+    fail("output", "a captured step writes the same buffer at every replay: it must hold output_capacity() = ",
+         output_size, " floats, not ", output.size());
+}
+
 }  // namespace seqpool::detail

@@ -3,65 +3,59 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <cstring>
 #include <optional>
 #include <span>
 #include <utility>
 #include <vector>
 
 #include <seqpool/batch.hpp>
-#include <seqpool/config.hpp>
+#include <seqpool/capacity.hpp>
+#include <seqpool/detail/device/policy.hpp>
+#include <seqpool/detail/host/policy.hpp>
 #include <seqpool/detail/index_block.hpp>
 #include <seqpool/detail/records.hpp>
 #include <seqpool/method/concepts.hpp>
 #include <seqpool/plan.hpp>
-#include <seqpool/space/memory_space.hpp>
 
 namespace seqpool::detail {
 
 /// Every size, offset and index of a step is decided here, on the host, from
-/// metadata the host has; device work only follows the records.
+/// metadata the host has; device work only follows the records. `Policy` is the
+/// layer's launch policy, which says how requests are cut into tiles.
+template <class Policy>
 class plan_builder {
  public:
   /// `num_requests`: how many requests will be added, to allocate once.
-  plan_builder(std::int64_t hidden_size, launch_shape shape, bool has_linear, std::size_t num_requests)
-      : hidden_size_(hidden_size), shape_(shape), has_linear_(has_linear) {
+  /// `output_begin`: where this plan's results start in the step's output.
+  plan_builder(std::int64_t hidden_size, bool has_linear, std::size_t num_requests, std::int64_t output_begin)
+      : hidden_size_(hidden_size), has_linear_(has_linear), output_begin_(output_begin), output_end_(output_begin) {
     results_.reserve(num_requests);
     records_.requests.reserve(num_requests);
   }
 
-  /// A sequence method's request: tiles over its window, a combine where a
-  /// request has other than one tile, and its result row or state as the target.
+  /// A sequence method's request: tiles over its window, its result row or its
+  /// state as the destination.
   void add_pooled(const request& r, const chunk& part, row_window window, bool keeps_state, std::int64_t out_width) {
-    const std::int32_t slot = add_request(r, -1);
+    const std::int32_t index = add_request(r, -1);
     const bool uses_state = part.partial() && keeps_state;
-    if (part.partial()) keep_state(slot, r, keeps_state ? hidden_size_ : 0);
+    if (part.partial()) keep_state(index, r, keeps_state ? hidden_size_ : 0);
     destination to;
     if (part.finished())
-      to = route_results(slot, 1, hidden_size_, out_width);
+      to = route_results(index, 1, hidden_size_, out_width);
     else if (uses_state)
       to = {target::state, 0, hidden_size_, 0, hidden_size_};
     else
       return;  // a chunk that neither finishes nor keeps anything (LAST before the end)
-    const std::uint8_t flags = to.flags | (uses_state && !part.first_chunk() ? from_state : 0);
-    const auto width = static_cast<std::int32_t>(to.row_width);
-    widest_tile_ = std::max(widest_tile_, to.row_width);
-
-    const std::int64_t num_tiles = (window.count + shape_.tile_rows - 1) / shape_.tile_rows;
-    if (num_tiles == 0 && !part.finished()) return;  // the state already holds all there is (CLS after its first chunk)
-    if (num_tiles == 1) {
-      records_.tiles.push_back(
-          {window.begin, to.offset, static_cast<std::int32_t>(window.count), slot, width, to.where, flags});
-      return;
-    }
-    const std::int64_t partials = take_workspace(num_tiles * to.row_width);
-    for (std::int64_t t = 0; t < num_tiles; ++t) {
-      const std::int64_t rows = std::min(shape_.tile_rows, window.count - t * shape_.tile_rows);
-      records_.tiles.push_back({window.begin + t * shape_.tile_rows, partials + t * to.row_width,
-                                static_cast<std::int32_t>(rows), slot, width, target::workspace, 0});
-    }
-    records_.combines.push_back(
-        {partials, to.offset, static_cast<std::int32_t>(num_tiles), slot, width, to.where, flags});
+    if (window.count == 0 && !part.finished()) return;  // the state holds all there is (CLS after its first chunk)
+    request_record& owner = records_.requests[index];
+    owner.where = to.where;
+    owner.offset = to.offset;
+    owner.width = static_cast<std::int32_t>(to.row_width);
+    owner.flags = to.flags | (uses_state && !part.first_chunk() ? from_state : 0);
+    if constexpr (Policy::merges_in_launch)
+      cut_for_device(index, window);
+    else
+      cut_for_host(index, window);
   }
 
   /// A token method's request: one gather per row it returns (earlier chunks'
@@ -76,49 +70,80 @@ class plan_builder {
       column_offset = static_cast<std::int64_t>(records_.column_table.size());
       for (const std::int64_t column : columns) records_.column_table.push_back(static_cast<std::int32_t>(column));
     }
-    const std::int32_t slot = add_request(r, column_offset);
-    if (part.partial()) keep_state(slot, r, static_cast<std::size_t>(rows_total * width));
+    const std::int32_t index = add_request(r, column_offset);
+    if (part.partial()) keep_state(index, r, static_cast<std::size_t>(rows_total * width));
     const std::int64_t rows = rows_before + static_cast<std::int64_t>(chosen.size());
     const destination to =
-        part.finished() ? route_results(slot, rows, width, out_width) : destination{target::state, 0, width, 0, width};
-    request_record& owner = records_.requests[slot];
-    owner.row_width = static_cast<std::int32_t>(to.row_width);
+        part.finished() ? route_results(index, rows, width, out_width) : destination{target::state, 0, width, 0, width};
+    request_record& owner = records_.requests[index];
     owner.where = to.where;
+    owner.offset = to.offset;
+    owner.width = static_cast<std::int32_t>(to.row_width);
     owner.flags = to.flags;
-    widest_tile_ = std::max(widest_tile_, to.row_width);
 
     if (part.finished())
       for (std::int64_t k = 0; k < rows_before; ++k)
-        records_.gathers.push_back({-1 - k * width, to.offset + k * to.row_stride, slot});
+        records_.gathers.push_back({-1 - k * width, to.offset + k * to.row_stride, index});
     for (std::size_t j = 0; j < chosen.size(); ++j) {
       const std::int64_t k = rows_before + static_cast<std::int64_t>(j);
       records_.gathers.push_back(
-          {part.first_row() + (chosen[j] - part.num_computed), to.offset + k * to.row_stride, slot});
+          {part.first_row() + (chosen[j] - part.num_computed), to.offset + k * to.row_stride, index});
     }
+  }
+
+  /// The most a step within `limits` can need of what build() counts, for rows
+  /// of `hidden_size` columns and results at most `widest_result` wide. Each
+  /// term bounds its count whatever the batch: a request is at most one tile
+  /// more than its rows fill, a split request reads more than packed_elements,
+  /// and every result starts on a 16-byte boundary.
+  static plan_bounds bounds(const capacity& limits, std::int64_t hidden_size, std::int64_t widest_result,
+                            bool token_wise, bool has_linear) {
+    const auto requests = static_cast<std::size_t>(limits.requests);
+    const std::int64_t rows = limits.rows;
+    plan_bounds most;
+    most.records.requests = requests;
+    if (token_wise) {
+      most.records.gathers = static_cast<std::size_t>(limits.result_rows + rows);
+      most.records.columns = static_cast<std::size_t>(limits.columns);
+      if (has_linear) {
+        most.records.linears = static_cast<std::size_t>(limits.result_rows);
+        most.workspace_floats = limits.result_rows * hidden_size + 3 * limits.requests;
+      }
+      most.output_per_request = 3;
+      most.output_per_result_row = widest_result;
+    } else {
+      const std::int64_t tiles = limits.requests + rows / Policy::tile_rows;
+      most.records.tiles = static_cast<std::size_t>(tiles);
+      const std::int64_t pooled = has_linear ? limits.requests * (hidden_size + 3) : 0;
+      const std::int64_t partials = (2 * rows / Policy::tile_rows + limits.requests) * (hidden_size + 3);
+      most.workspace_floats = pooled + partials;
+      if constexpr (Policy::merges_in_launch) {
+        const std::int64_t slabs = (hidden_size + Policy::slab_columns - 1) / Policy::slab_columns;
+        const std::int64_t split = std::min(limits.requests, rows * hidden_size / (Policy::packed_elements + 1));
+        most.records.works = static_cast<std::size_t>(limits.requests + (split + rows / Policy::tile_rows) * slabs);
+        most.arrivals = split * (slabs + 1);
+      } else {
+        most.records.combines = requests;
+      }
+      if (has_linear) most.records.linears = requests;
+      most.output_per_request = widest_result + 3;
+    }
+    most.block_bytes = block_bytes(most.records);
+    return most;
   }
 
   step_plan build(std::int64_t num_rows) && {
     step_plan plan;
-    plan.results = std::move(results_);
-    plan.output_size = output_size_;
+    plan.output_size = output_end_ - output_begin_;
     plan.num_rows = num_rows;
     plan.workspace_floats = workspace_floats_;
+    plan.arrivals = arrivals_;
+    for (const auto& result : results_)
+      if (result) plan.result_rows += result->rows;
     plan.stateful = std::move(stateful_);
-
-    plan_block& block = plan.block;
-    index_block_layout layout;
-    block.at.requests = layout.add<request_record>(records_.requests.size());
-    block.at.state_table = layout.add<float*>(records_.requests.size());
-    block.at.tiles = layout.add<tile_record>(records_.tiles.size());
-    block.at.combines = layout.add<combine_record>(records_.combines.size());
-    block.at.gathers = layout.add<gather_record>(records_.gathers.size());
-    block.at.column_table = layout.add<std::int32_t>(records_.column_table.size());
-    block.at.linears = layout.add<linear_record>(records_.linears.size());
-    block.at.finishes = layout.add<finish_record>(records_.finishes.size());
-    block.bytes = layout.bytes();
-    block.records = std::move(records_);
-    block.widest_tile = widest_tile_;
-    block.widest_linear = widest_linear_;
+    plan.results = std::move(results_);
+    plan.block.bytes = lay_out_sections(records_.counts(), plan.block.at);
+    plan.block.records = std::move(records_);
     return plan;
   }
 
@@ -135,9 +160,13 @@ class plan_builder {
 
   std::int32_t add_request(const request& r, std::int64_t column_offset) {
     records_.requests.push_back({.prompt_len = r.prompt_len,
+                                 .offset = 0,
+                                 .partials = 0,
                                  .columns = column_offset,
-                                 .row_width = 0,
-                                 .linear_width = 0,
+                                 .width = 0,
+                                 .kept = 0,
+                                 .num_tiles = 0,
+                                 .arrivals = 0,
                                  .where = target::output,
                                  .flags = 0,
                                  .use_activation = static_cast<std::uint8_t>(r.params.use_activation)});
@@ -145,55 +174,108 @@ class plan_builder {
     return static_cast<std::int32_t>(records_.requests.size() - 1);
   }
 
-  void keep_state(std::int32_t slot, const request& r, std::size_t floats) {
-    request owner = r;
+  void keep_state(std::int32_t index, const request& r, std::size_t floats) {
+    seqpool::request owner = r;
     owner.prompt_token_ids = {};
-    stateful_.push_back({slot, std::move(owner), floats});
+    stateful_.push_back({index, std::move(owner), floats});
   }
 
+  /// Workspace floats from a 16-byte boundary.
   std::int64_t take_workspace(std::int64_t floats) {
-    return std::exchange(workspace_floats_, workspace_floats_ + floats);
+    const std::int64_t begin = align_floats(workspace_floats_);
+    workspace_floats_ = begin + floats;
+    return begin;
   }
 
-  /// Reserves a finishing request's result rows. Without a linear layer the
-  /// method writes them directly. With one, a whole-row item passes the rows it
-  /// pools through the layer itself, where they fit its scratch; otherwise it
-  /// writes pooled rows to the workspace and a pass of the layer writes the
-  /// result. The epilogue rides along on whole rows and gets a pass of its own
-  /// otherwise.
-  destination route_results(std::int32_t slot, std::int64_t rows, std::int64_t pooled_width, std::int64_t out_width) {
-    const result_slice result{output_size_, rows, out_width};
-    results_[slot] = result;
-    output_size_ += rows * out_width;
-    if (!shape_.whole_rows)
-      for (std::int64_t k = 0; k < rows; ++k)
-        records_.finishes.push_back({result.offset + k * out_width, slot, static_cast<std::int32_t>(out_width)});
-    if (!has_linear_)
-      return {target::output, result.offset, out_width,
-              static_cast<std::uint8_t>(finish | (shape_.whole_rows ? epilogue : 0)), out_width};
-    if (shape_.whole_rows && pooled_width <= scratch_row_floats) {
-      records_.requests[slot].linear_width = static_cast<std::int32_t>(out_width);
-      return {target::output, result.offset, pooled_width, finish | through_linear, out_width};
+  /// Host: a tile of up to tile_rows rows per item (one of no rows for a request
+  /// that finishes from its state alone) and, for several, a combine that merges
+  /// their partials in a pass of its own.
+  void cut_for_host(std::int32_t index, row_window window) {
+    request_record& owner = records_.requests[index];
+    const std::int64_t num_tiles = std::max<std::int64_t>(1, (window.count + Policy::tile_rows - 1) / Policy::tile_rows);
+    owner.num_tiles = static_cast<std::int32_t>(num_tiles);
+    if (num_tiles > 1) {
+      owner.partials = take_workspace(num_tiles * owner.width);
+      records_.combines.push_back(index);
+    }
+    for (std::int64_t t = 0; t < num_tiles; ++t) {
+      const std::int64_t rows = std::min(Policy::tile_rows, window.count - t * Policy::tile_rows);
+      records_.tiles.push_back(
+          {window.begin + t * Policy::tile_rows, static_cast<std::int32_t>(rows), index, static_cast<std::int32_t>(t)});
+    }
+  }
+
+  /// Device: a short request is one tile that a warp pools whole, packed into a
+  /// block with the short requests next to it; a long one is split into tiles
+  /// of tile_rows rows and slabs of slab_columns columns, a block each, with
+  /// arrival counters for the merge of its tiles (one per slab) and for its
+  /// epilogue (one).
+  void cut_for_device(std::int32_t index, row_window window) {
+    request_record& owner = records_.requests[index];
+    const auto first_tile = static_cast<std::int32_t>(records_.tiles.size());
+    if (window.count * owner.width <= Policy::packed_elements) {
+      owner.num_tiles = 1;
+      records_.tiles.push_back({window.begin, static_cast<std::int32_t>(window.count), index, 0});
+      std::vector<work_record>& works = records_.works;
+      if (open_packed_ && works.back().num_tiles < Policy::warps &&
+          works.back().first_tile + works.back().num_tiles == first_tile) {
+        ++works.back().num_tiles;
+      } else {
+        works.push_back({first_tile, 1, -1});
+        open_packed_ = true;
+      }
+      return;
+    }
+    open_packed_ = false;
+    const std::int64_t num_tiles = (window.count + Policy::tile_rows - 1) / Policy::tile_rows;
+    const std::int64_t slabs = (owner.width + Policy::slab_columns - 1) / Policy::slab_columns;
+    owner.num_tiles = static_cast<std::int32_t>(num_tiles);
+    owner.arrivals = static_cast<std::int32_t>(std::exchange(arrivals_, arrivals_ + slabs + 1));
+    if (num_tiles > 1) owner.partials = take_workspace(num_tiles * owner.width);
+    for (std::int64_t t = 0; t < num_tiles; ++t) {
+      const std::int64_t rows = std::min(Policy::tile_rows, window.count - t * Policy::tile_rows);
+      const auto tile = static_cast<std::int32_t>(records_.tiles.size());
+      records_.tiles.push_back(
+          {window.begin + t * Policy::tile_rows, static_cast<std::int32_t>(rows), index, static_cast<std::int32_t>(t)});
+      for (std::int64_t slab = 0; slab < slabs; ++slab) records_.works.push_back({tile, 1, static_cast<std::int32_t>(slab)});
+    }
+  }
+
+  /// Reserves a finishing request's result rows, from a 16-byte boundary.
+  /// Without a linear layer the method writes them directly, with the head's
+  /// epilogue. With one, the host item that pools a row passes it through the
+  /// layer itself, where it fits the item's scratch row; otherwise pooled rows go
+  /// to the workspace and a pass of the layer writes the result and runs the
+  /// epilogue.
+  destination route_results(std::int32_t index, std::int64_t rows, std::int64_t pooled_width, std::int64_t out_width) {
+    const result_slice result{align_floats(output_end_), rows, out_width};
+    results_[index] = result;
+    output_end_ = result.offset + rows * out_width;
+    if (!has_linear_) return {target::output, result.offset, out_width, finish | epilogue, out_width};
+    if constexpr (!Policy::merges_in_launch) {
+      if (pooled_width <= Policy::scratch_row_floats) {
+        records_.requests[index].kept = static_cast<std::int32_t>(out_width);
+        return {target::output, result.offset, pooled_width, finish | through_linear, out_width};
+      }
     }
     const std::int64_t pooled = take_workspace(rows * pooled_width);
     for (std::int64_t k = 0; k < rows; ++k)
       records_.linears.push_back(
-          {pooled + k * pooled_width, result.offset + k * out_width, slot, static_cast<std::int32_t>(out_width)});
-    widest_linear_ = std::max(widest_linear_, out_width);
+          {pooled + k * pooled_width, result.offset + k * out_width, index, static_cast<std::int32_t>(out_width)});
     return {target::workspace, pooled, pooled_width, finish, pooled_width};
   }
 
   std::int64_t hidden_size_;
-  launch_shape shape_;
   bool has_linear_;
+  std::int64_t output_begin_;
 
   std::vector<std::optional<result_slice>> results_;
   plan_records records_;
   std::vector<state_use> stateful_;
-  std::int64_t output_size_ = 0;
+  std::int64_t output_end_;
   std::int64_t workspace_floats_ = 0;
-  std::int64_t widest_tile_ = 0;
-  std::int64_t widest_linear_ = 0;
+  std::int64_t arrivals_ = 0;
+  bool open_packed_ = false;  ///< the last work record is a packed block that may take more
 };
 
 }  // namespace seqpool::detail

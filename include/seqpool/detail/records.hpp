@@ -1,4 +1,5 @@
-// The records a step uploads, and how device work finds its memory from them.
+// The records a step uploads, shared by the host algorithms and the device
+// kernels, and how both find their memory from them.
 #pragma once
 
 #include <cstdint>
@@ -10,19 +11,20 @@ namespace seqpool::detail {
 /// Which memory a record's offset counts into.
 enum class target : std::uint8_t { output, workspace, state };
 
-/// Record flags.
+/// Request flags.
 inline constexpr std::uint8_t from_state = 1;  ///< start from the request's state instead of identity()
 inline constexpr std::uint8_t finish = 2;      ///< the request finishes here: apply the method's finish()
-inline constexpr std::uint8_t epilogue = 4;    ///< and the head's row epilogue, in the same item
-/// Whole rows: the finished row is pooled in scratch and passed through the head's
-/// linear layer and epilogue in the same item; the record's offset is the result's.
+inline constexpr std::uint8_t epilogue = 4;    ///< and the head's row epilogue, in the same launch
+/// Host only: the finished row is pooled in a scratch row and passed through the
+/// head's linear layer and epilogue by the item that pooled it; the request's
+/// offset is its result's.
 inline constexpr std::uint8_t through_linear = 8;
 
-/// The step's memory as device work sees it.
+/// The step's memory as the passes see it.
 struct step_memory {
   float* output;
   float* workspace;
-  float* const* state;  ///< one slot pointer per request of the group (null where none)
+  float* const* state;  ///< one state block per request of the plan (null where none)
 
   SEQPOOL_HOST_DEVICE float* at(target where, std::int64_t offset, std::int32_t request) const {
     if (where == target::output) return output + offset;
@@ -31,37 +33,30 @@ struct step_memory {
   }
 };
 
-/// Per request of the group.
+/// Per request of the plan.
 struct request_record {
   std::int64_t prompt_len;
-  std::int64_t columns;       ///< token methods: first entry in the column table, -1 for all columns
-  std::int32_t row_width;     ///< token methods: columns each gathered row receives
-  std::int32_t linear_width;  ///< through_linear: the layer's leading outputs kept
-  target where;               ///< token methods: where gathered rows go
-  std::uint8_t flags;         ///< token methods: epilogue or not
+  std::int64_t offset;    ///< where its pooled row, or its first gathered row, goes in `where`
+  std::int64_t partials;  ///< sequence methods, several tiles: workspace offset of one partial row per tile
+  std::int64_t columns;   ///< token methods: first entry in the column table, -1 for all columns
+  std::int32_t width;     ///< columns pooled, or columns each gathered row receives
+  std::int32_t kept;      ///< through_linear: the layer's leading outputs kept
+  std::int32_t num_tiles;
+  std::int32_t arrivals;  ///< device kernels, split requests: the first of its arrival counters
+  target where;
+  std::uint8_t flags;
   std::uint8_t use_activation;
 };
 
-/// Sequence methods: up to tile_rows rows of one request reduced in one item.
+/// Sequence methods: up to a tile's rows of one request, reduced by one item
+/// (host) or one block (device). A request with one tile writes its result where
+/// the request says; a request with several writes partial row `index` for the
+/// merge.
 struct tile_record {
   std::int64_t row_begin;
-  std::int64_t offset;  ///< where the reduced row goes
   std::int32_t rows;
   std::int32_t request;
-  std::int32_t width;  ///< columns reduced
-  target where;
-  std::uint8_t flags;
-};
-
-/// Sequence methods: merges a request's tile partials (and its state) into its row.
-struct combine_record {
-  std::int64_t partials;  ///< workspace offset of num_partials rows of `width` floats
-  std::int64_t offset;
-  std::int32_t num_partials;
-  std::int32_t request;
-  std::int32_t width;
-  target where;
-  std::uint8_t flags;
+  std::int32_t index;  ///< its place among the request's tiles
 };
 
 /// Token methods: one returned (or stashed) row.
@@ -79,25 +74,16 @@ struct linear_record {
   std::int32_t width;  ///< leading outputs kept (matryoshka truncation)
 };
 
-/// A result row whose head epilogue runs as a pass of its own.
-struct finish_record {
-  std::int64_t offset;
-  std::int32_t request;
-  std::int32_t width;
+/// Device kernels: the work of one block of the pooling launch. A packed block
+/// pools `num_tiles` whole short requests, a warp each; a split block reduces
+/// one slab of columns of one tile of a long request.
+struct work_record {
+  std::int32_t first_tile;
+  std::int32_t num_tiles;
+  std::int32_t slab;  ///< the slab of columns a split block covers; -1 for a packed block
 };
 
-/// Columns [begin, end) that one item covers: a whole row, or a single column.
-struct column_range {
-  std::int64_t begin;
-  std::int64_t end;
-};
-
-template <bool WholeRows>
-SEQPOOL_HOST_DEVICE column_range columns_of(std::int64_t column, std::int64_t width) {
-  if constexpr (WholeRows)
-    return {0, width};
-  else
-    return {column, column < width ? column + 1 : column};
-}
+/// Rounds a float offset up to a 16-byte boundary, where vector stores may start.
+constexpr std::int64_t align_floats(std::int64_t floats) { return (floats + 3) / 4 * 4; }
 
 }  // namespace seqpool::detail

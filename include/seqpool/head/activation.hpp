@@ -1,39 +1,36 @@
-// Row-wise activations that heads apply on the device.
+// Row-wise activations that heads apply in their epilogue.
 #pragma once
 
 #include <cmath>
-#include <cstdint>
 
 #include <seqpool/config.hpp>
 
 namespace seqpool::head {
 
-/// x / max(‖x‖₂, 1e-12): a zero row stays zero instead of becoming NaN. On the
-/// host the sum of squares may be reassociated into vector lanes (it is the hot
-/// loop of token_embed); the scaling multiplies by the reciprocal, within an ulp
-/// of dividing.
-SEQPOOL_HOST_DEVICE inline void l2_normalize(float* row, std::int64_t width) {
-  float squares = 0.0f;
-  SEQPOOL_SIMD_REDUCTION(+ : squares)
-  for (std::int64_t column = 0; column < width; ++column) squares += row[column] * row[column];
+// Each takes a row as plain_row describes one: contiguous on the host, spread
+// over a warp's lanes on the device.
+
+/// x / max(‖x‖₂, 1e-12): a zero row stays zero instead of becoming NaN. The
+/// scaling multiplies by the reciprocal, within an ulp of dividing.
+template <class Row>
+SEQPOOL_HOST_DEVICE void l2_normalize(Row& row) {
+  const float squares = row.sum([](float x) { return x * x; });
   const float scale = 1.0f / fmaxf(sqrtf(squares), 1e-12f);
-  for (std::int64_t column = 0; column < width; ++column) row[column] *= scale;
+  row.transform([scale](float x) { return x * scale; });
 }
 
-SEQPOOL_HOST_DEVICE inline void sigmoid(float* row, std::int64_t width) {
-  for (std::int64_t column = 0; column < width; ++column) row[column] = 1.0f / (1.0f + expf(-row[column]));
+template <class Row>
+SEQPOOL_HOST_DEVICE void sigmoid(Row& row) {
+  row.transform([](float x) { return 1.0f / (1.0f + expf(-x)); });
 }
 
 /// Subtracts the largest logit first, so large logits do not overflow.
-SEQPOOL_HOST_DEVICE inline void softmax(float* row, std::int64_t width) {
-  float largest = row[0];
-  for (std::int64_t column = 1; column < width; ++column) largest = fmaxf(largest, row[column]);
-  float total = 0.0f;
-  for (std::int64_t column = 0; column < width; ++column) {
-    row[column] = expf(row[column] - largest);
-    total += row[column];
-  }
-  for (std::int64_t column = 0; column < width; ++column) row[column] /= total;
+template <class Row>
+SEQPOOL_HOST_DEVICE void softmax(Row& row) {
+  const float largest = row.max([](float x) { return x; });
+  row.transform([largest](float x) { return expf(x - largest); });
+  const float total = row.sum([](float x) { return x; });
+  row.transform([total](float x) { return x / total; });
 }
 
 }  // namespace seqpool::head

@@ -46,14 +46,18 @@ class classify {
     return detail::width_after(classifier_, "classifier", index, r, pooled_width);
   }
 
-  SEQPOOL_HOST_DEVICE void finish_row(float* row, std::int64_t width, bool use_activation) const {
-    if (scaled_)
-      for (std::int64_t label = 0; label < width; ++label) row[label] = (row[label] - logit_mean_) / logit_sigma_;
+  template <class Row>
+  SEQPOOL_HOST_DEVICE void epilogue(Row& row, bool use_activation) const {
+    if (scaled_) {
+      const float mean = logit_mean_;
+      const float sigma = logit_sigma_;
+      row.transform([mean, sigma](float logit) { return (logit - mean) / sigma; });
+    }
     if (!use_activation || problem_ == problem_type::regression) return;
-    if (problem_ == problem_type::multi_label || width < 2)
-      sigmoid(row, width);
+    if (problem_ == problem_type::multi_label || row.width() < 2)
+      sigmoid(row);
     else
-      softmax(row, width);
+      softmax(row);
   }
 
  private:

@@ -9,6 +9,7 @@
 #include <seqpool/batch.hpp>
 #include <seqpool/config.hpp>
 #include <seqpool/error.hpp>
+#include <seqpool/head/row.hpp>
 
 namespace seqpool {
 
@@ -53,18 +54,21 @@ inline std::int64_t width_after(const linear_layer& layer, const char* field, st
 }  // namespace detail
 
 /// A head owns an optional linear layer and a row epilogue. output_width() checks
-/// a request's knobs on the host and returns the width of its result rows;
-/// finish_row() runs on the device over one result row, so it is SEQPOOL_HOST_DEVICE,
-/// and the head is copied into device work, so it is trivially copyable.
+/// a request's knobs on the host and returns the width of its result rows.
+/// epilogue(row, use_activation) is a template over the row it finishes: the
+/// host hands it a head::plain_row, the device kernels a row spread over a
+/// warp's lanes that offers the same width(), transform(), sum() and max(); so
+/// it is SEQPOOL_HOST_DEVICE, and the head is copied into device work, so it is
+/// trivially copyable.
 // clang-format off
 template <class Head>
 concept pooling_head = std::is_trivially_copyable_v<Head> &&
-                       requires(const Head head, float* row, std::int64_t width, bool use_activation,
+                       requires(const Head head, head::plain_row& row, std::int64_t width, bool use_activation,
                                 std::size_t index, const request& r) {
                          { Head::kind } -> std::convertible_to<head_kind>;
                          { head.linear() } -> std::same_as<linear_layer>;
                          { head.output_width(index, r, width) } -> std::same_as<std::int64_t>;
-                         head.finish_row(row, width, use_activation);
+                         head.epilogue(row, use_activation);
                        };
 // clang-format on
 

@@ -30,8 +30,9 @@ class embed {
     return *dimensions;
   }
 
-  SEQPOOL_HOST_DEVICE void finish_row(float* row, std::int64_t width, bool use_activation) const {
-    if (use_activation) l2_normalize(row, width);
+  template <class Row>
+  SEQPOOL_HOST_DEVICE void epilogue(Row& row, bool use_activation) const {
+    if (use_activation) l2_normalize(row);
   }
 
  private:

@@ -1,6 +1,7 @@
 // Counters of everything a memory space does that the sync contract limits.
 //
-// Spaces count every upload, download, host wait and allocation they perform;
+// Spaces count every upload, download, host wait and allocation they perform,
+// and every launch of device work;
 // an audit_scope reads the counts of one forward, which is how tests on a machine
 // without a GPU assert the contract for the very code path the GPU runs.
 #pragma once
@@ -14,16 +15,17 @@ struct audit_counts {
   std::int64_t downloads = 0;    ///< device-to-host copies
   std::int64_t waits = 0;        ///< host waits on a stream, event or the device
   std::int64_t allocations = 0;  ///< calls that allocate or free space memory
+  std::int64_t launches = 0;     ///< kernels (device spaces) or parallel passes (host_space) queued
 
   friend bool operator==(const audit_counts&, const audit_counts&) = default;
 
   friend audit_counts operator-(const audit_counts& later, const audit_counts& earlier) {
     return {later.uploads - earlier.uploads, later.downloads - earlier.downloads, later.waits - earlier.waits,
-            later.allocations - earlier.allocations};
+            later.allocations - earlier.allocations, later.launches - earlier.launches};
   }
 };
 
-/// SPEC section 6: no download, no wait, no allocation, at most one upload.
+/// SPEC section 6: no download, no wait, no allocation, at most one upload (launches are not limited).
 constexpr bool keeps_sync_contract(const audit_counts& step) {
   return step.uploads <= 1 && step.downloads == 0 && step.waits == 0 && step.allocations == 0;
 }
@@ -34,6 +36,7 @@ class audit {
   void count_download() { ++counts_.downloads; }
   void count_wait() { ++counts_.waits; }
   void count_allocation() { ++counts_.allocations; }
+  void count_launch() { ++counts_.launches; }
 
   audit_counts counts() const { return counts_; }
 

@@ -6,33 +6,39 @@
 #endif
 
 #include <cstddef>
+#include <cstdint>
+#include <limits>
 
 #include <cuda_runtime.h>
-#include <thrust/system/cuda/execution_policy.h>
 
+#include <seqpool/detail/device/team.hpp>
 #include <seqpool/error.hpp>
-#include <seqpool/space/memory_space.hpp>
 
 namespace seqpool {
 
+namespace detail::device {
+
+/// The kernel every device launch runs: one block of Kernel::threads threads,
+/// its shared memory, and the block's index.
+template <class Kernel>
+__global__ void __launch_bounds__(Kernel::threads) run_blocks(const Kernel kernel) {
+  __shared__ typename Kernel::shared_storage shared;
+  kernel(cuda_block<Kernel::threads / warp_lanes>{}, static_cast<std::int64_t>(blockIdx.x), shared);
+}
+
+}  // namespace detail::device
+
 /// Everything runs on the caller's stream: allocation is stream-ordered
-/// (cudaMallocAsync), copies are asynchronous, and Thrust gets par_nosync so that
-/// for_each returns without synchronising (SPEC section 6).
+/// (cudaMallocAsync), copies are asynchronous, and kernels are launched with
+/// their shapes fixed on the host (SPEC section 6).
 class cuda_backend {
  public:
-  // 256-row tiles still give 65536 x 1024 rows about 260 thousand items in the first
-  // pass, and leave a single long prompt's combine a quarter of the partials that
-  // 64-row tiles would (its parallelism is only one item per column).
-  static constexpr launch_shape shape{.tile_rows = 256, .whole_rows = false};
-
   using event = cudaEvent_t;
 
   /// The stream must not be the legacy default stream if steps are to be captured.
   explicit cuda_backend(cudaStream_t stream = nullptr) : stream_(stream) {}
 
   cudaStream_t stream() const { return stream_; }
-
-  auto policy() const { return thrust::cuda::par_nosync.on(stream_); }
 
   void* allocate(std::size_t bytes) {
     void* memory = nullptr;
@@ -46,8 +52,10 @@ class cuda_backend {
     check(cudaMallocHost(&memory, bytes), "cudaMallocHost");
     return memory;
   }
+  /// cudaFreeHost waits for the device: device_space counts it as a wait.
   void deallocate_pinned(void* memory, std::size_t) noexcept { cudaFreeHost(memory); }
 
+  void zero(void* memory, std::size_t bytes) { check(cudaMemsetAsync(memory, 0, bytes, stream_), "cudaMemsetAsync"); }
   void copy_to_device(void* to, const void* from, std::size_t bytes) {
     check(cudaMemcpyAsync(to, from, bytes, cudaMemcpyHostToDevice, stream_), "cudaMemcpyAsync");
   }
@@ -64,7 +72,10 @@ class cuda_backend {
   void record(event& marker) { check(cudaEventRecord(marker, stream_), "cudaEventRecord"); }
   bool is_complete(const event& marker) const {
     const cudaError_t status = cudaEventQuery(marker);
-    if (status == cudaErrorNotReady) return false;
+    if (status == cudaErrorNotReady) {
+      (void)cudaGetLastError();  // not an error: leave nothing for the next launch to report
+      return false;
+    }
     check(status, "cudaEventQuery");
     return true;
   }
@@ -79,9 +90,23 @@ class cuda_backend {
     return status == cudaStreamCaptureStatusActive;
   }
 
+  /// Launches `kernel` on `blocks` blocks of Kernel::threads threads.
+  template <class Kernel>
+  void launch(std::int64_t blocks, const Kernel& kernel) {
+    if (blocks > std::numeric_limits<int>::max())
+      throw device_error(detail::concat("kernel launch: ", blocks, " blocks are more than a grid holds"));
+    detail::device::run_blocks<<<static_cast<unsigned>(blocks), Kernel::threads, 0, stream_>>>(kernel);
+    check(cudaGetLastError(), "kernel launch");
+  }
+
  private:
+  /// Throws device_error for a failed call, after clearing CUDA's last error so
+  /// that the next good call does not report it again (a sticky error, which
+  /// ends the context, cannot be cleared).
   static void check(cudaError_t status, const char* call) {
-    if (status != cudaSuccess) throw device_error(detail::concat(call, ": ", cudaGetErrorString(status)));
+    if (status == cudaSuccess) return;
+    (void)cudaGetLastError();
+    throw device_error(detail::concat(call, ": ", cudaGetErrorString(status)));
   }
 
   cudaStream_t stream_;

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <span>
 #include <utility>
 #include <vector>
@@ -18,21 +19,79 @@
 
 namespace seqpool {
 
+template <class Backend>
+class device_space;
+
+/// Where a captured step's index block lives: a pinned staging slot and a device
+/// block at fixed addresses, which the graph's upload and kernels read at every
+/// replay. A pooler's or dispatcher's reserve_graph() makes one for its
+/// capacity; it must outlive every graph captured with it, and serves one graph.
+///
+///     capture() (during stream capture) → launch the graph → mark_launched()
+///     restage() (plans the next batch into the slot) → launch the graph → mark_launched() …
+template <class Backend>
+class graph_upload {
+ public:
+  graph_upload(graph_upload&& other) noexcept
+      : space_(std::exchange(other.space_, nullptr)),
+        host_(other.host_),
+        device_(other.device_),
+        bytes_(other.bytes_),
+        copied_(other.copied_),
+        phase_(other.phase_) {}
+  graph_upload& operator=(graph_upload&&) = delete;
+  graph_upload(const graph_upload&) = delete;
+  graph_upload& operator=(const graph_upload&) = delete;
+
+  ~graph_upload() {
+    if (space_ != nullptr) space_->release(*this);
+  }
+
+  std::size_t bytes() const { return bytes_; }
+
+  /// Call after each launch of the graph, on the space's stream and outside any
+  /// capture: records when the launch has read the slot, so that the next
+  /// restage() rewrites it only then.
+  void mark_launched() {
+    if (phase_ != phase::staged)
+      detail::fail("mark_launched", "nothing was staged for the graph since its last launch");
+    if (space_->capturing()) detail::fail("mark_launched", "call it after launching the graph, outside stream capture");
+    space_->backend_.record(copied_);
+    phase_ = phase::launched;
+  }
+
+ private:
+  friend class device_space<Backend>;
+
+  enum class phase { fresh, staged, launched };
+
+  graph_upload(device_space<Backend>& space, std::byte* host, std::byte* device, std::size_t bytes,
+               typename Backend::event copied)
+      : space_(&space), host_(host), device_(device), bytes_(bytes), copied_(copied) {}
+
+  device_space<Backend>* space_;
+  std::byte* host_;
+  std::byte* device_;
+  std::size_t bytes_;
+  typename Backend::event copied_;
+  phase phase_ = phase::fresh;
+};
+
 /// Device memory and device work through a Backend (cuda_backend under nvcc,
 /// omp_backend as the stand-in under g++). The backend is part of the type, so
 /// a CUDA and an OpenMP translation unit can link into one binary without
 /// sharing a definition.
 ///
-/// A step's indices go up as one copy from a ring of pinned staging slots. The
-/// host rewrites a slot only once the event recorded behind its last copy has
-/// completed; otherwise it would overwrite bytes a pending copy still reads. A
-/// slot staged while the stream is being captured belongs to the graph from then
-/// on (replays read it), so it leaves the ring and reserve_upload() replaces it.
+/// An eager step's indices go up as one copy from a ring of pinned staging
+/// slots. A slot may be rewritten only once the copy from it has completed; the
+/// step itself never asks (an event query is illegal during capture and costs a
+/// driver call): reserve_upload(), outside the step, settles the slot the next
+/// step will use, and stage() refuses a slot that was not settled.
 template <class Backend>
 class device_space {
  public:
   using backend_type = Backend;
-  static constexpr launch_shape shape = Backend::shape;
+  static constexpr seqpool::layer layer = seqpool::layer::device;
 
   explicit device_space(Backend backend = Backend{}, std::size_t staging_slots = 4)
       : backend_(std::move(backend)), ring_(staging_slots) {
@@ -44,15 +103,16 @@ class device_space {
   device_space& operator=(const device_space&) = delete;
 
   ~device_space() {
-    for (staging_slot& slot : ring_) release(slot);
-    for (staging_slot& slot : captured_) release(slot);
+    for (staging_slot& slot : ring_) {
+      if (slot.host != nullptr) backend_.deallocate_pinned(slot.host, slot.capacity);
+      backend_.destroy_event(slot.copied);
+    }
     if (device_block_ != nullptr) backend_.deallocate(device_block_, device_capacity_);
   }
 
-  /// The backend, e.g. for the stream that work is queued on.
+  /// The backend, e.g. for the stream that work is queued on, or to capture it.
   const Backend& backend() const { return backend_; }
-
-  auto policy() const { return backend_.policy(); }
+  Backend& backend() { return backend_; }
 
   void* allocate_bytes(std::size_t bytes) {
     audit_.count_allocation();
@@ -64,19 +124,33 @@ class device_space {
     backend_.deallocate(memory, bytes);
   }
 
-  /// Grows every staging slot and the device block outside a step, so that
-  /// stage() and upload() within it neither allocate nor wait for memory.
-  void reserve_upload(std::size_t bytes) {
-    for (staging_slot& slot : ring_) grow(slot, bytes);
-    grow_device_block(bytes);
+  /// Sets `bytes` of device memory to zero, in stream order.
+  void zero(void* memory, std::size_t bytes) {
+    if (bytes > 0) backend_.zero(memory, bytes);
   }
 
-  /// The next staging slot, for the host to write this step's block into. Waits
-  /// (and counts the wait) only if the slot's previous copy is still in flight.
+  /// Outside a step: grows every staging slot and the device block to `bytes`,
+  /// and settles the slot the next step stages into, waiting (and counting the
+  /// wait) only if the copy from it, `staging_slots` steps ago, is still pending.
+  void reserve_upload(std::size_t bytes) {
+    refuse_in_capture("reserve");
+    for (staging_slot& slot : ring_) grow(slot, bytes);
+    if (device_capacity_ < bytes) {
+      if (device_block_ != nullptr) deallocate_bytes(device_block_, device_capacity_);
+      device_block_ = nullptr;  // stream-ordered free: earlier work that reads it is done first
+      device_block_ = static_cast<std::byte*>(allocate_bytes(bytes));
+      device_capacity_ = bytes;
+    }
+    settle(ring_[next_]);
+  }
+
+  /// The staging slot this step writes its block into, settled by reserve_upload().
   std::span<std::byte> stage(std::size_t bytes) {
-    staging_slot& slot = ring_[next_];
-    settle(slot);
-    grow(slot, bytes);
+    const staging_slot& slot = ring_[next_];
+    if (slot.in_flight || slot.capacity < bytes || device_capacity_ < bytes)
+      detail::fail("reserve", "the step needs ", bytes,
+                   " bytes of staging that reserve() did not make ready: call reserve() with this step's plan before "
+                   "every forward()");
     return {slot.host, bytes};
   }
 
@@ -84,17 +158,72 @@ class device_space {
   const std::byte* upload(std::span<const std::byte> staged) {
     staging_slot& slot = ring_[next_];
     if (staged.data() != slot.host) detail::fail("upload", "the block was not staged by the last stage() call");
-    grow_device_block(staged.size());
     audit_.count_upload();
     backend_.copy_to_device(device_block_, staged.data(), staged.size());
-    if (backend_.is_capturing()) {
-      captured_.push_back(std::exchange(slot, staging_slot{.copied = backend_.create_event()}));
-    } else {
-      backend_.record(slot.copied);
-      slot.in_flight = true;
-    }
+    backend_.record(slot.copied);
+    slot.in_flight = true;
     next_ = (next_ + 1) % ring_.size();
     return device_block_;
+  }
+
+  /// Queues `kernel` on `blocks` blocks; the audit counts the launch.
+  template <class Kernel>
+  void launch(std::int64_t blocks, const Kernel& kernel) {
+    audit_.count_launch();
+    backend_.launch(blocks, kernel);
+  }
+
+  /// Whether the stream is being captured into a graph.
+  bool capturing() const { return backend_.is_capturing(); }
+
+  /// Outside any capture: a pinned slot and a device block of `bytes` for one
+  /// captured step (see graph_upload). The audit counts both allocations.
+  graph_upload<Backend> reserve_graph(std::size_t bytes) {
+    refuse_in_capture("reserve_graph");
+    audit_.count_allocation();
+    auto* host = static_cast<std::byte*>(backend_.allocate_pinned(bytes));
+    std::byte* device = nullptr;
+    try {
+      device = static_cast<std::byte*>(allocate_bytes(bytes));
+      return graph_upload<Backend>(*this, host, device, bytes, backend_.create_event());
+    } catch (...) {
+      if (device != nullptr) deallocate_bytes(device, bytes);
+      backend_.deallocate_pinned(host, bytes);
+      throw;
+    }
+  }
+
+  /// During a capture: the slot of a graph_upload that has served no graph yet.
+  std::span<std::byte> stage(graph_upload<Backend>& home) {
+    check_home(home);
+    if (!capturing()) detail::fail("capture", "the stream is not being captured: call it between begin and end");
+    if (home.phase_ != graph_upload<Backend>::phase::fresh)
+      detail::fail("capture", "this graph_upload already serves a graph; reserve_graph() one per graph");
+    return {home.host_, home.bytes_};
+  }
+
+  /// During a capture: the graph's upload of its whole slot, which each replay repeats.
+  const std::byte* upload(graph_upload<Backend>& home) {
+    audit_.count_upload();
+    backend_.copy_to_device(home.device_, home.host_, home.bytes_);
+    home.phase_ = graph_upload<Backend>::phase::staged;
+    return home.device_;
+  }
+
+  /// Between replays: the graph's slot, once the last launch's copy has read it
+  /// (waiting, and counting the wait, only if it has not).
+  std::span<std::byte> restage(graph_upload<Backend>& home) {
+    check_home(home);
+    refuse_in_capture("restage");
+    if (home.phase_ != graph_upload<Backend>::phase::launched)
+      detail::fail("restage", "the graph was not launched since it was last staged: launch it, then call "
+                              "mark_launched()");
+    if (!backend_.is_complete(home.copied_)) {
+      audit_.count_wait();
+      backend_.wait(home.copied_);
+    }
+    home.phase_ = graph_upload<Backend>::phase::staged;
+    return {home.host_, home.bytes_};
   }
 
   /// Copies host data (weights, hidden states) to the device and waits for the
@@ -102,7 +231,7 @@ class device_space {
   template <class T>
   void copy_in(std::span<const T> from, cuda::std::span<T> to) {
     audit_.count_upload();
-    backend_.copy_to_device(to.data(), from.data(), from.size_bytes());
+    if (!from.empty()) backend_.copy_to_device(to.data(), from.data(), from.size_bytes());
     synchronize();
   }
 
@@ -110,7 +239,7 @@ class device_space {
   template <class T>
   void copy_out(cuda::std::span<const T> from, std::span<T> to) {
     audit_.count_download();
-    backend_.copy_to_host(to.data(), from.data(), from.size_bytes());
+    if (!from.empty()) backend_.copy_to_host(to.data(), from.data(), from.size_bytes());
     synchronize();
   }
 
@@ -124,12 +253,23 @@ class device_space {
   const seqpool::audit& audit() const { return audit_; }
 
  private:
+  friend class graph_upload<Backend>;
+
   struct staging_slot {
     std::byte* host = nullptr;
     std::size_t capacity = 0;
     typename Backend::event copied{};
     bool in_flight = false;
   };
+
+  void refuse_in_capture(const char* call) const {
+    if (capturing())
+      detail::fail(call, "must run outside stream capture (it may wait, allocate or query an event)");
+  }
+
+  void check_home(const graph_upload<Backend>& home) const {
+    if (home.space_ != this) detail::fail("graph_upload", "it was made by another space");
+  }
 
   /// Makes sure no copy still reads the slot, waiting (and counting the wait)
   /// only if its last copy has not completed.
@@ -141,35 +281,32 @@ class device_space {
     slot.in_flight = false;
   }
 
+  /// Grows a slot. Freeing pinned memory waits for the device, so it counts as a
+  /// wait as well as a free.
   void grow(staging_slot& slot, std::size_t bytes) {
     if (slot.capacity >= bytes) return;
     settle(slot);
     if (slot.host != nullptr) {
       audit_.count_allocation();
+      audit_.count_wait();
       backend_.deallocate_pinned(slot.host, slot.capacity);
+      slot.host = nullptr;
+      slot.capacity = 0;
     }
     audit_.count_allocation();
     slot.host = static_cast<std::byte*>(backend_.allocate_pinned(bytes));
     slot.capacity = bytes;
   }
 
-  // Freeing is stream-ordered, so a block that earlier work still reads stays
-  // valid until that work is done.
-  void grow_device_block(std::size_t bytes) {
-    if (device_capacity_ >= bytes) return;
-    if (device_block_ != nullptr) deallocate_bytes(device_block_, device_capacity_);
-    device_block_ = static_cast<std::byte*>(allocate_bytes(bytes));
-    device_capacity_ = bytes;
-  }
-
-  void release(staging_slot& slot) noexcept {
-    if (slot.host != nullptr) backend_.deallocate_pinned(slot.host, slot.capacity);
-    backend_.destroy_event(slot.copied);
+  void release(graph_upload<Backend>& home) noexcept {
+    backend_.destroy_event(home.copied_);
+    audit_.count_allocation();
+    backend_.deallocate_pinned(home.host_, home.bytes_);
+    deallocate_bytes(home.device_, home.bytes_);
   }
 
   Backend backend_;
   std::vector<staging_slot> ring_;
-  std::vector<staging_slot> captured_;  // slots that captured graphs replay from
   std::size_t next_ = 0;
   std::byte* device_block_ = nullptr;
   std::size_t device_capacity_ = 0;

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <cstring>
 #include <new>
 #include <span>
@@ -11,37 +12,32 @@
 #include <sys/mman.h>
 #endif
 
+#include <thrust/for_each.h>
+#include <thrust/iterator/counting_iterator.h>
 #include <thrust/system/omp/execution_policy.h>
 #include <cuda/std/span>
 
+#include <seqpool/error.hpp>
 #include <seqpool/space/audit.hpp>
 #include <seqpool/space/memory_space.hpp>
 
 namespace seqpool {
 
-/// Memory is host memory and work runs on Thrust's OpenMP system. Work finishes
-/// before the call that launched it returns, so staging needs one buffer, not a
-/// ring, and the uploaded block is read where it was staged.
+/// Memory is host memory and the host algorithms run on Thrust's OpenMP system.
+/// Work finishes before the call that launched it returns, so staging needs one
+/// buffer, not a ring, and the uploaded block is read where it was staged.
 class host_space {
  public:
-  /// Tiles of 128 rows: a long request's partial rows, read back by a second pass,
-  /// cost a float per column for every 128 rows read, and bf16 MEAN on 65536 rows
-  /// went from 0.87 to 0.92 of the read ceiling against tiles of 64 (fp32 within
-  /// noise). A prompt still splits into a tile for every 128 of its rows to share
-  /// among the threads.
-  static constexpr launch_shape shape{.tile_rows = 128, .whole_rows = true};
+  static constexpr seqpool::layer layer = seqpool::layer::host;
 
   host_space() = default;
   host_space(const host_space&) = delete;
   host_space& operator=(const host_space&) = delete;
 
-  auto policy() const { return thrust::omp::par; }
-
   /// Blocks of 2 MiB and more start on a huge-page boundary and ask for huge
-  /// pages (a hint; ignored where transparent huge pages are off). Pooling reads
-  /// rows scattered over hundreds of MB: on 4 KiB pages each row costs a page
-  /// walk, and on the VM in docs/PERFORMANCE.md CLS on 4096 prompts took 1.34 ms
-  /// instead of 0.90.
+  /// pages (a hint; ignored where transparent huge pages are off): pooling reads
+  /// rows scattered over hundreds of MB, and on 4 KiB pages each row costs a page
+  /// walk (docs/PERFORMANCE.md has what that cost).
   void* allocate_bytes(std::size_t bytes) {
     audit_.count_allocation();
     if (bytes < huge_page) return ::operator new(bytes, alignment);
@@ -57,6 +53,10 @@ class host_space {
     ::operator delete(memory, bytes < huge_page ? alignment : huge_page_alignment);
   }
 
+  void zero(void* memory, std::size_t bytes) {
+    if (bytes > 0) std::memset(memory, 0, bytes);
+  }
+
   /// Grows the staging buffer outside a step so that stage() does not allocate.
   void reserve_upload(std::size_t bytes) {
     if (staging_.size() >= bytes) return;
@@ -64,8 +64,12 @@ class host_space {
     staging_.resize(bytes);
   }
 
+  /// The buffer reserve_upload() made room in; a step that finds too little room
+  /// throws before it writes anything.
   std::span<std::byte> stage(std::size_t bytes) {
-    reserve_upload(bytes);
+    if (staging_.size() < bytes)
+      detail::fail("reserve", "the step needs ", bytes, " bytes of staging but ", staging_.size(),
+                   " were reserved: call reserve() with this step's plan before forward()");
     return {staging_.data(), bytes};
   }
 
@@ -75,18 +79,30 @@ class host_space {
     return staged.data();
   }
 
+  /// Runs `work(item)` for every item in [0, items) on the OpenMP threads: one
+  /// parallel pass, which the audit counts as a launch.
+  template <class Work>
+  void launch(std::int64_t items, const Work& work) {
+    audit_.count_launch();
+    thrust::for_each(thrust::omp::par, thrust::counting_iterator<std::int64_t>(0),
+                     thrust::counting_iterator<std::int64_t>(items), work);
+  }
+
+  /// The host has no stream to capture.
+  bool capturing() const { return false; }
+
   /// Copies host data (weights, hidden states) into space memory: never part of a step.
   template <class T>
   void copy_in(std::span<const T> from, cuda::std::span<T> to) {
     audit_.count_upload();
-    std::memcpy(to.data(), from.data(), from.size_bytes());
+    if (!from.empty()) std::memcpy(to.data(), from.data(), from.size_bytes());
   }
 
   /// Copies space memory (results) to the host: never part of a step.
   template <class T>
   void copy_out(cuda::std::span<const T> from, std::span<T> to) {
     audit_.count_download();
-    std::memcpy(to.data(), from.data(), from.size_bytes());
+    if (!from.empty()) std::memcpy(to.data(), from.data(), from.size_bytes());
   }
 
   /// Nothing is ever pending on the host: there is no wait to count.

@@ -4,14 +4,14 @@
 #include <cstddef>
 #include <cstdint>
 
-#include <seqpool/config.hpp>
+#include <seqpool/detail/host/prefetch.hpp>
 
-#if !defined(__CUDA_ARCH__) && (defined(__x86_64__) || defined(_M_X64))
+#if defined(__x86_64__) || defined(_M_X64)
 #include <immintrin.h>
 #define SEQPOOL_STREAMING_STORES 1
 #endif
 
-namespace seqpool::detail {
+namespace seqpool::detail::host {
 
 /// Whole-row spaces stream a pooler's results when they are at least this large,
 /// twice what a server core's L2 holds. Between steps the model's own passes
@@ -28,9 +28,8 @@ inline constexpr std::size_t streamed_output_bytes = std::size_t{4} << 20;
 /// follows each row (one costs ALL a quarter of its time, stalling the next row's
 /// stores): the pass ends in OpenMP's join, whose locked instructions order these
 /// stores before it like any other (Intel SDM vol. 3, "Memory ordering in P6 and
-/// more recent processor families"). Elsewhere (the device, other CPUs) it is a
-/// plain copy.
-SEQPOOL_HOST_DEVICE inline void stream_row(float* __restrict__ to, const float* __restrict__ from, std::int64_t width) {
+/// more recent processor families"). Elsewhere (other CPUs) it is a plain copy.
+inline void stream_row(float* __restrict__ to, const float* __restrict__ from, std::int64_t width) {
   std::int64_t column = 0;
 #if defined(SEQPOOL_STREAMING_STORES)
   for (; column < width && reinterpret_cast<std::uintptr_t>(to + column) % cache_line_bytes != 0; ++column)
@@ -46,4 +45,4 @@ SEQPOOL_HOST_DEVICE inline void stream_row(float* __restrict__ to, const float* 
   for (; column < width; ++column) to[column] = from[column];
 }
 
-}  // namespace seqpool::detail
+}  // namespace seqpool::detail::host

@@ -1,0 +1,104 @@
+// Device kernels: the head's linear layer (projector or classifier) over pooled rows.
+#pragma once
+
+#include <cstdint>
+#include <type_traits>
+
+#include <seqpool/config.hpp>
+#include <seqpool/detail/device/policy.hpp>
+#include <seqpool/detail/device/rows.hpp>
+#include <seqpool/detail/device/team.hpp>
+#include <seqpool/detail/index_block.hpp>
+#include <seqpool/detail/records.hpp>
+#include <seqpool/head/concepts.hpp>
+
+namespace seqpool::detail::device {
+
+/// A block passes up to `rows_per_block` pooled rows through the layer
+/// together: it copies them into shared memory, then each warp takes outputs in
+/// turn, its lanes reading the output's weight row front to back (coalesced)
+/// and each weight serving every row of the block. The head's epilogue follows,
+/// a warp per result row.
+template <class Head, class Policy = launch_policy>
+struct apply_linear {
+  static constexpr int threads = Policy::threads;
+  static_assert(Policy::linear_rows <= Policy::warps, "a warp runs the epilogue of each row");
+
+  struct shared_storage {
+    float pooled[Policy::linear_shared_floats];
+  };
+
+  /// Rows a block takes for a layer of `in_features` inputs: as many as shared
+  /// memory holds, and one, read from the workspace, when not even that fits.
+  static constexpr int rows_per_block(std::int64_t in_features) {
+    const std::int64_t fit = Policy::linear_shared_floats / in_features;
+    return fit < 1 ? 1 : fit < Policy::linear_rows ? static_cast<int>(fit) : Policy::linear_rows;
+  }
+
+  Head head;
+  linear_layer layer;
+  const std::byte* at;
+  float* output;
+  float* workspace;
+
+  template <class Block>
+  SEQPOOL_HOST_DEVICE void operator()(const Block& block, std::int64_t index, shared_storage& shared) const {
+    const plan_sections& sections = *reinterpret_cast<const plan_sections*>(at);
+    const auto count = static_cast<std::int64_t>(sections.linears.count);
+    const int per_block = rows_per_block(layer.in_features);
+    const std::int64_t first = index * per_block;
+    if (first >= count) return;
+    const int rows = count - first < per_block ? static_cast<int>(count - first) : per_block;
+    const linear_record* records = sections.linears.in(at) + first;
+    const std::int64_t inputs = layer.in_features;
+    const bool staged = rows * inputs <= Policy::linear_shared_floats;
+
+    if (staged) {
+      block.threads([&](int warp, int lane) {
+        for (std::int64_t i = warp * warp_lanes + lane; i < rows * inputs; i += threads)
+          shared.pooled[i] = workspace[records[i / inputs].input + i % inputs];
+      });
+    }
+    block.sync();
+    std::int32_t widest = 0;
+    for (int r = 0; r < rows; ++r) widest = records[r].width > widest ? records[r].width : widest;
+    block.warps([&](const auto& warp) {
+      for (std::int32_t o = warp.index; o < widest; o += Policy::warps) outputs(warp, o, records, rows, staged, shared);
+    });
+    block.sync();
+    block.warps([&](const auto& warp) {
+      if (warp.index >= rows) return;
+      const linear_record row = records[warp.index];
+      memory_row<std::remove_cvref_t<decltype(warp)>> result{warp, output + row.offset, row.width};
+      head.epilogue(result, sections.requests.in(at)[row.request].use_activation != 0);
+    });
+  }
+
+ private:
+  /// Output `o` of every row of the block that keeps it.
+  template <class Warp>
+  SEQPOOL_HOST_DEVICE void outputs(const Warp& warp, std::int32_t o, const linear_record* records, int rows,
+                                   bool staged, const shared_storage& shared) const {
+    const std::int64_t inputs = layer.in_features;
+    const float* weights = layer.weight + o * inputs;
+    typename Warp::template values<lane_fragment<Policy::linear_rows>> sums;
+    warp.lanes([&](int lane) {
+      lane_fragment<Policy::linear_rows>& mine = sums[lane];
+      for (int r = 0; r < rows; ++r) mine.at[r] = 0.0f;
+      for (std::int64_t k = lane; k < inputs; k += warp_lanes) {
+        const float weight = weights[k];
+        for (int r = 0; r < rows; ++r)
+          mine.at[r] += weight * (staged ? shared.pooled[r * inputs + k] : workspace[records[r].input + k]);
+      }
+    });
+    for (int r = 0; r < rows; ++r) {
+      const float total = warp.sum([&](int lane) { return sums[lane].at[r]; });
+      if (o >= records[r].width) continue;
+      warp.lanes([&](int lane) {
+        if (lane == 0) output[records[r].offset + o] = layer.bias != nullptr ? total + layer.bias[o] : total;
+      });
+    }
+  }
+};
+
+}  // namespace seqpool::detail::device

@@ -1,0 +1,131 @@
+// Device kernels, token methods: chosen rows and columns copied to the result or the state.
+#pragma once
+
+#include <cstdint>
+
+#include <seqpool/config.hpp>
+#include <seqpool/detail/device/policy.hpp>
+#include <seqpool/detail/device/rows.hpp>
+#include <seqpool/detail/device/team.hpp>
+#include <seqpool/detail/device/vector.hpp>
+#include <seqpool/detail/index_block.hpp>
+#include <seqpool/detail/records.hpp>
+
+namespace seqpool::detail::device {
+
+/// A block copies `gathers_per_block` rows, its warps taking them in turn: a
+/// warp per row, each lane a few 16-byte vectors of it, loaded all at once,
+/// converted to float and stored as whole vectors where the destination is
+/// aligned. A result row gets the head's epilogue while it is still in the
+/// lanes' registers (rows of up to 32 × lane_floats columns) or from memory.
+/// Rows come from the hidden states (through the request's column table when
+/// it has one) or from the state, where an earlier chunk stashed them.
+template <class Head, class T, class Policy = launch_policy>
+struct gather_rows {
+  static constexpr int threads = Policy::threads;
+  static constexpr int elements = vector_elements<T>;
+  using layout = lane_layout<elements, Policy::lane_floats>;
+  static constexpr int lane_vectors = layout::vectors;
+  using lane_row = lane_fragment<Policy::lane_floats>;
+
+  struct shared_storage {};
+
+  Head head;
+  const T* hidden;
+  std::int64_t row_stride;
+  bool rows_aligned;
+  const std::byte* at;
+  float* output;
+  float* workspace;
+
+  template <class Block>
+  SEQPOOL_HOST_DEVICE void operator()(const Block& block, std::int64_t index, shared_storage&) const {
+    const plan_sections& sections = *reinterpret_cast<const plan_sections*>(at);
+    const auto count = static_cast<std::int64_t>(sections.gathers.count);
+    const std::int64_t first = index * Policy::gathers_per_block;
+    if (first >= count) return;
+    const std::int64_t last = first + Policy::gathers_per_block < count ? first + Policy::gathers_per_block : count;
+    block.warps([&](const auto& warp) {
+      for (std::int64_t g = first + warp.index; g < last; g += Policy::warps)
+        gather(warp, sections, sections.gathers.in(at)[g]);
+    });
+  }
+
+ private:
+  template <class Warp>
+  SEQPOOL_HOST_DEVICE void gather(const Warp& warp, const plan_sections& sections, const gather_record row) const {
+    const request_record owner = sections.requests.in(at)[row.request];
+    const step_memory step{output, workspace, sections.state_table.in(at)};
+    float* out = step.at(owner.where, row.offset, row.request);
+    const std::int64_t width = owner.width;
+    const bool has_epilogue = (owner.flags & epilogue) != 0;
+    const bool in_registers = has_epilogue && width <= layout::pass_columns;
+    const bool out_aligned = is_aligned(out);
+    const std::int32_t* chosen = owner.columns >= 0 ? sections.column_table.in(at) + owner.columns : nullptr;
+
+    typename Warp::template values<lane_row> held;
+    for (std::int64_t pass = 0; pass < width; pass += layout::pass_columns) {
+      warp.lanes([&](int lane) {
+        lane_row& mine = held[lane];
+        if (row.source < 0)
+          load_kept(step.state[row.request] + (-1 - row.source), pass, lane, width, mine);
+        else
+          load_hidden(hidden + row.source * row_stride, chosen, pass, lane, width, mine);
+        if (!in_registers) layout::store(out, mine, pass, lane, width, out_aligned);
+      });
+    }
+    if (!has_epilogue) return;
+    if (in_registers) {
+      fragment_row<Warp, elements, Policy::lane_floats> result{warp, held, width};
+      head.epilogue(result, owner.use_activation != 0);
+      warp.lanes([&](int lane) { layout::store(out, held[lane], 0, lane, width, out_aligned); });
+    } else {
+      warp.sync();
+      memory_row<Warp> result{warp, out, width};
+      head.epilogue(result, owner.use_activation != 0);
+    }
+  }
+
+  /// A lane's columns of one pass of a row of hidden states (or of the columns
+  /// the request chose from it).
+  SEQPOOL_HOST_DEVICE void load_hidden(const T* source, const std::int32_t* chosen, std::int64_t pass, int lane,
+                                       std::int64_t width, lane_row& mine) const {
+    if (chosen != nullptr) {
+      SEQPOOL_UNROLL
+      for (int i = 0; i < Policy::lane_floats; ++i) {
+        const std::int64_t column = layout::column(pass, lane, i);
+        if (column < width) mine.at[i] = to_float(source[chosen[column]]);
+      }
+      return;
+    }
+    if (rows_aligned && layout::column(pass, lane, Policy::lane_floats - 1) < width) {
+      raw_vector loaded[lane_vectors];
+      SEQPOOL_UNROLL
+      for (int k = 0; k < lane_vectors; ++k) loaded[k] = load_once(source + layout::column(pass, lane, k * elements));
+      SEQPOOL_UNROLL
+      for (int k = 0; k < lane_vectors; ++k) to_floats<T>(loaded[k], mine.at + k * elements);
+      return;
+    }
+    for (int k = 0; k < lane_vectors; ++k) {
+      const std::int64_t column = layout::column(pass, lane, k * elements);
+      if (column >= width) continue;
+      const std::int64_t count = width - column < elements ? width - column : elements;
+      if (rows_aligned && count == elements)
+        to_floats<T>(load_once(source + column), mine.at + k * elements);
+      else
+        load_columns(source, column, count, mine.at + k * elements);
+    }
+  }
+
+  /// A lane's columns of one pass of a row an earlier chunk kept, as floats.
+  SEQPOOL_HOST_DEVICE static void load_kept(const float* source, std::int64_t pass, int lane, std::int64_t width,
+                                            lane_row& mine) {
+    SEQPOOL_UNROLL
+    for (int i = 0; i < Policy::lane_floats; ++i) {
+      const std::int64_t column = layout::column(pass, lane, i);
+      if (column < width) mine.at[i] = source[column];
+    }
+  }
+};
+
+}  // namespace seqpool::detail::device

@@ -1,0 +1,309 @@
+// Device kernels, sequence methods: every request's rows pooled in one launch.
+#pragma once
+
+#include <cstdint>
+#include <type_traits>
+
+#include <seqpool/config.hpp>
+#include <seqpool/detail/device/policy.hpp>
+#include <seqpool/detail/device/rows.hpp>
+#include <seqpool/detail/device/team.hpp>
+#include <seqpool/detail/device/vector.hpp>
+#include <seqpool/detail/index_block.hpp>
+#include <seqpool/detail/records.hpp>
+
+namespace seqpool::detail::device {
+
+/// One block per work record. A packed block pools up to `warps` short
+/// requests, a warp each, whole: every lane reduces its vectors of the row over
+/// all the rows, keeping `rows_in_flight` rows of loads issued ahead, then the
+/// method's finish and the head's epilogue run while the row is still in the
+/// lanes' registers. A split block reduces one slab of columns of one tile of
+/// a long request, its warps taking neighbouring runs of rows, and writes a
+/// partial row; the last block of the slab to arrive merges the partials in tile
+/// order, and the last slab of the row to arrive runs the epilogue. Every merge
+/// has a fixed order, whichever block arrives last, so results repeat bit for
+/// bit. The head's linear layer, where there is one, is a launch of its own
+/// (apply_linear) over the pooled rows this one leaves in the workspace.
+template <class Method, class Head, class T, class Policy = launch_policy>
+struct pool_rows {
+  static constexpr int threads = Policy::threads;
+  static constexpr int elements = vector_elements<T>;
+  using layout = lane_layout<elements, Policy::lane_floats>;  ///< packed: how a warp's lanes hold a row
+  static constexpr int lane_vectors = layout::vectors;
+  static constexpr int slab_vectors = Policy::slab_lane_floats / elements;  ///< split: vectors a lane reads a row
+  using lane_row = lane_fragment<Policy::lane_floats>;
+  using lane_slab = lane_fragment<Policy::slab_lane_floats>;
+
+  struct shared_storage {
+    lane_slab merged[Policy::warps][warp_lanes];  ///< each warp's rows of a split block, merged in warp order
+  };
+
+  Method method;
+  Head head;
+  const T* hidden;
+  std::int64_t row_stride;
+  bool rows_aligned;    ///< every row starts on a 16-byte boundary: whole vectors load in one instruction
+  const std::byte* at;  ///< the plan's index block on the device
+  float* output;
+  float* workspace;
+  int* arrivals;
+
+  template <class Block>
+  SEQPOOL_HOST_DEVICE void operator()(const Block& block, std::int64_t index, shared_storage& shared) const {
+    const plan_sections& sections = *reinterpret_cast<const plan_sections*>(at);
+    if (index >= static_cast<std::int64_t>(sections.works.count)) return;
+    const work_record work = sections.works.in(at)[index];
+    if (work.slab < 0) {
+      block.warps([&](const auto& warp) {
+        for (int t = warp.index; t < work.num_tiles; t += Policy::warps)
+          pool_whole(warp, sections, sections.tiles.in(at)[work.first_tile + t]);
+      });
+    } else {
+      pool_slab(block, sections, work, shared);
+    }
+  }
+
+ private:
+  SEQPOOL_HOST_DEVICE step_memory memory(const plan_sections& sections) const {
+    return {output, workspace, sections.state_table.in(at)};
+  }
+
+  /// The value a column ends with: the reduction of the rows read (none, for a
+  /// request that finishes from its state alone) after the state a chunked
+  /// request brings, then the method's finish when the request finishes.
+  SEQPOOL_HOST_DEVICE float complete(float pooled, bool read_rows, const float* init, std::int64_t column,
+                                     const request_record& owner) const {
+    float value = pooled;
+    if (init != nullptr) value = read_rows ? method.merge(init[column], pooled) : init[column];
+    return (owner.flags & finish) != 0 ? method.finish(value, owner.prompt_len) : value;
+  }
+
+  // Packed blocks.
+
+  template <class Warp>
+  SEQPOOL_HOST_DEVICE void pool_whole(const Warp& warp, const plan_sections& sections, const tile_record tile) const {
+    const request_record owner = sections.requests.in(at)[tile.request];
+    const step_memory step = memory(sections);
+    float* out = step.at(owner.where, owner.offset, tile.request);
+    const float* init = (owner.flags & from_state) != 0 ? step.state[tile.request] : nullptr;
+    const T* rows = hidden + tile.row_begin * row_stride;
+    const std::int64_t width = owner.width;
+    const bool has_epilogue = (owner.flags & epilogue) != 0;
+    const bool in_registers = has_epilogue && width <= layout::pass_columns;  // the row stays in the lanes until stored
+    const bool out_aligned = is_aligned(out);
+
+    typename Warp::template values<lane_row> held;
+    for (std::int64_t pass = 0; pass < width; pass += layout::pass_columns) {
+      warp.lanes([&](int lane) {
+        lane_row& mine = held[lane];
+        reduce_whole(rows, tile.rows, width, pass, lane, mine);
+        SEQPOOL_UNROLL
+        for (int i = 0; i < Policy::lane_floats; ++i) {
+          const std::int64_t column = layout::column(pass, lane, i);
+          if (column < width) mine.at[i] = complete(mine.at[i], tile.rows > 0, init, column, owner);
+        }
+        if (!in_registers) layout::store(out, mine, pass, lane, width, out_aligned);
+      });
+    }
+    if (!has_epilogue) return;
+    if (in_registers) {
+      fragment_row<Warp, elements, Policy::lane_floats> row{warp, held, width};
+      head.epilogue(row, owner.use_activation != 0);
+      warp.lanes([&](int lane) { layout::store(out, held[lane], 0, lane, width, out_aligned); });
+    } else {
+      warp.sync();
+      memory_row<Warp> row{warp, out, width};
+      head.epilogue(row, owner.use_activation != 0);
+    }
+  }
+
+  /// A packed lane's vectors of one pass, reduced over `count` rows from identity().
+  SEQPOOL_HOST_DEVICE void reduce_whole(const T* rows, std::int64_t count, std::int64_t width, std::int64_t pass,
+                                        int lane, lane_row& mine) const {
+    SEQPOOL_UNROLL
+    for (int i = 0; i < Policy::lane_floats; ++i) mine.at[i] = method.identity();
+    // The lane's last vector is its farthest: if it is whole, they all are.
+    if (rows_aligned && layout::column(pass, lane, Policy::lane_floats - 1) < width) {
+      constexpr int in_flight = Policy::packed_rows_in_flight;
+      std::int64_t r = 0;
+      for (; r + in_flight <= count; r += in_flight) {
+        raw_vector loaded[in_flight][lane_vectors];
+        SEQPOOL_UNROLL
+        for (int u = 0; u < in_flight; ++u)
+          SEQPOOL_UNROLL
+          for (int k = 0; k < lane_vectors; ++k)
+            loaded[u][k] = load_once(rows + (r + u) * row_stride + layout::column(pass, lane, k * elements));
+        SEQPOOL_UNROLL
+        for (int u = 0; u < in_flight; ++u) accumulate_vectors<lane_vectors>(loaded[u], mine.at);
+      }
+      for (; r < count; ++r) {
+        raw_vector loaded[1][lane_vectors];
+        SEQPOOL_UNROLL
+        for (int k = 0; k < lane_vectors; ++k)
+          loaded[0][k] = load_once(rows + r * row_stride + layout::column(pass, lane, k * elements));
+        accumulate_vectors<lane_vectors>(loaded[0], mine.at);
+      }
+      return;
+    }
+    for (std::int64_t r = 0; r < count; ++r)
+      for (int k = 0; k < lane_vectors; ++k)
+        accumulate_columns(rows + r * row_stride, layout::column(pass, lane, k * elements), width, mine.at + k * elements);
+  }
+
+  template <int Vectors>
+  SEQPOOL_HOST_DEVICE void accumulate_vectors(const raw_vector (&loaded)[Vectors], float* values) const {
+    SEQPOOL_UNROLL
+    for (int k = 0; k < Vectors; ++k) {
+      float row[elements];
+      to_floats<T>(loaded[k], row);
+      SEQPOOL_UNROLL
+      for (int e = 0; e < elements; ++e) values[k * elements + e] = method.accumulate(values[k * elements + e], row[e]);
+    }
+  }
+
+  /// One vector's columns from `column` of one row, where a vector load cannot
+  /// take them: an unaligned row, or past the row's last whole vector.
+  SEQPOOL_HOST_DEVICE void accumulate_columns(const T* row, std::int64_t column, std::int64_t width,
+                                              float* values) const {
+    if (column >= width) return;
+    const std::int64_t count = width - column < elements ? width - column : elements;
+    float loaded[elements];
+    if (rows_aligned && count == elements)
+      to_floats<T>(load_once(row + column), loaded);
+    else
+      load_columns(row, column, count, loaded);
+    for (std::int64_t e = 0; e < count; ++e) values[e] = method.accumulate(values[e], loaded[e]);
+  }
+
+  // Split blocks.
+
+  template <class Block>
+  SEQPOOL_HOST_DEVICE void pool_slab(const Block& block, const plan_sections& sections, const work_record work,
+                                     shared_storage& shared) const {
+    const tile_record tile = sections.tiles.in(at)[work.first_tile];
+    const request_record owner = sections.requests.in(at)[tile.request];
+    const step_memory step = memory(sections);
+    float* out = step.at(owner.where, owner.offset, tile.request);
+    const float* init = (owner.flags & from_state) != 0 ? step.state[tile.request] : nullptr;
+    const std::int64_t width = owner.width;
+    const std::int64_t slab_begin = work.slab * Policy::slab_columns;
+
+    // Each warp reduces a run of neighbouring rows; warp 0 merges the runs in order.
+    const std::int64_t run = (tile.rows + Policy::warps - 1) / Policy::warps;
+    const T* rows = hidden + tile.row_begin * row_stride;
+    block.threads([&](int warp, int lane) {
+      const std::int64_t begin = warp * run;
+      const std::int64_t end = begin + run < tile.rows ? begin + run : tile.rows;
+      reduce_slab(rows, begin, end, width, slab_begin + lane * Policy::slab_lane_floats, shared.merged[warp][lane]);
+    });
+    block.sync();
+    const bool alone = owner.num_tiles == 1;
+    float* partial = workspace + owner.partials + tile.index * width;
+    block.threads([&](int warp, int lane) {
+      if (warp != 0) return;
+      lane_slab& mine = merge_runs(shared, lane, tile.rows, run);
+      const std::int64_t column = slab_begin + lane * Policy::slab_lane_floats;
+      if (alone) {
+        store_slab(out, mine, init, column, width, owner, true);
+      } else {
+        store_slab(partial, mine, nullptr, column, width, owner, false);
+      }
+    });
+
+    if (!alone) {
+      if (!block.arrive_last(arrivals + owner.arrivals + work.slab, owner.num_tiles)) return;
+      // The last tile of the slab: the partials of every tile, merged in tile order.
+      const std::int64_t share = (owner.num_tiles + Policy::warps - 1) / Policy::warps;
+      block.threads([&](int warp, int lane) {
+        const std::int64_t first = warp * share;
+        const std::int64_t last = first + share < owner.num_tiles ? first + share : owner.num_tiles;
+        const std::int64_t column = slab_begin + lane * Policy::slab_lane_floats;
+        lane_slab& mine = shared.merged[warp][lane];
+        for (std::int64_t p = first; p < last; ++p) {
+          const float* row = workspace + owner.partials + p * width;
+          SEQPOOL_UNROLL
+          for (int i = 0; i < Policy::slab_lane_floats; ++i) {
+            const float value = column + i < width ? read_fresh(row + column + i) : 0.0f;
+            mine.at[i] = p == first ? value : method.merge(mine.at[i], value);
+          }
+        }
+      });
+      block.sync();
+      block.threads([&](int warp, int lane) {
+        if (warp != 0) return;
+        lane_slab& mine = merge_runs(shared, lane, owner.num_tiles, share);
+        store_slab(out, mine, init, slab_begin + lane * Policy::slab_lane_floats, width, owner, true);
+      });
+    }
+
+    if ((owner.flags & epilogue) == 0) return;
+    const std::int64_t slabs = (width + Policy::slab_columns - 1) / Policy::slab_columns;
+    if (slabs > 1) {
+      if (!block.arrive_last(arrivals + owner.arrivals + slabs, static_cast<int>(slabs))) return;
+    } else {
+      block.sync();
+    }
+    block.warps([&](const auto& warp) {
+      if (warp.index != 0) return;
+      memory_row<std::remove_cvref_t<decltype(warp)>> row{warp, out, width};
+      head.epilogue(row, owner.use_activation != 0);
+    });
+  }
+
+  /// Warp 0's lane after merging, in order, every warp's run that held rows.
+  SEQPOOL_HOST_DEVICE lane_slab& merge_runs(shared_storage& shared, int lane, std::int64_t count,
+                                            std::int64_t run) const {
+    lane_slab& mine = shared.merged[0][lane];
+    for (int other = 1; other < Policy::warps && other * run < count; ++other)
+      SEQPOOL_UNROLL
+      for (int i = 0; i < Policy::slab_lane_floats; ++i)
+        mine.at[i] = method.merge(mine.at[i], shared.merged[other][lane].at[i]);
+    return mine;
+  }
+
+  /// A split lane's columns [column, column + slab_lane_floats) reduced over rows [begin, end).
+  SEQPOOL_HOST_DEVICE void reduce_slab(const T* rows, std::int64_t begin, std::int64_t end, std::int64_t width,
+                                       std::int64_t column, lane_slab& mine) const {
+    SEQPOOL_UNROLL
+    for (int i = 0; i < Policy::slab_lane_floats; ++i) mine.at[i] = method.identity();
+    if (rows_aligned && column + Policy::slab_lane_floats <= width) {
+      constexpr int in_flight = Policy::split_rows_in_flight;
+      std::int64_t r = begin;
+      for (; r + in_flight <= end; r += in_flight) {
+        raw_vector loaded[in_flight][slab_vectors];
+        SEQPOOL_UNROLL
+        for (int u = 0; u < in_flight; ++u)
+          SEQPOOL_UNROLL
+          for (int k = 0; k < slab_vectors; ++k)
+            loaded[u][k] = load_once(rows + (r + u) * row_stride + column + k * elements);
+        SEQPOOL_UNROLL
+        for (int u = 0; u < in_flight; ++u) accumulate_vectors<slab_vectors>(loaded[u], mine.at);
+      }
+      for (; r < end; ++r) {
+        raw_vector loaded[1][slab_vectors];
+        SEQPOOL_UNROLL
+        for (int k = 0; k < slab_vectors; ++k) loaded[0][k] = load_once(rows + r * row_stride + column + k * elements);
+        accumulate_vectors<slab_vectors>(loaded[0], mine.at);
+      }
+      return;
+    }
+    for (std::int64_t r = begin; r < end; ++r)
+      for (int k = 0; k < slab_vectors; ++k)
+        accumulate_columns(rows + r * row_stride, column + k * elements, width, mine.at + k * elements);
+  }
+
+  /// Writes a split lane's columns to `to`: completed (merged with `init`,
+  /// finished) for the request's destination, as they are for a partial row.
+  SEQPOOL_HOST_DEVICE void store_slab(float* to, lane_slab& mine, const float* init, std::int64_t column,
+                                      std::int64_t width, const request_record& owner, bool completed) const {
+    if (column >= width) return;
+    const int count = width - column < Policy::slab_lane_floats ? static_cast<int>(width - column)
+                                                                : Policy::slab_lane_floats;
+    if (completed)
+      for (int i = 0; i < count; ++i) mine.at[i] = complete(mine.at[i], true, init, column + i, owner);
+    store_floats(to + column, mine.at, count, is_aligned(to + column));
+  }
+};
+
+}  // namespace seqpool::detail::device

@@ -1,0 +1,125 @@
+// A result row spread over the lanes of a warp, as a head's epilogue sees it.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+
+#include <seqpool/config.hpp>
+#include <seqpool/detail/device/team.hpp>
+#include <seqpool/detail/device/vector.hpp>
+
+namespace seqpool::detail::device {
+
+/// The floats one lane holds of a row.
+template <int Floats>
+struct lane_fragment {
+  float at[Floats];
+};
+
+/// How a warp's lanes hold a row, 32 × Floats columns (a pass) at a time, in
+/// vectors of E: value `i` of lane `lane` in the pass from column `pass` is
+/// column pass + ((i / E) × 32 + lane) × E + i % E, so the warp's k-th vectors
+/// are 32 neighbouring vectors of the row, which a warp loads in whole lines.
+template <int E, int Floats>
+struct lane_layout {
+  static constexpr int vectors = Floats / E;
+  static constexpr std::int64_t pass_columns = warp_lanes * Floats;
+
+  SEQPOOL_HOST_DEVICE static std::int64_t column(std::int64_t pass, int lane, int i) {
+    return pass + (i / E * warp_lanes + lane) * E + i % E;
+  }
+
+  /// Stores a lane's values of one pass into the row at `out`, vector by vector.
+  SEQPOOL_HOST_DEVICE static void store(float* out, const lane_fragment<Floats>& mine, std::int64_t pass, int lane,
+                                        std::int64_t width, bool aligned) {
+    SEQPOOL_UNROLL
+    for (int k = 0; k < vectors; ++k) {
+      const std::int64_t first = column(pass, lane, k * E);
+      if (first >= width) continue;
+      const int count = width - first < E ? static_cast<int>(width - first) : E;
+      store_floats(out + first, mine.at + k * E, count, aligned);
+    }
+  }
+};
+
+/// A row of up to one pass held in the registers of a warp's lanes, laid out
+/// as lane_layout says. Offers what plain_row offers.
+template <class Warp, int E, int Floats>
+struct fragment_row {
+  const Warp& warp;
+  typename Warp::template values<lane_fragment<Floats>>& held;
+  std::int64_t columns;
+
+  SEQPOOL_HOST_DEVICE static std::int64_t column(int lane, int i) { return lane_layout<E, Floats>::column(0, lane, i); }
+
+  SEQPOOL_HOST_DEVICE std::int64_t width() const { return columns; }
+
+  template <class F>
+  SEQPOOL_HOST_DEVICE void transform(F&& f) {
+    warp.lanes([&](int lane) {
+      lane_fragment<Floats>& mine = held[lane];
+      for (int i = 0; i < Floats; ++i)
+        if (column(lane, i) < columns) mine.at[i] = f(mine.at[i]);
+    });
+  }
+
+  template <class F>
+  SEQPOOL_HOST_DEVICE float sum(F&& f) {
+    return warp.sum([&](int lane) {
+      const lane_fragment<Floats>& mine = held[lane];
+      float total = 0.0f;
+      for (int i = 0; i < Floats; ++i)
+        if (column(lane, i) < columns) total += f(mine.at[i]);
+      return total;
+    });
+  }
+
+  template <class F>
+  SEQPOOL_HOST_DEVICE float max(F&& f) {
+    return warp.max([&](int lane) {
+      const lane_fragment<Floats>& mine = held[lane];
+      float largest = -__builtin_huge_valf();
+      for (int i = 0; i < Floats; ++i)
+        if (column(lane, i) < columns) largest = fmaxf(largest, f(mine.at[i]));
+      return largest;
+    });
+  }
+};
+
+/// A row in memory that one warp finishes, lane `lane` taking columns lane,
+/// lane + 32, …: rows too wide for registers, and rows other blocks wrote.
+template <class Warp>
+struct memory_row {
+  const Warp& warp;
+  float* row;
+  std::int64_t columns;
+
+  SEQPOOL_HOST_DEVICE std::int64_t width() const { return columns; }
+
+  template <class F>
+  SEQPOOL_HOST_DEVICE void transform(F&& f) {
+    warp.lanes([&](int lane) {
+      for (std::int64_t c = lane; c < columns; c += warp_lanes) row[c] = f(read_fresh(row + c));
+    });
+  }
+
+  template <class F>
+  SEQPOOL_HOST_DEVICE float sum(F&& f) {
+    return warp.sum([&](int lane) {
+      float total = 0.0f;
+      for (std::int64_t c = lane; c < columns; c += warp_lanes) total += f(read_fresh(row + c));
+      return total;
+    });
+  }
+
+  template <class F>
+  SEQPOOL_HOST_DEVICE float max(F&& f) {
+    return warp.max([&](int lane) {
+      float largest = -__builtin_huge_valf();
+      for (std::int64_t c = lane; c < columns; c += warp_lanes) largest = fmaxf(largest, f(read_fresh(row + c)));
+      return largest;
+    });
+  }
+};
+
+}  // namespace seqpool::detail::device

@@ -1,0 +1,75 @@
+// 16-byte loads and stores: how the device kernels move rows.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+
+#include <seqpool/config.hpp>
+#include <seqpool/detail/to_float.hpp>
+
+namespace seqpool::detail::device {
+
+inline constexpr int vector_bytes = 16;
+
+/// Elements of T in one 16-byte vector: 4 floats, or 8 of a 16-bit type.
+template <class T>
+inline constexpr int vector_elements = vector_bytes / static_cast<int>(sizeof(T));
+
+/// The bytes of one vector, as a 16-byte load brings them.
+struct alignas(vector_bytes) raw_vector {
+  std::uint32_t words[4];
+};
+
+SEQPOOL_HOST_DEVICE inline bool is_aligned(const void* address) {
+  return reinterpret_cast<std::uintptr_t>(address) % vector_bytes == 0;
+}
+
+/// One 16-byte load of data read once (hidden states): on the GPU a streaming
+/// load, which leaves L2 to what is read again.
+SEQPOOL_HOST_DEVICE inline raw_vector load_once(const void* address) {
+  raw_vector loaded;
+#if defined(__CUDA_ARCH__)
+  const uint4 words = __ldcs(static_cast<const uint4*>(address));
+  loaded.words[0] = words.x;
+  loaded.words[1] = words.y;
+  loaded.words[2] = words.z;
+  loaded.words[3] = words.w;
+#else
+  std::memcpy(&loaded, address, sizeof loaded);
+#endif
+  return loaded;
+}
+
+/// The vector's elements as floats.
+template <class T>
+SEQPOOL_HOST_DEVICE void to_floats(const raw_vector& raw, float* out) {
+  T elements[vector_elements<T>];
+  std::memcpy(static_cast<void*>(elements), &raw, sizeof raw);
+  for (int e = 0; e < vector_elements<T>; ++e) out[e] = to_float(elements[e]);
+}
+
+/// Columns [column, column + count) of a row, as floats, where a vector load
+/// cannot take them (an unaligned row, or the row's last columns); the rest of
+/// `out` is left as it was.
+template <class T>
+SEQPOOL_HOST_DEVICE void load_columns(const T* row, std::int64_t column, std::int64_t count, float* out) {
+  for (std::int64_t e = 0; e < count; ++e) out[e] = to_float(row[column + e]);
+}
+
+/// Stores `count` floats of `values` at `to`: whole 16-byte vectors when `to` is
+/// aligned, one float at a time otherwise.
+SEQPOOL_HOST_DEVICE inline void store_floats(float* to, const float* values, int count, bool aligned) {
+  if (aligned && count % 4 == 0) {
+    for (int e = 0; e < count; e += 4) {
+#if defined(__CUDA_ARCH__)
+      *reinterpret_cast<float4*>(to + e) = make_float4(values[e], values[e + 1], values[e + 2], values[e + 3]);
+#else
+      std::memcpy(to + e, values + e, 4 * sizeof(float));
+#endif
+    }
+    return;
+  }
+  for (int e = 0; e < count; ++e) to[e] = values[e];
+}
+
+}  // namespace seqpool::detail::device

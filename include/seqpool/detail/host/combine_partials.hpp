@@ -1,0 +1,60 @@
+// Host algorithms, pass 2 of sequence methods: merge a request's tile partials and its state.
+#pragma once
+
+#include <cstdint>
+
+#include <seqpool/config.hpp>
+#include <seqpool/detail/host/apply_linear.hpp>
+#include <seqpool/detail/host/policy.hpp>
+#include <seqpool/detail/records.hpp>
+#include <seqpool/head/row.hpp>
+
+namespace seqpool::detail::host {
+
+/// One item merges, over all columns, the state a chunked request brings (or
+/// identity()) with the partials its tiles wrote this step, then writes the state
+/// back or finishes the request: the method's finish, then the head's linear
+/// layer or epilogue as flagged.
+template <class Method, class Head>
+struct combine_partials {
+  Method method;
+  Head head;
+  linear_layer layer;
+  const std::int32_t* combines;
+  const request_record* requests;
+  step_memory memory;
+
+  void operator()(std::int64_t item) const {
+    const std::int32_t request = combines[item];
+    const request_record& owner = requests[request];
+    float* out = memory.at(owner.where, owner.offset, request);
+    const float* init = (owner.flags & from_state) != 0 ? memory.state[request] : nullptr;
+    const float* partials = memory.workspace + owner.partials;
+    if ((owner.flags & through_linear) != 0) {
+      alignas(64) float pooled[launch_policy::scratch_row_floats];
+      merge_row(owner, init, partials, pooled);
+      linear_then_epilogue(head, layer, pooled, out, owner);
+    } else {
+      merge_row(owner, init, partials, out);
+    }
+  }
+
+ private:
+  /// Merges into `out` and, when flagged, finishes it and runs the epilogue.
+  void merge_row(const request_record& owner, const float* init, const float* partials, float* out) const {
+    // Partial after partial, each read front to back while the result row stays in cache.
+    const std::int64_t width = owner.width;
+    for (std::int64_t c = 0; c < width; ++c) out[c] = init != nullptr ? init[c] : method.identity();
+    for (std::int32_t p = 0; p < owner.num_tiles; ++p) {
+      const float* __restrict__ partial = partials + p * width;
+      for (std::int64_t c = 0; c < width; ++c) out[c] = method.merge(out[c], partial[c]);
+    }
+    if ((owner.flags & finish) == 0) return;
+    for (std::int64_t c = 0; c < width; ++c) out[c] = method.finish(out[c], owner.prompt_len);
+    if ((owner.flags & epilogue) == 0) return;
+    head::plain_row row{out, width};
+    head.epilogue(row, owner.use_activation != 0);
+  }
+};
+
+}  // namespace seqpool::detail::host

@@ -1,0 +1,98 @@
+// Host algorithms for token methods: copy chosen rows and columns to the result or the state.
+#pragma once
+
+#include <cstdint>
+
+#include <seqpool/config.hpp>
+#include <seqpool/detail/host/apply_linear.hpp>
+#include <seqpool/detail/host/policy.hpp>
+#include <seqpool/detail/host/prefetch.hpp>
+#include <seqpool/detail/host/stream_row.hpp>
+#include <seqpool/detail/records.hpp>
+#include <seqpool/detail/to_float.hpp>
+#include <seqpool/head/row.hpp>
+
+namespace seqpool::detail::host {
+
+/// One item copies one row from the step's hidden states through the request's
+/// column table, or from rows an earlier chunk left in the state (which hold the
+/// chosen columns already), converting to float. A result row gets the head's
+/// epilogue in the same item, after its linear layer when flagged, and, when
+/// the pooler's results are streamed, is assembled in scratch and streamed out.
+template <class Head, class T>
+struct gather_rows {
+  Head head;
+  linear_layer layer;
+  const T* hidden;
+  std::int64_t row_stride;
+  const gather_record* gathers;
+  const request_record* requests;
+  const std::int32_t* column_table;
+  step_memory memory;
+  std::int64_t num_gathers;
+  bool stream_results;
+
+  void operator()(std::int64_t item) const {
+    const gather_record gather = gathers[item];
+    const request_record owner = requests[gather.request];
+    float* out = memory.at(owner.where, gather.offset, gather.request);
+    const T* ahead = row_ahead(item, gather, owner);
+
+    const bool through = (owner.flags & through_linear) != 0;
+    if (through || (stream_results && owner.where == target::output && owner.width <= launch_policy::scratch_row_floats)) {
+      alignas(64) float scratch[launch_policy::scratch_row_floats];
+      copy_row(gather, owner, scratch, ahead);
+      if (through) {
+        linear_then_epilogue(head, layer, scratch, out, owner);
+        return;
+      }
+      apply_epilogue(owner, scratch);
+      stream_row(out, scratch, owner.width);
+      return;
+    }
+    copy_row(gather, owner, out, ahead);
+    apply_epilogue(owner, out);
+  }
+
+ private:
+  void apply_epilogue(const request_record& owner, float* row) const {
+    if ((owner.flags & epilogue) == 0) return;
+    head::plain_row result{row, owner.width};
+    head.epilogue(result, owner.use_activation != 0);
+  }
+
+  /// A row read whole asks for the row this thread gathers next, line by line as
+  /// it is copied, wherever that row lies (every eighth for STEP, another
+  /// request's in a mixed batch), which the hardware cannot guess. Null where
+  /// there is none to ask for.
+  const T* row_ahead(std::int64_t item, gather_record gather, request_record owner) const {
+    if (item + 1 >= num_gathers || gather.source < 0 || owner.columns >= 0) return nullptr;
+    const gather_record after = gathers[item + 1];
+    if (after.source < 0 || requests[after.request].columns >= 0) return nullptr;
+    return hidden + after.source * row_stride;
+  }
+
+  /// Copies the gathered row to `out`, asking for the same lines of the row at
+  /// `ahead`, when given, as it goes.
+  void copy_row(gather_record gather, request_record owner, float* __restrict__ out, const T* ahead) const {
+    const std::int64_t width = owner.width;
+    if (gather.source < 0) {
+      const float* __restrict__ kept = memory.state[gather.request] + (-1 - gather.source);
+      for (std::int64_t c = 0; c < width; ++c) out[c] = kept[c];
+    } else if (owner.columns < 0) {
+      const T* __restrict__ row = hidden + gather.source * row_stride;
+      by_lines<T>(
+          0, width,
+          [&](std::int64_t line) {
+            if (ahead != nullptr) prefetch(ahead + line);
+          },
+          [&](std::int64_t c) { out[c] = to_float(row[c]); });
+    } else {
+      const T* row = hidden + gather.source * row_stride;
+      const std::int32_t* chosen = column_table + owner.columns;
+      for (std::int64_t c = 0; c < width; ++c) out[c] = to_float(row[chosen[c]]);
+    }
+  }
+};
+
+}  // namespace seqpool::detail::host

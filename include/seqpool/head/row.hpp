@@ -1,0 +1,43 @@
+// The row a head's epilogue works on, on the host.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+
+#include <seqpool/config.hpp>
+
+namespace seqpool::head {
+
+/// A result row in contiguous memory, finished by one thread. A head's epilogue
+/// is written against what this offers — width(), transform(f) (each value
+/// becomes f(value)), sum(f) and max(f) (of f over the values) — so that the
+/// device kernels can hand it a row spread over the lanes of a warp instead.
+/// sum() may add in any order (here it is split into vector lanes).
+struct plain_row {
+  float* values;
+  std::int64_t columns;
+
+  SEQPOOL_HOST_DEVICE std::int64_t width() const { return columns; }
+
+  template <class F>
+  SEQPOOL_HOST_DEVICE void transform(F&& f) {
+    for (std::int64_t c = 0; c < columns; ++c) values[c] = f(values[c]);
+  }
+
+  template <class F>
+  SEQPOOL_HOST_DEVICE float sum(F&& f) const {
+    float total = 0.0f;
+    SEQPOOL_SIMD_REDUCTION(+ : total)
+    for (std::int64_t c = 0; c < columns; ++c) total += f(values[c]);
+    return total;
+  }
+
+  template <class F>
+  SEQPOOL_HOST_DEVICE float max(F&& f) const {
+    float largest = f(values[0]);
+    for (std::int64_t c = 1; c < columns; ++c) largest = fmaxf(largest, f(values[c]));
+    return largest;
+  }
+};
+
+}  // namespace seqpool::head
