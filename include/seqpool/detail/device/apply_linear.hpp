@@ -30,7 +30,7 @@ struct apply_linear {
 
   /// Rows a block takes for a layer of `in_features` inputs: as many as shared
   /// memory holds, and one, read from the workspace, when not even that fits.
-  static constexpr int rows_per_block(std::int64_t in_features) {
+  SEQPOOL_HOST_DEVICE static constexpr int rows_per_block(std::int64_t in_features) {
     const std::int64_t fit = Policy::linear_shared_floats / in_features;
     return fit < 1 ? 1 : fit < Policy::linear_rows ? static_cast<int>(fit) : Policy::linear_rows;
   }
@@ -84,14 +84,19 @@ struct apply_linear {
     typename Warp::template values<lane_fragment<Policy::linear_rows>> sums;
     warp.lanes([&](int lane) {
       lane_fragment<Policy::linear_rows>& mine = sums[lane];
-      for (int r = 0; r < rows; ++r) mine.at[r] = 0.0f;
+      SEQPOOL_UNROLL
+      for (int r = 0; r < Policy::linear_rows; ++r) mine.at[r] = 0.0f;
       for (std::int64_t k = lane; k < inputs; k += warp_lanes) {
         const float weight = weights[k];
-        for (int r = 0; r < rows; ++r)
-          mine.at[r] += weight * (staged ? shared.pooled[r * inputs + k] : workspace[records[r].input + k]);
+        SEQPOOL_UNROLL
+        for (int r = 0; r < Policy::linear_rows; ++r)
+          if (r < rows)
+            mine.at[r] += weight * (staged ? shared.pooled[r * inputs + k] : workspace[records[r].input + k]);
       }
     });
-    for (int r = 0; r < rows; ++r) {
+    SEQPOOL_UNROLL
+    for (int r = 0; r < Policy::linear_rows; ++r) {
+      if (r >= rows) break;
       const float total = warp.sum([&](int lane) { return sums[lane].at[r]; });
       if (o >= records[r].width) continue;
       warp.lanes([&](int lane) {

@@ -106,14 +106,14 @@ struct gather_rows {
       for (int k = 0; k < lane_vectors; ++k) to_floats<T>(loaded[k], mine.at + k * elements);
       return;
     }
+    SEQPOOL_UNROLL
     for (int k = 0; k < lane_vectors; ++k) {
       const std::int64_t column = layout::column(pass, lane, k * elements);
       if (column >= width) continue;
-      const std::int64_t count = width - column < elements ? width - column : elements;
-      if (rows_aligned && count == elements)
+      if (rows_aligned && width - column >= elements)
         to_floats<T>(load_once(source + column), mine.at + k * elements);
       else
-        load_columns(source, column, count, mine.at + k * elements);
+        load_columns<elements>(source, column, width - column, mine.at + k * elements);
     }
   }
 

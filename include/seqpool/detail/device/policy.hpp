@@ -30,7 +30,7 @@ struct launch_policy {
   /// 16-byte vectors of 16-bit elements, or eight of float. A row of up to 32 ×
   /// this many columns stays in registers through the head's epilogue.
   static constexpr int lane_floats = 32;
-  static constexpr int packed_rows_in_flight = 2;  ///< rows a packed warp loads before it accumulates
+  static constexpr int packed_vectors_in_flight = 8;  ///< vectors a packed lane loads before it accumulates
   static constexpr int split_rows_in_flight = 8;   ///< rows a split block's thread loads before it accumulates
 
   static constexpr std::int64_t gathers_per_block = 32;  ///< token methods: rows a block copies, one warp each in turn

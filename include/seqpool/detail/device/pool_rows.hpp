@@ -125,7 +125,9 @@ struct pool_rows {
     for (int i = 0; i < Policy::lane_floats; ++i) mine.at[i] = method.identity();
     // The lane's last vector is its farthest: if it is whole, they all are.
     if (rows_aligned && layout::column(pass, lane, Policy::lane_floats - 1) < width) {
-      constexpr int in_flight = Policy::packed_rows_in_flight;
+      constexpr int in_flight = Policy::packed_vectors_in_flight > lane_vectors
+                                    ? Policy::packed_vectors_in_flight / lane_vectors
+                                    : 1;  // rows
       std::int64_t r = 0;
       for (; r + in_flight <= count; r += in_flight) {
         raw_vector loaded[in_flight][lane_vectors];
@@ -147,6 +149,7 @@ struct pool_rows {
       return;
     }
     for (std::int64_t r = 0; r < count; ++r)
+      SEQPOOL_UNROLL
       for (int k = 0; k < lane_vectors; ++k)
         accumulate_columns(rows + r * row_stride, layout::column(pass, lane, k * elements), width, mine.at + k * elements);
   }
@@ -166,14 +169,16 @@ struct pool_rows {
   /// take them: an unaligned row, or past the row's last whole vector.
   SEQPOOL_HOST_DEVICE void accumulate_columns(const T* row, std::int64_t column, std::int64_t width,
                                               float* values) const {
-    if (column >= width) return;
-    const std::int64_t count = width - column < elements ? width - column : elements;
+    const std::int64_t count = width - column;
+    if (count <= 0) return;
     float loaded[elements];
-    if (rows_aligned && count == elements)
+    if (rows_aligned && count >= elements)
       to_floats<T>(load_once(row + column), loaded);
     else
-      load_columns(row, column, count, loaded);
-    for (std::int64_t e = 0; e < count; ++e) values[e] = method.accumulate(values[e], loaded[e]);
+      load_columns<elements>(row, column, count, loaded);
+    SEQPOOL_UNROLL
+    for (int e = 0; e < elements; ++e)
+      if (e < count) values[e] = method.accumulate(values[e], loaded[e]);
   }
 
   // Split blocks.
@@ -289,6 +294,7 @@ struct pool_rows {
       return;
     }
     for (std::int64_t r = begin; r < end; ++r)
+      SEQPOOL_UNROLL
       for (int k = 0; k < slab_vectors; ++k)
         accumulate_columns(rows + r * row_stride, column + k * elements, width, mine.at + k * elements);
   }
@@ -297,12 +303,13 @@ struct pool_rows {
   /// finished) for the request's destination, as they are for a partial row.
   SEQPOOL_HOST_DEVICE void store_slab(float* to, lane_slab& mine, const float* init, std::int64_t column,
                                       std::int64_t width, const request_record& owner, bool completed) const {
-    if (column >= width) return;
-    const int count = width - column < Policy::slab_lane_floats ? static_cast<int>(width - column)
-                                                                : Policy::slab_lane_floats;
+    const std::int64_t count = width - column;
+    if (count <= 0) return;
     if (completed)
-      for (int i = 0; i < count; ++i) mine.at[i] = complete(mine.at[i], true, init, column + i, owner);
-    store_floats(to + column, mine.at, count, is_aligned(to + column));
+      SEQPOOL_UNROLL
+      for (int i = 0; i < Policy::slab_lane_floats; ++i)
+        if (i < count) mine.at[i] = complete(mine.at[i], true, init, column + i, owner);
+    store_floats<Policy::slab_lane_floats>(to + column, mine.at, count, is_aligned(to + column));
   }
 };
 

@@ -36,8 +36,7 @@ struct lane_layout {
     for (int k = 0; k < vectors; ++k) {
       const std::int64_t first = column(pass, lane, k * E);
       if (first >= width) continue;
-      const int count = width - first < E ? static_cast<int>(width - first) : E;
-      store_floats(out + first, mine.at + k * E, count, aligned);
+      store_floats<E>(out + first, mine.at + k * E, width - first, aligned);
     }
   }
 };

@@ -48,19 +48,25 @@ SEQPOOL_HOST_DEVICE void to_floats(const raw_vector& raw, float* out) {
   for (int e = 0; e < vector_elements<T>; ++e) out[e] = to_float(elements[e]);
 }
 
-/// Columns [column, column + count) of a row, as floats, where a vector load
-/// cannot take them (an unaligned row, or the row's last columns); the rest of
-/// `out` is left as it was.
-template <class T>
+/// The first `count` of the N columns from `column` of a row, as floats, where a
+/// vector load cannot take them (an unaligned row, or the row's last columns);
+/// the rest of `out` is left as it was. Loops of constant length keep `out` in
+/// registers.
+template <int N, class T>
 SEQPOOL_HOST_DEVICE void load_columns(const T* row, std::int64_t column, std::int64_t count, float* out) {
-  for (std::int64_t e = 0; e < count; ++e) out[e] = to_float(row[column + e]);
+  SEQPOOL_UNROLL
+  for (int e = 0; e < N; ++e)
+    if (e < count) out[e] = to_float(row[column + e]);
 }
 
-/// Stores `count` floats of `values` at `to`: whole 16-byte vectors when `to` is
-/// aligned, one float at a time otherwise.
-SEQPOOL_HOST_DEVICE inline void store_floats(float* to, const float* values, int count, bool aligned) {
-  if (aligned && count % 4 == 0) {
-    for (int e = 0; e < count; e += 4) {
+/// Stores the first `count` of the N floats of `values` at `to`: as 16-byte
+/// vectors when all N go to an aligned address, one float at a time otherwise.
+template <int N>
+SEQPOOL_HOST_DEVICE void store_floats(float* to, const float* values, std::int64_t count, bool aligned) {
+  static_assert(N % 4 == 0, "whole vectors of floats");
+  if (aligned && count == N) {
+    SEQPOOL_UNROLL
+    for (int e = 0; e < N; e += 4) {
 #if defined(__CUDA_ARCH__)
       *reinterpret_cast<float4*>(to + e) = make_float4(values[e], values[e + 1], values[e + 2], values[e + 3]);
 #else
@@ -69,7 +75,9 @@ SEQPOOL_HOST_DEVICE inline void store_floats(float* to, const float* values, int
     }
     return;
   }
-  for (int e = 0; e < count; ++e) to[e] = values[e];
+  SEQPOOL_UNROLL
+  for (int e = 0; e < N; ++e)
+    if (e < count) to[e] = values[e];
 }
 
 }  // namespace seqpool::detail::device
