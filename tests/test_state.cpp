@@ -1,6 +1,9 @@
 // The chunked-prefill state store.
+#include <memory>
+
 #include <doctest/doctest.h>
 
+#include <seqpool/space/device.hpp>
 #include <seqpool/space/host.hpp>
 #include <seqpool/state.hpp>
 
@@ -91,4 +94,51 @@ TEST_CASE("a slot too large to allocate is an error that names the request, and 
                        "more than can be allocated",
                        seqpool::error);
   CHECK_FALSE(state.contains("big"));
+}
+
+namespace {
+
+/// The device stand-in, with allocations that fail when the test says so, as
+/// cudaMallocAsync does when the device is out of memory.
+class failing_backend : public seqpool::omp_backend {
+ public:
+  explicit failing_backend(std::shared_ptr<bool> fail) : fail_(std::move(fail)) {}
+
+  void* allocate(std::size_t bytes) {
+    if (*fail_) throw seqpool::device_error("cudaMallocAsync: out of memory");
+    return seqpool::omp_backend::allocate(bytes);
+  }
+
+ private:
+  std::shared_ptr<bool> fail_;
+};
+
+}  // namespace
+
+TEST_CASE("a device allocation that fails in reserve leaves the state store exactly as it was") {
+  auto fail = std::make_shared<bool>(false);
+  seqpool::device_space<failing_backend> space{failing_backend(fail)};
+  seqpool::state_store<seqpool::device_space<failing_backend>> state(space);
+  const seqpool::request held = part("held", task::embed, 10, 0, 4);
+  float* block = state.reserve(held, 8);
+  state.advance(held);
+
+  *fail = true;
+  CHECK_THROWS_WITH_AS(state.reserve(part("new", task::embed, 10, 0, 4), 8), "cudaMallocAsync: out of memory",
+                       seqpool::device_error);
+  CHECK_FALSE(state.contains("new"));
+  CHECK(state.size() == 1);
+  CHECK(state.data("held") == block);
+  CHECK(state.num_computed("held") == 4);
+
+  // A request reserved but not yet run may ask for more; failing leaves its block.
+  const seqpool::request fresh = part("fresh", task::token_embed, 10, 0, 4);
+  *fail = false;
+  float* small = state.reserve(fresh, 8);
+  *fail = true;
+  CHECK_THROWS_AS(state.reserve(fresh, 4096), seqpool::device_error);
+  CHECK(state.data("fresh") == small);
+  CHECK(state.holds("fresh", 8));
+  *fail = false;
+  state.check(0, fresh);
 }

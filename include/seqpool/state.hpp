@@ -60,23 +60,35 @@ class state_store {
 
   /// Host call before a step: a slot of `floats` floats for a request that arrives
   /// in chunks. Allocates (and the audit counts it) only when no cached block fits.
+  /// If the allocation fails, the store is exactly as it was.
   float* reserve(const request& r, std::size_t floats) {
-    auto [entry, fresh] = slots_.try_emplace(r.id);
-    slot& held = entry->second;
-    if (fresh) held = {.task = r.task, .prompt_len = r.prompt_len};
-    if (held.num_computed == 0 && held.floats < floats) {
-      give_back(held);
+    const auto found = slots_.find(r.id);
+    if (found != slots_.end() && (found->second.num_computed > 0 || found->second.floats >= floats))
+      return found->second.data;
+    float* data = nullptr;
+    if (floats > 0) {
       try {
-        held.data = floats == 0 ? nullptr : static_cast<float*>(pool_.take(floats * sizeof(float)));
+        data = static_cast<float*>(pool_.take(floats * sizeof(float)));
       } catch (const std::bad_alloc&) {
-        slots_.erase(entry);
         throw error(detail::concat("id \"", r.id, "\": prompt_len: keeping ", r.prompt_len, " tokens' state needs ",
                                    floats * sizeof(float), " bytes, more than can be allocated"));
       }
-      held.floats = floats;
     }
-    return held.data;
+    slot* held = found != slots_.end() ? &found->second : nullptr;
+    if (held == nullptr) {
+      try {
+        held = &slots_.try_emplace(r.id, slot{.task = r.task, .prompt_len = r.prompt_len}).first->second;
+      } catch (...) {
+        if (data != nullptr) pool_.give_back(data, floats * sizeof(float));
+        throw;
+      }
+    }
+    give_back(*held);
+    held->data = data;
+    held->floats = floats;
+    return data;
   }
+
 
   /// Whether reserve() made a block of at least `floats` floats for the request.
   bool holds(std::string_view id, std::size_t floats) const {
