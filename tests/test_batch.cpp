@@ -29,7 +29,7 @@ TEST_CASE("chunk fields follow SPEC section 2") {
 }
 
 TEST_CASE("consecutive requests that share a task form one group, with rows rebased to it") {
-  // TESTS.md case 20: tasks [embed, embed, token_embed, embed] with rows 2, 1, 3, 2.
+  // docs/TESTS.md case 20: tasks [embed, embed, token_embed, embed] with rows 2, 1, 3, 2.
   const seqpool::batch step{{whole("a", task::embed, 2), whole("b", task::embed, 1), whole("c", task::token_embed, 3),
                              whole("d", task::embed, 2)}};
   const seqpool::step_layout layout = seqpool::lay_out(step);

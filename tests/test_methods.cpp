@@ -1,3 +1,15 @@
-// TESTS.md cases 1-11 on the host space and on the device path's OpenMP stand-in.
-#define SEQPOOL_TEST_SPACES seqpool::host_space, seqpool::device_space<seqpool::omp_backend>
+// docs/TESTS.md cases 1-11 on the host algorithms and on the device kernels run by the OpenMP stand-in.
 #include "cases/methods.hpp"
+#include "support/spaces.hpp"
+
+TEST_CASE_TEMPLATE_APPLY(case_1_cls, test::cpu_spaces);
+TEST_CASE_TEMPLATE_APPLY(case_2_last, test::cpu_spaces);
+TEST_CASE_TEMPLATE_APPLY(case_3_mean, test::cpu_spaces);
+TEST_CASE_TEMPLATE_APPLY(case_4_max, test::cpu_spaces);
+TEST_CASE_TEMPLATE_APPLY(case_5_mean_of_one_and_identical_rows, test::cpu_spaces);
+TEST_CASE_TEMPLATE_APPLY(case_6_empty_batch, test::cpu_spaces);
+TEST_CASE_TEMPLATE_APPLY(case_7_fp16_mean, test::cpu_spaces);
+TEST_CASE_TEMPLATE_APPLY(case_8_all, test::cpu_spaces);
+TEST_CASE_TEMPLATE_APPLY(case_9_chunked_all, test::cpu_spaces);
+TEST_CASE_TEMPLATE_APPLY(case_10_step, test::cpu_spaces);
+TEST_CASE_TEMPLATE_APPLY(case_11_chunked_equals_one_shot, test::cpu_spaces);

@@ -1,3 +1,7 @@
 // Randomized comparison with the reference on both spaces of a g++ build.
-#define SEQPOOL_TEST_SPACES seqpool::host_space, seqpool::device_space<seqpool::omp_backend>
 #include "cases/random.hpp"
+#include "support/spaces.hpp"
+
+TEST_CASE_TEMPLATE_APPLY(random_cls_and_last, test::cpu_spaces);
+TEST_CASE_TEMPLATE_APPLY(random_mean_and_max, test::cpu_spaces);
+TEST_CASE_TEMPLATE_APPLY(random_all_and_step, test::cpu_spaces);

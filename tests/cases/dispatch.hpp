@@ -1,6 +1,6 @@
-// TESTS.md cases 20-22, randomized mixed-task batches, runtime-chosen and
+// docs/TESTS.md cases 20-22, randomized mixed-task batches, runtime-chosen and
 // user-written methods, all through one dispatcher and one upload a step.
-// Included by a translation unit that defines SEQPOOL_TEST_SPACES.
+// Defines templated cases; a translation unit applies them to its spaces.
 #pragma once
 
 #include <cmath>
@@ -80,7 +80,7 @@ inline std::vector<float> rows_from(std::int64_t first, std::int64_t count, std:
 
 }  // namespace dispatch_cases
 
-TEST_CASE_TEMPLATE("case 20: three groups, rows rebased, each result as if pooled alone", Space, SEQPOOL_TEST_SPACES) {
+TEST_CASE_TEMPLATE_DEFINE("case 20: three groups, rows rebased, each result as if pooled alone", Space, case_20_three_groups) {
   using namespace dispatch_cases;
   engine<Space> e(method::mean{}, method::cls{}, method::all{});
   const seqpool::batch step{{test::whole("a", task::embed, 2), test::whole("b", task::embed, 1),
@@ -106,7 +106,7 @@ TEST_CASE_TEMPLATE("case 20: three groups, rows rebased, each result as if poole
   }
 }
 
-TEST_CASE_TEMPLATE("case 21: classify and token_classify in one batch", Space, SEQPOOL_TEST_SPACES) {
+TEST_CASE_TEMPLATE_DEFINE("case 21: classify and token_classify in one batch", Space, case_21_classify_and_token_classify) {
   using namespace dispatch_cases;
   engine<Space> e(method::mean{}, method::last{}, method::all{});
   const seqpool::batch step{{test::whole("s", task::classify, 3), test::whole("t", task::token_classify, 4),
@@ -124,7 +124,7 @@ TEST_CASE_TEMPLATE("case 21: classify and token_classify in one batch", Space, S
   }
 }
 
-TEST_CASE_TEMPLATE("case 22: a task the table lacks fails before anything runs", Space, SEQPOOL_TEST_SPACES) {
+TEST_CASE_TEMPLATE_DEFINE("case 22: a task the table lacks fails before anything runs", Space, case_22_missing_task) {
   using namespace dispatch_cases;
   using embed_only =
       seqpool::dispatch_table<task_entry<task::embed, seqpool::pooler<method::mean, head::embed, Space>>>;
@@ -147,7 +147,7 @@ TEST_CASE_TEMPLATE("case 22: a task the table lacks fails before anything runs",
   test::check_equal(*out[0], 1, 1, {2.5f});
 }
 
-TEST_CASE_TEMPLATE("an empty table entry refuses its task like a missing one", Space, SEQPOOL_TEST_SPACES) {
+TEST_CASE_TEMPLATE_DEFINE("an empty table entry refuses its task like a missing one", Space, empty_table_entry) {
   using namespace dispatch_cases;
   Space space;
   seqpool::state_store<Space> state(space);
@@ -168,8 +168,7 @@ TEST_CASE_TEMPLATE("an empty table entry refuses its task like a missing one", S
                        seqpool::error);
 }
 
-TEST_CASE_TEMPLATE("random mixed-task batches over several steps equal pooling each request alone", Space,
-                   SEQPOOL_TEST_SPACES) {
+TEST_CASE_TEMPLATE_DEFINE("random mixed-task batches over several steps equal pooling each request alone", Space, random_mixed_batches) {
   using namespace dispatch_cases;
   constexpr std::int64_t width = engine<Space>::hidden_size;
   std::mt19937 random(20261129);
@@ -234,8 +233,7 @@ TEST_CASE("runtime methods are chosen by name") {
   CHECK(method::any_sequence(method::cls{}).name() == "cls");
 }
 
-TEST_CASE_TEMPLATE("a user-written method pools whole and chunked prompts through a table", Space,
-                   SEQPOOL_TEST_SPACES) {
+TEST_CASE_TEMPLATE_DEFINE("a user-written method pools whole and chunked prompts through a table", Space, user_written_method) {
   using namespace dispatch_cases;
   using splade_table = seqpool::dispatch_table<task_entry<task::embed, seqpool::pooler<splade, head::embed, Space>>>;
   Space space;

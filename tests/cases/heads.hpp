@@ -1,6 +1,6 @@
-// TESTS.md cases 12-19 and the head errors: projector, truncation, normalisation,
+// docs/TESTS.md cases 12-19 and the head errors: projector, truncation, normalisation,
 // classifier, Platt scaling and activations, per request within one group.
-// Included by a translation unit that defines SEQPOOL_TEST_SPACES.
+// Defines templated cases; a translation unit applies them to its spaces.
 #pragma once
 
 #include <cmath>
@@ -72,7 +72,7 @@ inline float sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
 
 }  // namespace heads_cases
 
-TEST_CASE_TEMPLATE("case 12: normalisation, and a zero vector stays zero", Space, SEQPOOL_TEST_SPACES) {
+TEST_CASE_TEMPLATE_DEFINE("case 12: normalisation, and a zero vector stays zero", Space, case_12_normalisation) {
   using namespace heads_cases;
   Space space;
   const auto out = pool_rows(space, head::embed{}, 2, {3, 4, 0, 0}, {{}, {}});
@@ -80,7 +80,7 @@ TEST_CASE_TEMPLATE("case 12: normalisation, and a zero vector stays zero", Space
   test::check_equal(*out[1], 1, 2, {0, 0});
 }
 
-TEST_CASE_TEMPLATE("case 13: matryoshka truncation comes before normalisation", Space, SEQPOOL_TEST_SPACES) {
+TEST_CASE_TEMPLATE_DEFINE("case 13: matryoshka truncation comes before normalisation", Space, case_13_truncation_then_normalisation) {
   using namespace heads_cases;
   Space space;
   const auto out = pool_rows(space, head::embed{}, 3, {3, 4, 12}, {{.dimensions = 2}});
@@ -88,7 +88,7 @@ TEST_CASE_TEMPLATE("case 13: matryoshka truncation comes before normalisation", 
   check_values(out[0]->values, {0.6f, 0.8f}, 1e-6);
 }
 
-TEST_CASE_TEMPLATE("case 14: mixed knobs in one group give each request its own result", Space, SEQPOOL_TEST_SPACES) {
+TEST_CASE_TEMPLATE_DEFINE("case 14: mixed knobs in one group give each request its own result", Space, case_14_mixed_knobs) {
   using namespace heads_cases;
   Space space;
   const std::vector<float> rows{3, 4, 12, 3, 4, 12, 3, 4, 12, 3, 4, 12};
@@ -101,7 +101,7 @@ TEST_CASE_TEMPLATE("case 14: mixed knobs in one group give each request its own 
   test::check_equal(*out[3], 1, 3, {3, 4, 12});
 }
 
-TEST_CASE_TEMPLATE("case 15: one label is a sigmoid score", Space, SEQPOOL_TEST_SPACES) {
+TEST_CASE_TEMPLATE_DEFINE("case 15: one label is a sigmoid score", Space, case_15_sigmoid) {
   using namespace heads_cases;
   const head::classify classifier;
   check_values(classify_row<Space>(classifier, {0}), {0.5f}, 1e-6);
@@ -109,7 +109,7 @@ TEST_CASE_TEMPLATE("case 15: one label is a sigmoid score", Space, SEQPOOL_TEST_
   CHECK(classify_row<Space>(classifier, {-100})[0] == doctest::Approx(0.0).epsilon(1e-4));
 }
 
-TEST_CASE_TEMPLATE("case 16: several labels are a softmax", Space, SEQPOOL_TEST_SPACES) {
+TEST_CASE_TEMPLATE_DEFINE("case 16: several labels are a softmax", Space, case_16_softmax) {
   using namespace heads_cases;
   const head::classify classifier;
   check_values(classify_row<Space>(classifier, {0, 0, 0, 0}), {0.25f, 0.25f, 0.25f, 0.25f}, 1e-6);
@@ -120,7 +120,7 @@ TEST_CASE_TEMPLATE("case 16: several labels are a softmax", Space, SEQPOOL_TEST_
   CHECK(probabilities[2] == doctest::Approx(1.0).epsilon(1e-6));
 }
 
-TEST_CASE_TEMPLATE("case 17: Platt scaling comes before the activation", Space, SEQPOOL_TEST_SPACES) {
+TEST_CASE_TEMPLATE_DEFINE("case 17: Platt scaling comes before the activation", Space, case_17_platt) {
   using namespace heads_cases;
   const std::vector<float> logits{3, -1};
   const auto scaled = [](head::platt_scaling platt) {
@@ -132,7 +132,7 @@ TEST_CASE_TEMPLATE("case 17: Platt scaling comes before the activation", Space, 
   check_values(classify_row<Space>(scaled({.logit_mean = 1, .logit_sigma = 2}), {3}, true), {sigmoid(1)}, 1e-6);
 }
 
-TEST_CASE_TEMPLATE("case 18: regression is the identity, multi-label a sigmoid per label", Space, SEQPOOL_TEST_SPACES) {
+TEST_CASE_TEMPLATE_DEFINE("case 18: regression is the identity, multi-label a sigmoid per label", Space, case_18_problem_types) {
   using namespace heads_cases;
   check_values(classify_row<Space>(head::classify(std::nullopt, head::problem_type::regression), {2.5f, -7}),
                {2.5f, -7}, 1e-6);
@@ -140,13 +140,13 @@ TEST_CASE_TEMPLATE("case 18: regression is the identity, multi-label a sigmoid p
                {0.5f, sigmoid(2), sigmoid(-1)}, 1e-6);
 }
 
-TEST_CASE_TEMPLATE("case 19: without activation the logits stay raw", Space, SEQPOOL_TEST_SPACES) {
+TEST_CASE_TEMPLATE_DEFINE("case 19: without activation the logits stay raw", Space, case_19_raw_logits) {
   using namespace heads_cases;
   CHECK(classify_row<Space>(head::classify{}, {0, 0, 0, 0}, false) == std::vector<float>{0, 0, 0, 0});
   CHECK(classify_row<Space>(head::classify{}, {4}, false) == std::vector<float>{4});
 }
 
-TEST_CASE_TEMPLATE("a classifier with bias scores the pooled row", Space, SEQPOOL_TEST_SPACES) {
+TEST_CASE_TEMPLATE_DEFINE("a classifier with bias scores the pooled row", Space, classifier_with_bias) {
   using namespace heads_cases;
   Space space;
   // Two labels over H = 3: logits [1+2+3 + 0.5, -(1) + 1] = [6.5, 0].
@@ -158,7 +158,7 @@ TEST_CASE_TEMPLATE("a classifier with bias scores the pooled row", Space, SEQPOO
   check_values(out[1]->values, {1 / (1 + e), e / (1 + e)}, 1e-6);
 }
 
-TEST_CASE_TEMPLATE("a projector runs before truncation and normalisation", Space, SEQPOOL_TEST_SPACES) {
+TEST_CASE_TEMPLATE_DEFINE("a projector runs before truncation and normalisation", Space, projector_before_truncation) {
   using namespace heads_cases;
   Space space;
   // W[3, 2] maps [1, 2] to [3, 4, 12] before the bias [0, 0, 1]: [3, 4, 13].
@@ -170,7 +170,7 @@ TEST_CASE_TEMPLATE("a projector runs before truncation and normalisation", Space
   check_values(out[2]->values, {3 / std::sqrt(194.0f), 4 / std::sqrt(194.0f), 13 / std::sqrt(194.0f)}, 1e-6);
 }
 
-TEST_CASE_TEMPLATE("token heads run on every returned row", Space, SEQPOOL_TEST_SPACES) {
+TEST_CASE_TEMPLATE_DEFINE("token heads run on every returned row", Space, token_heads_every_row) {
   using namespace heads_cases;
   Space space;
   seqpool::state_store<Space> state(space);
@@ -190,7 +190,7 @@ TEST_CASE_TEMPLATE("token heads run on every returned row", Space, SEQPOOL_TEST_
   check_values(scored[0]->values, {0.5f, 0.5f, 1 / (1 + std::exp(-2.0f)), 1 / (1 + std::exp(2.0f))}, 1e-6);
 }
 
-TEST_CASE_TEMPLATE("head knobs that do not fit are rejected before anything runs", Space, SEQPOOL_TEST_SPACES) {
+TEST_CASE_TEMPLATE_DEFINE("head knobs that do not fit are rejected before anything runs", Space, head_knobs_that_do_not_fit) {
   using namespace heads_cases;
   Space space;
   seqpool::state_store<Space> state(space);

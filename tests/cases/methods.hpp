@@ -1,5 +1,5 @@
-// TESTS.md cases 1-11: every method on small inputs checked by eye.
-// Included by a translation unit that defines SEQPOOL_TEST_SPACES.
+// docs/TESTS.md cases 1-11: every method on small inputs checked by eye.
+// Defines templated cases; a translation unit applies them to its spaces.
 #pragma once
 
 #include <cstdint>
@@ -61,41 +61,41 @@ inline const std::vector<float> ten{1, 2, 3, 4, 5, 6, 7, 8, 9, 10};  // rows [1,
 
 }  // namespace methods_cases
 
-TEST_CASE_TEMPLATE("case 1: CLS takes each prompt's first row", Space, SEQPOOL_TEST_SPACES) {
+TEST_CASE_TEMPLATE_DEFINE("case 1: CLS takes each prompt's first row", Space, case_1_cls) {
   using namespace methods_cases;
   const auto out = pool_whole<method::cls, Space>(ten, 2, {2, 3});
   test::check_equal(*out[0], 1, 2, {1, 2});
   test::check_equal(*out[1], 1, 2, {5, 6});
 }
 
-TEST_CASE_TEMPLATE("case 2: LAST takes each prompt's last row", Space, SEQPOOL_TEST_SPACES) {
+TEST_CASE_TEMPLATE_DEFINE("case 2: LAST takes each prompt's last row", Space, case_2_last) {
   using namespace methods_cases;
   const auto out = pool_whole<method::last, Space>(ten, 2, {2, 3});
   test::check_equal(*out[0], 1, 2, {3, 4});
   test::check_equal(*out[1], 1, 2, {9, 10});
 }
 
-TEST_CASE_TEMPLATE("case 3: MEAN averages each prompt's rows", Space, SEQPOOL_TEST_SPACES) {
+TEST_CASE_TEMPLATE_DEFINE("case 3: MEAN averages each prompt's rows", Space, case_3_mean) {
   using namespace methods_cases;
   const auto out = pool_whole<method::mean, Space>(ten, 2, {2, 3});
   test::check_equal(*out[0], 1, 2, {2, 3});
   test::check_equal(*out[1], 1, 2, {7, 8});
 }
 
-TEST_CASE_TEMPLATE("case 4: MAX takes the column-wise maximum", Space, SEQPOOL_TEST_SPACES) {
+TEST_CASE_TEMPLATE_DEFINE("case 4: MAX takes the column-wise maximum", Space, case_4_max) {
   using namespace methods_cases;
   const auto out = pool_whole<method::max, Space>({1, -5, 3, -4, 0, 9}, 2, {2, 1});
   test::check_equal(*out[0], 1, 2, {3, -4});
   test::check_equal(*out[1], 1, 2, {0, 9});
 }
 
-TEST_CASE_TEMPLATE("case 5: MEAN of one token is the token, of identical rows the row", Space, SEQPOOL_TEST_SPACES) {
+TEST_CASE_TEMPLATE_DEFINE("case 5: MEAN of one token is the token, of identical rows the row", Space, case_5_mean_of_one_and_identical_rows) {
   using namespace methods_cases;
   test::check_equal(*pool_whole<method::mean, Space>({0.25f, -3, 7}, 3, {1})[0], 1, 3, {0.25f, -3, 7});
   test::check_equal(*pool_whole<method::mean, Space>({0.1f, 2, 0.1f, 2, 0.1f, 2}, 2, {3})[0], 1, 2, {0.1f, 2});
 }
 
-TEST_CASE_TEMPLATE("case 6: MEAN of an empty batch is an empty result, no error", Space, SEQPOOL_TEST_SPACES) {
+TEST_CASE_TEMPLATE_DEFINE("case 6: MEAN of an empty batch is an empty result, no error", Space, case_6_empty_batch) {
   using namespace methods_cases;
   Space space;
   seqpool::state_store<Space> state(space);
@@ -109,20 +109,20 @@ TEST_CASE_TEMPLATE("case 6: MEAN of an empty batch is an empty result, no error"
   CHECK(scope.counts() == seqpool::audit_counts{});
 }
 
-TEST_CASE_TEMPLATE("case 7: MEAN of fp16 rows is float and exact on small integers", Space, SEQPOOL_TEST_SPACES) {
+TEST_CASE_TEMPLATE_DEFINE("case 7: MEAN of fp16 rows is float and exact on small integers", Space, case_7_fp16_mean) {
   using namespace methods_cases;
   test::check_equal(*pool_whole<method::mean, Space, __half>({1, 2, 3, 4}, 2, {2})[0], 1, 2, {2, 3});
   test::check_equal(*pool_whole<method::mean, Space, __nv_bfloat16>({1, 2, 3, 4}, 2, {2})[0], 1, 2, {2, 3});
 }
 
-TEST_CASE_TEMPLATE("case 8: ALL returns every row of each prompt", Space, SEQPOOL_TEST_SPACES) {
+TEST_CASE_TEMPLATE_DEFINE("case 8: ALL returns every row of each prompt", Space, case_8_all) {
   using namespace methods_cases;
   const auto out = pool_whole<method::all, Space>(ten, 2, {2, 3});
   test::check_equal(*out[0], 2, 2, {1, 2, 3, 4});
   test::check_equal(*out[1], 3, 2, {5, 6, 7, 8, 9, 10});
 }
 
-TEST_CASE_TEMPLATE("case 9: ALL under chunked prefill", Space, SEQPOOL_TEST_SPACES) {
+TEST_CASE_TEMPLATE_DEFINE("case 9: ALL under chunked prefill", Space, case_9_chunked_all) {
   using namespace methods_cases;
   test::check_equal(*pool_chunked<method::all, Space>({1, 2, 3, 4}, 1, {2, 2})[0], 4, 1, {1, 2, 3, 4});
 
@@ -157,7 +157,7 @@ test::matrix pool_steps(seqpool::pooling_params params) {
 
 }  // namespace methods_cases
 
-TEST_CASE_TEMPLATE("case 10: STEP keeps tagged rows, then chosen columns", Space, SEQPOOL_TEST_SPACES) {
+TEST_CASE_TEMPLATE_DEFINE("case 10: STEP keeps tagged rows, then chosen columns", Space, case_10_step) {
   using namespace methods_cases;
   test::check_equal(pool_steps<Space>({.step_tag_id = 10}), 2, 3, {1, 2, 3, 7, 8, 9});
   test::check_equal(pool_steps<Space>({.step_tag_id = 10, .returned_token_ids = {0, 2}}), 2, 2, {1, 3, 7, 9});
@@ -166,7 +166,7 @@ TEST_CASE_TEMPLATE("case 10: STEP keeps tagged rows, then chosen columns", Space
   test::check_equal(pool_steps<Space>({}), 4, 3, {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12});
 }
 
-TEST_CASE_TEMPLATE("case 11: chunked CLS, MEAN, MAX equal one-shot", Space, SEQPOOL_TEST_SPACES) {
+TEST_CASE_TEMPLATE_DEFINE("case 11: chunked CLS, MEAN, MAX equal one-shot", Space, case_11_chunked_equals_one_shot) {
   using namespace methods_cases;
   const std::vector<float> prompt{3, -1, 4, 1, -5, 9, 2, 6, 5, -3};  // 5 rows of 2
   for (const std::vector<std::int64_t>& chunks : {std::vector<std::int64_t>{2, 3}, {1, 1, 3}, {4, 1}}) {

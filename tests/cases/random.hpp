@@ -1,6 +1,6 @@
 // Randomized batches, one-shot and chunked over several steps, compared with the
 // plain reference of support/reference.hpp: every method × head × dtype.
-// Included by a translation unit that defines SEQPOOL_TEST_SPACES.
+// Defines templated cases; a translation unit applies them to its spaces.
 #pragma once
 
 #include <algorithm>
@@ -24,24 +24,16 @@ namespace random_cases {
 namespace method = seqpool::method;
 namespace head = seqpool::head;
 
-template <class Method>
-constexpr std::string_view method_name() {
-  if constexpr (std::is_same_v<Method, method::cls>) return "cls";
-  if constexpr (std::is_same_v<Method, method::last>) return "last";
-  if constexpr (std::is_same_v<Method, method::mean>) return "mean";
-  if constexpr (std::is_same_v<Method, method::max>) return "max";
-  if constexpr (std::is_same_v<Method, method::all>) return "all";
-  if constexpr (std::is_same_v<Method, method::step>) return "step";
-}
-
 struct batch_shape {
   std::int64_t hidden_size;
   std::int64_t max_prompt_len;
   int requests;
 };
 
-// Hidden sizes 1, odd and past 1024; prompts from one token to a few thousand.
-inline constexpr batch_shape shapes[] = {{1, 40, 16}, {7, 300, 10}, {64, 3000, 3}, {1030, 500, 4}};
+// Hidden sizes 1, odd and past 1024; prompts from one token to a few thousand;
+// on the device, requests pooled whole by a warp and split into tiles and slabs,
+// several of each (300 columns are two slabs, 1500 rows three tiles).
+inline constexpr batch_shape shapes[] = {{1, 40, 16}, {7, 300, 10}, {64, 3000, 3}, {300, 1500, 3}, {1030, 500, 4}};
 
 template <class T>
 constexpr double tolerance = std::is_same_v<T, float> ? 1e-5 : 1e-2;
@@ -114,7 +106,7 @@ struct drawn_head {
 /// several steps, and checks every request against the reference.
 template <class Method, class Head, class T, class Space>
 void compare_with_reference(std::uint32_t seed, const batch_shape& shape, bool chunked) {
-  CAPTURE(method_name<Method>());
+  CAPTURE(Method::name);
   CAPTURE(seed);
   CAPTURE(shape.hidden_size);
   CAPTURE(chunked);
@@ -123,7 +115,7 @@ void compare_with_reference(std::uint32_t seed, const batch_shape& shape, bool c
   const std::int64_t hidden_size = shape.hidden_size;
 
   // A STEP group may return fewer columns; a linear layer must then take that many.
-  const std::int64_t columns = method_name<Method>() == "step" && draw.chance(0.5)
+  const std::int64_t columns = Method::name == "step" && draw.chance(0.5)
                                    ? draw.between(1, std::min<std::int64_t>(hidden_size, 8))
                                    : hidden_size;
   drawn_head<Head, Space> pooling_head(space, draw, columns);
@@ -184,7 +176,7 @@ void compare_with_reference(std::uint32_t seed, const batch_shape& shape, bool c
     const std::int64_t head_width = pooling_head.spec.weight.empty() ? pooled_width : pooling_head.out_features;
     const std::int64_t kept = p.r.params.dimensions.value_or(head_width);
     test::check_close(*p.result,
-                      test::reference(method_name<Method>(), p.rows, hidden_size, p.r, pooling_head.spec, kept),
+                      test::reference(Method::name, p.rows, hidden_size, p.r, pooling_head.spec, kept),
                       tolerance<T>);
   }
 }
@@ -205,17 +197,17 @@ void compare_all_heads_and_types() {
 
 }  // namespace random_cases
 
-TEST_CASE_TEMPLATE("random batches match the reference: CLS and LAST", Space, SEQPOOL_TEST_SPACES) {
+TEST_CASE_TEMPLATE_DEFINE("random batches match the reference: CLS and LAST", Space, random_cls_and_last) {
   random_cases::compare_all_heads_and_types<seqpool::method::cls, Space>();
   random_cases::compare_all_heads_and_types<seqpool::method::last, Space>();
 }
 
-TEST_CASE_TEMPLATE("random batches match the reference: MEAN and MAX", Space, SEQPOOL_TEST_SPACES) {
+TEST_CASE_TEMPLATE_DEFINE("random batches match the reference: MEAN and MAX", Space, random_mean_and_max) {
   random_cases::compare_all_heads_and_types<seqpool::method::mean, Space>();
   random_cases::compare_all_heads_and_types<seqpool::method::max, Space>();
 }
 
-TEST_CASE_TEMPLATE("random batches match the reference: ALL and STEP", Space, SEQPOOL_TEST_SPACES) {
+TEST_CASE_TEMPLATE_DEFINE("random batches match the reference: ALL and STEP", Space, random_all_and_step) {
   random_cases::compare_all_heads_and_types<seqpool::method::all, Space>();
   random_cases::compare_all_heads_and_types<seqpool::method::step, Space>();
 }

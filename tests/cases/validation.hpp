@@ -1,6 +1,6 @@
 // SPEC section 8 at the pooler: bad input is a seqpool::error raised before any
 // device work, and every request's state is exactly as before the call.
-// Included by a translation unit that defines SEQPOOL_TEST_SPACES.
+// Defines templated cases; a translation unit applies them to its spaces.
 #pragma once
 
 #include <cstdint>
@@ -45,7 +45,7 @@ struct chunk_in_flight {
 
 }  // namespace validation_cases
 
-TEST_CASE_TEMPLATE("a bad request in a batch fails the plan and leaves the state alone", Space, SEQPOOL_TEST_SPACES) {
+TEST_CASE_TEMPLATE_DEFINE("a bad request in a batch fails the plan and leaves the state alone", Space, bad_request_leaves_state) {
   using namespace validation_cases;
   chunk_in_flight<Space> flight;
   const seqpool::audit_counts before = flight.space.audit().counts();
@@ -68,8 +68,7 @@ TEST_CASE_TEMPLATE("a bad request in a batch fails the plan and leaves the state
   flight.check_untouched_and_finish(before);
 }
 
-TEST_CASE_TEMPLATE("hidden states and output that do not fit the plan fail the forward before it launches", Space,
-                   SEQPOOL_TEST_SPACES) {
+TEST_CASE_TEMPLATE_DEFINE("hidden states and output that do not fit the plan fail the forward before it launches", Space, views_that_do_not_fit) {
   using namespace validation_cases;
   chunk_in_flight<Space> flight;
   const seqpool::step_plan plan = flight.pooler.plan(seqpool::batch{{flight.rest()}}, flight.state);
@@ -90,7 +89,7 @@ TEST_CASE_TEMPLATE("hidden states and output that do not fit the plan fail the f
   flight.check_untouched_and_finish(before);
 }
 
-TEST_CASE_TEMPLATE("token methods check their knobs", Space, SEQPOOL_TEST_SPACES) {
+TEST_CASE_TEMPLATE_DEFINE("token methods check their knobs", Space, token_method_knobs) {
   using namespace validation_cases;
   Space space;
   seqpool::state_store<Space> state(space);

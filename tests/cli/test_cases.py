@@ -1,4 +1,4 @@
-"""TESTS.md cases 1-22 as recorded batches replayed by seqpool-run, on both spaces."""
+"""docs/TESTS.md cases 1-22 as recorded batches replayed by seqpool-run, on both spaces."""
 import pathlib
 import subprocess
 import tempfile

@@ -1,5 +1,32 @@
-// TESTS.md cases 1-19 and the pooler's bad-input rules on device_space<cuda_backend>.
-#define SEQPOOL_TEST_SPACES seqpool::device_space<seqpool::cuda_backend>
+// docs/TESTS.md cases 1-19 and the pooler's bad-input rules on device_space<cuda_backend>.
 #include "../cases/heads.hpp"
 #include "../cases/methods.hpp"
 #include "../cases/validation.hpp"
+#include "../support/spaces.hpp"
+
+TEST_CASE_TEMPLATE_APPLY(case_12_normalisation, test::cuda_spaces);
+TEST_CASE_TEMPLATE_APPLY(case_13_truncation_then_normalisation, test::cuda_spaces);
+TEST_CASE_TEMPLATE_APPLY(case_14_mixed_knobs, test::cuda_spaces);
+TEST_CASE_TEMPLATE_APPLY(case_15_sigmoid, test::cuda_spaces);
+TEST_CASE_TEMPLATE_APPLY(case_16_softmax, test::cuda_spaces);
+TEST_CASE_TEMPLATE_APPLY(case_17_platt, test::cuda_spaces);
+TEST_CASE_TEMPLATE_APPLY(case_18_problem_types, test::cuda_spaces);
+TEST_CASE_TEMPLATE_APPLY(case_19_raw_logits, test::cuda_spaces);
+TEST_CASE_TEMPLATE_APPLY(classifier_with_bias, test::cuda_spaces);
+TEST_CASE_TEMPLATE_APPLY(projector_before_truncation, test::cuda_spaces);
+TEST_CASE_TEMPLATE_APPLY(token_heads_every_row, test::cuda_spaces);
+TEST_CASE_TEMPLATE_APPLY(head_knobs_that_do_not_fit, test::cuda_spaces);
+TEST_CASE_TEMPLATE_APPLY(case_1_cls, test::cuda_spaces);
+TEST_CASE_TEMPLATE_APPLY(case_2_last, test::cuda_spaces);
+TEST_CASE_TEMPLATE_APPLY(case_3_mean, test::cuda_spaces);
+TEST_CASE_TEMPLATE_APPLY(case_4_max, test::cuda_spaces);
+TEST_CASE_TEMPLATE_APPLY(case_5_mean_of_one_and_identical_rows, test::cuda_spaces);
+TEST_CASE_TEMPLATE_APPLY(case_6_empty_batch, test::cuda_spaces);
+TEST_CASE_TEMPLATE_APPLY(case_7_fp16_mean, test::cuda_spaces);
+TEST_CASE_TEMPLATE_APPLY(case_8_all, test::cuda_spaces);
+TEST_CASE_TEMPLATE_APPLY(case_9_chunked_all, test::cuda_spaces);
+TEST_CASE_TEMPLATE_APPLY(case_10_step, test::cuda_spaces);
+TEST_CASE_TEMPLATE_APPLY(case_11_chunked_equals_one_shot, test::cuda_spaces);
+TEST_CASE_TEMPLATE_APPLY(bad_request_leaves_state, test::cuda_spaces);
+TEST_CASE_TEMPLATE_APPLY(views_that_do_not_fit, test::cuda_spaces);
+TEST_CASE_TEMPLATE_APPLY(token_method_knobs, test::cuda_spaces);

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Everything that needs a GPU, in one run: builds the CUDA twins in build-gpu/
-# and runs the CUDA tests (TESTS.md cases, random batches, the dispatcher on
+# and runs the CUDA tests (docs/TESTS.md cases, random batches, the dispatcher on
 # device_space<cuda_backend>), both examples on CUDA, seqpool-run's black-box
 # tests with --space device on CUDA, and the bandwidth benchmark of the device
 # space (JSON in build-gpu/gpu-bench.json). Prints a summary line per part;
