@@ -17,19 +17,29 @@
 
 namespace bench {
 
+/// Seconds of one call of `work` on the host clock.
+struct host_clock {
+  template <class Work>
+  double operator()(Work&& work) const {
+    const auto start = std::chrono::steady_clock::now();
+    work();
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  }
+};
+
 /// Median seconds of each of `works`, called in turn `repeats` times after one
-/// untimed round, every call preceded by an untimed `settle()`. Interleaved, the
-/// works see the machine alike, so their ratios hold while its speed drifts.
-template <class Settle, class... Works>
-std::array<double, sizeof...(Works)> interleaved_medians(int repeats, Settle&& settle, Works&&... works) {
+/// untimed round, every call preceded by an untimed `settle()` and timed by
+/// `clock`. Interleaved, the works see the machine alike, so their ratios hold
+/// while its speed drifts.
+template <class Clock, class Settle, class... Works>
+std::array<double, sizeof...(Works)> interleaved_medians(int repeats, const Clock& clock, Settle&& settle,
+                                                         Works&&... works) {
   std::array<std::vector<double>, sizeof...(Works)> seconds;
   for (int round = -1; round < repeats; ++round) {
     std::size_t index = 0;
     const auto time = [&](auto& work) {
       settle();
-      const auto start = std::chrono::steady_clock::now();
-      work();
-      const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      const double elapsed = clock(work);
       if (round >= 0) seconds[index].push_back(elapsed);
       ++index;
     };
@@ -43,11 +53,11 @@ std::array<double, sizeof...(Works)> interleaved_medians(int repeats, Settle&& s
   return medians;
 }
 
-/// Median seconds of `repeats` calls of `work`, after one untimed call.
+/// Median seconds of `repeats` calls of `work` on the host clock, after one untimed call.
 template <class Work>
 double median_seconds(int repeats, Work&& work) {
   return interleaved_medians(
-      repeats, [] {}, work)[0];
+      repeats, host_clock{}, [] {}, work)[0];
 }
 
 /// Reads every byte of `bytes` with all OpenMP threads, 64 independent lanes per

@@ -13,6 +13,7 @@
 #include <optional>
 #include <random>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include <CLI/CLI.hpp>
@@ -170,20 +171,66 @@ class runner {
   }
 
   record dispatcher_case() {
-    using table = seqpool::configurable_table<Space>;
-    seqpool::dispatcher<table> engine(
+    auto engine = mixed_engine();
+    return measure("dispatcher", engine, requests_of(shape_, std::nullopt, token_ids_));
+  }
+
+#if defined(__CUDACC__)
+  /// The mixed step captured once into a CUDA graph (capacity: this very step),
+  /// then replayed: the host writes the plan into the graph's slot, the graph
+  /// uploads it and launches every pooler's kernels.
+  record dispatcher_graph_case() {
+    auto engine = mixed_engine();
+    const seqpool::batch step = requests_of(shape_, std::nullopt, token_ids_);
+    seqpool::state_store<Space> state(space_);
+    engine.reserve_capacity({.requests = static_cast<std::int64_t>(step.requests.size()),
+                             .rows = shape_.rows(),
+                             .result_rows = shape_.rows(),
+                             .columns = 0});
+    const double plan_seconds = bench::median_seconds(repeats_, [&] { (void)engine.plan(step, state); });
+    const auto plan = engine.plan(step, state);
+    engine.reserve(plan, state);
+    seqpool::buffer<float, Space> output(space_, static_cast<std::size_t>(engine.output_capacity()));
+    auto home = engine.reserve_graph();
+    const cudaStream_t stream = space_.backend().stream();
+    cudaGraph_t graph = nullptr;
+    cudaGraphExec_t replay = nullptr;
+    bench::detail::check(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal), "cudaStreamBeginCapture");
+    engine.capture(view(), plan, state, output.span(), home);
+    bench::detail::check(cudaStreamEndCapture(stream, &graph), "cudaStreamEndCapture");
+    bench::detail::check(cudaGraphInstantiate(&replay, graph, 0), "cudaGraphInstantiate");
+    bench::detail::check(cudaGraphLaunch(replay, stream), "cudaGraphLaunch");
+    home.mark_launched();
+    space_.synchronize();
+    const record timed = time_case("dispatcher graph", step, plan_seconds, output, plan.output_size, [&] {
+      engine.restage(plan, state, home);
+      bench::detail::check(cudaGraphLaunch(replay, stream), "cudaGraphLaunch");
+      home.mark_launched();
+    });
+    cudaGraphExecDestroy(replay);
+    cudaGraphDestroy(graph);
+    return timed;
+  }
+#endif
+
+ private:
+  seqpool::linear_layer classifier() const { return {classifier_weights_->data(), nullptr, 2, shape_.hidden_size}; }
+
+  seqpool::hidden_view<T> view() const {
+    return seqpool::make_hidden_view<T>(hidden_.data(), shape_.rows(), shape_.hidden_size);
+  }
+
+  seqpool::dispatcher<seqpool::configurable_table<Space>> mixed_engine() {
+    return seqpool::dispatcher<seqpool::configurable_table<Space>>(
         space_, seqpool::pooler<method::any_sequence, head::embed, Space>(space_, shape_.hidden_size, method::mean{}),
         seqpool::pooler<method::any_sequence, head::classify, Space>(space_, shape_.hidden_size, method::cls{},
                                                                      head::classify(classifier())),
         seqpool::pooler<method::any_token, head::embed, Space>(space_, shape_.hidden_size, method::all{}),
         seqpool::pooler<method::any_token, head::classify, Space>(space_, shape_.hidden_size, method::step{},
                                                                   head::classify(classifier())));
-    return measure("dispatcher", engine, requests_of(shape_, std::nullopt, token_ids_));
   }
 
- private:
-  seqpool::linear_layer classifier() const { return {classifier_weights_->data(), nullptr, 2, shape_.hidden_size}; }
-
+  /// One step of `pooler` (a pooler or a dispatcher), as an engine runs it: reserve, then forward.
   template <class Pooler>
   record measure(const std::string& name, Pooler& pooler, const seqpool::batch& step) {
     seqpool::state_store<Space> state(space_);
@@ -191,22 +238,28 @@ class runner {
     const auto plan = pooler.plan(step, state);
     pooler.reserve(plan, state);
     seqpool::buffer<float, Space> output(space_, static_cast<std::size_t>(plan.output_size));
-    const auto view = seqpool::make_hidden_view<T>(hidden_.data(), shape_.rows(), shape_.hidden_size);
+    return time_case(name, step, plan_seconds, output, plan.output_size, [&] {
+      pooler.reserve(plan, state);  // what an engine does before every step; nothing to allocate after the first
+      pooler.forward(view(), plan, state, output.span());
+    });
+  }
+
+  /// Times `work` against the read ceiling of the input and the write ceiling of
+  /// the first `output_floats` of `output`, interleaved, every call after a cache flush.
+  template <class Work>
+  record time_case(const std::string& name, const seqpool::batch& step, double plan_seconds,
+                   const seqpool::buffer<float, Space>& output, std::int64_t output_floats, Work&& work) {
     const auto* input = reinterpret_cast<const std::byte*>(hidden_.data());
     const std::size_t input_bytes = hidden_.size() * sizeof(T);
     auto* results = reinterpret_cast<std::byte*>(output.data());
-    const std::size_t output_bytes = output.size() * sizeof(float);
+    const std::size_t output_bytes = static_cast<std::size_t>(output_floats) * sizeof(float);
     const auto [seconds, read_seconds, write_seconds] = bench::interleaved_medians(
-        repeats_, [&] { bench::ceilings<Space>::evict(space_); },
-        [&] {
-          pooler.reserve(plan, state);  // what an engine does before every step; nothing to allocate after the first
-          pooler.forward(view, plan, state, output.span());
-          space_.synchronize();
-        },
-        [&] { bench::ceilings<Space>::read(space_, input, input_bytes); },
+        repeats_, typename bench::ceilings<Space>::clock{&space_}, [&] { bench::ceilings<Space>::evict(space_); },
+        work, [&] { bench::ceilings<Space>::read(space_, input, input_bytes); },
         [&] { bench::ceilings<Space>::write(space_, results, output_bytes); });
     const double ceiling = static_cast<double>(input_bytes) / read_seconds / 1e9;
     const double write_ceiling = output_bytes == 0 ? ceiling : static_cast<double>(output_bytes) / write_seconds / 1e9;
+    const std::string used = name == "dispatcher graph" ? "dispatcher" : name;
     return {name,
             space_name_,
             dtype_,
@@ -216,7 +269,7 @@ class runner {
             static_cast<std::int64_t>(step.requests.size()),
             seconds,
             plan_seconds,
-            read_traffic(name, step, shape_.hidden_size, sizeof(T), token_ids_),
+            read_traffic(used, step, shape_.hidden_size, sizeof(T), token_ids_),
             static_cast<double>(output_bytes),
             ceiling,
             write_ceiling};
@@ -269,6 +322,10 @@ void run_space(const char* space_name, const char* dtype, const batch_shape& sha
   add("all", [&] { return run.pooler_case("all", method::all{}, normalise); });
   add("step", [&] { return run.pooler_case("step", method::step{}, normalise); });
   add("dispatcher", [&] { return run.dispatcher_case(); });
+#if defined(__CUDACC__)
+  if constexpr (std::is_same_v<Space, device_under_test>)
+    add("dispatcher graph", [&] { return run.dispatcher_graph_case(); });
+#endif
 }
 
 }  // namespace
@@ -280,7 +337,7 @@ int main(int argc, char** argv) {
   app.add_option("--space", opts.space, "host or device (default: both)");
   app.add_option("--dtype", opts.dtype, "fp32 or bf16 (default: both)");
   app.add_option("--shape", opts.shape, "long, short, single or wide (default: every one)");
-  app.add_option("--method", opts.method, "cls, last, mean, max, all, step or dispatcher (default: every one)");
+  app.add_option("--method", opts.method, "cls, last, mean, max, all, step, dispatcher or \"dispatcher graph\" (CUDA) (default: every one)");
   app.add_option("--repeats", opts.repeats, "timed runs per case (the median is reported)");
   CLI11_PARSE(app, argc, argv);
 

@@ -2,7 +2,10 @@
 fraction of the read ceiling per method and shape, and prints the markdown tables
 docs/PERFORMANCE.md shows.
 
-usage: report.py SEQPOOL.json TORCH.json --json OUT.json --png OUT.png
+usage: report.py SEQPOOL.json TORCH.json --json OUT.json [--png OUT.png] [--space host|device]
+
+--space device tables pool_bench_cuda's records against torch_baseline.py --device
+cuda, adding the captured dispatcher step beside the eager one.
 """
 import argparse
 import json
@@ -10,10 +13,6 @@ import platform
 import statistics
 import subprocess
 
-import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
 
 METHODS = ["cls", "last", "mean", "max", "all", "step", "dispatcher"]
 SHAPES = ["long", "short", "single", "wide"]
@@ -32,16 +31,19 @@ def main():
     parser.add_argument("seqpool")
     parser.add_argument("torch")
     parser.add_argument("--json", required=True)
-    parser.add_argument("--png", required=True)
+    parser.add_argument("--png")
+    parser.add_argument("--space", choices=("host", "device"), default="host")
     args = parser.parse_args()
+    space = args.space
     ours = json.load(open(args.seqpool))
     theirs = json.load(open(args.torch))
 
-    # PyTorch ran in the same run_all.sh invocation: its figures are set against
-    # the ceilings pool_bench measured there for the same shape and dtype.
+    # PyTorch ran in the same invocation (run_all.sh, tests/gpu/run.sh): its
+    # figures are set against the ceilings pool_bench measured there for the same
+    # shape and dtype.
     ceilings = {}
     for r in ours:
-        if r["space"] == "host":
+        if r["space"] == space:
             ceilings.setdefault((r["shape"], r["dtype"]), []).append(r["ceiling_gbps"])
     for r in theirs:
         r["ceiling_gbps"] = statistics.median(ceilings[(r["shape"], r["dtype"])])
@@ -52,6 +54,33 @@ def main():
         out.write("\n")
 
     index = {(r["space"], r["method"], r["dtype"], r["shape"]): r for r in records}
+    if args.png:
+        plot(index, args.png)
+    torch_space = "torch" if space == "host" else "torch-cuda"
+    print("| method | dtype | shape | seqpool ms | plan ms | GB/s | read ceiling | fraction | r+w bound "
+          "| PyTorch ms | fraction | speedup (with plan) |")
+    print("|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for dtype in ("fp32", "bf16"):
+        for shape in SHAPES:
+            for method in METHODS + (["dispatcher graph"] if space == "device" else []):
+                ours_record = index.get((space, method, dtype, shape))
+                torch = index.get((torch_space, "dispatcher" if method == "dispatcher graph" else method, dtype, shape))
+                if ours_record is None or torch is None:
+                    continue
+                step_seconds = ours_record["seconds"] + ours_record["plan_seconds"]
+                print(f"| {method} | {dtype} | {shape} | {ours_record['seconds'] * 1e3:.3f} | "
+                      f"{ours_record['plan_seconds'] * 1e3:.3f} | {ours_record['gbps']:.1f} | "
+                      f"{ours_record['ceiling_gbps']:.1f} | {ours_record['fraction']:.2f} | "
+                      f"{ours_record['bound_fraction']:.2f} | {torch['seconds'] * 1e3:.3f} | {torch['fraction']:.2f} | "
+                      f"{torch['seconds'] / ours_record['seconds']:.1f}x ({torch['seconds'] / step_seconds:.1f}x) |")
+
+
+def plot(index, png):
+    import matplotlib  # only here: the GPU machine tables without plotting
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
     figure, axes = plt.subplots(2, 4, figsize=(18, 8), sharey=True)
     width = 0.27
     for row, dtype in enumerate(["fp32", "bf16"]):
@@ -71,20 +100,7 @@ def main():
     figure.suptitle("Pooling bandwidth as a fraction of the streaming-read ceiling measured in the same run, "
                     "caches flushed before every call")
     figure.tight_layout()
-    figure.savefig(args.png, dpi=110)
-
-    print("| method | dtype | shape | seqpool ms | plan ms | GB/s | read ceiling | fraction | r+w bound "
-          "| PyTorch ms | fraction | speedup (with plan) |")
-    print("|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
-    for dtype in ("fp32", "bf16"):
-        for shape in SHAPES:
-            for method in METHODS:
-                host, torch = index[("host", method, dtype, shape)], index[("torch", method, dtype, shape)]
-                step_seconds = host["seconds"] + host["plan_seconds"]
-                print(f"| {method} | {dtype} | {shape} | {host['seconds'] * 1e3:.3f} | {host['plan_seconds'] * 1e3:.3f} | "
-                      f"{host['gbps']:.1f} | {host['ceiling_gbps']:.1f} | {host['fraction']:.2f} | "
-                      f"{host['bound_fraction']:.2f} | {torch['seconds'] * 1e3:.3f} | {torch['fraction']:.2f} | "
-                      f"{torch['seconds'] / host['seconds']:.1f}x ({torch['seconds'] / step_seconds:.1f}x) |")
+    figure.savefig(png, dpi=110)
 
 
 if __name__ == "__main__":

@@ -1,5 +1,6 @@
-"""What users would otherwise run: a vLLM-style PyTorch pooler on the CPU, on the
-shapes of pool_bench, with the same traffic accounting, printed as JSON records.
+"""What users would otherwise run: a vLLM-style PyTorch pooler, on the CPU or on a
+CUDA GPU, on the shapes of pool_bench, with the same traffic accounting, printed
+as JSON records.
 
 MEAN sums rows with index_add_ over segment ids, MAX with scatter_reduce_, CLS and
 LAST gather rows by index, ALL splits and normalises every token (a bare split
@@ -8,7 +9,10 @@ ends with the head pool_bench uses: L2 normalisation (embed) or a two-label
 classifier with softmax (classify). The mixed batch runs each task batched over
 all its requests, which is kinder than per-group calls.
 
-usage: torch_baseline.py [--json FILE] [--repeats N] [--threads N]
+On CUDA, inputs live on the GPU, each timed call ends with a synchronisation and
+is preceded by a write of twice the GPU's L2, as pool_bench_cuda does.
+
+usage: torch_baseline.py [--json FILE] [--repeats N] [--threads N] [--device cpu|cuda]
 """
 import argparse
 import json
@@ -35,7 +39,7 @@ def shapes():
 
 
 def segment_ids(lengths):
-    return torch.repeat_interleave(torch.arange(len(lengths)), lengths)
+    return torch.repeat_interleave(torch.arange(len(lengths), device=lengths.device), lengths)
 
 
 def first_rows(lengths):
@@ -53,12 +57,13 @@ def classify(rows, weight):
 def pool(method, hidden, lengths, token_ids):
     """One task's pooler over all its requests: hidden [T, H], lengths [n]."""
     if method == "mean":
-        sums = torch.zeros(len(lengths), hidden.shape[1]).index_add_(0, segment_ids(lengths), hidden.float())
+        sums = torch.zeros(len(lengths), hidden.shape[1], device=hidden.device).index_add_(
+            0, segment_ids(lengths), hidden.float())
         return sums / lengths.unsqueeze(1)
     if method == "max":
         index = segment_ids(lengths).unsqueeze(1).expand(-1, hidden.shape[1])
-        return torch.empty(len(lengths), hidden.shape[1]).scatter_reduce_(0, index, hidden.float(), "amax",
-                                                                          include_self=False)
+        return torch.empty(len(lengths), hidden.shape[1], device=hidden.device).scatter_reduce_(
+            0, index, hidden.float(), "amax", include_self=False)
     if method == "cls":
         return hidden[first_rows(lengths)].float()
     if method == "last":
@@ -73,7 +78,8 @@ def split_counts(method, lengths, token_ids):
     if method == "all":
         return lengths.tolist()
     mask = (token_ids == STEP_TAG).long()
-    return torch.zeros(len(lengths), dtype=torch.long).index_add_(0, segment_ids(lengths), mask).tolist()
+    return torch.zeros(len(lengths), dtype=torch.long, device=lengths.device).index_add_(
+        0, segment_ids(lengths), mask).tolist()
 
 
 def run_method(method, hidden, lengths, token_ids, weight, head):
@@ -91,10 +97,11 @@ def run_mixed(hidden, lengths, token_ids, weight):
     for task, (method, head) in enumerate((("mean", "embed"), ("cls", "classify"), ("all", "embed"), ("step", "classify"))):
         if task >= len(lengths):
             continue
-        chosen = torch.arange(task, len(lengths), 4)
+        chosen = torch.arange(task, len(lengths), 4, device=lengths.device)
         chosen_lengths = lengths[chosen]
         rows = torch.repeat_interleave(firsts[chosen], chosen_lengths) + (
-            torch.arange(int(chosen_lengths.sum())) - torch.repeat_interleave(first_rows(chosen_lengths), chosen_lengths))
+            torch.arange(int(chosen_lengths.sum()), device=lengths.device) -
+            torch.repeat_interleave(first_rows(chosen_lengths), chosen_lengths))
         results.append(run_method(method, hidden[rows], chosen_lengths, token_ids[rows], weight, head))
     return results
 
@@ -129,9 +136,13 @@ def on_huge_pages(values):
     return copy
 
 
-def cache_flusher():
+def cache_flusher(device):
     """Reads a buffer twice the size of the last-level cache before each timed
     call, as pool_bench does, so that both sides read their input from memory."""
+    if device == "cuda":
+        l2 = torch.cuda.get_device_properties(0).L2_cache_size
+        flush = torch.empty(2 * l2 // 4, device="cuda")
+        return lambda: flush.fill_(0.0)
     try:
         last_level = int(subprocess.run(["getconf", "LEVEL3_CACHE_SIZE"], capture_output=True, text=True).stdout)
     except (ValueError, OSError):
@@ -145,18 +156,23 @@ def main():
     parser.add_argument("--json", help="write the records to this file")
     parser.add_argument("--repeats", type=int, default=7)
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
-    evict = cache_flusher()
+    device = args.device
+    space = "torch" if device == "cpu" else "torch-cuda"
+    sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
+    evict = cache_flusher(device)
     records = []
     for shape, (hidden_size, lengths) in shapes().items():
         rows = sum(lengths)
-        lengths_t = torch.tensor(lengths)
-        token_ids = torch.tensor([STEP_TAG if t % 8 == 7 else t % 5 for t in range(rows)])
-        weight = torch.full((2, hidden_size), 1.0 / hidden_size)
+        lengths_t = torch.tensor(lengths, device=device)
+        token_ids = torch.tensor([STEP_TAG if t % 8 == 7 else t % 5 for t in range(rows)], device=device)
+        weight = torch.full((2, hidden_size), 1.0 / hidden_size, device=device)
         generator = torch.Generator().manual_seed(2)
         values = torch.randn(rows, hidden_size, generator=generator)
-        for dtype, hidden in (("fp32", on_huge_pages(values)), ("bf16", on_huge_pages(values.to(torch.bfloat16)))):
+        place = on_huge_pages if device == "cpu" else (lambda tensor: tensor.to(device))
+        for dtype, hidden in (("fp32", place(values)), ("bf16", place(values.to(torch.bfloat16)))):
             for method in ("cls", "last", "mean", "max", "all", "step", "dispatcher"):
                 if method == "dispatcher":
                     work = lambda: run_mixed(hidden, lengths_t, token_ids, weight)
@@ -166,15 +182,17 @@ def main():
                 seconds = []
                 for _ in range(args.repeats):
                     evict()
+                    sync()
                     start = time.perf_counter()
                     work()
+                    sync()
                     seconds.append(time.perf_counter() - start)
                 median = statistics.median(seconds)
                 moved = traffic(method, lengths_t, token_ids, hidden_size, hidden.element_size(), output_floats(result))
-                records.append({"method": method, "space": "torch", "dtype": dtype, "shape": shape, "rows": rows,
+                records.append({"method": method, "space": space, "dtype": dtype, "shape": shape, "rows": rows,
                                 "hidden_size": hidden_size, "requests": len(lengths), "seconds": median,
                                 "bytes": moved, "gbps": moved / median / 1e9})
-                print(f"{method:10} torch  {dtype:5} {shape:7} {median * 1e3:9.3f} ms {moved / median / 1e9:7.2f} GB/s",
+                print(f"{method:10} {space:6} {dtype:5} {shape:7} {median * 1e3:9.3f} ms {moved / median / 1e9:7.2f} GB/s",
                       flush=True)
     if args.json:
         with open(args.json, "w") as out:

@@ -151,11 +151,11 @@ std::map<std::string, std::vector<float>> serve(const char* label, std::vector<p
     }
     std::printf(
         "step %d: %zu requests, %lld rows, %d finished, %zu in progress | audit: uploads %lld, downloads %lld, "
-        "waits %lld, allocations %lld%s\n",
+        "waits %lld, allocations %lld, launches %lld%s\n",
         step, batch.requests.size(), static_cast<long long>(rows), finished, state.size(),
         static_cast<long long>(counts.uploads), static_cast<long long>(counts.downloads),
         static_cast<long long>(counts.waits), static_cast<long long>(counts.allocations),
-        seqpool::keeps_sync_contract(counts) ? "  (sync contract kept)" : "  (SYNC CONTRACT BROKEN)");
+        static_cast<long long>(counts.launches), seqpool::keeps_sync_contract(counts) ? "  (sync contract kept)" : "  (SYNC CONTRACT BROKEN)");
   }
   const double bytes = static_cast<double>(pooled_rows) * hidden_size * sizeof(element);
   std::printf("%s: %lld rows pooled in %.2f ms: %.2f M rows/s, %.2f GB/s of hidden states read\n", label,

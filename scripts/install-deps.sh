@@ -42,3 +42,25 @@ for wheel in pathlib.Path('.deps/wheels').glob('*.whl'):
                     shutil.copyfileobj(source, sink)
 PY
 fi
+
+# cuobjdump and nvdisasm, for the test that reads the kernels' machine code:
+# where nvcc is installed without them, PyPI's wheels (the oldest release there
+# reads what nvcc 13.0 writes) unpacked into .deps/cuda-tools/bin.
+if command -v nvcc >/dev/null && ! command -v cuobjdump >/dev/null &&
+   [ ! -x "$(dirname "$(command -v nvcc)")/cuobjdump" ] && [ ! -x .deps/cuda-tools/bin/cuobjdump ]; then
+  echo "seqpool: fetching cuobjdump and nvdisasm from PyPI"
+  python3 -m pip download --quiet --no-deps --dest .deps/tool-wheels nvidia-cuda-cuobjdump==13.2.51 \
+    nvidia-cuda-nvdisasm==13.2.51
+  python3 - <<'PY'
+import pathlib, zipfile
+target = pathlib.Path('.deps/cuda-tools/bin')
+target.mkdir(parents=True, exist_ok=True)
+for wheel in pathlib.Path('.deps/tool-wheels').glob('*.whl'):
+    with zipfile.ZipFile(wheel) as archive:
+        for entry in archive.namelist():
+            if entry.startswith('nvidia/cu13/bin/'):
+                destination = target / pathlib.Path(entry).name
+                destination.write_bytes(archive.read(entry))
+                destination.chmod(0o755)
+PY
+fi

@@ -11,6 +11,8 @@
 
 #include <seqpool/seqpool.hpp>
 
+#include "cases/capture.hpp"
+#include "support/spaces.hpp"
 #include "support/step.hpp"
 
 namespace {
@@ -19,230 +21,13 @@ using seqpool::task;
 namespace method = seqpool::method;
 namespace head = seqpool::head;
 using device_omp = seqpool::device_space<seqpool::omp_backend>;
-
-constexpr std::int64_t hidden_size = 40;
-constexpr std::int64_t labels = 3;
-
-/// Every task served, two of them with a linear layer, in one space.
-template <class Space>
-struct engine {
-  Space space;
-  seqpool::state_store<Space> state{space};
-  seqpool::buffer<float, Space> classifier;
-  seqpool::dispatcher<seqpool::configurable_table<Space>> dispatcher;
-
-  engine(const std::vector<float>& weights, method::any_sequence embed, method::any_token tokens)
-      : classifier(test::to_space(space, weights)),
-        dispatcher(space, seqpool::pooler<method::any_sequence, head::embed, Space>(space, hidden_size, embed),
-                   seqpool::pooler<method::any_sequence, head::classify, Space>(
-                       space, hidden_size, method::max{}, head::classify(layer())),
-                   seqpool::pooler<method::any_token, head::embed, Space>(space, hidden_size, tokens),
-                   seqpool::pooler<method::any_token, head::classify, Space>(space, hidden_size, method::all{},
-                                                                            head::classify(layer()))) {}
-
-  seqpool::linear_layer layer() const { return {classifier.data(), nullptr, labels, hidden_size}; }
-};
-
-/// A request of the drawn batches: its prompt, and how far it has come.
-struct flight {
-  seqpool::request r;
-  std::vector<float> prompt;
-  std::vector<std::int64_t> ids;
-  std::int64_t done = 0;
-};
-
-/// Batches of different sizes and tasks, with prompts that continue across
-/// steps (chunked prefill), drawn reproducibly.
-class batches {
- public:
-  explicit batches(std::uint32_t seed) : random_(seed) {}
-
-  /// The next step: requests in flight continue, new ones join; rows and
-  /// requests stay within `limits`.
-  std::pair<seqpool::batch, std::vector<float>> next(const seqpool::capacity& limits) {
-    std::erase_if(flights_, [](const flight& f) { return f.done == f.r.prompt_len; });
-    const std::int64_t fresh = between(1, 4);
-    for (std::int64_t k = 0; k < fresh && std::ssize(flights_) < limits.requests; ++k) {
-      flight& f = flights_.emplace_back();
-      const std::int64_t prompt_len = between(1, 700);
-      std::uniform_real_distribution<float> value(-2.0f, 2.0f);
-      for (std::int64_t i = 0; i < prompt_len * hidden_size; ++i) f.prompt.push_back(value(random_));
-      for (std::int64_t t = 0; t < prompt_len; ++t) f.ids.push_back(between(0, 3));
-      f.r = test::whole("q" + std::to_string(serial_++), static_cast<task>(between(0, 3)), prompt_len,
-                        {.use_activation = between(0, 3) != 0, .step_tag_id = 2});
-      f.r.prompt_token_ids = f.ids;
-    }
-    seqpool::batch step;
-    std::vector<float> hidden;
-    std::int64_t rows = 0;
-    for (flight& f : flights_) {
-      const std::int64_t left = f.r.prompt_len - f.done;
-      const std::int64_t size = std::min(left, std::min(limits.rows - rows, between(1, 400)));
-      if (size == 0) break;
-      seqpool::request r = f.r;
-      r.num_computed = f.done;
-      r.num_scheduled = size;
-      step.requests.push_back(r);
-      hidden.insert(hidden.end(), f.prompt.begin() + f.done * hidden_size,
-                    f.prompt.begin() + (f.done + size) * hidden_size);
-      f.done += size;
-      rows += size;
-    }
-    return {step, hidden};
-  }
-
- private:
-  std::int64_t between(std::int64_t low, std::int64_t high) {
-    return std::uniform_int_distribution<std::int64_t>(low, high)(random_);
-  }
-
-  std::mt19937 random_;
-  std::vector<flight> flights_;
-  int serial_ = 0;
-};
-
-/// Results of one step, copied back, one per request.
-template <class Space>
-test::results results_of(Space& space, const seqpool::dispatch_plan& plan, const seqpool::buffer<float, Space>& output) {
-  return test::slice(plan, test::to_host(space, output));
-}
-
-void check_same(const test::results& actual, const test::results& expected) {
-  REQUIRE(actual.size() == expected.size());
-  for (std::size_t i = 0; i < expected.size(); ++i) {
-    CAPTURE(i);
-    REQUIRE(actual[i].has_value() == expected[i].has_value());
-    if (expected[i]) test::check_close(*actual[i], *expected[i], 1e-5);
-  }
-}
-
-std::vector<float> classifier_weights() {
-  std::vector<float> weights(labels * hidden_size);
-  for (std::size_t i = 0; i < weights.size(); ++i) weights[i] = static_cast<float>(static_cast<int>(i % 7) - 3) / 10;
-  return weights;
-}
+using capture_cases::hidden_size;
+using capture_cases::labels;
 
 }  // namespace
 
-TEST_CASE("a dispatcher step captured after the ring wrapped replays for every batch that fits") {
-  const seqpool::capacity limits{.requests = 8, .rows = 1600, .result_rows = 6000, .columns = 0};
-  const std::vector<float> weights = classifier_weights();
-  engine<device_omp> device(weights, method::mean{}, method::step{});
-  engine<seqpool::host_space> host(weights, method::mean{}, method::step{});
-  device.dispatcher.reserve_capacity(limits);
-  batches drawn(20261130);
-
-  // Steps run on both spaces alike; the host's results are the reference.
-  seqpool::buffer<float, device_omp> output(device.space, static_cast<std::size_t>(device.dispatcher.output_capacity()));
-  seqpool::buffer<float, device_omp> hidden(device.space, static_cast<std::size_t>(limits.rows * hidden_size));
-  const auto reference = [&](const seqpool::batch& step, const std::vector<float>& rows) {
-    return test::run_step(host.space, host.dispatcher, host.state, step, rows);
-  };
-  const auto load = [&](const std::vector<float>& rows) {
-    device.space.copy_in(std::span<const float>(rows), hidden.span().first(rows.size()));
-  };
-
-  // Six eager steps: the staging ring of four slots wraps.
-  for (int step = 0; step < 6; ++step) {
-    const auto [batch, rows] = drawn.next(limits);
-    check_same(test::run_step(device.space, device.dispatcher, device.state, batch, rows), reference(batch, rows));
-  }
-
-  auto home = device.dispatcher.reserve_graph();
-  const seqpool::hidden_view<float> captured_hidden = seqpool::make_hidden_view(hidden.data(), limits.rows, hidden_size);
-  {
-    const auto [batch, rows] = drawn.next(limits);
-    const seqpool::dispatch_plan plan = device.dispatcher.plan(batch, device.state);
-    device.dispatcher.reserve(plan, device.state);
-    load(rows);
-    const seqpool::audit_scope scope(device.space.audit());
-    device.space.backend().begin_capture();
-    device.dispatcher.capture(captured_hidden, plan, device.state, output.span(), home);
-    const seqpool::omp_backend::graph graph = device.space.backend().end_capture();
-    // One upload, and every pooler's launches sized by the capacity: MEAN 1,
-    // MAX with its classifier 2, STEP 1, ALL with its classifier 2.
-    CHECK(scope.counts() == seqpool::audit_counts{.uploads = 1, .launches = 6});
-    graph.launch();
-    home.mark_launched();
-    check_same(results_of(device.space, plan, output), reference(batch, rows));
-
-    for (int replay = 0; replay < 8; ++replay) {
-      CAPTURE(replay);
-      const auto [next, next_rows] = drawn.next(limits);
-      const seqpool::dispatch_plan planned = device.dispatcher.plan(next, device.state);
-      device.dispatcher.reserve(planned, device.state);
-      const seqpool::audit_scope between(device.space.audit());
-      device.dispatcher.restage(planned, device.state, home);
-      CHECK(seqpool::keeps_sync_contract(between.counts()));
-      load(next_rows);
-      graph.launch();
-      home.mark_launched();
-      check_same(results_of(device.space, planned, output), reference(next, next_rows));
-    }
-  }
-}
-
-TEST_CASE("a pooler step captured once replays for batches of other sizes and chunks") {
-  const seqpool::capacity limits{.requests = 4, .rows = 1200};
-  device_omp space;
-  seqpool::state_store<device_omp> state(space);
-  seqpool::pooler<method::mean, head::embed, device_omp> pooler(space, hidden_size);
-  pooler.reserve_capacity(limits);
-  seqpool::host_space host;
-  seqpool::state_store<seqpool::host_space> host_state(host);
-  seqpool::pooler<method::mean, head::embed, seqpool::host_space> reference(host, hidden_size);
-
-  seqpool::buffer<float, device_omp> output(space, static_cast<std::size_t>(pooler.output_capacity()));
-  seqpool::buffer<float, device_omp> hidden(space, static_cast<std::size_t>(limits.rows * hidden_size));
-  auto home = pooler.reserve_graph();
-  std::optional<seqpool::omp_backend::graph> graph;
-  const std::vector<float> prompt = [] {
-    std::vector<float> values(1100 * hidden_size);
-    for (std::size_t i = 0; i < values.size(); ++i) values[i] = static_cast<float>(static_cast<int>(i % 29) - 14) / 7;
-    return values;
-  }();
-  // A long prompt in chunks of 500, 100 and 500 rows beside short whole prompts.
-  const std::vector<std::vector<seqpool::request>> steps{
-      {test::part("long", task::embed, 1100, 0, 500), test::whole("a", task::embed, 3)},
-      {test::whole("b", task::embed, 1), test::part("long", task::embed, 1100, 500, 100), test::whole("c", task::embed, 90)},
-      {test::part("long", task::embed, 1100, 600, 500)},
-      {test::whole("d", task::embed, 700), test::whole("e", task::embed, 2), test::whole("f", task::embed, 300)},
-      {test::whole("g", task::embed, 1200)},
-      {test::whole("h", task::embed, 5)},
-  };
-  std::int64_t long_done = 0;
-  for (std::size_t s = 0; s < steps.size(); ++s) {
-    CAPTURE(s);
-    const seqpool::batch step{steps[s]};
-    std::vector<float> rows;
-    for (const seqpool::request& r : step.requests) {
-      const std::int64_t first = r.id == "long" ? long_done : 0;
-      rows.insert(rows.end(), prompt.begin() + first * hidden_size,
-                  prompt.begin() + (first + r.num_scheduled) * hidden_size);
-      if (r.id == "long") long_done += r.num_scheduled;
-    }
-    const seqpool::step_plan plan = pooler.plan(step, state);
-    pooler.reserve(plan, state);
-    space.copy_in(std::span<const float>(rows), hidden.span().first(rows.size()));
-    if (!graph) {
-      space.backend().begin_capture();
-      pooler.capture(seqpool::make_hidden_view(hidden.data(), limits.rows, hidden_size), plan, state, output.span(),
-                     home);
-      graph = space.backend().end_capture();
-    } else {
-      pooler.restage(plan, state, home);
-    }
-    graph->launch();
-    home.mark_launched();
-    const test::results expected = test::run_step(host, reference, host_state, step, rows);
-    const test::results actual = test::slice(plan, test::to_host(space, output));
-    for (std::size_t i = 0; i < expected.size(); ++i) {
-      REQUIRE(actual[i].has_value() == expected[i].has_value());
-      if (expected[i]) test::check_close(*actual[i], *expected[i], 1e-5);
-    }
-  }
-  CHECK(state.size() == 0);
-}
+TEST_CASE_TEMPLATE_APPLY(dispatcher_capture, std::tuple<device_omp>);
+TEST_CASE_TEMPLATE_APPLY(pooler_capture, std::tuple<device_omp>);
 
 TEST_CASE("capture and replay refuse what would break the graph, before anything is queued") {
   const seqpool::capacity limits{.requests = 2, .rows = 16};
@@ -320,7 +105,7 @@ TEST_CASE("forward without reserve throws before it queues anything, on every sp
 TEST_CASE("each pooler makes one launch, two with a linear layer, and none with nothing to do") {
   device_omp space;
   seqpool::state_store<device_omp> state(space);
-  const std::vector<float> weights = classifier_weights();
+  const std::vector<float> weights = capture_cases::classifier_weights();
   const auto layer_memory = test::to_space(space, weights);
   const seqpool::linear_layer layer{layer_memory.data(), nullptr, labels, hidden_size};
   const std::vector<float> rows(30 * hidden_size, 0.5f);

@@ -1,0 +1,7 @@
+// Steps captured with cudaStreamBeginCapture (cudaStreamCaptureModeGlobal) after
+// the staging ring wrapped, replayed for changing batches, against host_space.
+#include "../cases/capture.hpp"
+#include "../support/spaces.hpp"
+
+TEST_CASE_TEMPLATE_APPLY(dispatcher_capture, test::cuda_spaces);
+TEST_CASE_TEMPLATE_APPLY(pooler_capture, test::cuda_spaces);

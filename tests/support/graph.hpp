@@ -1,0 +1,73 @@
+// Capturing a step from a device space's stream into a graph and replaying it:
+// the capture-checking stand-in on the CPU, CUDA's stream capture on the GPU.
+#pragma once
+
+#include <doctest/doctest.h>
+
+#include <seqpool/space/device.hpp>
+
+namespace test {
+
+template <class Space>
+class captured_graph;
+
+/// The stand-in's capture, which refuses what CUDA refuses in cudaStreamCaptureModeGlobal.
+template <>
+class captured_graph<seqpool::device_space<seqpool::omp_backend>> {
+ public:
+  using space = seqpool::device_space<seqpool::omp_backend>;
+
+  static seqpool::omp_backend backend() { return {}; }
+  static void begin(space& device) { device.backend().begin_capture(); }
+
+  /// Ends the capture begun on `device`.
+  explicit captured_graph(space& device) : graph_(device.backend().end_capture()) {}
+
+  void launch() const { graph_.launch(); }
+
+ private:
+  seqpool::omp_backend::graph graph_;
+};
+
+#if defined(__CUDACC__)
+/// CUDA's stream capture in cudaStreamCaptureModeGlobal, on a stream of its own
+/// (the legacy default stream cannot be captured).
+template <>
+class captured_graph<seqpool::device_space<seqpool::cuda_backend>> {
+ public:
+  using space = seqpool::device_space<seqpool::cuda_backend>;
+
+  static seqpool::cuda_backend backend() {
+    static const cudaStream_t stream = [] {
+      cudaStream_t created = nullptr;
+      REQUIRE(cudaStreamCreateWithFlags(&created, cudaStreamNonBlocking) == cudaSuccess);
+      return created;
+    }();
+    return seqpool::cuda_backend(stream);
+  }
+
+  static void begin(space& device) {
+    REQUIRE(cudaStreamBeginCapture(device.backend().stream(), cudaStreamCaptureModeGlobal) == cudaSuccess);
+  }
+
+  explicit captured_graph(space& device) : stream_(device.backend().stream()) {
+    REQUIRE(cudaStreamEndCapture(stream_, &graph_) == cudaSuccess);
+    REQUIRE(cudaGraphInstantiate(&replay_, graph_, 0) == cudaSuccess);
+  }
+  captured_graph(const captured_graph&) = delete;
+  captured_graph& operator=(const captured_graph&) = delete;
+  ~captured_graph() {
+    cudaGraphExecDestroy(replay_);
+    cudaGraphDestroy(graph_);
+  }
+
+  void launch() const { REQUIRE(cudaGraphLaunch(replay_, stream_) == cudaSuccess); }
+
+ private:
+  cudaStream_t stream_;
+  cudaGraph_t graph_ = nullptr;
+  cudaGraphExec_t replay_ = nullptr;
+};
+#endif
+
+}  // namespace test
