@@ -99,15 +99,15 @@ namespace detail {
 /// the step already has. An open-addressing table of request indices allocates
 /// once, where a hash map would allocate a node per request.
 inline void check_unique_ids(std::span<const request> requests) {
-  const std::size_t capacity = std::bit_ceil(std::max<std::size_t>(2 * requests.size(), 16));
-  std::vector<std::size_t> slots(capacity, 0);  // 1 + the index of the request whose id sits there
+  const std::size_t size = std::bit_ceil(std::max<std::size_t>(2 * requests.size(), 16));
+  std::vector<std::size_t> buckets(size, 0);  // 1 + the index of the request whose id sits there
   for (std::size_t index = 0; index < requests.size(); ++index) {
     const std::string_view id = requests[index].id;
-    std::size_t slot = std::hash<std::string_view>{}(id) & (capacity - 1);
-    for (; slots[slot] != 0; slot = (slot + 1) & (capacity - 1))
-      if (requests[slots[slot] - 1].id == id)
-        fail_request(index, id, "id", "appears twice in one step (first as request ", slots[slot] - 1, ")");
-    slots[slot] = index + 1;
+    std::size_t bucket = std::hash<std::string_view>{}(id) & (size - 1);
+    for (; buckets[bucket] != 0; bucket = (bucket + 1) & (size - 1))
+      if (requests[buckets[bucket] - 1].id == id)
+        fail_request(index, id, "id", "appears twice in one step (first as request ", buckets[bucket] - 1, ")");
+    buckets[bucket] = index + 1;
   }
 }
 
@@ -147,5 +147,19 @@ inline step_layout lay_out(std::span<const request> requests) {
 }
 
 inline step_layout lay_out(const batch& step) { return lay_out(std::span<const request>(step.requests)); }
+
+namespace detail {
+
+/// Throws for the first task group, in batch order, whose task `served(task)`
+/// refuses: `request 2 (id "x"): task: classify has no pooler` followed by `where`.
+template <class Served, class... Where>
+void check_served(const batch& step, const step_layout& layout, Served served, const Where&... where) {
+  for (const task_group& group : layout.groups)
+    if (!served(group.task))
+      fail_request(group.first_request, step.requests[group.first_request].id, "task", name(group.task),
+                   " has no pooler", where...);
+}
+
+}  // namespace detail
 
 }  // namespace seqpool

@@ -115,10 +115,8 @@ class dispatcher<dispatch_table<Entries...>> {
   /// before planning anything if a task has no pooler.
   dispatch_plan plan(const batch& step, const state_store<space_type>& state) const {
     const step_layout layout = lay_out(step);
-    for (const task_group& group : layout.groups)
-      if (!entry_of(group.task))
-        detail::fail_request(group.first_request, step.requests[group.first_request].id, "task", name(group.task),
-                             " has no pooler in the dispatch table");
+    detail::check_served(
+        step, layout, [&](seqpool::task wanted) { return entry_of(wanted).has_value(); }, " in the dispatch table");
     if (capacity_) {
       detail::check_limit("requests", static_cast<std::int64_t>(step.requests.size()), capacity_->requests);
       detail::check_rows_fit(*capacity_, layout.num_rows);

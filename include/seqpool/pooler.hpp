@@ -93,10 +93,8 @@ class pooler {
   /// Plans a batch whose requests all have this pooler's task.
   step_plan plan(const batch& step, const state_store<Space>& state) const {
     const step_layout layout = lay_out(step);
-    for (const task_group& group : layout.groups)
-      if (group.task != task)
-        detail::fail_request(group.first_request, step.requests[group.first_request].id, "task", name(group.task),
-                             " has no pooler here (this one serves ", name(task), ")");
+    detail::check_served(
+        step, layout, [](seqpool::task wanted) { return wanted == task; }, " here (this one serves ", name(task), ")");
     if (capacity_) detail::check_rows_fit(*capacity_, layout.num_rows);
     std::vector<std::size_t> everyone(step.requests.size());
     for (std::size_t i = 0; i < everyone.size(); ++i) everyone[i] = i;

@@ -16,10 +16,10 @@
 
 namespace seqpool {
 
-/// One slot per request that arrives in chunks, keyed by id: how far the request
+/// One entry per request that arrives in chunks, keyed by id: how far the request
 /// has come, and a float block in the space's memory for what its method keeps
 /// (a running sum, a latched row, the rows seen so far). A request that arrives
-/// whole never gets a slot. Slots live in memory of their own, never in a view of
+/// whole never gets an entry. State blocks live in memory of their own, never in a view of
 /// a step's hidden states, so no step's buffer is read after that step.
 template <memory_space Space>
 class state_store {
@@ -29,15 +29,15 @@ class state_store {
   state_store& operator=(const state_store&) = delete;
 
   ~state_store() {
-    for (auto& entry : slots_) give_back(entry.second);
+    for (auto& [id, held] : entries_) give_back(held);
   }
 
   /// Throws seqpool::error unless the request's chunk continues what the store
   /// holds for its id (SPEC section 8). `index` is the request's place in its batch.
   void check(std::size_t index, const request& r) const {
-    if (slots_.empty() && r.num_computed == 0) return;  // the common step: nothing in progress to collide with
-    const auto found = slots_.find(r.id);
-    const bool started = found != slots_.end() && found->second.num_computed > 0;
+    if (entries_.empty() && r.num_computed == 0) return;  // the common step: nothing in progress to collide with
+    const auto found = entries_.find(r.id);
+    const bool started = found != entries_.end() && found->second.num_computed > 0;
     if (r.num_computed == 0) {
       if (started)
         detail::fail_request(index, r.id, "num_computed", "0 restarts a request whose state holds ",
@@ -47,7 +47,7 @@ class state_store {
     if (!started)
       detail::fail_request(index, r.id, "num_computed", r.num_computed,
                            " continues a request that has no state (its first chunk never ran, or it finished)");
-    const slot& held = found->second;
+    const entry& held = found->second;
     if (held.num_computed != r.num_computed)
       detail::fail_request(index, r.id, "num_computed", r.num_computed, " disagrees with the state, which holds ",
                            held.num_computed, " tokens");
@@ -58,12 +58,12 @@ class state_store {
                            " given at the first chunk");
   }
 
-  /// Host call before a step: a slot of `floats` floats for a request that arrives
+  /// Host call before a step: a state block of `floats` floats for a request that arrives
   /// in chunks. Allocates (and the audit counts it) only when no cached block fits.
   /// If the allocation fails, the store is exactly as it was.
   float* reserve(const request& r, std::size_t floats) {
-    const auto found = slots_.find(r.id);
-    if (found != slots_.end() && (found->second.num_computed > 0 || found->second.floats >= floats))
+    const auto found = entries_.find(r.id);
+    if (found != entries_.end() && (found->second.num_computed > 0 || found->second.floats >= floats))
       return found->second.data;
     float* data = nullptr;
     if (floats > 0) {
@@ -74,10 +74,10 @@ class state_store {
                                    floats * sizeof(float), " bytes, more than can be allocated"));
       }
     }
-    slot* held = found != slots_.end() ? &found->second : nullptr;
+    entry* held = found != entries_.end() ? &found->second : nullptr;
     if (held == nullptr) {
       try {
-        held = &slots_.try_emplace(r.id, slot{.task = r.task, .prompt_len = r.prompt_len}).first->second;
+        held = &entries_.try_emplace(r.id, entry{.task = r.task, .prompt_len = r.prompt_len}).first->second;
       } catch (...) {
         if (data != nullptr) pool_.give_back(data, floats * sizeof(float));
         throw;
@@ -92,22 +92,22 @@ class state_store {
 
   /// Whether reserve() made a block of at least `floats` floats for the request.
   bool holds(std::string_view id, std::size_t floats) const {
-    const auto found = slots_.find(id);
-    return found != slots_.end() && found->second.floats >= floats;
+    const auto found = entries_.find(id);
+    return found != entries_.end() && found->second.floats >= floats;
   }
 
-  /// The slot's memory; the request must have been reserved.
-  float* data(std::string_view id) const { return slots_.find(id)->second.data; }
+  /// The request's state block; the request must have been reserved.
+  float* data(std::string_view id) const { return entries_.find(id)->second.data; }
 
   /// After a step's work is launched: the request has pooled its chunk. A finished
   /// request gives its block back; later steps that reuse it are stream-ordered
   /// behind the work that reads it now.
   void advance(const request& r) {
-    const auto found = slots_.find(r.id);
-    if (found == slots_.end()) return;
+    const auto found = entries_.find(r.id);
+    if (found == entries_.end()) return;
     if (r.num_computed + r.num_scheduled == r.prompt_len) {
       give_back(found->second);
-      slots_.erase(found);
+      entries_.erase(found);
     } else {
       found->second.num_computed += r.num_scheduled;
     }
@@ -115,21 +115,21 @@ class state_store {
 
   /// Drops a request that will not finish (aborted or preempted by the engine).
   void release(std::string_view id) {
-    const auto found = slots_.find(id);
-    if (found == slots_.end()) return;
+    const auto found = entries_.find(id);
+    if (found == entries_.end()) return;
     give_back(found->second);
-    slots_.erase(found);
+    entries_.erase(found);
   }
 
-  bool contains(std::string_view id) const { return slots_.find(id) != slots_.end(); }
+  bool contains(std::string_view id) const { return entries_.find(id) != entries_.end(); }
 
   /// Tokens pooled so far for a request in progress, 0 when none is held.
   std::int64_t num_computed(std::string_view id) const {
-    const auto found = slots_.find(id);
-    return found == slots_.end() ? 0 : found->second.num_computed;
+    const auto found = entries_.find(id);
+    return found == entries_.end() ? 0 : found->second.num_computed;
   }
 
-  std::size_t size() const { return slots_.size(); }
+  std::size_t size() const { return entries_.size(); }
 
   /// Frees the blocks of finished requests that are cached for reuse.
   void trim() { pool_.trim(); }
@@ -137,7 +137,7 @@ class state_store {
   std::size_t cached_blocks() const { return pool_.cached_blocks(); }
 
  private:
-  struct slot {
+  struct entry {
     seqpool::task task = seqpool::task::embed;
     std::int64_t prompt_len = 0;
     std::int64_t num_computed = 0;
@@ -151,14 +151,14 @@ class state_store {
     std::size_t operator()(std::string_view id) const { return std::hash<std::string_view>{}(id); }
   };
 
-  void give_back(slot& held) {
+  void give_back(entry& held) {
     if (held.data != nullptr) pool_.give_back(held.data, held.floats * sizeof(float));
     held.data = nullptr;
     held.floats = 0;
   }
 
   detail::block_pool<Space> pool_;
-  std::unordered_map<std::string, slot, id_hash, std::equal_to<>> slots_;
+  std::unordered_map<std::string, entry, id_hash, std::equal_to<>> entries_;
 };
 
 }  // namespace seqpool

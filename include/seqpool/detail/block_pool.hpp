@@ -11,7 +11,7 @@
 
 namespace seqpool::detail {
 
-/// State slots come and go with requests; recycling their blocks keeps the space's
+/// State blocks come and go with requests; recycling their blocks keeps the space's
 /// allocator (and the audit) out of steady-state steps. A block given back while
 /// device work may still read it is safe to hand out again: whoever takes it
 /// writes it only in later, stream-ordered work.

@@ -13,20 +13,18 @@
 
 namespace seqpool::detail::host {
 
-/// Whole-row spaces stream a pooler's results when they are at least this large,
-/// twice what a server core's L2 holds. Between steps the model's own passes
-/// flush the caches, so plain stores would fetch every result line from memory
-/// first; with caches flushed as in docs/PERFORMANCE.md, streaming made CLS on
-/// 4096 prompts (16 MB of results) 20 % faster and ALL 25 %. Small results are
-/// stored plainly and stay cached for the reader that copies them out.
+/// The host algorithms stream a pooler's results when they are at least this
+/// large, twice what a server core's L2 holds. Between steps the model's own
+/// passes flush the caches, so plain stores would fetch every result line from
+/// memory first. Small results are stored plainly and stay cached for the reader
+/// that copies them out.
 inline constexpr std::size_t streamed_output_bytes = std::size_t{4} << 20;
 
 /// Copies a finished row from the item's scratch row to its place in the output
 /// with non-temporal stores. A plain store first reads its line for ownership, so
-/// results larger than the caches cost twice their size in traffic; on the machine
-/// in docs/PERFORMANCE.md plain stores stream at 16-18 GB/s, these at 45. No fence
-/// follows each row (one costs ALL a quarter of its time, stalling the next row's
-/// stores): the pass ends in OpenMP's join, whose locked instructions order these
+/// results larger than the caches cost twice their size in traffic. No fence
+/// follows each row (it would stall the next row's stores): the pass ends in
+/// OpenMP's join, whose locked instructions order these
 /// stores before it like any other (Intel SDM vol. 3, "Memory ordering in P6 and
 /// more recent processor families"). Elsewhere (other CPUs) it is a plain copy.
 inline void stream_row(float* __restrict__ to, const float* __restrict__ from, std::int64_t width) {
