@@ -58,9 +58,7 @@ struct gather_rows {
     const step_memory step{output, workspace, sections.state_table.in(at)};
     float* out = step.at(owner.where, row.offset, row.request);
     const std::int64_t width = owner.width;
-    const bool has_epilogue = (owner.flags & epilogue) != 0;
-    const bool in_registers = has_epilogue && width <= layout::pass_columns;
-    const bool out_aligned = is_aligned(out);
+    const warp_result<Warp, elements, Policy::lane_floats> result{out, width, (owner.flags & epilogue) != 0};
     const std::int32_t* chosen = owner.columns >= 0 ? sections.column_table.in(at) + owner.columns : nullptr;
 
     typename Warp::template values<lane_row> held;
@@ -71,19 +69,10 @@ struct gather_rows {
           load_kept(step.state[row.request] + (-1 - row.source), pass, lane, width, mine);
         else
           load_hidden(hidden + row.source * row_stride, chosen, pass, lane, width, mine);
-        if (!in_registers) layout::store(out, mine, pass, lane, width, out_aligned);
+        result.pass_done(mine, pass, lane);
       });
     }
-    if (!has_epilogue) return;
-    if (in_registers) {
-      fragment_row<Warp, elements, Policy::lane_floats> result{warp, held, width};
-      head.epilogue(result, owner.use_activation != 0);
-      warp.lanes([&](int lane) { layout::store(out, held[lane], 0, lane, width, out_aligned); });
-    } else {
-      warp.sync();
-      memory_row<Warp> result{warp, out, width};
-      head.epilogue(result, owner.use_activation != 0);
-    }
+    result.finish(warp, head, owner.use_activation != 0, held);
   }
 
   /// A lane's columns of one pass of a row of hidden states (or of the columns

@@ -89,9 +89,7 @@ struct pool_rows {
     const float* init = (owner.flags & from_state) != 0 ? step.state[tile.request] : nullptr;
     const T* rows = hidden + tile.row_begin * row_stride;
     const std::int64_t width = owner.width;
-    const bool has_epilogue = (owner.flags & epilogue) != 0;
-    const bool in_registers = has_epilogue && width <= layout::pass_columns;  // the row stays in the lanes until stored
-    const bool out_aligned = is_aligned(out);
+    const warp_result<Warp, elements, Policy::lane_floats> result{out, width, (owner.flags & epilogue) != 0};
 
     typename Warp::template values<lane_row> held;
     for (std::int64_t pass = 0; pass < width; pass += layout::pass_columns) {
@@ -103,19 +101,10 @@ struct pool_rows {
           const std::int64_t column = layout::column(pass, lane, i);
           if (column < width) mine.at[i] = complete(mine.at[i], tile.rows > 0, init, column, owner);
         }
-        if (!in_registers) layout::store(out, mine, pass, lane, width, out_aligned);
+        result.pass_done(mine, pass, lane);
       });
     }
-    if (!has_epilogue) return;
-    if (in_registers) {
-      fragment_row<Warp, elements, Policy::lane_floats> row{warp, held, width};
-      head.epilogue(row, owner.use_activation != 0);
-      warp.lanes([&](int lane) { layout::store(out, held[lane], 0, lane, width, out_aligned); });
-    } else {
-      warp.sync();
-      memory_row<Warp> row{warp, out, width};
-      head.epilogue(row, owner.use_activation != 0);
-    }
+    result.finish(warp, head, owner.use_activation != 0, held);
   }
 
   /// A packed lane's vectors of one pass, reduced over `count` rows from identity().

@@ -121,4 +121,40 @@ struct memory_row {
   }
 };
 
+/// Where a warp's result row goes and how: a pass at a time into `out` as the
+/// lanes finish it, or, where the whole row is one pass and the head's epilogue
+/// runs on it, kept in the lanes' registers until the epilogue is done, then
+/// stored once.
+template <class Warp, int E, int Floats>
+struct warp_result {
+  using layout = lane_layout<E, Floats>;
+
+  float* out;
+  std::int64_t width;
+  bool has_epilogue;
+
+  SEQPOOL_HOST_DEVICE bool in_registers() const { return has_epilogue && width <= layout::pass_columns; }
+
+  /// A lane's share of the pass from column `pass`, once the lane has it.
+  SEQPOOL_HOST_DEVICE void pass_done(const lane_fragment<Floats>& mine, std::int64_t pass, int lane) const {
+    if (!in_registers()) layout::store(out, mine, pass, lane, width, is_aligned(out));
+  }
+
+  /// After the last pass: the head's epilogue, where there is one, and the row stored.
+  template <class Head>
+  SEQPOOL_HOST_DEVICE void finish(const Warp& warp, const Head& head, bool use_activation,
+                                  typename Warp::template values<lane_fragment<Floats>>& held) const {
+    if (!has_epilogue) return;
+    if (in_registers()) {
+      fragment_row<Warp, E, Floats> row{warp, held, width};
+      head.epilogue(row, use_activation);
+      warp.lanes([&](int lane) { layout::store(out, held[lane], 0, lane, width, is_aligned(out)); });
+    } else {
+      warp.sync();  // the passes stored the row in another lane order
+      memory_row<Warp> row{warp, out, width};
+      head.epilogue(row, use_activation);
+    }
+  }
+};
+
 }  // namespace seqpool::detail::device
