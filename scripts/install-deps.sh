@@ -19,6 +19,25 @@ if ((${#missing[@]})); then
   DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
+# Unpacks what lies under nvidia/cu13/FOLDER/ in the wheels of WHEELS into TARGET,
+# keeping the layout below it; files from bin/ are made executable.
+unpack_wheels() {
+  python3 - "$1" "$2" "$3" <<'PY'
+import pathlib, sys, zipfile
+wheels, folder, target = sys.argv[1], sys.argv[2], pathlib.Path(sys.argv[3])
+prefix = f'nvidia/cu13/{folder}/'
+for wheel in pathlib.Path(wheels).glob('*.whl'):
+    with zipfile.ZipFile(wheel) as archive:
+        for entry in archive.namelist():
+            if entry.startswith(prefix) and not entry.endswith('/'):
+                destination = target / entry[len(prefix):]
+                destination.parent.mkdir(parents=True, exist_ok=True)
+                destination.write_bytes(archive.read(entry))
+                if folder == 'bin':
+                    destination.chmod(0o755)
+PY
+}
+
 # CCCL 3.x and cuda_fp16.h / cuda_bf16.h: the toolkit's, else the same headers
 # from PyPI's wheels, unpacked into .deps/cuda in the toolkit's layout (Meson
 # finds them there). SEQPOOL_CCCL_FROM_PYPI=1 fetches them even beside a toolkit,
@@ -27,20 +46,7 @@ if [ "${SEQPOOL_CCCL_FROM_PYPI:-0}" = 1 ] ||
    { [ ! -f /usr/local/cuda/include/cccl/thrust/version.h ] && [ ! -f .deps/cuda/include/cccl/thrust/version.h ]; }; then
   echo "seqpool: no CUDA toolkit; fetching CCCL and the CUDA half-precision headers from PyPI"
   python3 -m pip download --quiet --no-deps --dest .deps/wheels nvidia-cuda-cccl==13.0.85 nvidia-cuda-runtime==13.0.96
-  python3 - <<'PY'
-import pathlib, shutil, zipfile
-target = pathlib.Path('.deps/cuda/include')
-target.mkdir(parents=True, exist_ok=True)
-for wheel in pathlib.Path('.deps/wheels').glob('*.whl'):
-    with zipfile.ZipFile(wheel) as archive:
-        for entry in archive.namelist():
-            prefix = 'nvidia/cu13/include/'
-            if entry.startswith(prefix) and not entry.endswith('/'):
-                destination = target / entry[len(prefix):]
-                destination.parent.mkdir(parents=True, exist_ok=True)
-                with archive.open(entry) as source, open(destination, 'wb') as sink:
-                    shutil.copyfileobj(source, sink)
-PY
+  unpack_wheels .deps/wheels include .deps/cuda/include
 fi
 
 # cuobjdump and nvdisasm, for the test that reads the kernels' machine code:
@@ -51,16 +57,5 @@ if command -v nvcc >/dev/null && ! command -v cuobjdump >/dev/null &&
   echo "seqpool: fetching cuobjdump and nvdisasm from PyPI"
   python3 -m pip download --quiet --no-deps --dest .deps/tool-wheels nvidia-cuda-cuobjdump==13.2.51 \
     nvidia-cuda-nvdisasm==13.2.51
-  python3 - <<'PY'
-import pathlib, zipfile
-target = pathlib.Path('.deps/cuda-tools/bin')
-target.mkdir(parents=True, exist_ok=True)
-for wheel in pathlib.Path('.deps/tool-wheels').glob('*.whl'):
-    with zipfile.ZipFile(wheel) as archive:
-        for entry in archive.namelist():
-            if entry.startswith('nvidia/cu13/bin/'):
-                destination = target / pathlib.Path(entry).name
-                destination.write_bytes(archive.read(entry))
-                destination.chmod(0o755)
-PY
+  unpack_wheels .deps/tool-wheels bin .deps/cuda-tools/bin
 fi
