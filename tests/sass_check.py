@@ -26,15 +26,14 @@ def main():
                            capture_output=True, text=True)
     if built.returncode != 0:
         sys.exit(f"nvcc failed:\n{built.stderr}")
-    resources = {}  # kernel -> the ptxas line after its "Compiling entry function"
+    resources = {}  # kernel -> ptxas's lines after its "Compiling entry function"
     entry = None
     for line in built.stderr.splitlines():
         found = re.search(r"Compiling entry function '([^']+)'", line)
         if found:
             entry = found.group(1)
-        elif entry and "stack frame" in line:
-            resources[entry] = line.strip()
-            entry = None
+        elif entry and ("stack frame" in line or "registers" in line):
+            resources[entry] = (resources.get(entry, "") + "; " + line.split(":", 1)[-1].strip()).strip("; ")
     # cuobjdump runs nvdisasm, which the PyPI wheels put beside it.
     env = dict(os.environ, PATH=f"{pathlib.Path(cuobjdump).parent}{os.pathsep}{os.environ.get('PATH', '')}")
     sass = subprocess.run([cuobjdump, "-sass", str(cubin)], capture_output=True, text=True, check=True, env=env).stdout
