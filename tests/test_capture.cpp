@@ -40,6 +40,7 @@ TEST_CASE("capture and replay refuse what would break the graph, before anything
 
   CHECK_THROWS_WITH_AS(pooler.reserve_graph(), "reserve_graph: needs a capacity: call reserve_capacity() first",
                        seqpool::error);
+  const seqpool::step_plan too_long = pooler.plan(seqpool::batch{{test::whole("long", task::embed, 20)}}, state);
   pooler.reserve_capacity(limits);
   seqpool::buffer<float, device_omp> output(space, static_cast<std::size_t>(pooler.output_capacity()));
   auto home = pooler.reserve_graph();
@@ -53,6 +54,8 @@ TEST_CASE("capture and replay refuse what would break the graph, before anything
   const seqpool::step_plan plan = pooler.plan(step, state);
   pooler.reserve(plan, state);
   const seqpool::audit_counts before = space.audit().counts();
+  CHECK_THROWS_WITH_AS(pooler.restage(too_long, state, home), "capacity: the step has 20 rows, more than the capacity's 16",
+                       seqpool::error);
   CHECK_THROWS_WITH_AS(pooler.capture(view, plan, state, output.span(), home),
                        doctest::Contains("the stream is not being captured"), seqpool::error);
   space.backend().begin_capture();
@@ -80,6 +83,27 @@ TEST_CASE("capture and replay refuse what would break the graph, before anything
   CHECK_THROWS_WITH_AS(pooler.capture(view, next, state, output.span(), home),
                        doctest::Contains("already serves a graph"), seqpool::error);
   (void)space.backend().end_capture();
+}
+
+TEST_CASE("a dispatcher refuses to capture or restage a plan made before its capacity") {
+  device_omp space;
+  seqpool::state_store<device_omp> state(space);
+  seqpool::dispatcher<seqpool::configurable_table<device_omp>> engine(
+      space, seqpool::pooler<method::any_sequence, head::embed, device_omp>(space, 4, method::mean{}), std::nullopt,
+      std::nullopt, std::nullopt);
+  const seqpool::batch step{{test::whole("a", task::embed, 3)}};
+  const seqpool::dispatch_plan early = engine.plan(step, state);
+  engine.reserve_capacity({.requests = 2, .rows = 8});
+  auto home = engine.reserve_graph();
+  seqpool::buffer<float, device_omp> hidden(space, 8 * 4);
+  seqpool::buffer<float, device_omp> output(space, static_cast<std::size_t>(engine.output_capacity()));
+  engine.reserve(early, state);
+  space.backend().begin_capture();
+  CHECK_THROWS_WITH_AS(
+      engine.capture(seqpool::make_hidden_view(hidden.data(), 8, 4), early, state, output.span(), home),
+      "capacity: the plan was made before reserve_capacity(): plan the step again", seqpool::error);
+  const seqpool::omp_backend::graph nothing = space.backend().end_capture();
+  CHECK(nothing.size() == 0);
 }
 
 TEST_CASE("forward without reserve throws before it queues anything, on every space") {

@@ -235,6 +235,7 @@ class dispatcher<dispatch_table<Entries...>> {
                cuda::std::span<float> output, Upload& home) {
     require_capacity("capture");
     detail::check_captured_views(hidden, hidden_size_, capacity_->rows, output_capacity_, output);
+    check_planned_for_capacity(plan);
     check_reserved(plan, state);
     encode(plan, state, space_->stage(home));
     const std::byte* uploaded = space_->upload(home);
@@ -251,6 +252,7 @@ class dispatcher<dispatch_table<Entries...>> {
   template <class Upload>
   void restage(const dispatch_plan& plan, state_store<space_type>& state, Upload& home) {
     require_capacity("restage");
+    check_planned_for_capacity(plan);
     check_reserved(plan, state);
     encode(plan, state, space_->restage(home));
     advance(plan, state);
@@ -259,6 +261,13 @@ class dispatcher<dispatch_table<Entries...>> {
  private:
   void require_capacity(const char* call) const {
     if (!capacity_) detail::fail(call, "needs a capacity: call reserve_capacity() first");
+  }
+
+  /// A plan made before reserve_capacity() packs its records where the capacity's
+  /// regions are not.
+  void check_planned_for_capacity(const dispatch_plan& plan) const {
+    if (plan.block_bytes != capacity_bytes_)
+      detail::fail("capacity", "the plan was made before reserve_capacity(): plan the step again");
   }
 
   void check_reserved(const dispatch_plan& plan, const state_store<space_type>& state) const {

@@ -190,6 +190,7 @@ class pooler {
                Upload& home) {
     require_capacity("capture");
     detail::check_captured_views(hidden, hidden_size_, capacity_->rows, output_capacity(), output);
+    check_fits(plan);
     check_reserved(plan, state);
     const std::span<std::byte> staged = space_->stage(home);
     encode(plan, state, staged);
@@ -204,6 +205,7 @@ class pooler {
   template <class Upload>
   void restage(const step_plan& plan, state_store<Space>& state, Upload& home) {
     require_capacity("restage");
+    check_fits(plan);
     check_reserved(plan, state);
     encode(plan, state, space_->restage(home));
     advance(plan, state);
@@ -274,6 +276,7 @@ class pooler {
   void check_fits(const step_plan& plan) const {
     const capacity& limits = *capacity_;
     detail::check_limit("requests", static_cast<std::int64_t>(plan.results.size()), limits.requests);
+    detail::check_rows_fit(limits, plan.num_rows);
     detail::check_limit("result_rows", token_wise ? plan.result_rows : 0, limits.result_rows);
     detail::check_limit("columns", static_cast<std::int64_t>(plan.block.records.column_table.size()), limits.columns);
     const detail::record_counts counts = plan.block.records.counts();

@@ -16,9 +16,9 @@ namespace seqpool::detail::device {
 
 /// One block per work record. A packed block pools up to `warps` short
 /// requests, a warp each, whole: every lane reduces its vectors of the row over
-/// all the rows, keeping `rows_in_flight` rows of loads issued ahead, then the
+/// all the rows, keeping `packed_vectors_in_flight` loads issued ahead, then the
 /// method's finish and the head's epilogue run while the row is still in the
-/// lanes' registers. A split block reduces one slab of columns of one tile of
+/// lanes' registers (where it is one pass wide). A split block reduces one slab of columns of one tile of
 /// a long request, its warps taking neighbouring runs of rows, and writes a
 /// partial row; the last block of the slab to arrive merges the partials in tile
 /// order, and the last slab of the row to arrive runs the epilogue. Every merge
