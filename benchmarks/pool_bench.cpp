@@ -40,6 +40,23 @@ using device_under_test = seqpool::device_space<seqpool::cuda_backend>;
 using device_under_test = seqpool::device_space<seqpool::omp_backend>;
 #endif
 
+/// A space for one case. A CUDA space gets a stream of its own: the legacy
+/// default stream cannot be captured into a graph.
+template <class Space>
+Space make_space() {
+#if defined(__CUDACC__)
+  if constexpr (std::is_same_v<Space, seqpool::device_space<seqpool::cuda_backend>>) {
+    static const cudaStream_t stream = [] {
+      cudaStream_t created = nullptr;
+      bench::detail::check(cudaStreamCreateWithFlags(&created, cudaStreamNonBlocking), "cudaStreamCreate");
+      return created;
+    }();
+    return Space(seqpool::cuda_backend(stream));
+  }
+#endif
+  return Space();
+}
+
 struct batch_shape {
   std::string name;
   std::int64_t hidden_size;
@@ -280,7 +297,7 @@ class runner {
   const batch_shape& shape_;
   const std::vector<std::int64_t>& token_ids_;
   int repeats_;
-  Space space_;
+  Space space_ = make_space<Space>();
   seqpool::buffer<T, Space> hidden_;
   std::optional<seqpool::buffer<float, Space>> classifier_weights_;
 };

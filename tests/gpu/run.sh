@@ -24,7 +24,10 @@ part() {
   local name=$1
   shift
   local start=$SECONDS
-  if "$@"; then echo "gpu: $name: ok ($((SECONDS - start)) s)"; else echo "gpu: $name: FAILED ($((SECONDS - start)) s)"; status=1; fi
+  "$@"
+  local code=$?
+  if [ $code = 0 ]; then echo "gpu: $name: ok ($((SECONDS - start)) s)"; else
+    echo "gpu: $name: FAILED, status $code ($((SECONDS - start)) s)"; status=1; fi
 }
 
 echo "gpu: $(date -u +%FT%TZ) $(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1)"
@@ -61,12 +64,14 @@ part "seqpool-run on CUDA" env SEQPOOL_RUN="$PWD/build-gpu/tools/seqpool-run-cud
   python3 -m unittest discover -s tests/cli -p 'test_*.py'
 part "no waits, copies or allocations in 100 steps" env LD_PRELOAD="$PWD/build-gpu/libcount_sync.so" \
   build-gpu/sync_steps
-part "memcheck" compute-sanitizer --tool memcheck --error-exitcode 1 --log-file "$out/memcheck.log" \
+# Each of the slow parts has a time limit, so that the whole run stays within
+# eight minutes; a part cut short reports FAILED with status 124.
+part "memcheck" timeout 150 compute-sanitizer --tool memcheck --error-exitcode 1 --log-file "$out/memcheck.log" \
   build-gpu/tests/test_cuda -tce='random*'
-part "racecheck" compute-sanitizer --tool racecheck --error-exitcode 1 --log-file "$out/racecheck.log" \
+part "racecheck" timeout 150 compute-sanitizer --tool racecheck --error-exitcode 1 --log-file "$out/racecheck.log" \
   build-gpu/tests/test_cuda -tce='random*'
-part "device benchmark" build-gpu/benchmarks/pool_bench_cuda --space device --repeats 5 --json "$out/gpu-bench.json"
-part "PyTorch pooler on CUDA" python3 benchmarks/torch_baseline.py --device cuda --repeats 5 \
+part "device benchmark" timeout 120 build-gpu/benchmarks/pool_bench_cuda --space device --repeats 5 --json "$out/gpu-bench.json"
+part "PyTorch pooler on CUDA" timeout 120 python3 benchmarks/torch_baseline.py --device cuda --repeats 5 \
   --json "$out/torch-cuda.json"
 if [ -f "$out/gpu-bench.json" ] && [ -f "$out/torch-cuda.json" ]; then
   python3 benchmarks/report.py "$out/gpu-bench.json" "$out/torch-cuda.json" --space device --json "$out/gpu-report.json" \
