@@ -17,27 +17,27 @@ TEST_CASE("a chunked request holds a slot from its first chunk until it finishes
   seqpool::host_space space;
   seqpool::state_store<seqpool::host_space> state(space);
   const seqpool::request first = part("r", task::embed, 10, 0, 4);
-  state.check(0, first);
-  float* slot = state.reserve(first, 8);
+  state.check(0, first, {});
+  float* slot = state.reserve(0, first, 8, {});
   CHECK(slot != nullptr);
   CHECK(state.data("r") == slot);
-  CHECK(state.reserve(first, 8) == slot);  // reserving again is free
+  CHECK(state.reserve(0, first, 8, {}) == slot);  // reserving again is free
   CHECK(space.audit().counts().allocations == 1);
-  state.check(0, first);  // a reserved slot that has not run yet still accepts its first chunk
+  state.check(0, first, {});  // a reserved slot that has not run yet still accepts its first chunk
 
   state.advance(first);
   CHECK(state.num_computed("r") == 4);
   const seqpool::request second = part("r", task::embed, 10, 4, 3);
-  state.check(0, second);
+  state.check(0, second, {});
   state.advance(second);
   const seqpool::request last = part("r", task::embed, 10, 7, 3);
-  state.check(0, last);
+  state.check(0, last, {});
   state.advance(last);
   CHECK_FALSE(state.contains("r"));
   CHECK(state.size() == 0);
 
   SUBCASE("a finished request's block serves the next one without allocating") {
-    CHECK(state.reserve(part("s", task::embed, 6, 0, 2), 8) == slot);
+    CHECK(state.reserve(0, part("s", task::embed, 6, 0, 2), 8, {}) == slot);
     CHECK(space.audit().counts().allocations == 1);
     state.release("s");
   }
@@ -53,10 +53,10 @@ TEST_CASE("a method that keeps nothing still tracks progress") {
   seqpool::host_space space;
   seqpool::state_store<seqpool::host_space> state(space);
   const seqpool::request first = part("r", task::embed, 5, 0, 2);
-  CHECK(state.reserve(first, 0) == nullptr);
+  CHECK(state.reserve(0, first, 0, {}) == nullptr);
   state.advance(first);
   CHECK(state.num_computed("r") == 2);
-  CHECK_THROWS_AS(state.check(0, part("r", task::embed, 5, 3, 2)), seqpool::error);
+  CHECK_THROWS_AS(state.check(0, part("r", task::embed, 5, 3, 2), {}), seqpool::error);
   CHECK(space.audit().counts().allocations == 0);
 }
 
@@ -64,34 +64,34 @@ TEST_CASE("chunks that disagree with the state are rejected, naming request, id 
   seqpool::host_space space;
   seqpool::state_store<seqpool::host_space> state(space);
   const seqpool::request first = part("r", task::embed, 10, 0, 4);
-  state.reserve(first, 4);
+  state.reserve(0, first, 4, {});
   state.advance(first);
 
-  CHECK_THROWS_WITH_AS(state.check(2, part("r", task::embed, 10, 5, 2)),
+  CHECK_THROWS_WITH_AS(state.check(2, part("r", task::embed, 10, 5, 2), {}),
                        "request 2 (id \"r\"): num_computed: 5 disagrees with the state, which holds 4 tokens",
                        seqpool::error);
-  CHECK_THROWS_WITH_AS(state.check(0, part("r", task::classify, 10, 4, 2)),
+  CHECK_THROWS_WITH_AS(state.check(0, part("r", task::classify, 10, 4, 2), {}),
                        "request 0 (id \"r\"): task: continues as classify but began as embed", seqpool::error);
-  CHECK_THROWS_WITH_AS(state.check(0, part("r", task::embed, 12, 4, 2)),
+  CHECK_THROWS_WITH_AS(state.check(0, part("r", task::embed, 12, 4, 2), {}),
                        "request 0 (id \"r\"): prompt_len: 12 differs from 10 given at the first chunk", seqpool::error);
-  CHECK_THROWS_WITH_AS(state.check(1, part("q", task::embed, 10, 4, 2)),
+  CHECK_THROWS_WITH_AS(state.check(1, part("q", task::embed, 10, 4, 2), {}),
                        "request 1 (id \"q\"): num_computed: 4 continues a request that has no state (its first chunk "
                        "never ran, or it finished)",
                        seqpool::error);
-  CHECK_THROWS_WITH_AS(state.check(0, whole("r", task::embed, 3)),
+  CHECK_THROWS_WITH_AS(state.check(0, whole("r", task::embed, 3), {}),
                        "request 0 (id \"r\"): num_computed: 0 restarts a request whose state holds 4 tokens; release() "
                        "it first",
                        seqpool::error);
   state.release("r");
-  state.check(0, whole("r", task::embed, 3));
+  state.check(0, whole("r", task::embed, 3), {});
 }
 
 TEST_CASE("a slot too large to allocate is an error that names the request, and leaves no slot") {
   seqpool::host_space space;
   seqpool::state_store<seqpool::host_space> state(space);
-  CHECK_THROWS_WITH_AS(state.reserve(part("big", task::token_embed, 1LL << 40, 0, 2), std::size_t{1} << 60),
-                       "id \"big\": prompt_len: keeping 1099511627776 tokens' state needs 4611686018427387904 bytes, "
-                       "more than can be allocated",
+  CHECK_THROWS_WITH_AS(state.reserve(0, part("big", task::token_embed, 1LL << 40, 0, 2), std::size_t{1} << 60, {}),
+                       "request 0 (id \"big\"): prompt_len: keeping 1099511627776 tokens' state needs "
+                       "1152921504606846976 floats, more than can be allocated",
                        seqpool::error);
   CHECK_FALSE(state.contains("big"));
 }
@@ -120,11 +120,11 @@ TEST_CASE("a device allocation that fails in reserve leaves the state store exac
   seqpool::device_space<failing_backend> space{failing_backend(fail)};
   seqpool::state_store<seqpool::device_space<failing_backend>> state(space);
   const seqpool::request held = part("held", task::embed, 10, 0, 4);
-  float* block = state.reserve(held, 8);
+  float* block = state.reserve(0, held, 8, {});
   state.advance(held);
 
   *fail = true;
-  CHECK_THROWS_WITH_AS(state.reserve(part("new", task::embed, 10, 0, 4), 8), "cudaMallocAsync: out of memory",
+  CHECK_THROWS_WITH_AS(state.reserve(0, part("new", task::embed, 10, 0, 4), 8, {}), "cudaMallocAsync: out of memory",
                        seqpool::device_error);
   CHECK_FALSE(state.contains("new"));
   CHECK(state.size() == 1);
@@ -134,11 +134,11 @@ TEST_CASE("a device allocation that fails in reserve leaves the state store exac
   // A request reserved but not yet run may ask for more; failing leaves its block.
   const seqpool::request fresh = part("fresh", task::token_embed, 10, 0, 4);
   *fail = false;
-  float* small = state.reserve(fresh, 8);
+  float* small = state.reserve(0, fresh, 8, {});
   *fail = true;
-  CHECK_THROWS_AS(state.reserve(fresh, 4096), seqpool::device_error);
+  CHECK_THROWS_AS(state.reserve(0, fresh, 4096, {}), seqpool::device_error);
   CHECK(state.data("fresh") == small);
   CHECK(state.holds("fresh", 8));
   *fail = false;
-  state.check(0, fresh);
+  state.check(0, fresh, {});
 }

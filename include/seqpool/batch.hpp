@@ -95,21 +95,29 @@ struct step_layout {
 
 namespace detail {
 
-/// Throws for the first request, in batch order, whose id an earlier request of
-/// the step already has. An open-addressing table of request indices allocates
-/// once, where a hash map would allocate a node per request.
-inline void check_unique_ids(std::span<const request> requests) {
-  const std::size_t size = std::bit_ceil(std::max<std::size_t>(2 * requests.size(), 16));
-  std::vector<std::size_t> buckets(size, 0);  // 1 + the index of the request whose id sits there
-  for (std::size_t index = 0; index < requests.size(); ++index) {
+/// Throws for the first of `count` requests, in order, whose id an earlier one
+/// already has; the k-th is requests[index_of(k)], and messages name that index.
+/// An open-addressing table allocates once, where a hash map would allocate a
+/// node per request.
+template <class IndexOf>
+void check_unique_ids(std::span<const request> requests, std::size_t count, IndexOf index_of) {
+  const std::size_t size = std::bit_ceil(std::max<std::size_t>(2 * count, 16));
+  std::vector<std::size_t> buckets(size, 0);  // 1 + the k of the request whose id sits there
+  for (std::size_t k = 0; k < count; ++k) {
+    const std::size_t index = index_of(k);
     const std::string_view id = requests[index].id;
     std::size_t bucket = std::hash<std::string_view>{}(id) & (size - 1);
     for (; buckets[bucket] != 0; bucket = (bucket + 1) & (size - 1))
-      if (requests[buckets[bucket] - 1].id == id)
-        fail_request(index, id, "id", "appears twice in one step (first as request ", buckets[bucket] - 1, ")");
-    buckets[bucket] = index + 1;
+      if (requests[index_of(buckets[bucket] - 1)].id == id)
+        fail_request(index, id, "id", "appears twice in one step (first as request ", index_of(buckets[bucket] - 1),
+                     ")");
+    buckets[bucket] = k + 1;
   }
 }
+
+/// Says that the requests a plan is given have unique ids already.
+struct ids_checked_t {};
+inline constexpr ids_checked_t ids_checked{};
 
 }  // namespace detail
 
@@ -142,7 +150,7 @@ inline step_layout lay_out(std::span<const request> requests) {
     group.num_rows += r.num_scheduled;
     layout.num_rows += r.num_scheduled;
   }
-  detail::check_unique_ids(requests);
+  detail::check_unique_ids(requests, requests.size(), [](std::size_t k) { return k; });
   return layout;
 }
 

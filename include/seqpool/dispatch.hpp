@@ -141,7 +141,7 @@ class dispatcher<dispatch_table<Entries...>> {
       if (launch.requests.empty()) continue;
       const std::int64_t output_begin = detail::align_floats(whole.output_size);
       with_pooler(poolers_, entry, [&](const auto& pooler) {
-        launch.plan = pooler.plan(step, chunks, launch.requests, state, output_begin);
+        launch.plan = pooler.plan(step, chunks, launch.requests, state, output_begin, detail::ids_checked);
         if constexpr (std::remove_cvref_t<decltype(pooler)>::token_wise) result_rows += launch.plan.result_rows;
       });
       columns += static_cast<std::int64_t>(launch.plan.block.records.column_table.size());

@@ -10,6 +10,7 @@
 #include <seqpool/batch.hpp>
 #include <seqpool/detail/index_block.hpp>
 #include <seqpool/detail/records.hpp>
+#include <seqpool/state_key.hpp>
 
 namespace seqpool {
 
@@ -79,11 +80,14 @@ struct plan_bounds {
   std::int64_t output_per_result_row = 0;
 };
 
-/// A request that keeps state across steps, and how many floats it keeps.
+/// A request that keeps state across steps, how many floats it keeps, and what
+/// its state is begun with.
 struct state_use {
-  std::int32_t request;  ///< its entry in the state table
-  seqpool::request owner;  ///< a copy without token ids (the plan may outlive them)
+  std::int32_t request;      ///< its entry in the state table
+  std::size_t batch_index;   ///< its place in the batch, for messages
+  seqpool::request owner;    ///< a copy without token ids (the plan may outlive them)
   std::size_t floats;
+  state_key key;
 };
 
 }  // namespace detail
@@ -97,6 +101,8 @@ struct step_plan {
   std::int64_t workspace_floats = 0;  ///< scratch the launch needs (partials, pooled rows)
   std::int64_t arrivals = 0;          ///< arrival counters the device kernels need
   std::int64_t result_rows = 0;       ///< rows of the results it returns
+  std::uint64_t maker = 0;            ///< the pooler that made it, which alone may run it
+  std::int64_t hidden_size = 0;       ///< the width of the rows it was made for
   detail::plan_block block;
   std::vector<detail::state_use> stateful;
 };

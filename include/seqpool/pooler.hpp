@@ -2,6 +2,7 @@
 #pragma once
 
 #include <algorithm>
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <limits>
@@ -40,6 +41,12 @@
 namespace seqpool {
 
 namespace detail {
+
+/// A serial number per pooler, which its plans carry.
+inline std::uint64_t next_pooler_id() {
+  static std::atomic<std::uint64_t> next{1};
+  return next.fetch_add(1, std::memory_order_relaxed);
+}
 
 /// The launch policy of the algorithms a space runs.
 template <class Space>
@@ -98,7 +105,7 @@ class pooler {
     if (capacity_) detail::check_rows_fit(*capacity_, layout.num_rows);
     std::vector<std::size_t> everyone(step.requests.size());
     for (std::size_t i = 0; i < everyone.size(); ++i) everyone[i] = i;
-    return plan(step, layout.chunks, everyone, state);
+    return plan(step, layout.chunks, everyone, state, 0, detail::ids_checked);
   }
 
   /// Plans the requests `chosen` of a batch (indices, in batch order), whose
@@ -107,23 +114,35 @@ class pooler {
   /// a dispatcher gives one pooler every group of its task at once.
   step_plan plan(const batch& step, std::span<const chunk> chunks, std::span<const std::size_t> chosen,
                  const state_store<Space>& state, std::int64_t output_begin = 0) const {
+    detail::check_unique_ids(step.requests, chosen.size(), [&](std::size_t k) { return chosen[k]; });
+    return plan(step, chunks, chosen, state, output_begin, detail::ids_checked);
+  }
+
+  /// The same, for a caller that has checked the chosen requests' ids are unique
+  /// (lay_out() checks a whole batch).
+  step_plan plan(const batch& step, std::span<const chunk> chunks, std::span<const std::size_t> chosen,
+                 const state_store<Space>& state, std::int64_t output_begin, detail::ids_checked_t) const {
     detail::plan_builder<policy> builder(hidden_size_, head_.linear().present(), chosen.size(), output_begin);
-    with_method([&](const auto& method) {
+    with_method([&]<class M>(const M& method) {
       std::vector<std::int64_t> positions;
       for (const std::size_t index : chosen) {
         const request& r = step.requests[index];
-        state.check(index, r);
+        const chunk& part = chunks[index];
+        const state_key key = part.partial() ? key_of<M>(r) : state_key{};
+        state.check(index, r, key);
         if constexpr (token_wise)
-          plan_tokens(method, builder, index, r, chunks[index], positions);
+          plan_tokens(method, builder, index, r, part, positions, key);
         else
-          builder.add_pooled(r, chunks[index], method.window(chunks[index]), method.keeps_state,
-                             head_.output_width(index, r, hidden_size_));
+          builder.add_pooled(index, r, part, method.window(part), method.keeps_state,
+                             head_.output_width(index, r, hidden_size_), key);
       }
     });
     std::int64_t num_rows = 0;
     for (const std::size_t index : chosen)
       num_rows = std::max(num_rows, chunks[index].row_begin + chunks[index].num_scheduled);
     step_plan planned = std::move(builder).build(num_rows);
+    planned.maker = id_;
+    planned.hidden_size = hidden_size_;
     if (capacity_) check_fits(planned);
     return planned;
   }
@@ -132,7 +151,8 @@ class pooler {
   /// the workspace and the arrival counters. Everything it allocates, and any
   /// wait for a staging slot still being copied from, the audit counts.
   void reserve(const step_plan& plan, state_store<Space>& state) {
-    for (const detail::state_use& use : plan.stateful) state.reserve(use.owner, use.floats);
+    check_maker(plan);
+    for (const detail::state_use& use : plan.stateful) state.reserve(use.batch_index, use.owner, use.floats, use.key);
     space_->reserve_upload(plan.block.bytes);
     grow(plan.workspace_floats, plan.arrivals);
   }
@@ -216,14 +236,17 @@ class pooler {
   /// Throws seqpool::error, before anything is queued, unless reserve() made
   /// the room the plan needs: its state blocks, workspace and arrival counters.
   void check_reserved(const step_plan& plan, const state_store<Space>& state) const {
+    check_maker(plan);
     if (std::cmp_less(workspace_.size(), plan.workspace_floats) || std::cmp_less(arrivals_.size(), plan.arrivals))
       detail::fail("reserve", "the step needs workspace that reserve() did not make: call reserve() with this "
                               "step's plan before forward()");
-    for (const detail::state_use& use : plan.stateful)
+    for (const detail::state_use& use : plan.stateful) {
+      state.check_current(use.batch_index, use.owner);
       if (!state.holds(use.owner.id, use.floats))
-        detail::fail_request(static_cast<std::size_t>(use.request), use.owner.id, "state",
+        detail::fail_request(use.batch_index, use.owner.id, "state",
                              "no state block was reserved for it: call reserve() with this step's plan before "
                              "forward()");
+    }
   }
 
   /// Writes the plan's index block, with this step's state blocks, into `block` on the host.
@@ -263,6 +286,28 @@ class pooler {
       work(method_);
   }
 
+  /// A plan's records are sized for the pooler that made it: any other would
+  /// read and write past them.
+  void check_maker(const step_plan& plan) const {
+    if (plan.maker != id_)
+      detail::fail("plan", "it was made by another pooler (hidden_size ", plan.hidden_size,
+                   "); plan the step with the pooler that runs it");
+  }
+
+  /// What a chunked request's state is begun with under method M.
+  template <class M>
+  state_key key_of(const request& r) const {
+    std::string_view name = "a user method";
+    if constexpr (requires { M::name; }) name = M::name;
+    std::uint64_t ids = 0;
+    if constexpr (token_wise) {
+      if constexpr (M::reads_token_ids)
+        ids = detail::hash_ids(r.prompt_token_ids.first(
+            std::min(r.prompt_token_ids.size(), static_cast<std::size_t>(r.prompt_len))));
+    }
+    return {&detail::method_tag<M>, name, hidden_size_, r.params, ids};
+  }
+
   std::int64_t widest_result() const {
     return std::max(hidden_size_, head_.linear().present() ? head_.linear().out_features : 0);
   }
@@ -298,7 +343,8 @@ class pooler {
 
   template <class TokenMethod>
   void plan_tokens(const TokenMethod& method, detail::plan_builder<policy>& builder, std::size_t index,
-                   const request& r, const chunk& part, std::vector<std::int64_t>& chosen) const {
+                   const request& r, const chunk& part, std::vector<std::int64_t>& chosen,
+                   const state_key& key) const {
     method.check(index, r, hidden_size_);
     if (TokenMethod::reads_token_ids && std::cmp_less(r.prompt_token_ids.size(), r.prompt_len))
       detail::fail_request(index, r.id, "prompt_token_ids", "the method reads all ", r.prompt_len,
@@ -309,10 +355,32 @@ class pooler {
     const std::int64_t end = part.num_computed + part.num_scheduled;
     chosen.clear();
     method.select(r, part.num_computed, end, chosen);
+    check_selection(method, index, r, part.num_computed, end, chosen);
     const std::int64_t rows_before = part.first_chunk() ? 0 : method.count(r, 0, part.num_computed);
     const std::int64_t rows_through = rows_before + static_cast<std::int64_t>(chosen.size());
     const std::int64_t rows_total = part.finished() ? rows_through : rows_through + method.count(r, end, r.prompt_len);
-    builder.add_gathered(r, part, rows_before, chosen, rows_total, columns, out_width);
+    builder.add_gathered(index, r, part, rows_before, chosen, rows_total, columns, out_width, key);
+  }
+
+  /// A token method's select() must choose positions of [begin, end) in
+  /// ascending order, and its count() agree with it: the gathers and the state
+  /// are sized from them.
+  template <class TokenMethod>
+  static void check_selection(const TokenMethod& method, std::size_t index, const request& r, std::int64_t begin,
+                              std::int64_t end, std::span<const std::int64_t> chosen) {
+    std::string_view name = "the method";
+    if constexpr (requires { TokenMethod::name; }) name = TokenMethod::name;
+    std::int64_t previous = begin - 1;
+    for (const std::int64_t position : chosen) {
+      if (position <= previous || position >= end)
+        detail::fail_request(index, r.id, "method", name, "'s select() chose position ", position, ", outside [",
+                             begin, ", ", end, ") or out of order");
+      previous = position;
+    }
+    const std::int64_t counted = method.count(r, begin, end);
+    if (std::cmp_not_equal(counted, chosen.size()))
+      detail::fail_request(index, r.id, "method", name, "'s count() says ", counted, " rows in [", begin, ", ", end,
+                           "), select() chose ", chosen.size());
   }
 
   /// The host algorithms: a pass of items over whole rows for each kind of record.
@@ -389,6 +457,7 @@ class pooler {
   buffer<int, Space> arrivals_;
   std::optional<capacity> capacity_;
   detail::plan_bounds bounds_;
+  std::uint64_t id_ = detail::next_pooler_id();
 };
 
 }  // namespace seqpool

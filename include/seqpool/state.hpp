@@ -4,6 +4,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <limits>
+#include <span>
 #include <new>
 #include <string>
 #include <string_view>
@@ -13,6 +15,7 @@
 #include <seqpool/detail/block_pool.hpp>
 #include <seqpool/error.hpp>
 #include <seqpool/space/memory_space.hpp>
+#include <seqpool/state_key.hpp>
 
 namespace seqpool {
 
@@ -33,8 +36,9 @@ class state_store {
   }
 
   /// Throws seqpool::error unless the request's chunk continues what the store
-  /// holds for its id (SPEC section 8). `index` is the request's place in its batch.
-  void check(std::size_t index, const request& r) const {
+  /// holds for its id (SPEC section 8), with the method, width, knobs and token
+  /// ids it began with (`key`). `index` is the request's place in its batch.
+  void check(std::size_t index, const request& r, const state_key& key) const {
     if (entries_.empty() && r.num_computed == 0) return;  // the common step: nothing in progress to collide with
     const auto found = entries_.find(r.id);
     const bool started = found != entries_.end() && found->second.num_computed > 0;
@@ -56,39 +60,74 @@ class state_store {
     if (held.prompt_len != r.prompt_len)
       detail::fail_request(index, r.id, "prompt_len", r.prompt_len, " differs from ", held.prompt_len,
                            " given at the first chunk");
+    const state_key& began = held.key;
+    if (began.method != key.method)
+      detail::fail_request(index, r.id, "method", key.method_name, " continues a state begun by ", began.method_name);
+    if (began.hidden_size != key.hidden_size)
+      detail::fail_request(index, r.id, "hidden_size", key.hidden_size, " continues a state begun with ",
+                           began.hidden_size);
+    const pooling_params& now = r.params;
+    const pooling_params& then = began.params;
+    const auto changed = [&](const char* knob) {
+      detail::fail_request(index, r.id, "params", knob, " differs from the first chunk's");
+    };
+    if (now.use_activation != then.use_activation) changed("use_activation");
+    if (now.dimensions != then.dimensions) changed("dimensions");
+    if (now.step_tag_id != then.step_tag_id) changed("step_tag_id");
+    if (now.returned_token_ids != then.returned_token_ids) changed("returned_token_ids");
+    if (began.token_ids != key.token_ids)
+      detail::fail_request(index, r.id, "prompt_token_ids", "differ from those of the first chunk");
   }
 
-  /// Host call before a step: a state block of `floats` floats for a request that arrives
-  /// in chunks. Allocates (and the audit counts it) only when no cached block fits.
-  /// If the allocation fails, the store is exactly as it was.
-  float* reserve(const request& r, std::size_t floats) {
+  /// Throws seqpool::error unless the store holds what a plan of `planned`'s chunk
+  /// was made against: a plan runs once, and not after its request was released.
+  void check_current(std::size_t index, const request& planned) const {
+    const auto found = entries_.find(planned.id);
+    const bool held = found != entries_.end();
+    if (held ? found->second.num_computed == planned.num_computed : planned.num_computed == 0) return;
+    const auto holds = [&] { return held ? std::to_string(found->second.num_computed) : std::string("none"); };
+    detail::fail_request(index, planned.id, "plan", "planned when the state held ", planned.num_computed,
+                         " tokens, it holds ", holds(), ": plan each step once, against the state it runs with");
+  }
+
+  /// Host call before a step: a state block of `floats` floats for a request
+  /// that arrives in chunks, begun with `key`. Allocates (and the audit counts
+  /// it) only when no cached block fits. If the allocation fails, the store is
+  /// exactly as it was. `index` is the request's place in its batch.
+  float* reserve(std::size_t index, const request& r, std::size_t floats, const state_key& key) {
+    check_current(index, r);
     const auto found = entries_.find(r.id);
     if (found != entries_.end() && (found->second.num_computed > 0 || found->second.floats >= floats))
       return found->second.data;
     float* data = nullptr;
     if (floats > 0) {
+      const auto refused = [&] {
+        return error(detail::concat("request ", index, " (id \"", r.id, "\"): prompt_len: keeping ", r.prompt_len,
+                                    " tokens' state needs ", floats, " floats, more than can be allocated"));
+      };
+      if (floats > std::numeric_limits<std::size_t>::max() / sizeof(float)) throw refused();
       try {
         data = static_cast<float*>(pool_.take(floats * sizeof(float)));
       } catch (const std::bad_alloc&) {
-        throw error(detail::concat("id \"", r.id, "\": prompt_len: keeping ", r.prompt_len, " tokens' state needs ",
-                                   floats * sizeof(float), " bytes, more than can be allocated"));
+        throw refused();
       }
     }
     entry* held = found != entries_.end() ? &found->second : nullptr;
     if (held == nullptr) {
       try {
-        held = &entries_.try_emplace(r.id, entry{.task = r.task, .prompt_len = r.prompt_len}).first->second;
+        held = &entries_.try_emplace(r.id, entry{.task = r.task, .prompt_len = r.prompt_len, .key = key})
+                    .first->second;
       } catch (...) {
         if (data != nullptr) pool_.give_back(data, floats * sizeof(float));
         throw;
       }
     }
     give_back(*held);
+    held->key = key;
     held->data = data;
     held->floats = floats;
     return data;
   }
-
 
   /// Whether reserve() made a block of at least `floats` floats for the request.
   bool holds(std::string_view id, std::size_t floats) const {
@@ -140,6 +179,7 @@ class state_store {
   struct entry {
     seqpool::task task = seqpool::task::embed;
     std::int64_t prompt_len = 0;
+    state_key key;
     std::int64_t num_computed = 0;
     float* data = nullptr;
     std::size_t floats = 0;

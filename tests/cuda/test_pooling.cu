@@ -1,6 +1,7 @@
-// docs/TESTS.md cases 1-19 and the pooler's bad-input rules on device_space<cuda_backend>.
+// docs/TESTS.md cases 1-19, the pooler's bad-input rules and API misuse on device_space<cuda_backend>.
 #include "../cases/heads.hpp"
 #include "../cases/methods.hpp"
+#include "../cases/misuse.hpp"
 #include "../cases/validation.hpp"
 #include "../support/spaces.hpp"
 
@@ -30,3 +31,8 @@ TEST_CASE_TEMPLATE_APPLY(case_11_chunked_equals_one_shot, test::cuda_spaces);
 TEST_CASE_TEMPLATE_APPLY(bad_request_leaves_state, test::cuda_spaces);
 TEST_CASE_TEMPLATE_APPLY(views_that_do_not_fit, test::cuda_spaces);
 TEST_CASE_TEMPLATE_APPLY(token_method_knobs, test::cuda_spaces);
+TEST_CASE_TEMPLATE_APPLY(plan_of_another_pooler, test::cuda_spaces);
+TEST_CASE_TEMPLATE_APPLY(state_of_another_shape, test::cuda_spaces);
+TEST_CASE_TEMPLATE_APPLY(stale_plans, test::cuda_spaces);
+TEST_CASE_TEMPLATE_APPLY(checked_inputs, test::cuda_spaces);
+TEST_CASE_TEMPLATE_APPLY(huge_prompts, test::cuda_spaces);

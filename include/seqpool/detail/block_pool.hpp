@@ -5,6 +5,7 @@
 #include <bit>
 #include <cstddef>
 #include <map>
+#include <new>
 #include <vector>
 
 #include <seqpool/space/memory_space.hpp>
@@ -25,7 +26,10 @@ class block_pool {
   /// Every block must have been given back by now.
   ~block_pool() { trim(); }
 
+  /// A block of at least `bytes`; throws std::bad_alloc for more than a size
+  /// class can be (2^62 bytes) or than the space can give.
   void* take(std::size_t bytes) {
+    if (bytes > largest_block) throw std::bad_alloc();
     const std::size_t size = size_class(bytes);
     std::vector<void*>& spare = free_[size];
     if (spare.empty()) return space_->allocate_bytes(size);
@@ -51,6 +55,7 @@ class block_pool {
 
  private:
   static constexpr std::size_t smallest_block = 256;
+  static constexpr std::size_t largest_block = std::size_t{1} << 62;
 
   static std::size_t size_class(std::size_t bytes) { return std::bit_ceil(std::max(bytes, smallest_block)); }
 

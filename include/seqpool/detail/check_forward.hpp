@@ -11,6 +11,16 @@
 
 namespace seqpool::detail {
 
+/// Throws seqpool::error unless the hidden states' columns are contiguous and
+/// their rows do not overlap.
+template <hidden_element T>
+void check_layout(hidden_view<T> hidden) {
+  if (hidden.stride(1) != 1) fail("hidden_states", "columns must be contiguous");
+  if (hidden.extent(0) > 1 && hidden.stride(0) < hidden.extent(1))
+    fail("hidden_states", "rows are ", hidden.stride(0), " elements apart, fewer than their ", hidden.extent(1),
+         " columns");
+}
+
 /// Throws seqpool::error unless the hidden states have the width and the rows a
 /// plan was made for, and the output holds what it writes.
 template <hidden_element T>
@@ -20,7 +30,7 @@ void check_forward(hidden_view<T> hidden, std::int64_t hidden_size, std::int64_t
     fail("hidden_states", "width ", hidden.extent(1), " differs from hidden_size ", hidden_size);
   if (hidden.extent(0) != num_rows)
     fail("num_scheduled", "the requests schedule ", num_rows, " rows but hidden_states has ", hidden.extent(0));
-  if (hidden.stride(1) != 1) fail("hidden_states", "columns must be contiguous");
+  check_layout(hidden);
   if (std::cmp_less(output.size(), output_size))
     fail("output", "holds ", output.size(), " floats but the step writes ", output_size);
 }
@@ -33,7 +43,7 @@ void check_captured_views(hidden_view<T> hidden, std::int64_t hidden_size, std::
                           cuda::std::span<float> output) {
   if (hidden.extent(1) != hidden_size)
     fail("hidden_states", "width ", hidden.extent(1), " differs from hidden_size ", hidden_size);
-  if (hidden.stride(1) != 1) fail("hidden_states", "columns must be contiguous");
+  check_layout(hidden);
   if (hidden.extent(0) != rows)
     fail("hidden_states", "a captured step reads the same buffer at every replay: give it all ", rows,
          " rows of the capacity, not ", hidden.extent(0));

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <algorithm>
+#include <limits>
 #include <cstdint>
 #include <optional>
 #include <span>
@@ -16,6 +17,7 @@
 #include <seqpool/detail/records.hpp>
 #include <seqpool/method/concepts.hpp>
 #include <seqpool/plan.hpp>
+#include <seqpool/state_key.hpp>
 
 namespace seqpool::detail {
 
@@ -33,12 +35,14 @@ class plan_builder {
     records_.requests.reserve(num_requests);
   }
 
-  /// A sequence method's request: tiles over its window, its result row or its
-  /// state as the destination.
-  void add_pooled(const request& r, const chunk& part, row_window window, bool keeps_state, std::int64_t out_width) {
+  /// A sequence method's request (request `batch_index` of the batch): tiles
+  /// over its window, its result row or its state as the destination; a chunked
+  /// request's state is begun with `key`.
+  void add_pooled(std::size_t batch_index, const request& r, const chunk& part, row_window window, bool keeps_state,
+                  std::int64_t out_width, const state_key& key) {
     const std::int32_t index = add_request(r, -1);
     const bool uses_state = part.partial() && keeps_state;
-    if (part.partial()) keep_state(index, r, keeps_state ? hidden_size_ : 0);
+    if (part.partial()) keep_state(index, batch_index, r, keeps_state ? hidden_size_ : 0, key);
     destination to;
     if (part.finished())
       to = route_results(index, 1, hidden_size_, out_width);
@@ -62,16 +66,22 @@ class plan_builder {
   /// rows from its state) or, before it finishes, per row it stashes in its state.
   /// `chosen` lists the prompt positions chosen in this chunk; `rows_before` and
   /// `rows_total` count those of earlier chunks and of the whole prompt.
-  void add_gathered(const request& r, const chunk& part, std::int64_t rows_before, std::span<const std::int64_t> chosen,
-                    std::int64_t rows_total, std::span<const std::int64_t> columns, std::int64_t out_width) {
+  void add_gathered(std::size_t batch_index, const request& r, const chunk& part, std::int64_t rows_before,
+                    std::span<const std::int64_t> chosen, std::int64_t rows_total, std::span<const std::int64_t> columns,
+                    std::int64_t out_width, const state_key& key) {
     const std::int64_t width = columns.empty() ? hidden_size_ : static_cast<std::int64_t>(columns.size());
+    // The prompt's rows at this width must be countable in floats, for the state
+    // and for the result.
+    if (rows_total > std::numeric_limits<std::int64_t>::max() / std::max(width, out_width) / 2)
+      fail_request(batch_index, r.id, "prompt_len", r.prompt_len, " rows of ", std::max(width, out_width),
+                   " columns are more floats than a step can count");
     std::int64_t column_offset = -1;
     if (!columns.empty()) {
       column_offset = static_cast<std::int64_t>(records_.column_table.size());
       for (const std::int64_t column : columns) records_.column_table.push_back(static_cast<std::int32_t>(column));
     }
     const std::int32_t index = add_request(r, column_offset);
-    if (part.partial()) keep_state(index, r, static_cast<std::size_t>(rows_total * width));
+    if (part.partial()) keep_state(index, batch_index, r, static_cast<std::size_t>(rows_total * width), key);
     const std::int64_t rows = rows_before + static_cast<std::int64_t>(chosen.size());
     const destination to =
         part.finished() ? route_results(index, rows, width, out_width) : destination{target::state, 0, width, 0, width};
@@ -174,10 +184,11 @@ class plan_builder {
     return static_cast<std::int32_t>(records_.requests.size() - 1);
   }
 
-  void keep_state(std::int32_t index, const request& r, std::size_t floats) {
+  void keep_state(std::int32_t index, std::size_t batch_index, const request& r, std::size_t floats,
+                  const state_key& key) {
     seqpool::request owner = r;
     owner.prompt_token_ids = {};
-    stateful_.push_back({index, std::move(owner), floats});
+    stateful_.push_back({index, batch_index, std::move(owner), floats, key});
   }
 
   /// Workspace floats from a 16-byte boundary.

@@ -1,0 +1,41 @@
+// state_key: what a chunked request's state is begun with.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string_view>
+
+#include <seqpool/batch.hpp>
+
+namespace seqpool {
+
+/// What a request's state was begun with, which every later chunk must repeat:
+/// the method and the width that shape the state, the request's knobs, and the
+/// prompt's token ids where the method reads them. A pooler makes it.
+struct state_key {
+  const void* method = nullptr;  ///< one address per method type (detail::method_tag)
+  std::string_view method_name;
+  std::int64_t hidden_size = 0;
+  pooling_params params;
+  std::uint64_t token_ids = 0;  ///< a hash of prompt_token_ids where the method reads them, else 0
+};
+
+namespace detail {
+
+/// One address per method type: what a state_key names a method by.
+template <class Method>
+inline constexpr char method_tag = 0;
+
+/// 64-bit FNV-1a of the ids.
+inline std::uint64_t hash_ids(std::span<const std::int64_t> ids) {
+  std::uint64_t hash = 14695981039346656037ull;
+  for (const std::int64_t id : ids) {
+    auto bits = static_cast<std::uint64_t>(id);
+    for (int byte = 0; byte < 8; ++byte, bits >>= 8) hash = (hash ^ (bits & 0xffu)) * 1099511628211ull;
+  }
+  return hash;
+}
+
+}  // namespace detail
+
+}  // namespace seqpool

@@ -1,0 +1,180 @@
+// Misuse of the public API: each must throw seqpool::error before anything is
+// launched, and leave the state as it was. Defines templated cases over spaces.
+#pragma once
+
+#include <cstdint>
+#include <limits>
+#include <span>
+#include <string>
+#include <vector>
+
+#include <doctest/doctest.h>
+
+#include <seqpool/seqpool.hpp>
+
+#include "../support/step.hpp"
+
+namespace misuse_cases {
+
+using seqpool::task;
+namespace method = seqpool::method;
+namespace head = seqpool::head;
+
+inline const seqpool::pooling_params raw{.use_activation = false};
+
+/// A token method whose select() and count() are given wrong on purpose.
+struct careless_tokens {
+  static constexpr seqpool::method_kind kind = seqpool::method_kind::token;
+  static constexpr std::string_view name = "careless";
+  static constexpr bool reads_token_ids = false;
+  std::int64_t shift = 0;        ///< select() reports positions this far off
+  std::int64_t extra_count = 0;  ///< count() reports this many more than select() chooses
+
+  void check(std::size_t, const seqpool::request&, std::int64_t) const {}
+  void select(const seqpool::request&, std::int64_t begin, std::int64_t end, std::vector<std::int64_t>& positions) const {
+    for (std::int64_t position = begin; position < end; ++position) positions.push_back(position + shift);
+  }
+  std::int64_t count(const seqpool::request&, std::int64_t begin, std::int64_t end) const {
+    return end - begin + extra_count;
+  }
+  std::span<const std::int64_t> columns(const seqpool::request&) const { return {}; }
+};
+
+/// Plans, reserves and forwards a step whose hidden states are `rows` rows of ones.
+template <class Pooler>
+void run(typename Pooler::space_type& space, Pooler& pooler, seqpool::state_store<typename Pooler::space_type>& state,
+         const seqpool::step_plan& plan) {
+  pooler.reserve(plan, state);
+  const auto hidden =
+      test::to_space(space, std::vector<float>(static_cast<std::size_t>(plan.num_rows * pooler.hidden_size()), 1.0f));
+  seqpool::buffer<float, typename Pooler::space_type> output(space, static_cast<std::size_t>(plan.output_size));
+  pooler.forward(seqpool::make_hidden_view(hidden.data(), plan.num_rows, pooler.hidden_size()), plan, state,
+                 output.span());
+}
+
+}  // namespace misuse_cases
+
+TEST_CASE_TEMPLATE_DEFINE("a plan is forwarded only by the pooler that made it", Space, plan_of_another_pooler) {
+  using namespace misuse_cases;
+  Space space;
+  seqpool::state_store<Space> state(space);
+  seqpool::pooler<method::mean, head::embed, Space> wide(space, 16);
+  seqpool::pooler<method::mean, head::embed, Space> narrow(space, 8);
+  const seqpool::step_plan plan = wide.plan(seqpool::batch{{test::whole("a", task::embed, 3)}}, state);
+  const seqpool::audit_counts before = space.audit().counts();
+  CHECK_THROWS_WITH_AS(run(space, narrow, state, plan), doctest::Contains("plan: it was made by another pooler"),
+                       seqpool::error);
+  CHECK(space.audit().counts() == before);
+}
+
+TEST_CASE_TEMPLATE_DEFINE("a chunked request continues only with the method, width and knobs it began with", Space,
+                          state_of_another_shape) {
+  using namespace misuse_cases;
+  Space space;
+  seqpool::state_store<Space> state(space);
+  seqpool::pooler<method::mean, head::embed, Space> narrow(space, 8);
+  seqpool::pooler<method::mean, head::embed, Space> wide(space, 128);
+  run(space, narrow, state, narrow.plan(seqpool::batch{{test::part("m", task::embed, 6, 0, 2, raw)}}, state));
+  CHECK_THROWS_WITH_AS(wide.plan(seqpool::batch{{test::part("m", task::embed, 6, 2, 4, raw)}}, state),
+                       "request 0 (id \"m\"): hidden_size: 128 continues a state begun with 8", seqpool::error);
+
+  seqpool::pooler<method::last, head::embed, Space> last(space, 8);
+  seqpool::pooler<method::cls, head::embed, Space> cls(space, 8);
+  run(space, last, state, last.plan(seqpool::batch{{test::part("l", task::embed, 6, 0, 2, raw)}}, state));
+  CHECK_THROWS_WITH_AS(cls.plan(seqpool::batch{{test::part("l", task::embed, 6, 2, 4, raw)}}, state),
+                       "request 0 (id \"l\"): method: cls continues a state begun by last", seqpool::error);
+
+  seqpool::pooler<method::step, head::embed, Space> steps(space, 8);
+  const std::vector<std::int64_t> ids{1, 2, 1, 2, 1, 2};
+  const std::vector<std::int64_t> other_ids{2, 2, 2, 2, 2, 2};
+  seqpool::request first = test::part("s", task::token_embed, 6, 0, 2, {.step_tag_id = 1});
+  first.prompt_token_ids = ids;
+  run(space, steps, state, steps.plan(seqpool::batch{{first}}, state));
+  seqpool::request next = test::part("s", task::token_embed, 6, 2, 4, {.step_tag_id = 2});
+  next.prompt_token_ids = ids;
+  CHECK_THROWS_WITH_AS(steps.plan(seqpool::batch{{next}}, state),
+                       "request 0 (id \"s\"): params: step_tag_id differs from the first chunk's", seqpool::error);
+  next.params = {.step_tag_id = 1, .returned_token_ids = {0}};
+  CHECK_THROWS_WITH_AS(steps.plan(seqpool::batch{{next}}, state),
+                       "request 0 (id \"s\"): params: returned_token_ids differs from the first chunk's",
+                       seqpool::error);
+  next.params = {.step_tag_id = 1};
+  next.prompt_token_ids = other_ids;
+  CHECK_THROWS_WITH_AS(steps.plan(seqpool::batch{{next}}, state),
+                       "request 0 (id \"s\"): prompt_token_ids: differ from those of the first chunk", seqpool::error);
+  next.prompt_token_ids = ids;
+  run(space, steps, state, steps.plan(seqpool::batch{{next}}, state));
+  CHECK_FALSE(state.contains("s"));
+}
+
+TEST_CASE_TEMPLATE_DEFINE("a plan runs once, against the state it was planned with", Space, stale_plans) {
+  using namespace misuse_cases;
+  Space space;
+  seqpool::state_store<Space> state(space);
+  seqpool::pooler<method::mean, head::embed, Space> pooler(space, 4);
+  run(space, pooler, state, pooler.plan(seqpool::batch{{test::part("c", task::embed, 9, 0, 3, raw)}}, state));
+  const seqpool::step_plan second = pooler.plan(seqpool::batch{{test::part("c", task::embed, 9, 3, 3, raw)}}, state);
+  run(space, pooler, state, second);
+  CHECK_THROWS_WITH_AS(run(space, pooler, state, second),
+                       "request 0 (id \"c\"): plan: planned when the state held 3 tokens, it holds 6: plan each step "
+                       "once, against the state it runs with",
+                       seqpool::error);
+  CHECK(state.num_computed("c") == 6);
+
+  const seqpool::step_plan last = pooler.plan(seqpool::batch{{test::part("c", task::embed, 9, 6, 3, raw)}}, state);
+  state.release("c");
+  CHECK_THROWS_WITH_AS(run(space, pooler, state, last),
+                       "request 0 (id \"c\"): plan: planned when the state held 6 tokens, it holds none: plan each "
+                       "step once, against the state it runs with",
+                       seqpool::error);
+  CHECK_FALSE(state.contains("c"));
+}
+
+TEST_CASE_TEMPLATE_DEFINE("what a caller or a user method hands the pooler is checked", Space, checked_inputs) {
+  using namespace misuse_cases;
+  Space space;
+  seqpool::state_store<Space> state(space);
+  seqpool::pooler<method::mean, head::embed, Space> pooler(space, 4);
+
+  // Duplicate ids through the overload a dispatcher uses.
+  const seqpool::batch twice{{test::whole("d", task::embed, 1), test::whole("d", task::embed, 1)}};
+  const seqpool::step_layout layout = seqpool::lay_out(seqpool::batch{{test::whole("d", task::embed, 1),
+                                                                       test::whole("e", task::embed, 1)}});
+  const std::vector<std::size_t> both{0, 1};
+  CHECK_THROWS_WITH_AS(pooler.plan(twice, layout.chunks, both, state),
+                       "request 1 (id \"d\"): id: appears twice in one step (first as request 0)", seqpool::error);
+
+  // Rows that overlap.
+  const seqpool::step_plan plan = pooler.plan(seqpool::batch{{test::whole("o", task::embed, 2)}}, state);
+  pooler.reserve(plan, state);
+  const auto hidden = test::to_space(space, std::vector<float>(8, 1.0f));
+  seqpool::buffer<float, Space> output(space, 4);
+  CHECK_THROWS_WITH_AS(pooler.forward(seqpool::make_hidden_view(hidden.data(), 2, 4, 3), plan, state, output.span()),
+                       "hidden_states: rows are 3 elements apart, fewer than their 4 columns", seqpool::error);
+
+  // A token method whose select() leaves its range, or whose count() disagrees with it.
+  seqpool::pooler<careless_tokens, head::embed, Space> shifted(space, 4, {.shift = 1});
+  CHECK_THROWS_WITH_AS(shifted.plan(seqpool::batch{{test::whole("t", task::token_embed, 3)}}, state),
+                       "request 0 (id \"t\"): method: careless's select() chose position 3, outside [0, 3) or out "
+                       "of order",
+                       seqpool::error);
+  seqpool::pooler<careless_tokens, head::embed, Space> miscounted(space, 4, {.extra_count = 1});
+  CHECK_THROWS_WITH_AS(miscounted.plan(seqpool::batch{{test::part("t", task::token_embed, 6, 0, 3)}}, state),
+                       "request 0 (id \"t\"): method: careless's count() says 4 rows in [0, 3), select() chose 3",
+                       seqpool::error);
+}
+
+TEST_CASE_TEMPLATE_DEFINE("sizes computed from a request's numbers never overflow", Space, huge_prompts) {
+  using namespace misuse_cases;
+  Space space;
+  seqpool::state_store<Space> state(space);
+  seqpool::pooler<method::all, head::embed, Space> all(space, 8);
+  for (const std::int64_t prompt_len :
+       {std::int64_t{1} << 61, std::int64_t{1} << 62, std::numeric_limits<std::int64_t>::max()}) {
+    CAPTURE(prompt_len);
+    const seqpool::batch step{{test::part("h", task::token_embed, prompt_len, 0, 2)}};
+    CHECK_THROWS_WITH_AS(run(space, all, state, all.plan(step, state)), doctest::Contains("request 0 (id \"h\")"),
+                         seqpool::error);
+    CHECK_FALSE(state.contains("h"));
+  }
+}
