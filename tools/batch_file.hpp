@@ -98,6 +98,8 @@ class object_reader {
     if (!has(key)) return std::nullopt;
     const json& value = at(key);
     if (!value.is_number() || !std::isfinite(value.get<double>())) fail_at(key, "expected a finite number");
+    if (std::abs(value.get<double>()) > std::numeric_limits<float>::max())
+      fail_at(key, "expected a finite number within float's range");
     return value.get<float>();
   }
 
@@ -167,6 +169,12 @@ inline std::optional<layer_file> read_layer(const object_reader& layer, const st
 }
 
 /// Ids name output files, so they must be plain file names.
+/// The longest id: its result file DIR/<id>.npy must be a name the file system takes.
+inline constexpr std::size_t longest_id = 200;
+
+/// JSON nested deeper than this is refused: a batch needs four levels.
+inline constexpr int deepest_nesting = 32;
+
 inline bool is_plain_file_name(std::string_view id) {
   return !id.empty() && id != "." && id != ".." &&
          id.find_first_of(std::string_view("/\\\0", 3)) == std::string_view::npos;
@@ -182,7 +190,13 @@ inline batch_file read_batch_file(const std::filesystem::path& path) {
   batch.folder = path.parent_path();
   json root;
   try {
-    root = json::parse(in);
+    root = json::parse(in, [](int depth, json::parse_event_t, json&) {
+      if (depth > detail::deepest_nesting)
+        throw input_error("nested more than " + std::to_string(detail::deepest_nesting) + " deep");
+      return true;
+    });
+  } catch (const input_error& deep) {
+    throw input_error(path.string() + ": malformed JSON: " + deep.what());
   } catch (const json::parse_error& malformed) {
     throw input_error(path.string() + ": malformed JSON: " + malformed.what());
   }
@@ -258,6 +272,8 @@ inline step_file read_step(const batch_file& batch, std::size_t index) {
     request r;
     r.id = fields.string("id");
     if (!detail::is_plain_file_name(r.id)) fields.fail_at("id", "must be a plain file name (it names the output)");
+    if (r.id.size() > detail::longest_id)
+      fields.fail_at("id", "at most " + std::to_string(detail::longest_id) + " bytes (it names the output file)");
     const std::string task_name = fields.string("task");
     const std::optional<task> parsed = detail::parse_task(task_name);
     if (!parsed) fields.fail_at("task", "unknown task \"" + task_name + "\"");

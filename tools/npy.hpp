@@ -52,6 +52,7 @@ inline std::string_view header_value(std::string_view header, std::string_view k
   rest = trim(rest);
   if (rest.empty() || rest.front() != ':') throw input_error(file + ": malformed .npy header");
   rest = trim(rest.substr(1));
+  if (rest.empty()) throw input_error(file + ": malformed .npy header");
   const std::size_t end = rest.front() == '(' ? rest.find(')') + 1 : rest.find_first_of(",}");
   if (end == 0 || end == std::string_view::npos) throw input_error(file + ": malformed .npy header");
   return trim(rest.substr(0, end));

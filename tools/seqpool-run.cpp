@@ -11,6 +11,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <CLI/CLI.hpp>
@@ -135,15 +136,7 @@ class replay {
 
     std::vector<float> results(output.size());
     space_.copy_out(cuda::std::span<const float>(output.data(), output.size()), std::span<float>(results));
-    for (std::size_t i = 0; i < requests.requests.size(); ++i) {
-      const auto& slice = plan.results[i];
-      if (!slice) continue;
-      const seqpool::request& r = requests.requests[i];
-      std::vector<std::int64_t> shape{slice->cols};
-      if (seqpool::is_token_task(r.task)) shape.insert(shape.begin(), slice->rows);
-      tool::write_npy(options_.out / (r.id + ".npy"),
-                      std::span<const float>(results).subspan(slice->offset, slice->rows * slice->cols), shape);
-    }
+    write_results(where, requests, plan, results);
     if (audit_log_.is_open())
       audit_log_ << nlohmann::ordered_json{{"step", index},
                                            {"uploads", counts.uploads},
@@ -152,6 +145,38 @@ class replay {
                                            {"allocations", counts.allocations}}
                         .dump()
                  << std::endl;
+  }
+
+  /// Writes every finished request's result as DIR/<id>.npy, all or none: each
+  /// goes to a hidden name first and is renamed once every one of them is written.
+  void write_results(const std::string& where, const seqpool::batch& requests, const seqpool::dispatch_plan& plan,
+                     std::span<const float> results) {
+    std::vector<std::pair<std::filesystem::path, std::filesystem::path>> written;  // hidden name, final name
+    try {
+      for (std::size_t i = 0; i < requests.requests.size(); ++i) {
+        const auto& slice = plan.results[i];
+        if (!slice) continue;
+        const seqpool::request& r = requests.requests[i];
+        std::vector<std::int64_t> shape{slice->cols};
+        if (seqpool::is_token_task(r.task)) shape.insert(shape.begin(), slice->rows);
+        const std::filesystem::path final_name = options_.out / (r.id + ".npy");
+        const std::filesystem::path hidden_name = options_.out / ("." + r.id + ".npy.partial");
+        written.emplace_back(hidden_name, final_name);
+        try {
+          tool::write_npy(hidden_name, results.subspan(slice->offset, slice->rows * slice->cols), shape);
+          if (std::filesystem::is_directory(final_name))
+            throw tool::input_error(final_name.string() + " is a folder");
+        } catch (const std::exception& failure) {
+          throw tool::input_error(where + ": request " + std::to_string(i) + " (id \"" + r.id +
+                                  "\"): cannot write its result: " + failure.what());
+        }
+      }
+      for (const auto& [hidden_name, final_name] : written) std::filesystem::rename(hidden_name, final_name);
+    } catch (...) {
+      std::error_code ignored;
+      for (const auto& [hidden_name, final_name] : written) std::filesystem::remove(hidden_name, ignored);
+      throw;
+    }
   }
 
   /// The step itself, with what the space counted while it ran.
@@ -182,11 +207,27 @@ using device = seqpool::device_space<seqpool::cuda_backend>;
 using device = seqpool::device_space<seqpool::omp_backend>;
 #endif
 
-/// Errors are one line on standard error.
+/// Errors are one line on standard error: every line break a terminal or a
+/// reader of UTF-8 honours (LF, VT, FF, CR, NEL, LS, PS) becomes a space.
 int fail(std::string message) {
-  for (char& c : message)
-    if (c == '\n') c = ' ';
-  std::cerr << "seqpool: error: " << message << '\n';
+  std::string line;
+  line.reserve(message.size());
+  for (std::size_t i = 0; i < message.size(); ++i) {
+    const auto byte = static_cast<unsigned char>(message[i]);
+    if (byte == '\n' || byte == '\v' || byte == '\f' || byte == '\r') {
+      line += ' ';
+    } else if (byte == 0xc2 && i + 1 < message.size() && static_cast<unsigned char>(message[i + 1]) == 0x85) {
+      line += ' ';  // U+0085
+      i += 1;
+    } else if (byte == 0xe2 && i + 2 < message.size() && static_cast<unsigned char>(message[i + 1]) == 0x80 &&
+               (static_cast<unsigned char>(message[i + 2]) == 0xa8 || static_cast<unsigned char>(message[i + 2]) == 0xa9)) {
+      line += ' ';  // U+2028, U+2029
+      i += 2;
+    } else {
+      line += message[i];
+    }
+  }
+  std::cerr << "seqpool: error: " << line << '\n';
   return 2;
 }
 

@@ -154,6 +154,61 @@ class Errors(unittest.TestCase):
                 self.file_error(lambda b, bad=bad: b.step(ROWS[:1], [request(bad, "embed", 1)]),
                                 "step 1: request 0")
 
+    def test_ids_too_long_for_a_file_name(self):
+        self.file_error(lambda b: b.step(ROWS[:1], [request("x" * 201, "embed", 1)]),
+                        'step 1: request 0 (id "' + "x" * 201 + '"): id: at most 200 bytes')
+
+    def test_line_breaks_in_ids_stay_on_one_line(self):
+        for breaker in ("\r", "\u0085", "\u2028", "\u2029", "\v", "\f"):
+            with self.subTest(repr(breaker)):
+                batch = Batch(H, {"embed": "mean"})
+                batch.step(ROWS[:1], [request("a" + breaker + "b", "embed", 1, 0)])
+                run = batch.run()
+                self.assertEqual(run.returncode, 2, run.stderr)
+                self.assertIn("num_scheduled: must be at least 1", run.stderr)
+                self.assertEqual(run.stderr.count("\n"), 1, repr(run.stderr))
+                for other in ("\r", "\u0085", "\u2028", "\u2029", "\v", "\f"):
+                    self.assertNotIn(other, run.stderr)
+
+    def test_a_step_whose_results_cannot_all_be_written_writes_none(self):
+        batch = Batch(H, {"embed": "mean"})
+        good_step(batch, "before")
+        batch.step(ROWS[:2], [request("first", "embed", 1), request("blocked", "embed", 1)])
+        batch.run()
+        (batch.out / "blocked.npy").unlink()
+        (batch.out / "first.npy").unlink()
+        (batch.out / "blocked.npy").mkdir()  # a folder where the result must go
+        run = batch.run()
+        self.assertEqual(run.returncode, 2, run.stderr)
+        self.assertIn('step 1: request 1 (id "blocked"): cannot write', run.stderr)
+        self.assertFalse((batch.out / "first.npy").exists())
+        self.assertEqual(sorted(p.name for p in batch.out.iterdir()), ["audit.jsonl", "before.npy", "blocked.npy"])
+
+    def test_chunked_step_requests_keep_their_knobs(self):
+        ids = [7, 1, 7, 1, 7, 1]
+        for change in ({"step_tag_id": 1}, {"returned_token_ids": [0]}, {"token_ids": [1] * 6}):
+            with self.subTest(change):
+                batch = Batch(H, {"token_classify": "step"})
+                batch.step(ROWS[:2], [request("s", "token_classify", 6, 2, token_ids=ids, step_tag_id=7)])
+                later = {"token_ids": ids, "step_tag_id": 7}
+                later.update(change)
+                batch.step(ROWS[:3], [request("s", "token_classify", 6, 3, 2, **later)])
+                self.check_refused(batch, 'step 1: request 0 (id "s"): ')
+
+    def test_deep_nesting_is_refused(self):
+        batch = Batch(H, {"embed": "mean"})
+        good_step(batch, "before")
+        batch.run()
+        deep = "[" * 200000 + "]" * 200000
+        text = (batch.folder / "batch.json").read_text()
+        (batch.folder / "batch.json").write_text(text[:-1] + ', "deep": ' + deep + "}")
+        import subprocess
+        from batches import TOOL
+        run = subprocess.run([TOOL, str(batch.folder / "batch.json"), "--out", str(batch.folder / "fresh")],
+                             capture_output=True, text=True)
+        self.assertEqual(run.returncode, 2, run.stderr)
+        self.assertIn("nested more than 32 deep", run.stderr)
+
     def test_missing_hidden_states(self):
         def edit(batch):
             batch.step(ROWS[:1], [request("a", "embed", 1)])
@@ -178,6 +233,13 @@ class Errors(unittest.TestCase):
         self.bad_npy(lambda path: np.save(path, np.ones((1, H), ">f4")), "dtype >f4 is not supported")
         self.bad_npy(lambda path: path.write_bytes(path.read_bytes()[:-3]), "the shape needs 16 bytes of data")
         self.bad_npy(lambda path: np.save(path, np.ones((1, 1, H), np.float32)), "must have shape [T, 4]")
+        for ending in (b"'shape':", b"'shape':   "):
+            def cut(path, ending=ending):
+                data = path.read_bytes()
+                header_end = data.index(b"'shape':") + len(b"'shape':")
+                header = data[10:header_end - len(b"'shape':")] + ending
+                path.write_bytes(data[:8] + len(header).to_bytes(2, "little") + header)
+            self.bad_npy(cut, "malformed .npy header")
 
     def config_error(self, spec_edit, message, write=None):
         batch = Batch(H, {"embed": "mean"})
@@ -231,6 +293,8 @@ class Errors(unittest.TestCase):
         self.config_error(lambda s: s.update(classifier={"logit_sigma": 0}), "classifier.logit_sigma: must not be 0")
         self.config_error(lambda s: s.update(classifier={"logit_mean": "1"}),
                           "classifier.logit_mean: expected a finite number")
+        self.config_error(lambda s: s.update(classifier={"logit_mean": 1e39}),
+                          "classifier.logit_mean: expected a finite number within float's range")
         self.config_error(lambda s: s.update(classifier={"problem_type": "ranking"}),
                           'classifier.problem_type: "ranking" is not single_label, multi_label or regression')
 

@@ -80,14 +80,15 @@ class omp_backend {
     ::operator delete(memory, alignment);
   }
 
+  // Copies of nothing may name null pointers, which memset and memcpy must not see.
   void zero(void* memory, std::size_t bytes) {
-    run_or_record([=] { std::memset(memory, 0, bytes); });
+    if (bytes > 0) run_or_record([=] { std::memset(memory, 0, bytes); });
   }
   void copy_to_device(void* to, const void* from, std::size_t bytes) {
-    run_or_record([=] { std::memcpy(to, from, bytes); });
+    if (bytes > 0) run_or_record([=] { std::memcpy(to, from, bytes); });
   }
   void copy_to_host(void* to, const void* from, std::size_t bytes) {
-    run_or_record([=] { std::memcpy(to, from, bytes); });
+    if (bytes > 0) run_or_record([=] { std::memcpy(to, from, bytes); });
   }
 
   event create_event() { return {}; }
