@@ -209,7 +209,7 @@ TEST_CASE_TEMPLATE_DEFINE("a pooler step captured once replays for batches of ot
   auto home = pooler.reserve_graph();
   std::optional<graph_type> graph;
   const std::vector<float> prompt = [] {
-    std::vector<float> values(1100 * hidden_size);
+    std::vector<float> values(1200 * hidden_size);  // as many rows as the longest prompt below
     for (std::size_t i = 0; i < values.size(); ++i) values[i] = static_cast<float>(static_cast<int>(i % 29) - 14) / 7;
     return values;
   }();

@@ -26,8 +26,8 @@ class block_pool {
   /// Every block must have been given back by now.
   ~block_pool() { trim(); }
 
-  /// A block of at least `bytes`; throws std::bad_alloc for more than a size
-  /// class can be (2^62 bytes) or than the space can give.
+  /// A block of at least `bytes`; throws std::bad_alloc for more than the
+  /// largest block (1 TiB, more than any device holds) or than the space gives.
   void* take(std::size_t bytes) {
     if (bytes > largest_block) throw std::bad_alloc();
     const std::size_t size = size_class(bytes);
@@ -55,7 +55,7 @@ class block_pool {
 
  private:
   static constexpr std::size_t smallest_block = 256;
-  static constexpr std::size_t largest_block = std::size_t{1} << 62;
+  static constexpr std::size_t largest_block = std::size_t{1} << 40;
 
   static std::size_t size_class(std::size_t bytes) { return std::bit_ceil(std::max(bytes, smallest_block)); }
 

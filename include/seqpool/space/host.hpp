@@ -40,8 +40,8 @@ class host_space {
   /// walk (docs/PERFORMANCE.md has what that cost).
   void* allocate_bytes(std::size_t bytes) {
     audit_.count_allocation();
-    if (bytes < huge_page) return ::operator new(bytes, alignment);
-    void* memory = ::operator new(bytes, huge_page_alignment);
+    if (bytes < huge_page) return checked(::operator new(bytes, alignment, std::nothrow));
+    void* memory = checked(::operator new(bytes, huge_page_alignment, std::nothrow));
 #if defined(MADV_HUGEPAGE)
     madvise(memory, bytes, MADV_HUGEPAGE);
 #endif
@@ -111,6 +111,14 @@ class host_space {
   const seqpool::audit& audit() const { return audit_; }
 
  private:
+  /// The nothrow allocations return null where a sanitizer's allocator would
+  /// otherwise abort the process; this throws std::bad_alloc, which callers turn
+  /// into errors.
+  static void* checked(void* memory) {
+    if (memory == nullptr) throw std::bad_alloc();
+    return memory;
+  }
+
   static constexpr std::align_val_t alignment{64};
   static constexpr std::size_t huge_page = std::size_t{2} << 20;
   static constexpr std::align_val_t huge_page_alignment{huge_page};

@@ -63,9 +63,11 @@ class omp_backend {
   }
   bool is_capturing() const { return capture_ != nullptr; }
 
+  /// Allocation fails as cudaMallocAsync does, with std::bad_alloc standing in
+  /// for an out-of-memory error (nothrow allocation, which sanitizers let fail).
   void* allocate(std::size_t bytes) {
     refuse_in_capture("cudaMallocAsync");
-    return ::operator new(bytes, alignment);
+    return checked(::operator new(bytes, alignment, std::nothrow));
   }
   void deallocate(void* memory, std::size_t) noexcept {
     note_free_in_capture("cudaFreeAsync");
@@ -73,7 +75,7 @@ class omp_backend {
   }
   void* allocate_pinned(std::size_t bytes) {
     refuse_in_capture("cudaMallocHost");
-    return ::operator new(bytes, alignment);
+    return checked(::operator new(bytes, alignment, std::nothrow));
   }
   void deallocate_pinned(void* memory, std::size_t) noexcept {
     note_free_in_capture("cudaFreeHost");
@@ -109,6 +111,11 @@ class omp_backend {
 
  private:
   static constexpr std::align_val_t alignment{64};
+
+  static void* checked(void* memory) {
+    if (memory == nullptr) throw std::bad_alloc();
+    return memory;
+  }
 
   template <class Kernel>
   static void run_blocks(std::int64_t blocks, const Kernel& kernel) {
