@@ -4,6 +4,8 @@
 //
 // A long prompt arrives in three chunks; the running maximum crosses the steps
 // in the state store, and the finished vector equals pooling the prompt at once.
+// Built by g++ it runs on host_space; built by nvcc (custom_method.cu), the same
+// method runs in seqpool's kernels on device_space<cuda_backend>.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -20,7 +22,11 @@
 namespace {
 
 using seqpool::task;
+#if defined(__CUDACC__)
+using space = seqpool::device_space<seqpool::cuda_backend>;
+#else
 using space = seqpool::host_space;
+#endif
 
 constexpr std::int64_t vocabulary = 512;  // SPLADE pools MLM logits: one column per vocabulary entry
 
@@ -36,16 +42,24 @@ std::vector<std::pair<std::string, std::vector<float>>> step(seqpool::dispatcher
                                                              const std::vector<float>& hidden) {
   const seqpool::dispatch_plan plan = engine.plan(batch, state);
   engine.reserve(plan, state);
+  seqpool::buffer<float, space> rows(memory, hidden.size());
+  memory.copy_in(std::span<const float>(hidden), rows.span());
   seqpool::buffer<float, space> output(memory, static_cast<std::size_t>(plan.output_size));
-  const seqpool::audit_scope audit(memory.audit());
-  engine.forward(seqpool::make_hidden_view(hidden.data(), plan.num_rows, vocabulary), plan, state, output.span());
-  std::printf("  %zu requests, %lld rows: sync contract %s\n", batch.requests.size(),
-              static_cast<long long>(plan.num_rows), seqpool::keeps_sync_contract(audit.counts()) ? "kept" : "BROKEN");
+  {
+    const seqpool::audit_scope audit(memory.audit());
+    engine.forward(seqpool::make_hidden_view(rows.data(), plan.num_rows, vocabulary), plan, state,
+                   output.span());
+    std::printf("  %zu requests, %lld rows: sync contract %s\n", batch.requests.size(),
+                static_cast<long long>(plan.num_rows),
+                seqpool::keeps_sync_contract(audit.counts()) ? "kept" : "BROKEN");
+  }
+  std::vector<float> results(output.size());
+  memory.copy_out(cuda::std::span<const float>(output.data(), output.size()), std::span<float>(results));
 
   std::vector<std::pair<std::string, std::vector<float>>> finished;
   for (std::size_t i = 0; i < batch.requests.size(); ++i)
     if (const auto& slice = plan.results[i]) {
-      const float* first = output.data() + slice->offset;
+      const float* first = results.data() + slice->offset;
       finished.emplace_back(batch.requests[i].id, std::vector<float>(first, first + slice->rows * slice->cols));
     }
   return finished;

@@ -1,14 +1,29 @@
 #!/usr/bin/env bash
 # Gathers what tests/gpu/run.sh needs and the GPU test machine lacks (it reaches
 # no package registry and has none of Debian's -dev packages) into .gpu-deps/,
-# a git-ignored folder to carry along with the working tree: the headers of
-# doctest, nlohmann-json and CLI11 from this machine's Debian packages.
+# a git-ignored folder to carry along with the working tree:
+#   include/  the headers of doctest, nlohmann-json and CLI11 from Debian's packages;
+#   bin/      the GPU programs (and the shared CUDA runtime sync_steps links against), built here for sm_${GPU_ARCH:-90} in build-gpu/, so
+#             that the GPU's time goes to running them (run.sh builds them itself
+#             when bin/ is absent or its programs do not load there).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+arch=${GPU_ARCH:-90}
 scripts/install-deps.sh
 rm -rf .gpu-deps
-mkdir -p .gpu-deps/include
+mkdir -p .gpu-deps/include .gpu-deps/bin
 for header in doctest nlohmann CLI; do
   cp -r "/usr/include/$header" .gpu-deps/include/
 done
+deps="$PWD/.gpu-deps/include"
+if [ ! -f build-gpu/build.ninja ]; then
+  meson setup build-gpu --buildtype=release -Dcuda=enabled -Dgpu_arch="$arch" -Dcpp_args="-I$deps" -Dcuda_args="-I$deps"
+fi
+programs=(tests/test_cuda examples/embed_batch_cuda examples/custom_method_cuda tools/seqpool-run-cuda
+  benchmarks/pool_bench_cuda)
+ninja -C build-gpu "${programs[@]}"
+for program in "${programs[@]}"; do cp "build-gpu/$program" .gpu-deps/bin/; done
+tests/gpu/build-sync-steps.sh .gpu-deps/bin "$arch"
+# The shared runtime sync_steps is linked against, in case the GPU machine keeps its own elsewhere.
+cp -L /usr/local/cuda/lib64/libcudart.so.13 .gpu-deps/bin/
 echo "seqpool: gathered $(du -sh .gpu-deps | cut -f1) into .gpu-deps/ for tests/gpu/run.sh"

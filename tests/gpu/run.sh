@@ -42,37 +42,48 @@ fi
 deps="$PWD/.gpu-deps/include"
 export CPATH="$deps${CPATH:+:$CPATH}"
 
+# The programs carried in .gpu-deps/bin are used when every one of them loads
+# here; otherwise they are built in build-gpu/.
+programs=(tests/test_cuda examples/embed_batch_cuda examples/custom_method_cuda tools/seqpool-run-cuda
+  benchmarks/pool_bench_cuda)
+bin=.gpu-deps/bin
+carried=yes
+for program in "${programs[@]##*/}" sync_steps libcount_sync.so; do
+  if [ ! -f "$bin/$program" ] || ldd "$bin/$program" 2>&1 | grep -q 'not found'; then carried=no; fi
+done
 start=$SECONDS
-if [ ! -f build-gpu/build.ninja ]; then
-  meson setup build-gpu --buildtype=release -Dcuda=enabled -Dgpu_arch="$arch" -Dcpp_args="-I$deps" \
-    -Dcuda_args="-I$deps" > "$out/setup.log" 2>&1 || { cat "$out/setup.log"; exit 1; }
+if [ $carried = yes ]; then
+  echo "gpu: build: the programs carried in $bin load here"
+else
+  bin=build-gpu/bin
+  mkdir -p "$bin"
+  if [ ! -f build-gpu/build.ninja ]; then
+    meson setup build-gpu --buildtype=release -Dcuda=enabled -Dgpu_arch="$arch" -Dcpp_args="-I$deps" \
+      -Dcuda_args="-I$deps" > "$out/setup.log" 2>&1 || { cat "$out/setup.log"; exit 1; }
+  fi
+  ninja -C build-gpu "${programs[@]}" > "$out/build.log" 2>&1 || { tail -50 "$out/build.log"; exit 1; }
+  for program in "${programs[@]}"; do cp "build-gpu/$program" "$bin/"; done
+  tests/gpu/build-sync-steps.sh "$bin" "$arch" || exit 1
+  echo "gpu: build: ok ($((SECONDS - start)) s)"
 fi
-ninja -C build-gpu tests/test_cuda examples/embed_batch_cuda examples/custom_method_cuda tools/seqpool-run-cuda \
-  benchmarks/pool_bench_cuda > "$out/build.log" 2>&1 || { tail -50 "$out/build.log"; exit 1; }
-# The step counted by the shim is linked against the shared CUDA runtime, which
-# LD_PRELOAD can come between.
-gcc -O2 -shared -fPIC -o build-gpu/libcount_sync.so tests/gpu/count_sync.c -ldl || exit 1
-nvcc -std=c++20 -O2 -arch=sm_"$arch" -cudart shared -Xcompiler=-fopenmp -I include -I "$deps" \
-  tests/gpu/sync_steps.cu -o build-gpu/sync_steps -ldl || exit 1
-echo "gpu: build: ok ($((SECONDS - start)) s)"
 
-part "CUDA tests" build-gpu/tests/test_cuda -tce='*captured*'
-part "capture replays" build-gpu/tests/test_cuda -tc='*captured*'
-part "main example on CUDA" build-gpu/examples/embed_batch_cuda
-part "custom method on CUDA" build-gpu/examples/custom_method_cuda
-part "seqpool-run on CUDA" env SEQPOOL_RUN="$PWD/build-gpu/tools/seqpool-run-cuda" \
-  python3 -m unittest discover -s tests/cli -p 'test_*.py'
-part "no waits, copies or allocations in 100 steps" env LD_PRELOAD="$PWD/build-gpu/libcount_sync.so" \
-  build-gpu/sync_steps
-# Each of the slow parts has a time limit, so that the whole run stays within
-# eight minutes; a part cut short reports FAILED with status 124.
-part "memcheck" timeout 150 compute-sanitizer --tool memcheck --error-exitcode 1 --log-file "$out/memcheck.log" \
-  build-gpu/tests/test_cuda -tce='random*'
-part "racecheck" timeout 150 compute-sanitizer --tool racecheck --error-exitcode 1 --log-file "$out/racecheck.log" \
-  build-gpu/tests/test_cuda -tce='random*'
-part "device benchmark" timeout 120 build-gpu/benchmarks/pool_bench_cuda --space device --repeats 5 --json "$out/gpu-bench.json"
-part "PyTorch pooler on CUDA" timeout 120 python3 benchmarks/torch_baseline.py --device cuda --repeats 5 \
+# Every part has a time limit, most important first, so that the whole run stays
+# within seven minutes; a part cut short reports FAILED with status 124.
+part "CUDA tests" timeout 90 "$bin/test_cuda" -tce='*captured*'
+part "capture replays" timeout 60 "$bin/test_cuda" -tc='*captured*'
+part "no waits, copies or allocations in 100 steps" env LD_PRELOAD="$PWD/$bin/libcount_sync.so" \
+  LD_LIBRARY_PATH="/usr/local/cuda/lib64:$PWD/$bin${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" timeout 60 "$bin/sync_steps"
+part "main example on CUDA" timeout 30 "$bin/embed_batch_cuda"
+part "custom method on CUDA" timeout 30 "$bin/custom_method_cuda"
+part "device benchmark" timeout 90 "$bin/pool_bench_cuda" --space device --repeats 5 --json "$out/gpu-bench.json"
+part "PyTorch pooler on CUDA" timeout 60 python3 benchmarks/torch_baseline.py --device cuda --repeats 3 \
   --json "$out/torch-cuda.json"
+part "seqpool-run on CUDA" env SEQPOOL_RUN="$PWD/$bin/seqpool-run-cuda" timeout 60 \
+  python3 -m unittest discover -s tests/cli -p 'test_*.py'
+part "memcheck" timeout 90 compute-sanitizer --tool memcheck --error-exitcode 1 --log-file "$out/memcheck.log" \
+  "$bin/test_cuda" -tce='random*'
+part "racecheck" timeout 60 compute-sanitizer --tool racecheck --error-exitcode 1 --log-file "$out/racecheck.log" \
+  "$bin/test_cuda" -tce='random*'
 if [ -f "$out/gpu-bench.json" ] && [ -f "$out/torch-cuda.json" ]; then
   python3 benchmarks/report.py "$out/gpu-bench.json" "$out/torch-cuda.json" --space device --json "$out/gpu-report.json" \
     > "$out/gpu-tables.md" && cat "$out/gpu-tables.md"
