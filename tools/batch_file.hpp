@@ -197,7 +197,7 @@ inline batch_file read_batch_file(const std::filesystem::path& path) {
     });
   } catch (const input_error& deep) {
     throw input_error(path.string() + ": malformed JSON: " + deep.what());
-  } catch (const json::parse_error& malformed) {
+  } catch (const json::exception& malformed) {  // a syntax error, or a number too large to hold
     throw input_error(path.string() + ": malformed JSON: " + malformed.what());
   }
   const std::string where = path.filename().string();

@@ -1,0 +1,161 @@
+// A differential fuzz target: the input decodes into a dispatch table and a run
+// of steps — requests of every task, chunks, knobs, some of them wrong — which
+// go through one dispatcher on host_space and one on device_space<omp_backend>.
+// Both must refuse the same steps with the same message, or both run them; every
+// result must equal the other space's and the plain reference over the whole
+// prompt. Anything else aborts.
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <fuzzer/FuzzedDataProvider.h>
+
+#define DOCTEST_CONFIG_DISABLE
+#include <seqpool/seqpool.hpp>
+
+#include "../support/reference.hpp"
+
+namespace {
+
+using seqpool::task;
+namespace method = seqpool::method;
+namespace head = seqpool::head;
+
+[[noreturn]] void mismatch(const std::string& what) {
+  std::fprintf(stderr, "fuzz steps: %s\n", what.c_str());
+  std::abort();
+}
+
+template <class Space>
+struct engine {
+  Space space;
+  seqpool::state_store<Space> state{space};
+  seqpool::dispatcher<seqpool::configurable_table<Space>> dispatcher;
+
+  engine(std::int64_t hidden_size, const char* sequence, const char* token)
+      : dispatcher(space,
+                   seqpool::pooler<method::any_sequence, head::embed, Space>(space, hidden_size,
+                                                                             *method::any_sequence::from_name(sequence)),
+                   seqpool::pooler<method::any_sequence, head::classify, Space>(
+                       space, hidden_size, *method::any_sequence::from_name(sequence)),
+                   seqpool::pooler<method::any_token, head::embed, Space>(space, hidden_size,
+                                                                          *method::any_token::from_name(token)),
+                   seqpool::pooler<method::any_token, head::classify, Space>(space, hidden_size,
+                                                                             *method::any_token::from_name(token))) {}
+
+  /// One step: the results, or the error's message.
+  std::pair<std::optional<std::vector<std::optional<test::matrix>>>, std::string> run(const seqpool::batch& step,
+                                                                                      const std::vector<float>& rows,
+                                                                                      std::int64_t hidden_size) {
+    try {
+      const auto plan = dispatcher.plan(step, state);
+      dispatcher.reserve(plan, state);
+      const auto hidden = test::to_space(space, rows);
+      seqpool::buffer<float, Space> output(space, static_cast<std::size_t>(plan.output_size));
+      const seqpool::audit_scope scope(space.audit());
+      dispatcher.forward(seqpool::make_hidden_view(hidden.data(), plan.num_rows, hidden_size), plan, state,
+                         output.span());
+      if (!seqpool::keeps_sync_contract(scope.counts())) mismatch("a forward broke the sync contract");
+      return {test::slice(plan, test::to_host(space, output)), {}};
+    } catch (const seqpool::error& refused) {
+      return {std::nullopt, refused.what()};
+    }
+  }
+};
+
+struct flight {
+  seqpool::request r;
+  std::vector<float> prompt;
+  std::vector<std::int64_t> ids;
+  std::int64_t done = 0;
+};
+
+bool close(const test::matrix& actual, const test::matrix& expected) {
+  if (actual.rows != expected.rows || actual.cols != expected.cols) return false;
+  for (std::size_t i = 0; i < expected.values.size(); ++i)
+    if (std::abs(actual.values[i] - expected.values[i]) > 1e-4 * std::max(1.0f, std::abs(expected.values[i])))
+      return false;
+  return true;
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  FuzzedDataProvider in(data, size);
+  const std::int64_t hidden_size = in.ConsumeIntegralInRange<std::int64_t>(1, 9);
+  const char* sequences[] = {"cls", "last", "mean", "max"};
+  const char* tokens[] = {"all", "step"};
+  const char* sequence = sequences[in.ConsumeIntegralInRange(0, 3)];
+  const char* token = tokens[in.ConsumeIntegralInRange(0, 1)];
+  engine<seqpool::host_space> host(hidden_size, sequence, token);
+  engine<seqpool::device_space<seqpool::omp_backend>> device(hidden_size, sequence, token);
+
+  std::vector<flight> flights;
+  int serial = 0;
+  for (int step = in.ConsumeIntegralInRange(1, 6); step > 0 && in.remaining_bytes() > 0; --step) {
+    for (int fresh = in.ConsumeIntegralInRange(0, 3); fresh > 0; --fresh) {
+      flight& f = flights.emplace_back();
+      const std::int64_t prompt_len = in.ConsumeIntegralInRange<std::int64_t>(1, 40);
+      for (std::int64_t i = 0; i < prompt_len * hidden_size; ++i)
+        f.prompt.push_back(static_cast<float>(in.ConsumeIntegralInRange(-16, 16)) / 4);
+      for (std::int64_t t = 0; t < prompt_len; ++t) f.ids.push_back(in.ConsumeIntegralInRange(0, 3));
+      seqpool::pooling_params params{.use_activation = in.ConsumeBool()};
+      if (in.ConsumeBool()) params.step_tag_id = in.ConsumeIntegralInRange(0, 3);
+      if (in.ConsumeBool()) params.dimensions = in.ConsumeIntegralInRange<std::int64_t>(0, hidden_size + 1);
+      for (int c = in.ConsumeIntegralInRange(0, 3); c > 0; --c)
+        params.returned_token_ids.push_back(in.ConsumeIntegralInRange<std::int64_t>(-1, hidden_size));
+      f.r.id = in.ConsumeBool() ? "r" + std::to_string(serial++) : "dup";
+      f.r.task = static_cast<task>(in.ConsumeIntegralInRange(0, 3));
+      f.r.prompt_len = prompt_len;
+      f.r.params = params;
+    }
+    seqpool::batch batch;
+    std::vector<float> rows;
+    std::vector<flight*> scheduled;
+    for (flight& f : flights) {
+      if (f.done == f.r.prompt_len || !in.ConsumeBool()) continue;
+      seqpool::request r = f.r;
+      // Now and then a wrong chunk, on a request whose id no other flight shares:
+      // one that does share it could rightly continue the other's state.
+      const bool wrong = in.ConsumeIntegralInRange(0, 15) == 0 && f.r.id != "dup";
+      r.num_computed = f.done + (wrong ? 1 : 0);
+      r.num_scheduled = in.ConsumeIntegralInRange<std::int64_t>(1, f.r.prompt_len - f.done);
+      r.prompt_token_ids = f.ids;
+      batch.requests.push_back(r);
+      rows.insert(rows.end(), f.prompt.begin() + f.done * hidden_size,
+                  f.prompt.begin() + std::min(f.done + r.num_scheduled, f.r.prompt_len) * hidden_size);
+      scheduled.push_back(&f);
+    }
+    const auto [host_results, host_error] = host.run(batch, rows, hidden_size);
+    const auto [device_results, device_error] = device.run(batch, rows, hidden_size);
+    if (host_error != device_error) mismatch("the spaces disagree: \"" + host_error + "\" / \"" + device_error + "\"");
+    if (!host_results) continue;  // refused on both, with the state as it was
+    for (std::size_t i = 0; i < scheduled.size(); ++i) {
+      flight& f = *scheduled[i];
+      f.done += batch.requests[i].num_scheduled;
+      const auto& mine = (*host_results)[i];
+      const auto& theirs = (*device_results)[i];
+      if (mine.has_value() != (f.done == f.r.prompt_len) || theirs.has_value() != mine.has_value())
+        mismatch("a result is missing or early for " + f.r.id + " (" + std::to_string(batch.requests[i].num_computed) +
+                 " computed, " + std::to_string(batch.requests[i].num_scheduled) + " scheduled of " +
+                 std::to_string(f.r.prompt_len) + ")");
+      if (!mine) continue;
+      if (!close(*mine, *theirs)) mismatch("the spaces' results differ for " + f.r.id);
+      seqpool::request whole = f.r;
+      whole.prompt_token_ids = f.ids;
+      const bool token_wise = seqpool::is_token_task(f.r.task);
+      const std::int64_t width = token_wise && !f.r.params.returned_token_ids.empty() && std::string(token) == "step"
+                                     ? static_cast<std::int64_t>(f.r.params.returned_token_ids.size())
+                                     : hidden_size;
+      const test::head_spec spec{.classify = f.r.task == task::classify || f.r.task == task::token_classify};
+      const std::int64_t kept = spec.classify ? width : f.r.params.dimensions.value_or(width);
+      if (!close(*mine, test::reference(token_wise ? token : sequence, f.prompt, hidden_size, whole, spec, kept)))
+        mismatch("a result differs from the reference for " + f.r.id);
+    }
+  }
+  return 0;
+}
