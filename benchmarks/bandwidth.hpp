@@ -27,6 +27,20 @@ struct host_clock {
   }
 };
 
+/// Seconds of one call of `work` on the host clock, until `space` has done all it
+/// queued: what a caller waits for a step, as the PyTorch baseline is timed.
+template <class Space>
+struct synced_clock {
+  Space* space;
+  template <class Work>
+  double operator()(Work& work) const {
+    return host_clock{}([&] {
+      work();
+      space->synchronize();
+    });
+  }
+};
+
 /// Median seconds of each of `works`, called in turn `repeats` times after one
 /// untimed round, every call preceded by an untimed `settle()` and timed by
 /// `clock`. Interleaved, the works see the machine alike, so their ratios hold

@@ -1,6 +1,7 @@
 // The calls each case's ceilings are timed from, for the memory of the space under test.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -16,7 +17,8 @@ namespace bench {
 /// a streaming read of its input, a streaming write of its output, the cache
 /// flush that precedes every timed call, and the clock. Host memory (host_space,
 /// and device_space<omp_backend>, whose "device" memory is host memory): OpenMP
-/// loops, timed on the host clock with the space's queue drained.
+/// loops, timed on the host clock with the space's queue drained, so that a case's
+/// time is also its latency.
 template <class Space>
 struct ceilings {
   static void read(Space&, const std::byte* data, std::size_t bytes) {
@@ -26,16 +28,7 @@ struct ceilings {
   static void write(Space&, std::byte* data, std::size_t bytes) { stream_write(data, bytes); }
   static void evict(Space&) { evict_host_caches(); }
 
-  struct clock {
-    Space* space;
-    template <class Work>
-    double operator()(Work& work) const {
-      return host_clock{}([&] {
-        work();
-        space->synchronize();
-      });
-    }
-  };
+  using clock = synced_clock<Space>;
 };
 
 #if defined(__CUDACC__)
@@ -75,6 +68,19 @@ __global__ void __launch_bounds__(256) stream_write(uint4* data, std::size_t cou
     __stcs(data + i, uint4{0, 0, 0, 0});
 }
 
+/// Holds the stream until the host sets `*released` (or `limit_ns` have passed,
+/// which it records in `*expired`), so that the work queued behind it runs back
+/// to back, and the events around that work time the GPU alone.
+__global__ void hold(const volatile int* released, int* expired, long long limit_ns) {
+  long long start = 0, now = 0;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
+  do {
+    __nanosleep(1000);
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
+  } while (*released == 0 && now - start < limit_ns);
+  if (*released == 0) *expired = 1;
+}
+
 /// Blocks that fill the GPU: eight of 256 threads for every SM.
 inline unsigned filling_blocks() {
   int device = 0, multiprocessors = 0;
@@ -87,7 +93,7 @@ inline unsigned filling_blocks() {
 
 /// Device memory: a streaming-read kernel of 16-byte loads and a streaming-write
 /// kernel, enough blocks to fill the GPU, and every call timed with CUDA events
-/// on the space's stream.
+/// on the space's stream, held until the call is queued.
 template <>
 struct ceilings<seqpool::device_space<seqpool::cuda_backend>> {
   using space = seqpool::device_space<seqpool::cuda_backend>;
@@ -125,18 +131,38 @@ struct ceilings<seqpool::device_space<seqpool::cuda_backend>> {
     device.synchronize();
   }
 
-  /// GPU time of the work queued on the space's stream between two events.
+  /// GPU time of the work queued on the space's stream between two events, the
+  /// stream held (detail::hold) until all of it is queued: what the work costs the
+  /// GPU when the host runs ahead of it, as it does behind a model's layers. The
+  /// time the host takes to queue it is in the case's latency (synced_clock).
   struct clock {
     space* device;
     template <class Work>
     double operator()(Work& work) const {
+      struct flags {
+        int released, expired;
+      };
+      static flags* const host = [] {
+        void* memory = nullptr;
+        detail::check(cudaHostAlloc(&memory, sizeof(flags), cudaHostAllocMapped), "cudaHostAlloc");
+        return static_cast<flags*>(memory);
+      }();
+      flags* on_device = nullptr;
+      detail::check(cudaHostGetDevicePointer(reinterpret_cast<void**>(&on_device), host, 0), "cudaHostGetDevicePointer");
+      const cudaStream_t stream = device->backend().stream();
       cudaEvent_t start = nullptr, stop = nullptr;
       detail::check(cudaEventCreate(&start), "cudaEventCreate");
       detail::check(cudaEventCreate(&stop), "cudaEventCreate");
-      detail::check(cudaEventRecord(start, device->backend().stream()), "cudaEventRecord");
+      std::atomic_ref<int>(host->released).store(0);
+      std::atomic_ref<int>(host->expired).store(0);
+      detail::hold<<<1, 1, 0, stream>>>(&on_device->released, &on_device->expired, 1'000'000'000);
+      detail::check(cudaEventRecord(start, stream), "cudaEventRecord");
       work();
-      detail::check(cudaEventRecord(stop, device->backend().stream()), "cudaEventRecord");
+      detail::check(cudaEventRecord(stop, stream), "cudaEventRecord");
+      std::atomic_ref<int>(host->released).store(1);
       device->synchronize();
+      if (std::atomic_ref<int>(host->expired).load() != 0)
+        throw seqpool::error("benchmark: the work waited for the stream it was queued on; its GPU time is unknown");
       float milliseconds = 0;
       detail::check(cudaEventElapsedTime(&milliseconds, start, stop), "cudaEventElapsedTime");
       cudaEventDestroy(start);

@@ -14,18 +14,22 @@
 namespace seqpool::detail::device {
 
 /// A block copies `gathers_per_block` rows, its warps taking them in turn: a
-/// warp per row, each lane a few 16-byte vectors of it, loaded all at once,
-/// converted to float and stored as whole vectors where the destination is
-/// aligned. A result row gets the head's epilogue while it is still in the
+/// warp per row, each lane a few runs of 4 elements of it (16 bytes of float, 8
+/// of a 16-bit type), loaded all at once, converted to float and stored as
+/// 16-byte vectors where the destination is aligned: the k-th store of a warp
+/// fills 512 neighbouring bytes, whole sectors. (Runs of 8 16-bit elements would
+/// load in 16 bytes but store 32 a lane, every store instruction half of each
+/// sector it touches, which doubles what L2 handles.) A result row gets the head's epilogue while it is still in the
 /// lanes' registers (rows of up to 32 × lane_floats columns) or from memory.
 /// Rows come from the hidden states (through the request's column table when
 /// it has one) or from the state, where an earlier chunk stashed them.
 template <class Head, class T, class Policy = launch_policy>
 struct gather_rows {
   static constexpr int threads = Policy::threads;
-  static constexpr int elements = vector_elements<T>;
+  static constexpr int elements = 4;  ///< a lane's run: loaded at once, stored as one vector of floats
+  static constexpr int load_bytes = elements * static_cast<int>(sizeof(T));
   using layout = lane_layout<elements, Policy::lane_floats>;
-  static constexpr int lane_vectors = layout::vectors;
+  static constexpr int lane_runs = layout::vectors;
   using lane_row = lane_fragment<Policy::lane_floats>;
 
   struct shared_storage {};
@@ -88,19 +92,20 @@ struct gather_rows {
       return;
     }
     if (rows_aligned && layout::column(pass, lane, Policy::lane_floats - 1) < width) {
-      raw_vector loaded[lane_vectors];
+      raw_bytes<load_bytes> loaded[lane_runs];
       SEQPOOL_UNROLL
-      for (int k = 0; k < lane_vectors; ++k) loaded[k] = load_once(source + layout::column(pass, lane, k * elements));
+      for (int k = 0; k < lane_runs; ++k)
+        loaded[k] = load_once<load_bytes>(source + layout::column(pass, lane, k * elements));
       SEQPOOL_UNROLL
-      for (int k = 0; k < lane_vectors; ++k) to_floats<T>(loaded[k], mine.at + k * elements);
+      for (int k = 0; k < lane_runs; ++k) to_floats<T>(loaded[k], mine.at + k * elements);
       return;
     }
     SEQPOOL_UNROLL
-    for (int k = 0; k < lane_vectors; ++k) {
+    for (int k = 0; k < lane_runs; ++k) {
       const std::int64_t column = layout::column(pass, lane, k * elements);
       if (column >= width) continue;
       if (rows_aligned && width - column >= elements)
-        to_floats<T>(load_once(source + column), mine.at + k * elements);
+        to_floats<T>(load_once<load_bytes>(source + column), mine.at + k * elements);
       else
         load_columns<elements>(source, column, width - column, mine.at + k * elements);
     }

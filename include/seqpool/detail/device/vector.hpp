@@ -15,37 +15,49 @@ inline constexpr int vector_bytes = 16;
 template <class T>
 inline constexpr int vector_elements = vector_bytes / static_cast<int>(sizeof(T));
 
-/// The bytes of one vector, as a 16-byte load brings them.
-struct alignas(vector_bytes) raw_vector {
-  std::uint32_t words[4];
+/// The bytes one load brings: a 16-byte vector, or 8 bytes where a kernel loads
+/// half vectors.
+template <int Bytes>
+struct alignas(Bytes) raw_bytes {
+  std::uint32_t words[Bytes / 4];
 };
+using raw_vector = raw_bytes<vector_bytes>;
 
 SEQPOOL_HOST_DEVICE inline bool is_aligned(const void* address) {
   return reinterpret_cast<std::uintptr_t>(address) % vector_bytes == 0;
 }
 
-/// One 16-byte load of data read once (hidden states): on the GPU a streaming
-/// load, which leaves L2 to what is read again.
-SEQPOOL_HOST_DEVICE inline raw_vector load_once(const void* address) {
-  raw_vector loaded;
+/// One load of 16 (or 8) bytes of data read once (hidden states): on the GPU a
+/// streaming load, which leaves L2 to what is read again.
+template <int Bytes = vector_bytes>
+SEQPOOL_HOST_DEVICE raw_bytes<Bytes> load_once(const void* address) {
+  static_assert(Bytes == 16 || Bytes == 8, "16- or 8-byte loads");
+  raw_bytes<Bytes> loaded;
 #if defined(__CUDA_ARCH__)
-  const uint4 words = __ldcs(static_cast<const uint4*>(address));
-  loaded.words[0] = words.x;
-  loaded.words[1] = words.y;
-  loaded.words[2] = words.z;
-  loaded.words[3] = words.w;
+  if constexpr (Bytes == 16) {
+    const uint4 words = __ldcs(static_cast<const uint4*>(address));
+    loaded.words[0] = words.x;
+    loaded.words[1] = words.y;
+    loaded.words[2] = words.z;
+    loaded.words[3] = words.w;
+  } else {
+    const uint2 words = __ldcs(static_cast<const uint2*>(address));
+    loaded.words[0] = words.x;
+    loaded.words[1] = words.y;
+  }
 #else
   std::memcpy(&loaded, address, sizeof loaded);
 #endif
   return loaded;
 }
 
-/// The vector's elements as floats.
-template <class T>
-SEQPOOL_HOST_DEVICE void to_floats(const raw_vector& raw, float* out) {
-  T elements[vector_elements<T>];
+/// The loaded elements as floats.
+template <class T, int Bytes>
+SEQPOOL_HOST_DEVICE void to_floats(const raw_bytes<Bytes>& raw, float* out) {
+  constexpr int count = Bytes / static_cast<int>(sizeof(T));
+  T elements[count];
   std::memcpy(static_cast<void*>(elements), &raw, sizeof raw);
-  for (int e = 0; e < vector_elements<T>; ++e) out[e] = to_float(elements[e]);
+  for (int e = 0; e < count; ++e) out[e] = to_float(elements[e]);
 }
 
 /// The first `count` of the N columns from `column` of a row, as floats, where a
