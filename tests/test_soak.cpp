@@ -64,9 +64,8 @@ void soak(int steps, std::uint32_t seed) {
   const char* sequence = sequences[between(0, 3)];
   const char* classify = sequences[between(0, 3)];
   const char* token = tokens[between(0, 1)];
-  CAPTURE(sequence);
-  CAPTURE(classify);
-  CAPTURE(token);
+  INFO("methods: ", std::string(sequence), " (embed), ", std::string(classify), " (classify), ", std::string(token),
+       " (token tasks)");
 
   Space space;
   seqpool::state_store<Space> state(space);
