@@ -19,8 +19,9 @@ namespace seqpool::detail::device {
 /// 16-byte vectors where the destination is aligned: the k-th store of a warp
 /// fills 512 neighbouring bytes, whole sectors. (Runs of 8 16-bit elements would
 /// load in 16 bytes but store 32 a lane, every store instruction half of each
-/// sector it touches, which doubles what L2 handles.) A result row gets the head's epilogue while it is still in the
-/// lanes' registers (rows of up to 32 × lane_floats columns) or from memory.
+/// sector it touches, which doubles what L2 handles.) A result row gets the
+/// head's epilogue while it is still in the lanes' registers (rows of up to
+/// 32 × lane_floats columns) or from memory.
 /// Rows come from the hidden states (through the request's column table when
 /// it has one) or from the state, where an earlier chunk stashed them.
 template <class Head, class T, class Policy = launch_policy>
