@@ -47,6 +47,8 @@ class cuda_backend {
   }
   void deallocate(void* memory, std::size_t) noexcept { cudaFreeAsync(memory, stream_); }
 
+  /// Pinned staging: only reserve_upload() and reserve_graph() ask for it, outside
+  /// any step and refused during capture (device_space checks capturing()).
   void* allocate_pinned(std::size_t bytes) {
     void* memory = nullptr;
     check(cudaMallocHost(&memory, bytes), "cudaMallocHost");
@@ -70,6 +72,8 @@ class cuda_backend {
   }
   void destroy_event(event done) noexcept { cudaEventDestroy(done); }
   void record(event& marker) { check(cudaEventRecord(marker, stream_), "cudaEventRecord"); }
+  /// is_complete() and wait() serve reserve_upload() and restage(), between steps
+  /// (a wait counted in the audit); neither runs inside forward() or capture().
   bool is_complete(const event& marker) const {
     const cudaError_t status = cudaEventQuery(marker);
     if (status == cudaErrorNotReady) {
