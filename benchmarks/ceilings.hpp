@@ -142,13 +142,13 @@ struct ceilings<seqpool::device_space<seqpool::cuda_backend>> {
       struct flags {
         int released, expired;
       };
-      static const auto [host, on_device] = [] {
+      static flags* const host = [] {
         void* memory = nullptr;
         detail::check(cudaHostAlloc(&memory, sizeof(flags), cudaHostAllocMapped), "cudaHostAlloc");
-        void* mapped = nullptr;
-        detail::check(cudaHostGetDevicePointer(&mapped, memory, 0), "cudaHostGetDevicePointer");
-        return std::pair{static_cast<flags*>(memory), static_cast<flags*>(mapped)};
+        return static_cast<flags*>(memory);
       }();
+      flags* on_device = nullptr;
+      detail::check(cudaHostGetDevicePointer(reinterpret_cast<void**>(&on_device), host, 0), "cudaHostGetDevicePointer");
       const cudaStream_t stream = device->backend().stream();
       cudaEvent_t start = nullptr, stop = nullptr;
       detail::check(cudaEventCreate(&start), "cudaEventCreate");
