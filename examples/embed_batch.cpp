@@ -26,7 +26,7 @@ namespace head = seqpool::head;
 constexpr std::int64_t hidden_size = 768;
 constexpr std::int64_t token_budget = 2048;  // rows of hidden states per step
 constexpr std::int64_t step_tag = 7;         // the token id that ends a reasoning step
-using element = __nv_bfloat16;
+using element = seqpool::bfloat16;
 
 /// The pooling step of an engine that embeds (MEAN), classifies (CLS, two
 /// labels), returns token embeddings (ALL) and scores reasoning steps (STEP).

@@ -130,9 +130,9 @@ class replay {
     if (hidden.descr == "<f4")
       counts = forward<float>(hidden, plan, output);
     else if (hidden.descr == "<f2")
-      counts = forward<__half>(hidden, plan, output);
+      counts = forward<seqpool::half>(hidden, plan, output);
     else
-      counts = forward<__nv_bfloat16>(hidden, plan, output);
+      counts = forward<seqpool::bfloat16>(hidden, plan, output);
 
     std::vector<float> results(output.size());
     space_.copy_out(cuda::std::span<const float>(output.data(), output.size()), std::span<float>(results));

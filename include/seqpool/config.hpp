@@ -3,8 +3,15 @@
 
 #include <cstdint>
 
+// CUDA's 16-bit float types, where their headers are at hand (always under nvcc);
+// seqpool's own (float16.hpp) need none.
+#if defined(__CUDACC__) || (__has_include(<cuda_fp16.h>) && __has_include(<cuda_bf16.h>))
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#define SEQPOOL_HAS_CUDA_FLOAT16 1
+#else
+#define SEQPOOL_HAS_CUDA_FLOAT16 0
+#endif
 
 // Functions that method and head policies run inside device work carry this
 // annotation; user-written policies use it too, so one body serves nvcc and g++.

@@ -8,12 +8,18 @@
 #include <cuda/std/mdspan>
 
 #include <seqpool/config.hpp>
+#include <seqpool/float16.hpp>
 
 namespace seqpool {
 
 /// The element types hidden states may have; every method reads them as float.
+/// CUDA's __half and __nv_bfloat16 are accepted where their headers are at hand.
 template <class T>
-concept hidden_element = std::same_as<T, float> || std::same_as<T, __half> || std::same_as<T, __nv_bfloat16>;
+concept hidden_element = std::same_as<T, float> || std::same_as<T, half> || std::same_as<T, bfloat16>
+#if SEQPOOL_HAS_CUDA_FLOAT16
+                         || std::same_as<T, __half> || std::same_as<T, __nv_bfloat16>
+#endif
+    ;
 
 /// hidden[T, H], row-major in the space's memory; rows may be further apart than H.
 template <hidden_element T>

@@ -113,6 +113,8 @@ TEST_CASE_TEMPLATE_DEFINE("case 7: MEAN of fp16 rows is float and exact on small
   using namespace methods_cases;
   test::check_equal(*pool_whole<method::mean, Space, __half>({1, 2, 3, 4}, 2, {2})[0], 1, 2, {2, 3});
   test::check_equal(*pool_whole<method::mean, Space, __nv_bfloat16>({1, 2, 3, 4}, 2, {2})[0], 1, 2, {2, 3});
+  test::check_equal(*pool_whole<method::mean, Space, seqpool::half>({1, 2, 3, 4}, 2, {2})[0], 1, 2, {2, 3});
+  test::check_equal(*pool_whole<method::mean, Space, seqpool::bfloat16>({1, 2, 3, 4}, 2, {2})[0], 1, 2, {2, 3});
 }
 
 TEST_CASE_TEMPLATE_DEFINE("case 8: ALL returns every row of each prompt", Space, case_8_all) {

@@ -190,8 +190,8 @@ void compare_all_heads_and_types() {
       compare_with_reference<Method, head::classify, float, Space>(seed++, shape, chunked);
       compare_with_reference<Method, head::embed, __half, Space>(seed++, shape, chunked);
       compare_with_reference<Method, head::classify, __nv_bfloat16, Space>(seed++, shape, chunked);
-      compare_with_reference<Method, head::embed, __nv_bfloat16, Space>(seed++, shape, chunked);
-      compare_with_reference<Method, head::classify, __half, Space>(seed++, shape, chunked);
+      compare_with_reference<Method, head::embed, seqpool::bfloat16, Space>(seed++, shape, chunked);
+      compare_with_reference<Method, head::classify, seqpool::half, Space>(seed++, shape, chunked);
     }
 }
 

@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include <seqpool/config.hpp>
+#include <seqpool/float16.hpp>
 
 namespace seqpool::detail {
 
@@ -13,24 +14,20 @@ SEQPOOL_HOST_DEVICE inline float to_float(float value) { return value; }
 
 // On the host both 16-bit conversions are written on the bits, branch-free, so
 // that loops over a row vectorise; the device uses its conversion instructions.
-SEQPOOL_HOST_DEVICE inline float to_float(__nv_bfloat16 value) {
+SEQPOOL_HOST_DEVICE inline float to_float(bfloat16 value) {
 #if defined(__CUDA_ARCH__)
-  return __bfloat162float(value);
+  return __bfloat162float(__nv_bfloat16(__nv_bfloat16_raw{value.bits}));
 #else
-  std::uint16_t bits;
-  std::memcpy(&bits, &value, sizeof bits);
-  return std::bit_cast<float>(static_cast<std::uint32_t>(bits) << 16);
+  return std::bit_cast<float>(static_cast<std::uint32_t>(value.bits) << 16);
 #endif
 }
 
-SEQPOOL_HOST_DEVICE inline float to_float(__half value) {
+SEQPOOL_HOST_DEVICE inline float to_float(half value) {
 #if defined(__CUDA_ARCH__)
-  return __half2float(value);
+  return __half2float(__half(__half_raw{value.bits}));
 #else
-  std::uint16_t bits;
-  std::memcpy(&bits, &value, sizeof bits);
-  const std::uint32_t sign = static_cast<std::uint32_t>(bits & 0x8000u) << 16;
-  const std::uint32_t shifted = static_cast<std::uint32_t>(bits & 0x7fffu) << 13;
+  const std::uint32_t sign = static_cast<std::uint32_t>(value.bits & 0x8000u) << 16;
+  const std::uint32_t shifted = static_cast<std::uint32_t>(value.bits & 0x7fffu) << 13;
   // Scaling by 2^112 rebiases the exponent and turns half subnormals into float
   // normals exactly; infinities and NaNs keep an all-ones exponent instead.
   const std::uint32_t magnitude = shifted >= (0x7c00u << 13)
@@ -39,5 +36,28 @@ SEQPOOL_HOST_DEVICE inline float to_float(__half value) {
   return std::bit_cast<float>(magnitude | sign);
 #endif
 }
+
+#if SEQPOOL_HAS_CUDA_FLOAT16
+// CUDA's types hold the same bits as seqpool's.
+SEQPOOL_HOST_DEVICE inline float to_float(__nv_bfloat16 value) {
+#if defined(__CUDA_ARCH__)
+  return __bfloat162float(value);
+#else
+  bfloat16 same;
+  std::memcpy(&same, &value, sizeof same);
+  return to_float(same);
+#endif
+}
+
+SEQPOOL_HOST_DEVICE inline float to_float(__half value) {
+#if defined(__CUDA_ARCH__)
+  return __half2float(value);
+#else
+  half same;
+  std::memcpy(&same, &value, sizeof same);
+  return to_float(same);
+#endif
+}
+#endif
 
 }  // namespace seqpool::detail
