@@ -40,12 +40,15 @@ PY
 
 # CCCL 3.x and cuda_fp16.h / cuda_bf16.h: the toolkit's, else the same headers
 # from PyPI's wheels, unpacked into .deps/cuda in the toolkit's layout (Meson
-# finds them there). SEQPOOL_CCCL_FROM_PYPI=1 fetches them even beside a toolkit,
-# to check that path: then configure with -Dcccl_root=.deps/cuda -Dcuda=disabled.
+# finds them there): CCCL, the runtime's headers, and the crt/ headers these
+# include. SEQPOOL_CCCL_FROM_PYPI=1 fetches them even beside a toolkit, to check
+# that path (tests/consumers' no-toolkit route; or configure with
+# -Dcccl_root=.deps/cuda -Dcuda=disabled).
 if [ "${SEQPOOL_CCCL_FROM_PYPI:-0}" = 1 ] ||
    { [ ! -f /usr/local/cuda/include/cccl/thrust/version.h ] && [ ! -f .deps/cuda/include/cccl/thrust/version.h ]; }; then
   echo "seqpool: no CUDA toolkit; fetching CCCL and the CUDA half-precision headers from PyPI"
-  python3 -m pip download --quiet --no-deps --dest .deps/wheels nvidia-cuda-cccl==13.0.85 nvidia-cuda-runtime==13.0.96
+  python3 -m pip download --quiet --no-deps --dest .deps/wheels nvidia-cuda-cccl==13.0.85 nvidia-cuda-runtime==13.0.96 \
+    nvidia-cuda-crt==13.0.88
   unpack_wheels .deps/wheels include .deps/cuda/include
 fi
 

@@ -1,13 +1,14 @@
 // seqpool::half and seqpool::bfloat16: the 16-bit float types hidden states may
-// have, with no header beyond the standard library. A host build needs nothing of
+// have, with no header beyond libcu++'s. A host build needs nothing of
 // the CUDA toolkit for them; where cuda_fp16.h and cuda_bf16.h are at hand, CUDA's
 // __half and __nv_bfloat16 are accepted as well (see hidden_element), bit for bit
 // the same data.
 #pragma once
 
-#include <bit>
 #include <cstdint>
 #include <type_traits>
+
+#include <cuda/std/bit>
 
 #include <seqpool/config.hpp>
 
@@ -18,7 +19,7 @@ namespace detail {
 /// float → IEEE binary16 bits, rounded to nearest even; every NaN becomes 0x7fff,
 /// as __float2half_rn gives.
 SEQPOOL_HOST_DEVICE constexpr std::uint16_t half_bits(float value) {
-  const std::uint32_t bits = std::bit_cast<std::uint32_t>(value);
+  const std::uint32_t bits = cuda::std::bit_cast<std::uint32_t>(value);
   const std::uint32_t sign = (bits >> 16) & 0x8000u;
   const std::uint32_t magnitude = bits & 0x7fffffffu;
   if (magnitude > 0x7f800000u) return 0x7fffu;
@@ -28,8 +29,8 @@ SEQPOOL_HOST_DEVICE constexpr std::uint16_t half_bits(float value) {
     // Below half's smallest normal: adding 0.5 leaves the value's bits, shifted
     // to half's subnormal ulp (2^-24) and rounded to nearest even by the float
     // addition itself, in the low mantissa bits of the sum.
-    const float sum = std::bit_cast<float>(magnitude) + 0.5f;
-    return static_cast<std::uint16_t>(sign | (std::bit_cast<std::uint32_t>(sum) - 0x3f000000u));
+    const float sum = cuda::std::bit_cast<float>(magnitude) + 0.5f;
+    return static_cast<std::uint16_t>(sign | (cuda::std::bit_cast<std::uint32_t>(sum) - 0x3f000000u));
   }
   // Rebias the exponent (127 → 15) and round the 13 dropped mantissa bits to
   // nearest even; a carry out of the mantissa steps the exponent, as it must.
@@ -41,7 +42,7 @@ SEQPOOL_HOST_DEVICE constexpr std::uint16_t half_bits(float value) {
 /// float → bfloat16 bits, rounded to nearest even; every NaN becomes 0x7fff, as
 /// __float2bfloat16_rn gives.
 SEQPOOL_HOST_DEVICE constexpr std::uint16_t bfloat16_bits(float value) {
-  const std::uint32_t bits = std::bit_cast<std::uint32_t>(value);
+  const std::uint32_t bits = cuda::std::bit_cast<std::uint32_t>(value);
   if ((bits & 0x7fffffffu) > 0x7f800000u) return 0x7fffu;
   return static_cast<std::uint16_t>((bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16);
 }

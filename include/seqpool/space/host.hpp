@@ -12,6 +12,14 @@
 #include <sys/mman.h>
 #endif
 
+// Thrust reads the headers of its default device system, CUDA, which need the CUDA
+// runtime's. A host compiler without them gets OpenMP as that default instead:
+// every Thrust call in seqpool names its system, so the default only decides
+// which headers are read.
+#if !defined(__CUDACC__) && !defined(THRUST_DEVICE_SYSTEM) && !__has_include(<cuda_runtime_api.h>)
+#define THRUST_DEVICE_SYSTEM THRUST_DEVICE_SYSTEM_OMP
+#endif
+
 #include <thrust/for_each.h>
 #include <thrust/iterator/counting_iterator.h>
 #include <thrust/system/omp/execution_policy.h>
