@@ -22,7 +22,7 @@ if ((${#missing[@]})); then
 fi
 
 rm -rf build-bench
-meson setup build-bench --buildtype=release -Dtests=false -Dexamples=false -Dcuda=disabled \
+meson setup build-bench --buildtype=release -Dbenchmarks=true -Dcuda=disabled \
   -Dcpp_args="$arch_flags" >/dev/null
 meson compile -C build-bench benchmarks/pool_bench >/dev/null
 

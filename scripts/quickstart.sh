@@ -3,6 +3,6 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
-[ -f build/build.ninja ] || meson setup build
+[ -f build/build.ninja ] || meson setup build -Dtests=true -Dexamples=true -Dbenchmarks=true -Dtools=true
 meson compile -C build
 build/examples/embed_batch

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include <seqpool/error.hpp>
+#include <seqpool/token_ids.hpp>
 
 namespace seqpool {
 
@@ -53,9 +54,9 @@ struct request {
   std::int64_t prompt_len = 0;     ///< tokens in the whole prompt
   std::int64_t num_computed = 0;   ///< prompt tokens pooled in earlier steps
   std::int64_t num_scheduled = 0;  ///< rows of this step's hidden states that belong to it
-  /// Host ids of the whole prompt, read only by methods that declare reads_token_ids;
-  /// the memory must outlive the plan made from this request.
-  std::span<const std::int64_t> prompt_token_ids;
+  /// Host ids of the whole prompt (64- or 32-bit), read only by methods that
+  /// declare reads_token_ids; the memory must outlive the plan made from this request.
+  token_ids prompt_token_ids;
   pooling_params params;
 };
 

@@ -27,10 +27,10 @@ template <class Method>
 inline constexpr char method_tag = 0;
 
 /// 64-bit FNV-1a of the ids.
-inline std::uint64_t hash_ids(std::span<const std::int64_t> ids) {
+inline std::uint64_t hash_ids(const token_ids& ids) {
   std::uint64_t hash = 14695981039346656037ull;
-  for (const std::int64_t id : ids) {
-    auto bits = static_cast<std::uint64_t>(id);
+  for (std::size_t position = 0; position < ids.size(); ++position) {
+    auto bits = static_cast<std::uint64_t>(ids[position]);
     for (int byte = 0; byte < 8; ++byte, bits >>= 8) hash = (hash ^ (bits & 0xffu)) * 1099511628211ull;
   }
   return hash;

@@ -143,9 +143,9 @@ TEST_CASE_TEMPLATE_DEFINE("case 9: ALL under chunked prefill", Space, case_9_chu
 
 namespace methods_cases {
 
-template <class Space>
+template <class Space, class Id = std::int64_t>
 test::matrix pool_steps(seqpool::pooling_params params) {
-  const std::vector<std::int64_t> ids{10, 99, 10, 20};
+  const std::vector<Id> ids{10, 99, 10, 20};
   Space space;
   seqpool::state_store<Space> state(space);
   raw_pooler<method::step, Space> pooler(space, 3);
@@ -166,6 +166,8 @@ TEST_CASE_TEMPLATE_DEFINE("case 10: STEP keeps tagged rows, then chosen columns"
   test::check_equal(pool_steps<Space>({.returned_token_ids = {0, 2}}), 4, 2, {1, 3, 4, 6, 7, 9, 10, 12});
   test::check_equal(pool_steps<Space>({.step_tag_id = 5}), 0, 3, {});
   test::check_equal(pool_steps<Space>({}), 4, 3, {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12});
+  // Ids held in 32 bits, as vLLM and llama.cpp hold them.
+  test::check_equal(pool_steps<Space, std::int32_t>({.step_tag_id = 10}), 2, 3, {1, 2, 3, 7, 8, 9});
 }
 
 TEST_CASE_TEMPLATE_DEFINE("case 11: chunked CLS, MEAN, MAX equal one-shot", Space, case_11_chunked_equals_one_shot) {

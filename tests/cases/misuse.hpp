@@ -102,7 +102,9 @@ TEST_CASE_TEMPLATE_DEFINE("a chunked request continues only with the method, wid
   next.prompt_token_ids = other_ids;
   CHECK_THROWS_WITH_AS(steps.plan(seqpool::batch{{next}}, state),
                        "request 0 (id \"s\"): prompt_token_ids: differ from those of the first chunk", seqpool::error);
-  next.prompt_token_ids = ids;
+  // The same ids in 32 bits continue the state.
+  const std::vector<std::int32_t> narrow_ids(ids.begin(), ids.end());
+  next.prompt_token_ids = narrow_ids;
   run(space, steps, state, steps.plan(seqpool::batch{{next}}, state));
   CHECK_FALSE(state.contains("s"));
 }

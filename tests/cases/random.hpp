@@ -43,6 +43,7 @@ struct prompt {
   seqpool::request r;
   std::vector<float> rows;  ///< as the library reads them: rounded to the element type
   std::vector<std::int64_t> token_ids;
+  std::vector<std::int32_t> narrow_token_ids;  ///< the same ids, handed over in 32 bits for half the prompts
   std::int64_t done = 0;
   std::optional<test::matrix> result;
 };
@@ -135,7 +136,12 @@ void compare_with_reference(std::uint32_t seed, const batch_shape& shape, bool c
     if (columns < hidden_size)
       for (std::int64_t c = 0; c < columns; ++c) params.returned_token_ids.push_back(draw.between(0, hidden_size - 1));
     p.r = test::whole("r" + std::to_string(i), pooler.task, prompt_len, params);
-    p.r.prompt_token_ids = p.token_ids;
+    if (draw.chance(0.5)) {
+      p.narrow_token_ids.assign(p.token_ids.begin(), p.token_ids.end());
+      p.r.prompt_token_ids = p.narrow_token_ids;
+    } else {
+      p.r.prompt_token_ids = p.token_ids;
+    }
   }
 
   for (int step = 0; std::any_of(prompts.begin(), prompts.end(), [](const prompt& p) { return !p.result; }); ++step) {

@@ -1,0 +1,240 @@
+// Framework tensors handed over through DLPack (PyTorch, JAX, CuPy, …) as
+// seqpool's views, without a copy: hidden states, the output, and token ids.
+// Needs <dlpack/dlpack.h> (Debian's libdlpack-dev); not part of seqpool.hpp.
+//
+// Every view checks the tensor's device against the space that will read it, its
+// dtype, shape and strides, and throws seqpool::error naming what it found and
+// what it needs. The views borrow the tensor's memory: its owner keeps it alive
+// until the step that reads it has finished.
+#pragma once
+
+#include <concepts>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <utility>
+
+#include <cuda/std/span>
+#include <dlpack/dlpack.h>
+
+#include <seqpool/error.hpp>
+#include <seqpool/float16.hpp>
+#include <seqpool/hidden.hpp>
+#include <seqpool/space/device.hpp>
+#include <seqpool/space/host.hpp>
+#include <seqpool/token_ids.hpp>
+
+namespace seqpool::dlpack {
+
+/// Which DLPack devices a space's work reads and writes.
+template <class Space>
+struct memory;
+
+template <>
+struct memory<host_space> {
+  static constexpr const char* space = "host_space";
+  static constexpr DLDeviceType devices[] = {kDLCPU, kDLCUDAHost};
+};
+
+template <>
+struct memory<device_space<omp_backend>> {
+  static constexpr const char* space = "device_space<omp_backend>";
+  static constexpr DLDeviceType devices[] = {kDLCPU, kDLCUDAHost};
+};
+
+#if defined(__CUDACC__)
+template <>
+struct memory<device_space<cuda_backend>> {
+  static constexpr const char* space = "device_space<cuda_backend>";
+  static constexpr DLDeviceType devices[] = {kDLCUDA, kDLCUDAManaged};
+};
+#endif
+
+namespace detail {
+
+inline std::string device_name(DLDeviceType type) {
+  switch (type) {
+    case kDLCPU: return "kDLCPU";
+    case kDLCUDA: return "kDLCUDA";
+    case kDLCUDAHost: return "kDLCUDAHost";
+    case kDLCUDAManaged: return "kDLCUDAManaged";
+    case kDLROCM: return "kDLROCM";
+    default: return "device type " + std::to_string(static_cast<int>(type));
+  }
+}
+
+/// float32, bfloat16, int64, uint8x4, …: as DLPack's type names are written.
+inline std::string dtype_name(DLDataType type) {
+  std::string name;
+  switch (type.code) {
+    case kDLFloat: name = "float"; break;
+    case kDLBfloat: name = "bfloat"; break;
+    case kDLInt: name = "int"; break;
+    case kDLUInt: name = "uint"; break;
+    default: name = "type code " + std::to_string(type.code) + " of "; break;
+  }
+  name += std::to_string(type.bits);
+  if (type.lanes != 1) name += "x" + std::to_string(type.lanes);
+  return name;
+}
+
+[[noreturn]] inline void fail(const char* what, const std::string& message) {
+  throw error(seqpool::detail::concat(what, ": ", message));
+}
+
+template <class Space>
+void check_device(const DLTensor& tensor, const char* what) {
+  for (const DLDeviceType device : memory<Space>::devices)
+    if (tensor.device.device_type == device) return;
+  std::string accepted;
+  for (const DLDeviceType device : memory<Space>::devices)
+    accepted += (accepted.empty() ? "" : " or ") + device_name(device);
+  fail(what, seqpool::detail::concat("the tensor is on ", device_name(tensor.device.device_type), ", which ",
+                                     memory<Space>::space, " does not read; it needs ", accepted));
+}
+
+template <class T>
+bool holds(DLDataType type) {
+  if (type.lanes != 1 || type.bits != 8 * sizeof(T)) return false;
+  if constexpr (std::same_as<T, float>) return type.code == kDLFloat;
+  else if constexpr (std::same_as<T, half>) return type.code == kDLFloat;
+  else if constexpr (std::same_as<T, bfloat16>) return type.code == kDLBfloat;
+#if SEQPOOL_HAS_CUDA_FLOAT16
+  else if constexpr (std::same_as<T, __half>) return type.code == kDLFloat;
+  else if constexpr (std::same_as<T, __nv_bfloat16>) return type.code == kDLBfloat;
+#endif
+  else if constexpr (std::same_as<T, std::int64_t> || std::same_as<T, std::int32_t>) return type.code == kDLInt;
+  else return false;
+}
+
+/// The tensor's first element, after byte_offset, checked to be aligned for T.
+template <class T>
+T* first_element(const DLTensor& tensor, const char* what) {
+  const auto address = reinterpret_cast<std::uintptr_t>(tensor.data) + tensor.byte_offset;
+  if (address % alignof(T) != 0)
+    fail(what, seqpool::detail::concat("data + byte_offset (", tensor.byte_offset, ") is not aligned to ",
+                                       alignof(T), " bytes"));
+  return reinterpret_cast<T*>(address);
+}
+
+/// Elements of a tensor whose elements lie one after another in row-major order.
+inline std::int64_t compact_size(const DLTensor& tensor, const char* what) {
+  std::int64_t size = 1, stride = 1;
+  for (int d = tensor.ndim - 1; d >= 0; --d) {
+    if (tensor.shape[d] < 0) fail(what, seqpool::detail::concat("shape[", d, "] is negative: ", tensor.shape[d]));
+    if (tensor.strides && tensor.shape[d] > 1 && tensor.strides[d] != stride)
+      fail(what, seqpool::detail::concat("strides[", d, "] is ", tensor.strides[d], "; the tensor must be contiguous (",
+                                         stride, ")"));
+    stride *= tensor.shape[d];
+    size *= tensor.shape[d];
+  }
+  return size;
+}
+
+}  // namespace detail
+
+/// A [rows, hidden_size] tensor of T (float32, float16 or bfloat16) as the hidden
+/// states Space reads; rows may be further apart than hidden_size (a slice of a
+/// wider tensor), columns must be adjacent.
+template <hidden_element T, class Space>
+hidden_view<T> hidden(const DLTensor& tensor) {
+  constexpr const char* what = "hidden states";
+  detail::check_device<Space>(tensor, what);
+  if (!detail::holds<T>(tensor.dtype))
+    detail::fail(what, seqpool::detail::concat("the tensor holds ", detail::dtype_name(tensor.dtype),
+                                               ", the view is of ", 8 * sizeof(T), "-bit elements of another type"));
+  if (tensor.ndim != 2) detail::fail(what, seqpool::detail::concat("the tensor has ", tensor.ndim, " dimensions, needs 2"));
+  const std::int64_t rows = tensor.shape[0], hidden_size = tensor.shape[1];
+  if (rows < 0 || hidden_size < 0)
+    detail::fail(what, seqpool::detail::concat("shape [", rows, ", ", hidden_size, "] is negative"));
+  std::int64_t row_stride = hidden_size;
+  if (tensor.strides) {
+    if (hidden_size > 1 && tensor.strides[1] != 1)
+      detail::fail(what, seqpool::detail::concat("strides[1] is ", tensor.strides[1], "; a row's elements must be adjacent (1)"));
+    if (rows > 1) row_stride = tensor.strides[0];
+    if (row_stride < hidden_size)
+      detail::fail(what, seqpool::detail::concat("strides[0] is ", row_stride, "; rows must not overlap (at least ",
+                                                 hidden_size, ")"));
+  }
+  return make_hidden_view(detail::first_element<const T>(tensor, what), rows, hidden_size, row_stride);
+}
+
+/// Calls `visit` with the tensor's hidden view for the dtype it holds: float32,
+/// float16 (seqpool::half) or bfloat16 (seqpool::bfloat16).
+template <class Space, class Visit>
+decltype(auto) visit_hidden(const DLTensor& tensor, Visit&& visit) {
+  const DLDataType type = tensor.dtype;
+  if (detail::holds<float>(type)) return visit(hidden<float, Space>(tensor));
+  if (detail::holds<half>(type)) return visit(hidden<half, Space>(tensor));
+  if (detail::holds<bfloat16>(type)) return visit(hidden<bfloat16, Space>(tensor));
+  detail::fail("hidden states", "the tensor holds " + detail::dtype_name(type) +
+                                    "; seqpool reads float32, float16 and bfloat16");
+}
+
+/// A contiguous float32 tensor of any shape as the output span forward() writes.
+template <class Space>
+cuda::std::span<float> output(DLTensor& tensor) {
+  constexpr const char* what = "output";
+  detail::check_device<Space>(tensor, what);
+  if (!detail::holds<float>(tensor.dtype))
+    detail::fail(what, "the tensor holds " + detail::dtype_name(tensor.dtype) + "; seqpool writes float32");
+  const std::int64_t size = detail::compact_size(tensor, what);
+  return {detail::first_element<float>(tensor, what), static_cast<std::size_t>(size)};
+}
+
+/// A host tensor of int64 or int32 ids, one dimension, contiguous, as a request's
+/// prompt_token_ids.
+inline seqpool::token_ids token_ids(const DLTensor& tensor) {
+  constexpr const char* what = "token ids";
+  detail::check_device<host_space>(tensor, what);
+  if (tensor.ndim != 1) detail::fail(what, seqpool::detail::concat("the tensor has ", tensor.ndim, " dimensions, needs 1"));
+  const auto size = static_cast<std::size_t>(detail::compact_size(tensor, what));
+  if (detail::holds<std::int64_t>(tensor.dtype))
+    return std::span<const std::int64_t>(detail::first_element<const std::int64_t>(tensor, what), size);
+  if (detail::holds<std::int32_t>(tensor.dtype))
+    return std::span<const std::int32_t>(detail::first_element<const std::int32_t>(tensor, what), size);
+  detail::fail(what, "the tensor holds " + detail::dtype_name(tensor.dtype) + "; token ids are int64 or int32");
+}
+
+/// DLManagedTensor and DLManagedTensorVersioned (DLPack 1.x): the same views of
+/// the tensor they carry. A versioned tensor must be of major version 1, and one
+/// flagged read-only cannot be the output.
+template <class Managed>
+concept managed_tensor = requires(Managed& managed) {
+  { managed.dl_tensor } -> std::convertible_to<DLTensor>;
+};
+
+template <managed_tensor Managed>
+const DLTensor& tensor_of(const Managed& managed, const char* what) {
+  if constexpr (requires { managed.version.major; })
+    if (managed.version.major != 1)
+      detail::fail(what, seqpool::detail::concat("DLPack version ", managed.version.major, ".", managed.version.minor,
+                                                 "; seqpool reads 1.x"));
+  return managed.dl_tensor;
+}
+
+template <hidden_element T, class Space, managed_tensor Managed>
+hidden_view<T> hidden(const Managed& managed) {
+  return hidden<T, Space>(tensor_of(managed, "hidden states"));
+}
+
+template <class Space, managed_tensor Managed, class Visit>
+decltype(auto) visit_hidden(const Managed& managed, Visit&& visit) {
+  return visit_hidden<Space>(tensor_of(managed, "hidden states"), std::forward<Visit>(visit));
+}
+
+template <class Space, managed_tensor Managed>
+cuda::std::span<float> output(Managed& managed) {
+  if constexpr (requires { managed.flags; })
+    if (managed.flags & 1u)  // DLPACK_FLAG_BITMASK_READ_ONLY
+      detail::fail("output", "the tensor is flagged read-only");
+  tensor_of(managed, "output");
+  return output<Space>(managed.dl_tensor);
+}
+
+template <managed_tensor Managed>
+seqpool::token_ids token_ids(const Managed& managed) {
+  return token_ids(tensor_of(managed, "token ids"));
+}
+
+}  // namespace seqpool::dlpack

@@ -1,0 +1,218 @@
+// DLPack tensors built by hand, as an engine hands them over: every accepted
+// layout and dtype, every rejected one with its message, and a step pooled from
+// DLPack views equal to the same step from seqpool's own.
+#include <cstdint>
+#include <vector>
+
+#include <doctest/doctest.h>
+
+#include <seqpool/dlpack.hpp>
+#include <seqpool/seqpool.hpp>
+
+#include "support/step.hpp"
+
+namespace {
+
+namespace dlpack = seqpool::dlpack;
+
+/// A DLTensor over `data` with the given shape and strides (empty: compact).
+struct tensor {
+  std::vector<std::int64_t> shape, strides;
+  DLTensor dl{};
+
+  tensor(void* data, DLDataType dtype, std::vector<std::int64_t> shape_, std::vector<std::int64_t> strides_ = {},
+         DLDeviceType device = kDLCPU)
+      : shape(std::move(shape_)), strides(std::move(strides_)) {
+    dl.data = data;
+    dl.device = {device, 0};
+    dl.ndim = static_cast<std::int32_t>(shape.size());
+    dl.dtype = dtype;
+    dl.shape = shape.data();
+    dl.strides = strides.empty() ? nullptr : strides.data();
+  }
+};
+
+constexpr DLDataType float32{kDLFloat, 32, 1}, float16{kDLFloat, 16, 1}, bfloat16{kDLBfloat, 16, 1},
+    int64{kDLInt, 64, 1}, int32{kDLInt, 32, 1};
+
+/// DLManagedTensorVersioned of DLPack 1.x, laid out as its header declares it
+/// (Debian's libdlpack-dev is 0.6, which has none).
+struct versioned_tensor {
+  struct {
+    std::uint32_t major, minor;
+  } version;
+  void* manager_ctx;
+  void (*deleter)(versioned_tensor*);
+  std::uint64_t flags;
+  DLTensor dl_tensor;
+};
+
+}  // namespace
+
+TEST_CASE("hidden states: every accepted dtype and layout, viewed without a copy") {
+  std::vector<float> rows(3 * 8);
+  SUBCASE("float32, compact") {
+    tensor t(rows.data(), float32, {3, 8});
+    const auto view = dlpack::hidden<float, seqpool::host_space>(t.dl);
+    CHECK(view.data_handle() == rows.data());
+    CHECK(view.extent(0) == 3);
+    CHECK(view.extent(1) == 8);
+    CHECK(view.stride(0) == 8);
+  }
+  SUBCASE("float32, rows further apart than hidden_size, with a byte offset") {
+    tensor t(rows.data(), float32, {2, 5}, {8, 1});
+    t.dl.byte_offset = 4 * sizeof(float);
+    const auto view = dlpack::hidden<float, seqpool::device_space<seqpool::omp_backend>>(t.dl);
+    CHECK(view.data_handle() == rows.data() + 4);
+    CHECK(view.stride(0) == 8);
+    CHECK(view.extent(1) == 5);
+  }
+  SUBCASE("float16 and bfloat16, seqpool's types and CUDA's") {
+    std::vector<std::uint16_t> bits(16);
+    tensor half(bits.data(), float16, {2, 8});
+    tensor bf(bits.data(), bfloat16, {2, 8});
+    CHECK(dlpack::hidden<seqpool::half, seqpool::host_space>(half.dl).extent(0) == 2);
+    CHECK(dlpack::hidden<__half, seqpool::host_space>(half.dl).extent(0) == 2);
+    CHECK(dlpack::hidden<seqpool::bfloat16, seqpool::host_space>(bf.dl).extent(0) == 2);
+    CHECK(dlpack::hidden<__nv_bfloat16, seqpool::host_space>(bf.dl).extent(0) == 2);
+    int visited = 0;
+    dlpack::visit_hidden<seqpool::host_space>(bf.dl, [&](auto view) {
+      CHECK(std::same_as<typename decltype(view)::element_type, const seqpool::bfloat16>);
+      ++visited;
+    });
+    CHECK(visited == 1);
+  }
+  SUBCASE("pinned host memory, one row with any stride, no rows") {
+    tensor pinned(rows.data(), float32, {3, 8}, {}, kDLCUDAHost);
+    CHECK(dlpack::hidden<float, seqpool::host_space>(pinned.dl).extent(0) == 3);
+    tensor one(rows.data(), float32, {1, 8}, {1, 1});
+    CHECK(dlpack::hidden<float, seqpool::host_space>(one.dl).stride(0) == 8);
+    tensor none(rows.data(), float32, {0, 8});
+    CHECK(dlpack::hidden<float, seqpool::host_space>(none.dl).extent(0) == 0);
+  }
+}
+
+TEST_CASE("hidden states: every rejected tensor says what it found and what it needs") {
+  std::vector<float> rows(3 * 8);
+  using host = seqpool::host_space;
+  tensor on_gpu(rows.data(), float32, {3, 8}, {}, kDLCUDA);
+  CHECK_THROWS_WITH_AS((dlpack::hidden<float, host>(on_gpu.dl)),
+                       "hidden states: the tensor is on kDLCUDA, which host_space does not read; it needs kDLCPU or "
+                       "kDLCUDAHost",
+                       seqpool::error);
+  tensor wrong_type(rows.data(), float16, {3, 8});
+  CHECK_THROWS_WITH_AS((dlpack::hidden<float, host>(wrong_type.dl)),
+                       "hidden states: the tensor holds float16, the view is of 32-bit elements of another type",
+                       seqpool::error);
+  tensor doubles(rows.data(), DLDataType{kDLFloat, 64, 1}, {3, 4});
+  CHECK_THROWS_WITH_AS((dlpack::visit_hidden<host>(doubles.dl, [](auto) {})),
+                       "hidden states: the tensor holds float64; seqpool reads float32, float16 and bfloat16",
+                       seqpool::error);
+  tensor lanes(rows.data(), DLDataType{kDLFloat, 32, 2}, {3, 4});
+  CHECK_THROWS_WITH_AS((dlpack::visit_hidden<host>(lanes.dl, [](auto) {})),
+                       "hidden states: the tensor holds float32x2; seqpool reads float32, float16 and bfloat16",
+                       seqpool::error);
+  tensor three_d(rows.data(), float32, {1, 3, 8});
+  CHECK_THROWS_WITH_AS((dlpack::hidden<float, host>(three_d.dl)), "hidden states: the tensor has 3 dimensions, needs 2",
+                       seqpool::error);
+  tensor transposed(rows.data(), float32, {8, 3}, {1, 8});
+  CHECK_THROWS_WITH_AS((dlpack::hidden<float, host>(transposed.dl)),
+                       "hidden states: strides[1] is 8; a row's elements must be adjacent (1)", seqpool::error);
+  tensor overlapping(rows.data(), float32, {3, 8}, {4, 1});
+  CHECK_THROWS_WITH_AS((dlpack::hidden<float, host>(overlapping.dl)),
+                       "hidden states: strides[0] is 4; rows must not overlap (at least 8)", seqpool::error);
+  tensor negative(rows.data(), float32, {-1, 8});
+  CHECK_THROWS_WITH_AS((dlpack::hidden<float, host>(negative.dl)), "hidden states: shape [-1, 8] is negative",
+                       seqpool::error);
+  tensor misaligned(rows.data(), float32, {2, 8});
+  misaligned.dl.byte_offset = 2;
+  CHECK_THROWS_WITH_AS((dlpack::hidden<float, host>(misaligned.dl)),
+                       "hidden states: data + byte_offset (2) is not aligned to 4 bytes", seqpool::error);
+}
+
+TEST_CASE("output: contiguous float32 of any shape; token ids: int64 or int32 on the host") {
+  std::vector<float> out(12);
+  tensor flat(out.data(), float32, {12});
+  CHECK(dlpack::output<seqpool::host_space>(flat.dl).size() == 12);
+  tensor matrix(out.data(), float32, {3, 4}, {4, 1});
+  CHECK(dlpack::output<seqpool::host_space>(matrix.dl).data() == out.data());
+  tensor strided(out.data(), float32, {3, 2}, {4, 1});
+  CHECK_THROWS_WITH_AS((dlpack::output<seqpool::host_space>(strided.dl)),
+                       "output: strides[0] is 4; the tensor must be contiguous (2)", seqpool::error);
+  tensor half_out(out.data(), float16, {12});
+  CHECK_THROWS_WITH_AS((dlpack::output<seqpool::host_space>(half_out.dl)),
+                       "output: the tensor holds float16; seqpool writes float32", seqpool::error);
+
+  std::vector<std::int64_t> wide{5, 6, 7};
+  std::vector<std::int32_t> narrow{5, 6, 7};
+  tensor wide_ids(wide.data(), int64, {3});
+  tensor narrow_ids(narrow.data(), int32, {3});
+  const seqpool::token_ids from_wide = dlpack::token_ids(wide_ids.dl), from_narrow = dlpack::token_ids(narrow_ids.dl);
+  CHECK(from_wide.size() == 3);
+  CHECK(from_narrow.size() == 3);
+  CHECK(from_wide[2] == 7);
+  CHECK(from_narrow[2] == 7);
+  tensor float_ids(out.data(), float32, {3});
+  CHECK_THROWS_WITH_AS((dlpack::token_ids(float_ids.dl)),
+                       "token ids: the tensor holds float32; token ids are int64 or int32", seqpool::error);
+  tensor gpu_ids(wide.data(), int64, {3}, {}, kDLCUDA);
+  CHECK_THROWS_WITH_AS((dlpack::token_ids(gpu_ids.dl)),
+                       "token ids: the tensor is on kDLCUDA, which host_space does not read; it needs kDLCPU or "
+                       "kDLCUDAHost",
+                       seqpool::error);
+  tensor every_other(wide.data(), int64, {2}, {2});
+  CHECK_THROWS_WITH_AS((dlpack::token_ids(every_other.dl)),
+                       "token ids: strides[0] is 2; the tensor must be contiguous (1)", seqpool::error);
+}
+
+TEST_CASE("managed tensors: DLManagedTensor and DLPack 1.x's versioned one") {
+  std::vector<float> rows(2 * 4);
+  tensor t(rows.data(), float32, {2, 4});
+  DLManagedTensor managed{t.dl, nullptr, nullptr};
+  CHECK(dlpack::hidden<float, seqpool::host_space>(managed).extent(0) == 2);
+  versioned_tensor versioned{{1, 0}, nullptr, nullptr, 0, t.dl};
+  CHECK(dlpack::hidden<float, seqpool::host_space>(versioned).extent(1) == 4);
+  CHECK(dlpack::output<seqpool::host_space>(versioned).size() == 8);
+  versioned.flags = 1;  // DLPACK_FLAG_BITMASK_READ_ONLY
+  CHECK(dlpack::hidden<float, seqpool::host_space>(versioned).extent(0) == 2);
+  CHECK_THROWS_WITH_AS((dlpack::output<seqpool::host_space>(versioned)), "output: the tensor is flagged read-only",
+                       seqpool::error);
+  versioned.version = {2, 1};
+  CHECK_THROWS_WITH_AS((dlpack::hidden<float, seqpool::host_space>(versioned)),
+                       "hidden states: DLPack version 2.1; seqpool reads 1.x", seqpool::error);
+}
+
+TEST_CASE_TEMPLATE("a step pooled from DLPack views equals the same step from seqpool's own", Space,
+                   seqpool::host_space, seqpool::device_space<seqpool::omp_backend>) {
+  // Two prompts of 3 and 2 rows in a [5, 4] bfloat16 slice of a [5, 6] tensor.
+  constexpr std::int64_t hidden_size = 4, row_stride = 6;
+  std::vector<seqpool::bfloat16> host_rows;
+  for (int i = 0; i < 5 * row_stride; ++i) host_rows.push_back(seqpool::bfloat16(static_cast<float>(i % 7)));
+  Space space;
+  seqpool::buffer<seqpool::bfloat16, Space> rows(space, host_rows.size());
+  space.copy_in(std::span<const seqpool::bfloat16>(host_rows), rows.span());
+  seqpool::state_store<Space> state(space);
+  seqpool::pooler<seqpool::method::mean, seqpool::head::embed, Space> pooler(space, hidden_size);
+  const seqpool::batch step{{test::whole("a", seqpool::task::embed, 3, {.use_activation = false}),
+                             test::whole("b", seqpool::task::embed, 2, {.use_activation = false})}};
+
+  const auto pool = [&](auto hidden, cuda::std::span<float> out) {
+    const auto plan = pooler.plan(step, state);
+    pooler.reserve(plan, state);
+    const seqpool::audit_scope audit(space.audit());
+    pooler.forward(hidden, plan, state, out);
+    CHECK(seqpool::keeps_sync_contract(audit.counts()));
+    return plan;
+  };
+  seqpool::buffer<float, Space> expected_out(space, 8), dlpack_out(space, 8);
+  pool(seqpool::make_hidden_view(rows.data(), 5, hidden_size, row_stride), expected_out.span());
+  tensor hidden(rows.data(), bfloat16, {5, hidden_size}, {row_stride, 1});
+  tensor out(dlpack_out.data(), float32, {2, hidden_size});
+  dlpack::visit_hidden<Space>(hidden.dl, [&](auto view) { pool(view, dlpack::output<Space>(out.dl)); });
+
+  std::vector<float> expected(8), actual(8);
+  space.copy_out(cuda::std::span<const float>(expected_out.data(), 8), std::span<float>(expected));
+  space.copy_out(cuda::std::span<const float>(dlpack_out.data(), 8), std::span<float>(actual));
+  CHECK(actual == expected);
+  CHECK(expected[0] == doctest::Approx((0 + 6 + 5) / 3.0));  // column 0 of rows 0, 1, 2: 0, 6, 12 % 7 = 5
+}
