@@ -205,11 +205,16 @@ concept managed_tensor = requires(Managed& managed) {
 };
 
 template <managed_tensor Managed>
-const DLTensor& tensor_of(const Managed& managed, const char* what) {
+void check_version(const Managed& managed, const char* what) {
   if constexpr (requires { managed.version.major; })
     if (managed.version.major != 1)
       detail::fail(what, seqpool::detail::concat("DLPack version ", managed.version.major, ".", managed.version.minor,
                                                  "; seqpool reads 1.x"));
+}
+
+template <managed_tensor Managed>
+const DLTensor& tensor_of(const Managed& managed, const char* what) {
+  check_version(managed, what);
   return managed.dl_tensor;
 }
 
@@ -228,7 +233,7 @@ cuda::std::span<float> output(Managed& managed) {
   if constexpr (requires { managed.flags; })
     if (managed.flags & 1u)  // DLPACK_FLAG_BITMASK_READ_ONLY
       detail::fail("output", "the tensor is flagged read-only");
-  tensor_of(managed, "output");
+  check_version(managed, "output");
   return output<Space>(managed.dl_tensor);
 }
 
