@@ -34,6 +34,9 @@ struct layer_file {
 struct batch_file {
   std::filesystem::path folder;  ///< paths inside the file are relative to it
   std::int64_t hidden_size = 0;
+  /// "float32", "float16" or "bfloat16" where the batch says which; else the
+  /// .npy dtype decides, and <i2 is refused as ambiguous.
+  std::optional<std::string> hidden_dtype;
   std::map<task, std::string> poolers;  ///< the method name for each task that has a pooler
   std::optional<layer_file> projector;
   std::optional<layer_file> classifier;
@@ -142,7 +145,7 @@ inline std::optional<task> parse_task(std::string_view text) {
 inline npy_array read_layer_array(const object_reader& layer, std::string_view key,
                                   const std::filesystem::path& folder) {
   try {
-    return read_npy(folder / layer.string(key));
+    return read_npy(folder / layer.string(key), weight_dtypes);
   } catch (const input_error& unreadable) {
     layer.fail_at(key, unreadable.what());
   }
@@ -202,9 +205,14 @@ inline batch_file read_batch_file(const std::filesystem::path& path) {
   }
   const std::string where = path.filename().string();
   const detail::object_reader top(root, where);
-  top.only({"hidden_size", "poolers", "projector", "classifier", "steps"});
+  top.only({"hidden_size", "hidden_dtype", "poolers", "projector", "classifier", "steps"});
   batch.hidden_size = top.integer("hidden_size");
   if (batch.hidden_size < 1) top.fail_at("hidden_size", "must be at least 1");
+  if (top.has("hidden_dtype")) {
+    batch.hidden_dtype = top.string("hidden_dtype");
+    if (*batch.hidden_dtype != "float32" && *batch.hidden_dtype != "float16" && *batch.hidden_dtype != "bfloat16")
+      top.fail_at("hidden_dtype", "\"" + *batch.hidden_dtype + "\" is not float32, float16 or bfloat16");
+  }
 
   const detail::object_reader poolers = top.object("poolers");
   if (root.at("poolers").empty()) top.fail_at("poolers", "name a method for at least one task");

@@ -1,6 +1,7 @@
 // Reading and writing NumPy .npy files: the arrays seqpool-run exchanges.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -22,7 +23,7 @@ class input_error : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-/// A C-order array: its dtype as NumPy writes it ("<f4", "<f2", "<u2"), shape and bytes.
+/// A C-order array: its dtype as NumPy writes it ("<f4", "<f2", "<u2", "<i2"), shape and bytes.
 struct npy_array {
   std::string descr;
   std::vector<std::int64_t> shape;
@@ -79,10 +80,20 @@ inline std::vector<std::int64_t> parse_shape(std::string_view text, const std::s
 
 }  // namespace detail
 
+/// The dtypes a reader of .npy files takes, and how its error names them.
+struct npy_dtypes {
+  std::vector<std::string_view> accepted;  ///< each "<f4", "<f2", "<u2" or "<i2"
+  std::string_view described;              ///< e.g. "weights are <f4"
+};
+
+inline const npy_dtypes hidden_dtypes{{"<f4", "<f2", "<u2", "<i2"},
+                                      "hidden states are <f4, <f2, or bfloat16 bits as <u2 or <i2"};
+inline const npy_dtypes weight_dtypes{{"<f4"}, "weights are <f4"};
+
 /// Reads an .npy file (format 1.0, 2.0 or 3.0, any header length). Rejects
-/// Fortran order, big-endian and unknown dtypes, and data shorter or longer than
-/// the shape says, before allocating anything the file does not back.
-inline npy_array read_npy(const std::filesystem::path& path) {
+/// Fortran order, dtypes other than `dtypes` accepts, and data shorter or longer
+/// than the shape says, before allocating anything the file does not back.
+inline npy_array read_npy(const std::filesystem::path& path, const npy_dtypes& dtypes) {
   const std::string file = path.string();
   std::ifstream in(path, std::ios::binary);
   if (!in) throw input_error(file + ": cannot open");
@@ -107,14 +118,14 @@ inline npy_array read_npy(const std::filesystem::path& path) {
   if (descr.size() < 2 || (descr.front() != '\'' && descr.front() != '"'))
     throw input_error(file + ": malformed descr in the .npy header");
   array.descr = std::string(descr.substr(1, descr.size() - 2));
-  if (array.descr != "<f4" && array.descr != "<f2" && array.descr != "<u2")
-    throw input_error(file + ": dtype " + array.descr + " is not supported (use <f4, <f2, or <u2 for bfloat16 bits)");
+  if (std::find(dtypes.accepted.begin(), dtypes.accepted.end(), array.descr) == dtypes.accepted.end())
+    throw input_error(file + ": dtype " + array.descr + " is not supported (" + std::string(dtypes.described) + ")");
   const std::string_view fortran = detail::header_value(header, "fortran_order", file);
   if (fortran == "True") throw input_error(file + ": Fortran-order arrays are not supported; save in C order");
   if (fortran != "False") throw input_error(file + ": malformed fortran_order in the .npy header");
   array.shape = detail::parse_shape(detail::header_value(header, "shape", file), file);
 
-  const std::uint64_t item_size = array.descr == "<f4" ? 4 : 2;
+  const std::uint64_t item_size = static_cast<std::uint64_t>(array.descr.back() - '0');
   std::uint64_t bytes = item_size;
   for (const std::int64_t extent : array.shape) {
     if (extent != 0 && bytes > std::numeric_limits<std::uint64_t>::max() / static_cast<std::uint64_t>(extent))

@@ -110,29 +110,31 @@ class replay {
     const seqpool::batch requests{step.requests};
     tool::npy_array hidden;
     try {
-      hidden = tool::read_npy(step.hidden_states);
+      hidden = tool::read_npy(step.hidden_states, tool::hidden_dtypes);
     } catch (const tool::input_error& unreadable) {
       throw tool::input_error(where + ": hidden_states: " + unreadable.what());
     }
     if (hidden.shape.size() != 2 || hidden.shape[1] != batch_.hidden_size)
-      throw tool::input_error(where + ": hidden_states: " + step.hidden_states.string() + " must have shape [T, " +
-                              std::to_string(batch_.hidden_size) + "]");
+      throw tool::input_error(where + ": hidden_states: " + step.hidden_states.string() + " has shape " +
+                              shape_text(hidden.shape) + "; it must have shape [T, " +
+                              std::to_string(batch_.hidden_size) + "] (rows of all requests, packed)");
+    const element_type element = element_of(where, step, hidden);
     // Checked before planning: a plan is as large as the rows the requests claim.
     const std::int64_t scheduled = seqpool::lay_out(requests).num_rows;
     if (scheduled != hidden.shape[0])
       throw tool::input_error(where + ": num_scheduled: the requests schedule " + std::to_string(scheduled) +
                               " rows but hidden_states has " + std::to_string(hidden.shape[0]));
 
+    check_restarts(where, requests);
     const seqpool::dispatch_plan plan = dispatcher_.plan(requests, state_);
     dispatcher_.reserve(plan, state_);
     seqpool::buffer<float, Space> output(space_, static_cast<std::size_t>(plan.output_size));
     seqpool::audit_counts counts;
-    if (hidden.descr == "<f4")
-      counts = forward<float>(hidden, plan, output);
-    else if (hidden.descr == "<f2")
-      counts = forward<seqpool::half>(hidden, plan, output);
-    else
-      counts = forward<seqpool::bfloat16>(hidden, plan, output);
+    switch (element) {
+      case element_type::float32: counts = forward<float>(hidden, plan, output); break;
+      case element_type::float16: counts = forward<seqpool::half>(hidden, plan, output); break;
+      case element_type::bfloat16: counts = forward<seqpool::bfloat16>(hidden, plan, output); break;
+    }
 
     std::vector<float> results(output.size());
     space_.copy_out(cuda::std::span<const float>(output.data(), output.size()), std::span<float>(results));
@@ -177,6 +179,50 @@ class replay {
       for (const auto& [hidden_name, final_name] : written) std::filesystem::remove(hidden_name, ignored);
       throw;
     }
+  }
+
+  enum class element_type { float32, float16, bfloat16 };
+
+  /// What the step's array holds: as the batch's hidden_dtype says, which must
+  /// fit the array's dtype, or else as the dtype alone says; 16-bit integers are
+  /// bfloat16 bits only where the batch says so.
+  element_type element_of(const std::string& where, const tool::step_file& step, const tool::npy_array& hidden) const {
+    const std::string& dtype = hidden.descr;
+    const std::string file = step.hidden_states.string();
+    if (!batch_.hidden_dtype) {
+      if (dtype == "<i2")
+        throw tool::input_error(where + ": hidden_states: " + file +
+                                " holds 16-bit integers (<i2); if they are bfloat16 bits (tensor.view(torch.int16)), "
+                                "add \"hidden_dtype\": \"bfloat16\" to the batch");
+      return dtype == "<f4" ? element_type::float32 : dtype == "<f2" ? element_type::float16 : element_type::bfloat16;
+    }
+    const std::string& declared = *batch_.hidden_dtype;
+    if (declared == "float32" && dtype == "<f4") return element_type::float32;
+    if (declared == "float16" && dtype == "<f2") return element_type::float16;
+    if (declared == "bfloat16" && (dtype == "<u2" || dtype == "<i2")) return element_type::bfloat16;
+    const char* expected = declared == "float32" ? "<f4" : declared == "float16" ? "<f2" : "<u2 or <i2 (bfloat16 bits)";
+    throw tool::input_error(where + ": hidden_states: " + file + " has dtype " + dtype + ", but hidden_dtype \"" +
+                            declared + "\" is saved as " + expected);
+  }
+
+  /// A request that starts over (num_computed 0) under an id whose earlier steps
+  /// are still in progress: refused here in the batch file's terms (the library
+  /// asks a program to release() the id first).
+  void check_restarts(const std::string& where, const seqpool::batch& requests) const {
+    for (std::size_t i = 0; i < requests.requests.size(); ++i) {
+      const seqpool::request& r = requests.requests[i];
+      const std::string pooled = std::to_string(state_.num_computed(r.id));
+      if (r.num_computed != 0 || pooled == "0") continue;
+      throw tool::input_error(where + ": request " + std::to_string(i) + " (id \"" + r.id +
+                              "\"): num_computed: 0 starts over a prompt whose earlier steps pooled " + pooled +
+                              " tokens; continue it with num_computed " + pooled + ", or give the new prompt another id");
+    }
+  }
+
+  static std::string shape_text(const std::vector<std::int64_t>& shape) {
+    std::string text = "[";
+    for (std::size_t d = 0; d < shape.size(); ++d) text += (d ? ", " : "") + std::to_string(shape[d]);
+    return text + "]";
   }
 
   /// The step itself, with what the space counted while it ran.

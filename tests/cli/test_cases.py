@@ -57,6 +57,16 @@ class Cases:
                 result = self.whole("mean", np.array([[1, 2], [3, 4]], np.float32), [2], dtype)[0]
                 np.testing.assert_array_equal(result, [2, 3])
 
+    def test_case_7_bfloat16_bits_saved_as_int16(self):
+        # tensor.view(torch.int16) on PyTorch without uint16, with the batch saying bfloat16.
+        batch = Batch(2, {"embed": "mean"}, dtype="bfloat16")
+        batch.spec["hidden_dtype"] = "bfloat16"
+        batch.step(np.array([[1, 2], [3, 4]], np.float32), [request("r", "embed", 2, **RAW)])
+        step_file = batch.folder / batch.spec["steps"][0]["hidden_states"]
+        np.save(step_file, np.load(step_file).view("<i2"))
+        self.replay(batch)
+        np.testing.assert_array_equal(batch.result("r"), [2, 3])
+
     def test_case_8_all(self):
         first, second = self.whole("all", H10, [2, 3])
         np.testing.assert_array_equal(first, H10[:2])

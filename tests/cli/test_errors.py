@@ -111,7 +111,10 @@ class Errors(unittest.TestCase):
                          'request 0 (id "c"): prompt_len: 6 differs from 5 given at the first chunk')
 
     def test_restarting_a_request_in_progress(self):
-        self.chunk_error(request("c", "embed", 5, 1, 0), 'request 0 (id "c"): num_computed: 0 restarts a request')
+        # Said in the batch file's terms, not the library's release().
+        self.chunk_error(request("c", "embed", 5, 1, 0),
+                         'request 0 (id "c"): num_computed: 0 starts over a prompt whose earlier steps pooled 2 tokens; '
+                         'continue it with num_computed 2, or give the new prompt another id')
 
     # The batch file itself
 
@@ -229,10 +232,12 @@ class Errors(unittest.TestCase):
         self.bad_npy(lambda path: path.write_bytes(b"not an array"), "not an .npy file")
         self.bad_npy(lambda path: np.save(path, np.asfortranarray(np.ones((3, H), np.float32))[:, :].T.T.copy(order="F")),
                      "Fortran-order")
-        self.bad_npy(lambda path: np.save(path, np.ones((1, H), np.float64)), "dtype <f8 is not supported")
+        self.bad_npy(lambda path: np.save(path, np.ones((1, H), np.float64)),
+                     "dtype <f8 is not supported (hidden states are <f4, <f2, or bfloat16 bits as <u2 or <i2)")
         self.bad_npy(lambda path: np.save(path, np.ones((1, H), ">f4")), "dtype >f4 is not supported")
         self.bad_npy(lambda path: path.write_bytes(path.read_bytes()[:-3]), "the shape needs 16 bytes of data")
-        self.bad_npy(lambda path: np.save(path, np.ones((1, 1, H), np.float32)), "must have shape [T, 4]")
+        self.bad_npy(lambda path: np.save(path, np.ones((2, 1, H), np.float32)),
+                     "has shape [2, 1, 4]; it must have shape [T, 4] (rows of all requests, packed)")
         for ending in (b"'shape':", b"'shape':   "):
             def cut(path, ending=ending):
                 data = path.read_bytes()
@@ -291,6 +296,36 @@ class Errors(unittest.TestCase):
                           "classifier.weight: " )
         self.config_error(lambda s: s.update(classifier={"bias": "b.npy"}), "classifier.bias: given without a weight",
                           weights(np.ones(H, np.float32), np.ones(1, np.float32)))
+
+    def test_weights_of_another_dtype(self):
+        # The hint lists what weights take, not what hidden states take.
+        def write(folder):
+            np.save(folder / "w.npy", np.ones((2, H), np.float16))
+        self.config_error(lambda s: s.update(projector={"weight": "w.npy"}),
+                          "projector.weight: ", write)
+        batch = Batch(H, {"embed": "mean"})
+        good_step(batch, "before")
+        batch.spec.update(projector={"weight": "w.npy"})
+        write(batch.folder)
+        run = batch.run()
+        self.assertIn("dtype <f2 is not supported (weights are <f4)", run.stderr)
+
+    def test_hidden_dtype(self):
+        bits = np.zeros((1, H), "<i2")
+        self.bad_npy(lambda path: np.save(path, bits),
+                     'holds 16-bit integers (<i2); if they are bfloat16 bits (tensor.view(torch.int16)), '
+                     'add "hidden_dtype": "bfloat16" to the batch')
+        for declared, saved, expected in (("bfloat16", np.ones((1, H), np.float32), "<u2 or <i2 (bfloat16 bits)"),
+                                          ("float32", np.ones((1, H), np.float16), "<f4"),
+                                          ("float16", bits, "<f2")):
+            with self.subTest(declared=declared):
+                batch = Batch(H, {"embed": "mean"})
+                batch.spec["hidden_dtype"] = declared
+                batch.step(ROWS[:1], [request("a", "embed", 1)])
+                np.save(batch.folder / batch.spec["steps"][-1]["hidden_states"], saved)
+                self.check_refused(batch, f'but hidden_dtype "{declared}" is saved as {expected}')
+        self.config_error(lambda s: s.update(hidden_dtype="int8"),
+                          'hidden_dtype: "int8" is not float32, float16 or bfloat16')
 
     def test_platt_and_problem_type(self):
         self.config_error(lambda s: s.update(classifier={"logit_sigma": 0}), "classifier.logit_sigma: must not be 0")
