@@ -48,6 +48,7 @@ struct batch_file {
 /// One step's requests, and the storage their token-id spans view.
 struct step_file {
   std::filesystem::path hidden_states;
+  std::optional<seqpool::padding> padding;  ///< hidden states [B, S, H], padded on this side
   std::vector<request> requests;
   std::vector<std::vector<std::int64_t>> token_ids;
 };
@@ -264,9 +265,14 @@ inline batch_file read_batch_file(const std::filesystem::path& path) {
 inline step_file read_step(const batch_file& batch, std::size_t index) {
   const std::string where = "step " + std::to_string(index);
   const detail::object_reader step(batch.steps.at(index), where);
-  step.only({"hidden_states", "requests"});
+  step.only({"hidden_states", "padding", "requests"});
   step_file read;
   read.hidden_states = batch.folder / step.string("hidden_states");
+  if (step.has("padding")) {
+    const std::string side = step.string("padding");
+    if (side != "right" && side != "left") step.fail_at("padding", "\"" + side + "\" is not right or left");
+    read.padding = side == "right" ? seqpool::padding::right : seqpool::padding::left;
+  }
   const json& requests = step.at("requests");
   if (!requests.is_array()) step.fail_at("requests", "expected an array");
   read.token_ids.reserve(requests.size());

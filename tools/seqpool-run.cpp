@@ -107,23 +107,35 @@ class replay {
   void run_step(std::size_t index) {
     const std::string where = "step " + std::to_string(index);
     const tool::step_file step = tool::read_step(batch_, index);
-    const seqpool::batch requests{step.requests};
+    seqpool::batch requests{step.requests};
     tool::npy_array hidden;
     try {
       hidden = tool::read_npy(step.hidden_states, tool::hidden_dtypes);
     } catch (const tool::input_error& unreadable) {
       throw tool::input_error(where + ": hidden_states: " + unreadable.what());
     }
-    if (hidden.shape.size() != 2 || hidden.shape[1] != batch_.hidden_size)
-      throw tool::input_error(where + ": hidden_states: " + step.hidden_states.string() + " has shape " +
-                              shape_text(hidden.shape) + "; it must have shape [T, " +
-                              std::to_string(batch_.hidden_size) + "] (rows of all requests, packed)");
-    const element_type element = element_of(where, step, hidden);
+    const std::string width = std::to_string(batch_.hidden_size);
+    const std::string found = where + ": hidden_states: " + step.hidden_states.string() + " has shape " +
+                              shape_text(hidden.shape) + "; ";
+    if (step.padding) {
+      const std::string requests_count = std::to_string(requests.requests.size());
+      if (hidden.shape.size() != 3 || hidden.shape[0] != static_cast<std::int64_t>(requests.requests.size()) ||
+          hidden.shape[2] != batch_.hidden_size)
+        throw tool::input_error(found + "a padded step must have shape [" + requests_count + ", S, " + width +
+                                "] (a sequence per request)");
+      requests.padded = seqpool::padded_rows{.sequence_length = hidden.shape[1], .padding = *step.padding};
+    } else if (hidden.shape.size() != 2 || hidden.shape[1] != batch_.hidden_size) {
+      throw tool::input_error(found + "it must have shape [T, " + width + "] (rows of all requests, packed)" +
+                              (hidden.shape.size() == 3 ? ", or the step must say \"padding\": \"right\" or \"left\""
+                                                        : ""));
+    }
+    const std::int64_t rows = hidden.shape.size() == 3 ? hidden.shape[0] * hidden.shape[1] : hidden.shape[0];
     // Checked before planning: a plan is as large as the rows the requests claim.
     const std::int64_t scheduled = seqpool::lay_out(requests).num_rows;
-    if (scheduled != hidden.shape[0])
+    if (scheduled != rows)
       throw tool::input_error(where + ": num_scheduled: the requests schedule " + std::to_string(scheduled) +
-                              " rows but hidden_states has " + std::to_string(hidden.shape[0]));
+                              " rows but hidden_states has " + std::to_string(rows));
+    const element_type element = element_of(where, step, hidden);
 
     check_restarts(where, requests);
     const seqpool::dispatch_plan plan = dispatcher_.plan(requests, state_);
@@ -232,7 +244,8 @@ class replay {
     seqpool::buffer<T, Space> rows(space_, static_cast<std::size_t>(hidden.count()));
     space_.copy_in(std::span<const T>(reinterpret_cast<const T*>(hidden.data.data()), rows.size()), rows.span());
     const seqpool::audit_scope scope(space_.audit());
-    dispatcher_.forward(seqpool::make_hidden_view<T>(rows.data(), hidden.shape[0], hidden.shape[1]), plan, state_,
+    dispatcher_.forward(seqpool::make_hidden_view<T>(rows.data(), rows.size() / batch_.hidden_size, batch_.hidden_size),
+                        plan, state_,
                         output.span());
     return scope.counts();
   }

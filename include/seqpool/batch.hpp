@@ -12,6 +12,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include <seqpool/error.hpp>
@@ -60,8 +61,22 @@ struct request {
   pooling_params params;
 };
 
+/// Where a padded sequence's padding sits: after its rows (encoders) or before
+/// them (decoders pad on the left).
+enum class padding : std::uint8_t { right, left };
+
+/// Hidden states laid out [B, S, H], as padded engines hand them over (ONNX
+/// Runtime, TensorRT, TEI's padded path), B being the batch's requests: request
+/// i's num_scheduled rows are the first (right padding) or last (left padding)
+/// of sequence i, whose first row is i·S. Padding rows are never read.
+struct padded_rows {
+  std::int64_t sequence_length = 0;  ///< S
+  seqpool::padding padding = padding::right;
+};
+
 struct batch {
   std::vector<request> requests;
+  std::optional<padded_rows> padded;  ///< none: rows packed in request order
 };
 
 /// One request's share of a step, derived on the host (SPEC section 2). Rows are
@@ -85,13 +100,13 @@ struct task_group {
   std::size_t first_request = 0;
   std::size_t num_requests = 0;
   std::int64_t row_begin = 0;  ///< first row of hidden states that belongs to the group
-  std::int64_t num_rows = 0;
+  std::int64_t num_rows = 0;   ///< rows from row_begin to the end of its last request's rows
 };
 
 struct step_layout {
   std::vector<chunk> chunks;  ///< one per request, in batch order, rows rebased to its group
   std::vector<task_group> groups;
-  std::int64_t num_rows = 0;  ///< Σ num_scheduled: the rows hidden states must have
+  std::int64_t num_rows = 0;  ///< the rows hidden states must have: Σ num_scheduled, or B·S padded
 };
 
 namespace detail {
@@ -122,11 +137,19 @@ inline constexpr ids_checked_t ids_checked{};
 
 }  // namespace detail
 
-/// Checks the metadata every pooler relies on and derives the step's layout.
-/// Throws seqpool::error naming the request, its id and the field.
-inline step_layout lay_out(std::span<const request> requests) {
+/// Checks the metadata every pooler relies on and derives the step's layout:
+/// rows packed in request order, or `padded`. Throws seqpool::error naming the
+/// request, its id and the field.
+inline step_layout lay_out(std::span<const request> requests, std::optional<padded_rows> padded = std::nullopt) {
   step_layout layout;
   layout.chunks.reserve(requests.size());
+  if (padded) {
+    if (padded->sequence_length < 1)
+      detail::fail("padded.sequence_length", "must be at least 1, got ", padded->sequence_length);
+    if (std::cmp_greater(requests.size(), std::numeric_limits<std::int64_t>::max() / padded->sequence_length))
+      detail::fail("padded.sequence_length", "the step's rows overflow a 64-bit count");
+  }
+  std::int64_t packed_rows = 0;
   for (std::size_t index = 0; index < requests.size(); ++index) {
     const request& r = requests[index];
     if (r.prompt_len < 1) detail::fail_request(index, r.id, "prompt_len", "must be at least 1, got ", r.prompt_len);
@@ -137,25 +160,35 @@ inline step_layout lay_out(std::span<const request> requests) {
     if (r.num_scheduled > r.prompt_len - r.num_computed)
       detail::fail_request(index, r.id, "num_computed + num_scheduled", r.num_computed, " + ", r.num_scheduled,
                            " exceeds prompt_len ", r.prompt_len);
-    if (layout.num_rows > std::numeric_limits<std::int64_t>::max() - r.num_scheduled)
+    if (packed_rows > std::numeric_limits<std::int64_t>::max() - r.num_scheduled)
       detail::fail_request(index, r.id, "num_scheduled", "the step's rows overflow a 64-bit count");
+    if (padded && r.num_scheduled > padded->sequence_length)
+      detail::fail_request(index, r.id, "num_scheduled", r.num_scheduled, " exceeds the padded sequence length ",
+                           padded->sequence_length);
 
+    // The request's first row: after the rows before it, or in its own sequence.
+    std::int64_t first_row = packed_rows;
+    if (padded) {
+      first_row = static_cast<std::int64_t>(index) * padded->sequence_length;
+      if (padded->padding == padding::left) first_row += padded->sequence_length - r.num_scheduled;
+    }
     if (layout.groups.empty() || layout.groups.back().task != r.task)
-      layout.groups.push_back({.task = r.task, .first_request = index, .row_begin = layout.num_rows});
+      layout.groups.push_back({.task = r.task, .first_request = index, .row_begin = first_row});
     task_group& group = layout.groups.back();
-    layout.chunks.push_back({.row_begin = layout.num_rows - group.row_begin,
+    layout.chunks.push_back({.row_begin = first_row - group.row_begin,
                              .num_scheduled = r.num_scheduled,
                              .num_computed = r.num_computed,
                              .prompt_len = r.prompt_len});
     ++group.num_requests;
-    group.num_rows += r.num_scheduled;
-    layout.num_rows += r.num_scheduled;
+    group.num_rows = first_row + r.num_scheduled - group.row_begin;
+    packed_rows += r.num_scheduled;
   }
+  layout.num_rows = padded ? static_cast<std::int64_t>(requests.size()) * padded->sequence_length : packed_rows;
   detail::check_unique_ids(requests, requests.size(), [](std::size_t k) { return k; });
   return layout;
 }
 
-inline step_layout lay_out(const batch& step) { return lay_out(std::span<const request>(step.requests)); }
+inline step_layout lay_out(const batch& step) { return lay_out(std::span<const request>(step.requests), step.padded); }
 
 namespace detail {
 

@@ -57,6 +57,24 @@ class Cases:
                 result = self.whole("mean", np.array([[1, 2], [3, 4]], np.float32), [2], dtype)[0]
                 np.testing.assert_array_equal(result, [2, 3])
 
+    def test_padded_steps(self):
+        # [B, S, H] with NaN padding on either side, through the dispatcher: the padding is never read.
+        for side in ("right", "left"):
+            with self.subTest(side):
+                batch = Batch(2, {"embed": "mean", "token_embed": "all"})
+                batch.step(H10, [request("a", "embed", 2, **RAW), request("b", "token_embed", 3, **RAW)])
+                padded = np.full((2, 4, 2), np.nan, np.float32)
+                rows_a, rows_b = H10[:2], H10[2:]
+                if side == "right":
+                    padded[0, :2], padded[1, :3] = rows_a, rows_b
+                else:
+                    padded[0, 2:], padded[1, 1:] = rows_a, rows_b
+                np.save(batch.folder / batch.spec["steps"][0]["hidden_states"], padded)
+                batch.spec["steps"][0]["padding"] = side
+                self.replay(batch)
+                np.testing.assert_array_equal(batch.result("a"), [2, 3])
+                np.testing.assert_array_equal(batch.result("b"), rows_b)
+
     def test_case_7_bfloat16_bits_saved_as_int16(self):
         # tensor.view(torch.int16) on PyTorch without uint16, with the batch saying bfloat16.
         batch = Batch(2, {"embed": "mean"}, dtype="bfloat16")

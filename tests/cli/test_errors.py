@@ -237,7 +237,8 @@ class Errors(unittest.TestCase):
         self.bad_npy(lambda path: np.save(path, np.ones((1, H), ">f4")), "dtype >f4 is not supported")
         self.bad_npy(lambda path: path.write_bytes(path.read_bytes()[:-3]), "the shape needs 16 bytes of data")
         self.bad_npy(lambda path: np.save(path, np.ones((2, 1, H), np.float32)),
-                     "has shape [2, 1, 4]; it must have shape [T, 4] (rows of all requests, packed)")
+                     'has shape [2, 1, 4]; it must have shape [T, 4] (rows of all requests, packed), or the step must '
+                     'say "padding": "right" or "left"')
         for ending in (b"'shape':", b"'shape':   "):
             def cut(path, ending=ending):
                 data = path.read_bytes()
@@ -309,6 +310,20 @@ class Errors(unittest.TestCase):
         write(batch.folder)
         run = batch.run()
         self.assertIn("dtype <f2 is not supported (weights are <f4)", run.stderr)
+
+    def test_padded_steps_that_do_not_fit(self):
+        for shape, padding, message in (((2, 3, H), "right", "has shape [2, 3, 4]; a padded step must have shape [1, S, 4] "
+                                                             "(a sequence per request)"),
+                                        ((1, 3, H), "middle", 'padding: "middle" is not right or left'),
+                                        ((1, 1, H), "left", 'request 0 (id "a"): num_scheduled: 2 exceeds the padded '
+                                                            'sequence length 1')):
+            with self.subTest(padding=padding, shape=shape):
+                batch = Batch(H, {"embed": "mean"})
+                good_step(batch, "before")
+                batch.step(ROWS[:2], [request("a", "embed", 2)])
+                np.save(batch.folder / batch.spec["steps"][-1]["hidden_states"], np.ones(shape, np.float32))
+                batch.spec["steps"][-1]["padding"] = padding
+                self.check_refused(batch, message, written=["before"])
 
     def test_hidden_dtype(self):
         bits = np.zeros((1, H), "<i2")

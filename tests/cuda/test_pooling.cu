@@ -1,7 +1,9 @@
-// docs/TESTS.md cases 1-19, the pooler's bad-input rules and API misuse on device_space<cuda_backend>.
+// docs/TESTS.md cases 1-19, padded batches, the pooler's bad-input rules and API misuse on
+// device_space<cuda_backend>.
 #include "../cases/heads.hpp"
 #include "../cases/methods.hpp"
 #include "../cases/misuse.hpp"
+#include "../cases/padded.hpp"
 #include "../cases/validation.hpp"
 #include "../support/spaces.hpp"
 
@@ -36,3 +38,6 @@ TEST_CASE_TEMPLATE_APPLY(state_of_another_shape, test::cuda_spaces);
 TEST_CASE_TEMPLATE_APPLY(stale_plans, test::cuda_spaces);
 TEST_CASE_TEMPLATE_APPLY(checked_inputs, test::cuda_spaces);
 TEST_CASE_TEMPLATE_APPLY(huge_prompts, test::cuda_spaces);
+TEST_CASE_TEMPLATE_APPLY(padded_hand_checked, test::cuda_spaces);
+TEST_CASE_TEMPLATE_APPLY(padded_refused, test::cuda_spaces);
+TEST_CASE_TEMPLATE_APPLY(padded_random, test::cuda_spaces);
