@@ -61,8 +61,11 @@ struct batch_shape {
   std::string name;
   std::int64_t hidden_size;
   std::vector<std::int64_t> lengths;
+  std::int64_t padded_to = 0;  ///< S of a right-padded [B, S, H] batch; 0: packed rows
 
+  /// Rows of hidden states: every prompt's, and the padding.
   std::int64_t rows() const {
+    if (padded_to > 0) return static_cast<std::int64_t>(lengths.size()) * padded_to;
     std::int64_t total = 0;
     for (const std::int64_t length : lengths) total += length;
     return total;
@@ -78,10 +81,14 @@ std::vector<batch_shape> shapes() {
     short_lengths.push_back(length);
     total += length;
   }
+  // A padded engine's batch: 256 sequences of 256 rows, prompts of 32-256 tokens.
+  std::vector<std::int64_t> padded_lengths;
+  for (int i = 0; i < 256; ++i) padded_lengths.push_back(std::uniform_int_distribution<std::int64_t>(32, 256)(random));
   return {{"long", 1024, std::vector<std::int64_t>(64, 1024)},
           {"short", 1024, short_lengths},
           {"single", 1024, {65536}},
-          {"wide", 4096, std::vector<std::int64_t>(8, 512)}};
+          {"wide", 4096, std::vector<std::int64_t>(8, 512)},
+          {"padded", 1024, padded_lengths, 256}};
 }
 
 /// One measured case, as a row of the table and a record of the JSON. `fraction`
@@ -140,16 +147,16 @@ seqpool::batch requests_of(const batch_shape& shape, std::optional<task> only,
     r.prompt_token_ids = std::span<const std::int64_t>(token_ids).subspan(first, r.prompt_len);
     r.params.step_tag_id = step_tag;
     step.requests.push_back(r);
-    first += r.prompt_len;
+    first += shape.padded_to > 0 ? shape.padded_to : r.prompt_len;
   }
+  if (shape.padded_to > 0) step.padded = seqpool::padded_rows{.sequence_length = shape.padded_to};
   return step;
 }
 
 /// Bytes an ideal implementation reads: the rows the methods must read.
 double read_traffic(const std::string& name, const seqpool::batch& step, std::int64_t hidden_size,
-                    std::size_t element_size, const std::vector<std::int64_t>& token_ids) {
+                    std::size_t element_size) {
   double read_rows = 0;
-  std::int64_t first = 0;
   for (const seqpool::request& r : step.requests) {
     const task t = r.task;
     const std::string used = name != "dispatcher"     ? name
@@ -160,10 +167,9 @@ double read_traffic(const std::string& name, const seqpool::batch& step, std::in
     if (used == "cls" || used == "last")
       read_rows += 1;
     else if (used == "step")
-      for (std::int64_t k = 0; k < r.prompt_len; ++k) read_rows += token_ids[first + k] == step_tag;
+      for (std::int64_t k = 0; k < r.prompt_len; ++k) read_rows += r.prompt_token_ids[k] == step_tag;
     else
       read_rows += static_cast<double>(r.prompt_len);
-    first += r.prompt_len;
   }
   return read_rows * static_cast<double>(hidden_size * element_size);
 }
@@ -296,7 +302,7 @@ class runner {
             seconds,
             latency,
             plan_seconds,
-            read_traffic(used, step, shape_.hidden_size, sizeof(T), token_ids_),
+            read_traffic(used, step, shape_.hidden_size, sizeof(T)),
             static_cast<double>(output_bytes),
             ceiling,
             write_ceiling};
@@ -364,7 +370,7 @@ int main(int argc, char** argv) {
   app.add_option("--json", opts.json, "also write the records as JSON to this file");
   app.add_option("--space", opts.space, "host or device (default: both)");
   app.add_option("--dtype", opts.dtype, "fp32 or bf16 (default: both)");
-  app.add_option("--shape", opts.shape, "long, short, single or wide (default: every one)");
+  app.add_option("--shape", opts.shape, "long, short, single, wide or padded (default: every one)");
   app.add_option("--method", opts.method, "cls, last, mean, max, all, step, dispatcher or \"dispatcher graph\" (CUDA) (default: every one)");
   app.add_option("--repeats", opts.repeats, "timed runs per case (the median is reported)");
   CLI11_PARSE(app, argc, argv);

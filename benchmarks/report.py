@@ -15,9 +15,10 @@ import subprocess
 
 
 METHODS = ["cls", "last", "mean", "max", "all", "step", "dispatcher"]
-SHAPES = ["long", "short", "single", "wide"]
+SHAPES = ["long", "short", "single", "wide", "padded"]
 SHAPE_NAMES = {"long": "65536x1024, 64 prompts", "short": "65536x1024, 4096 prompts of 8-24",
-               "single": "65536x1024, one prompt", "wide": "4096x4096, 8 prompts"}
+               "single": "65536x1024, one prompt", "wide": "4096x4096, 8 prompts",
+               "padded": "256x256x1024 padded, prompts of 32-256"}
 
 
 def machine():
@@ -69,7 +70,7 @@ def main():
             for method in METHODS + (["dispatcher graph"] if device else []):
                 ours_record = index.get((space, method, dtype, shape))
                 torch = index.get((torch_space, "dispatcher" if method == "dispatcher graph" else method, dtype, shape))
-                if ours_record is None or torch is None:
+                if ours_record is None:
                     continue
                 latency = ours_record.get("latency_seconds", ours_record["seconds"])
                 step_seconds = latency + ours_record["plan_seconds"]
@@ -77,8 +78,10 @@ def main():
                       (f"{latency * 1e3:.3f} | " if device else "") +
                       f"{ours_record['plan_seconds'] * 1e3:.3f} | {ours_record['gbps']:.1f} | "
                       f"{ours_record['ceiling_gbps']:.1f} | {ours_record['fraction']:.2f} | "
-                      f"{ours_record['bound_fraction']:.2f} | {torch['seconds'] * 1e3:.3f} | {torch['fraction']:.2f} | "
-                      f"{torch['seconds'] / latency:.1f}x ({torch['seconds'] / step_seconds:.1f}x) |")
+                      f"{ours_record['bound_fraction']:.2f} | " +
+                      (f"{torch['seconds'] * 1e3:.3f} | {torch['fraction']:.2f} | "
+                       f"{torch['seconds'] / latency:.1f}x ({torch['seconds'] / step_seconds:.1f}x) |" if torch else
+                       "— | — | — |"))
 
 def plot(index, png):
     import matplotlib  # only here: the GPU machine tables without plotting
@@ -86,7 +89,7 @@ def plot(index, png):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    figure, axes = plt.subplots(2, 4, figsize=(18, 8), sharey=True)
+    figure, axes = plt.subplots(2, len(SHAPES), figsize=(4.5 * len(SHAPES), 8), sharey=True)
     width = 0.27
     for row, dtype in enumerate(["fp32", "bf16"]):
         for column, shape in enumerate(SHAPES):
