@@ -223,10 +223,11 @@ inline batch_file read_batch_file(const std::filesystem::path& path) {
     const std::string method = poolers.string(key);
     const bool token_wise = is_token_task(*served);
     const bool known = token_wise ? method == "all" || method == "step"
-                                  : method == "cls" || method == "last" || method == "mean" || method == "max";
+                                  : method == "cls" || method == "last" || method == "mean" || method == "max" ||
+                                      method == "weighted_mean";
     if (!known)
       poolers.fail_at(key, "method \"" + method + "\" cannot serve " + key + " (expected " +
-                               (token_wise ? "all or step" : "cls, last, mean or max") + ")");
+                               (token_wise ? "all or step" : "cls, last, mean, max or weighted_mean") + ")");
     batch.poolers[*served] = method;
   }
 

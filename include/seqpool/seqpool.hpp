@@ -16,6 +16,7 @@
 #include <seqpool/method/mean.hpp>
 #include <seqpool/method/runtime.hpp>
 #include <seqpool/method/step.hpp>
+#include <seqpool/method/weighted_mean.hpp>
 #include <seqpool/plan.hpp>
 #include <seqpool/pooler.hpp>
 #include <seqpool/space/audit.hpp>

@@ -117,6 +117,25 @@ TEST_CASE_TEMPLATE_DEFINE("case 7: MEAN of fp16 rows is float and exact on small
   test::check_equal(*pool_whole<method::mean, Space, seqpool::bfloat16>({1, 2, 3, 4}, 2, {2})[0], 1, 2, {2, 3});
 }
 
+TEST_CASE_TEMPLATE_DEFINE("case 20: weighted MEAN weighs row t by t + 1, chunked or whole", Space,
+                          case_20_weighted_mean) {
+  using namespace methods_cases;
+  // Rows [6, 0], [0, 3], [2, 1]: ([6, 0] + 2·[0, 3] + 3·[2, 1]) / 6 = [2, 1.5].
+  const std::vector<float> rows{6, 0, 0, 3, 2, 1};
+  test::check_equal(*pool_whole<method::weighted_mean, Space>(rows, 2, {3})[0], 1, 2, {2, 1.5f});
+  // The same prompt in two chunks of 2 and 1 rows: positions count from the prompt's start.
+  Space space;
+  seqpool::state_store<Space> state(space);
+  raw_pooler<method::weighted_mean, Space> pooler(space, 2);
+  const auto first = test::run_step(space, pooler, state,
+                                    seqpool::batch{{test::part("w", task::embed, 3, 0, 2, raw)}},
+                                    std::vector<float>(rows.begin(), rows.begin() + 4));
+  CHECK_FALSE(first[0].has_value());
+  const auto second = test::run_step(space, pooler, state, seqpool::batch{{test::part("w", task::embed, 3, 2, 1, raw)}},
+                                     std::vector<float>(rows.begin() + 4, rows.end()));
+  test::check_equal(*second[0], 1, 2, {2, 1.5f});
+}
+
 TEST_CASE_TEMPLATE_DEFINE("case 8: ALL returns every row of each prompt", Space, case_8_all) {
   using namespace methods_cases;
   const auto out = pool_whole<method::all, Space>(ten, 2, {2, 3});

@@ -208,8 +208,10 @@ TEST_CASE_TEMPLATE_DEFINE("random batches match the reference: CLS and LAST", Sp
   random_cases::compare_all_heads_and_types<seqpool::method::last, Space>();
 }
 
-TEST_CASE_TEMPLATE_DEFINE("random batches match the reference: MEAN and MAX", Space, random_mean_and_max) {
+TEST_CASE_TEMPLATE_DEFINE("random batches match the reference: MEAN, weighted MEAN and MAX", Space,
+                          random_mean_and_max) {
   random_cases::compare_all_heads_and_types<seqpool::method::mean, Space>();
+  random_cases::compare_all_heads_and_types<seqpool::method::weighted_mean, Space>();
   random_cases::compare_all_heads_and_types<seqpool::method::max, Space>();
 }
 

@@ -118,6 +118,9 @@ def pool(method, prompt, params, token_ids=None):
         return prompt.mean(axis=0)
     if method == "max":
         return prompt.max(axis=0)
+    if method == "weighted_mean":  # row t weighs t + 1 (SGPT)
+        weights = np.arange(1, len(prompt) + 1, dtype=np.float64)
+        return weights @ prompt / weights.sum()
     rows = prompt
     if method == "step":
         tag = params.get("step_tag_id")

@@ -41,6 +41,16 @@ class Cases:
         np.testing.assert_array_equal(first, [3, -4])
         np.testing.assert_array_equal(second, [0, 9])
 
+    def test_case_20_weighted_mean(self):
+        # ([6, 0] + 2·[0, 3] + 3·[2, 1]) / 6, whole and in chunks of 2 and 1 rows.
+        rows = np.array([[6, 0], [0, 3], [2, 1]], np.float32)
+        np.testing.assert_array_equal(self.whole("weighted_mean", rows, [3])[0], [2, 1.5])
+        batch = Batch(2, {"embed": "weighted_mean"})
+        batch.step(rows[:2], [request("w", "embed", 3, 2, **RAW)])
+        batch.step(rows[2:], [request("w", "embed", 3, 1, 2, **RAW)])
+        self.replay(batch)
+        np.testing.assert_array_equal(batch.result("w"), [2, 1.5])
+
     def test_case_5_mean_of_one_and_of_equal_rows(self):
         np.testing.assert_array_equal(self.whole("mean", np.array([[0.25, -3]], np.float32), [1])[0], [0.25, -3])
         np.testing.assert_allclose(self.whole("mean", np.full((3, 2), 0.1, np.float32), [3])[0], [0.1, 0.1], rtol=1e-6)

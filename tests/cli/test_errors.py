@@ -274,7 +274,7 @@ class Errors(unittest.TestCase):
 
     def test_methods_that_cannot_serve(self):
         self.config_error(lambda s: s["poolers"].update(embed="all"),
-                          'poolers.embed: method "all" cannot serve embed (expected cls, last, mean or max)')
+                          'poolers.embed: method "all" cannot serve embed (expected cls, last, mean, max or weighted_mean)')
         self.config_error(lambda s: s["poolers"].update(token_embed="mean"),
                           'poolers.token_embed: method "mean" cannot serve token_embed (expected all or step)')
         self.config_error(lambda s: s["poolers"].update(embed="median"), 'poolers.embed: method "median" cannot serve')

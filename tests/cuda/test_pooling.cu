@@ -1,4 +1,4 @@
-// docs/TESTS.md cases 1-19, padded batches, the pooler's bad-input rules and API misuse on
+// docs/TESTS.md cases 1-20, padded batches, the pooler's bad-input rules and API misuse on
 // device_space<cuda_backend>.
 #include "../cases/heads.hpp"
 #include "../cases/methods.hpp"
@@ -22,6 +22,7 @@ TEST_CASE_TEMPLATE_APPLY(head_knobs_that_do_not_fit, test::cuda_spaces);
 TEST_CASE_TEMPLATE_APPLY(case_1_cls, test::cuda_spaces);
 TEST_CASE_TEMPLATE_APPLY(case_2_last, test::cuda_spaces);
 TEST_CASE_TEMPLATE_APPLY(case_3_mean, test::cuda_spaces);
+TEST_CASE_TEMPLATE_APPLY(case_20_weighted_mean, test::cuda_spaces);
 TEST_CASE_TEMPLATE_APPLY(case_4_max, test::cuda_spaces);
 TEST_CASE_TEMPLATE_APPLY(case_5_mean_of_one_and_identical_rows, test::cuda_spaces);
 TEST_CASE_TEMPLATE_APPLY(case_6_empty_batch, test::cuda_spaces);

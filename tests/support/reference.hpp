@@ -46,6 +46,16 @@ inline std::vector<std::vector<double>> reference_rows(std::string_view method, 
       for (double& value : pooled) value /= static_cast<double>(prompt_len);
     return {pooled};
   }
+  if (method == "weighted_mean") {  // row t weighs t + 1 (SGPT)
+    std::vector<double> pooled(hidden_size, 0.0);
+    double weights = 0;
+    for (std::int64_t t = 0; t < prompt_len; ++t) {
+      weights += static_cast<double>(t + 1);
+      for (std::int64_t c = 0; c < hidden_size; ++c) pooled[c] += static_cast<double>(t + 1) * prompt[t * hidden_size + c];
+    }
+    for (double& value : pooled) value /= weights;
+    return {pooled};
+  }
   std::vector<std::vector<double>> rows;  // all, step
   const auto& tag = r.params.step_tag_id;
   const auto& columns = r.params.returned_token_ids;

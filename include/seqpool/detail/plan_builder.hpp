@@ -56,6 +56,7 @@ class plan_builder {
     owner.offset = to.offset;
     owner.width = static_cast<std::int32_t>(to.row_width);
     owner.flags = to.flags | (uses_state && !part.first_chunk() ? from_state : 0);
+    owner.position_offset = part.num_computed - part.first_row();
     if constexpr (Policy::merges_in_launch)
       cut_for_device(index, window);
     else
@@ -170,6 +171,7 @@ class plan_builder {
 
   std::int32_t add_request(const request& r, std::int64_t column_offset) {
     records_.requests.push_back({.prompt_len = r.prompt_len,
+                                 .position_offset = 0,
                                  .offset = 0,
                                  .partials = 0,
                                  .columns = column_offset,

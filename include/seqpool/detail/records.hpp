@@ -36,6 +36,7 @@ struct step_memory {
 /// Per request of the plan.
 struct request_record {
   std::int64_t prompt_len;
+  std::int64_t position_offset;  ///< sequence methods: a row's prompt position is its hidden row plus this
   std::int64_t offset;    ///< where its pooled row, or its first gathered row, goes in `where`
   std::int64_t partials;  ///< sequence methods, several tiles: workspace offset of one partial row per tile
   std::int64_t columns;   ///< token methods: first entry in the column table, -1 for all columns

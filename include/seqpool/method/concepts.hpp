@@ -43,7 +43,12 @@ concept has_identity = requires(const M method) {
   { method.identity() } -> std::same_as<float>;
 };
 template <class M>
-concept has_accumulate = requires(const M method, float value) {
+concept accumulates_by_position = requires(const M method, float value, std::int64_t position) {
+  { method.accumulate(value, value, position) } -> std::same_as<float>;
+};
+
+template <class M>
+concept has_accumulate = accumulates_by_position<M> || requires(const M method, float value) {
   { method.accumulate(value, value) } -> std::same_as<float>;
 };
 template <class M>
@@ -79,7 +84,10 @@ concept has_columns = requires(const M method, const request& r) {
 }  // namespace detail
 
 /// A sequence method is a column-wise reduction: every column starts at
-/// identity(), takes each row's value through accumulate(), combines partial
+/// identity(), takes each row's value through accumulate() — or, where the method
+/// weighs rows by where they sit, accumulate(value, row_value, position), the
+/// row's place in its prompt counted from 0 (across chunks, not within one) —
+/// combines partial
 /// results of row tiles (and of earlier chunks) with merge(), and ends with
 /// finish(value, prompt_len). window() says which rows of a chunk it reads;
 /// keeps_state says whether a chunked request carries its running value to the
@@ -107,6 +115,16 @@ concept token_method = detail::declares_kind<M> && M::kind == method_kind::token
 
 namespace detail {
 
+/// A row's value taken into a column by accumulate(), with the row's prompt
+/// position where the method asks for it.
+template <class M>
+SEQPOOL_HOST_DEVICE float accumulate_at(const M& method, float pooled, float row_value, std::int64_t position) {
+  if constexpr (accumulates_by_position<M>)
+    return method.accumulate(pooled, row_value, position);
+  else
+    return method.accumulate(pooled, row_value);
+}
+
 /// True for runtime_method<...>, which holds one of several methods chosen at run time.
 template <class M>
 inline constexpr bool is_runtime_method = false;
@@ -128,7 +146,8 @@ consteval bool method_is_complete() {
     static_assert(has_window<M>,
                   "seqpool: a sequence method needs `seqpool::row_window window(const seqpool::chunk&) const`");
     static_assert(has_identity<M>, "seqpool: a sequence method needs `float identity() const`");
-    static_assert(has_accumulate<M>, "seqpool: a sequence method needs `float accumulate(float, float) const`");
+    static_assert(has_accumulate<M>, "seqpool: a sequence method needs `float accumulate(float, float) const` or "
+                                     "`float accumulate(float, float, std::int64_t position) const`");
     static_assert(has_merge<M>, "seqpool: a sequence method needs `float merge(float, float) const`");
     static_assert(has_finish<M>, "seqpool: a sequence method needs `float finish(float, std::int64_t) const`");
     return sequence_method<M>;

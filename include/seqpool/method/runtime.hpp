@@ -15,6 +15,7 @@
 #include <seqpool/method/max.hpp>
 #include <seqpool/method/mean.hpp>
 #include <seqpool/method/step.hpp>
+#include <seqpool/method/weighted_mean.hpp>
 
 namespace seqpool {
 namespace method {
@@ -58,8 +59,8 @@ class runtime_method {
   std::variant<Methods...> chosen_;
 };
 
-/// Any built-in sequence method (CLS, LAST, MEAN, MAX).
-using any_sequence = runtime_method<cls, last, mean, max>;
+/// Any built-in sequence method (CLS, LAST, MEAN, MAX, weighted MEAN).
+using any_sequence = runtime_method<cls, last, mean, max, weighted_mean>;
 
 /// Any built-in token method (ALL, STEP).
 using any_token = runtime_method<all, step>;

@@ -11,6 +11,7 @@
 #include <seqpool/detail/device/vector.hpp>
 #include <seqpool/detail/index_block.hpp>
 #include <seqpool/detail/records.hpp>
+#include <seqpool/method/concepts.hpp>
 
 namespace seqpool::detail::device {
 
@@ -95,7 +96,7 @@ struct pool_rows {
     for (std::int64_t pass = 0; pass < width; pass += layout::pass_columns) {
       warp.lanes([&](int lane) {
         lane_row& mine = held[lane];
-        reduce_whole(rows, tile.rows, width, pass, lane, mine);
+        reduce_whole(rows, tile.rows, tile.row_begin + owner.position_offset, width, pass, lane, mine);
         SEQPOOL_UNROLL
         for (int i = 0; i < Policy::lane_floats; ++i) {
           const std::int64_t column = layout::column(pass, lane, i);
@@ -107,9 +108,10 @@ struct pool_rows {
     result.finish(warp, head, owner.use_activation != 0, held);
   }
 
-  /// A packed lane's vectors of one pass, reduced over `count` rows from identity().
-  SEQPOOL_HOST_DEVICE void reduce_whole(const T* rows, std::int64_t count, std::int64_t width, std::int64_t pass,
-                                        int lane, lane_row& mine) const {
+  /// A packed lane's vectors of one pass, reduced over `count` rows from identity();
+  /// the first row sits at `first_position` of its prompt.
+  SEQPOOL_HOST_DEVICE void reduce_whole(const T* rows, std::int64_t count, std::int64_t first_position,
+                                        std::int64_t width, std::int64_t pass, int lane, lane_row& mine) const {
     SEQPOOL_UNROLL
     for (int i = 0; i < Policy::lane_floats; ++i) mine.at[i] = method.identity();
     // The lane's last vector is its farthest: if it is whole, they all are.
@@ -126,38 +128,42 @@ struct pool_rows {
           for (int k = 0; k < lane_vectors; ++k)
             loaded[u][k] = load_once(rows + (r + u) * row_stride + layout::column(pass, lane, k * elements));
         SEQPOOL_UNROLL
-        for (int u = 0; u < in_flight; ++u) accumulate_vectors<lane_vectors>(loaded[u], mine.at);
+        for (int u = 0; u < in_flight; ++u) accumulate_vectors<lane_vectors>(loaded[u], mine.at, first_position + r + u);
       }
       for (; r < count; ++r) {
         raw_vector loaded[1][lane_vectors];
         SEQPOOL_UNROLL
         for (int k = 0; k < lane_vectors; ++k)
           loaded[0][k] = load_once(rows + r * row_stride + layout::column(pass, lane, k * elements));
-        accumulate_vectors<lane_vectors>(loaded[0], mine.at);
+        accumulate_vectors<lane_vectors>(loaded[0], mine.at, first_position + r);
       }
       return;
     }
     for (std::int64_t r = 0; r < count; ++r)
       SEQPOOL_UNROLL
       for (int k = 0; k < lane_vectors; ++k)
-        accumulate_columns(rows + r * row_stride, layout::column(pass, lane, k * elements), width, mine.at + k * elements);
+        accumulate_columns(rows + r * row_stride, layout::column(pass, lane, k * elements), width, mine.at + k * elements,
+                           first_position + r);
   }
 
+  /// One row's loaded vectors taken into `values`; the row sits at `position` of its prompt.
   template <int Vectors>
-  SEQPOOL_HOST_DEVICE void accumulate_vectors(const raw_vector (&loaded)[Vectors], float* values) const {
+  SEQPOOL_HOST_DEVICE void accumulate_vectors(const raw_vector (&loaded)[Vectors], float* values,
+                                              std::int64_t position) const {
     SEQPOOL_UNROLL
     for (int k = 0; k < Vectors; ++k) {
       float row[elements];
       to_floats<T>(loaded[k], row);
       SEQPOOL_UNROLL
-      for (int e = 0; e < elements; ++e) values[k * elements + e] = method.accumulate(values[k * elements + e], row[e]);
+      for (int e = 0; e < elements; ++e)
+        values[k * elements + e] = accumulate_at(method, values[k * elements + e], row[e], position);
     }
   }
 
   /// One vector's columns from `column` of one row, where a vector load cannot
   /// take them: an unaligned row, or past the row's last whole vector.
-  SEQPOOL_HOST_DEVICE void accumulate_columns(const T* row, std::int64_t column, std::int64_t width,
-                                              float* values) const {
+  SEQPOOL_HOST_DEVICE void accumulate_columns(const T* row, std::int64_t column, std::int64_t width, float* values,
+                                              std::int64_t position) const {
     const std::int64_t count = width - column;
     if (count <= 0) return;
     float loaded[elements];
@@ -167,7 +173,7 @@ struct pool_rows {
       load_columns<elements>(row, column, count, loaded);
     SEQPOOL_UNROLL
     for (int e = 0; e < elements; ++e)
-      if (e < count) values[e] = method.accumulate(values[e], loaded[e]);
+      if (e < count) values[e] = accumulate_at(method, values[e], loaded[e], position);
   }
 
   // Split blocks.
@@ -189,7 +195,8 @@ struct pool_rows {
     block.threads([&](int warp, int lane) {
       const std::int64_t begin = warp * run;
       const std::int64_t end = begin + run < tile.rows ? begin + run : tile.rows;
-      reduce_slab(rows, begin, end, width, slab_begin + lane * Policy::slab_lane_floats, shared.merged[warp][lane]);
+      reduce_slab(rows, begin, end, tile.row_begin + owner.position_offset, width,
+                  slab_begin + lane * Policy::slab_lane_floats, shared.merged[warp][lane]);
     });
     block.sync();
     const bool alone = owner.num_tiles == 1;
@@ -256,9 +263,10 @@ struct pool_rows {
     return mine;
   }
 
-  /// A split lane's columns [column, column + slab_lane_floats) reduced over rows [begin, end).
-  SEQPOOL_HOST_DEVICE void reduce_slab(const T* rows, std::int64_t begin, std::int64_t end, std::int64_t width,
-                                       std::int64_t column, lane_slab& mine) const {
+  /// A split lane's columns [column, column + slab_lane_floats) reduced over rows [begin, end)
+  /// of a tile whose first row sits at `first_position` of its prompt.
+  SEQPOOL_HOST_DEVICE void reduce_slab(const T* rows, std::int64_t begin, std::int64_t end, std::int64_t first_position,
+                                       std::int64_t width, std::int64_t column, lane_slab& mine) const {
     SEQPOOL_UNROLL
     for (int i = 0; i < Policy::slab_lane_floats; ++i) mine.at[i] = method.identity();
     if (rows_aligned && column + Policy::slab_lane_floats <= width) {
@@ -272,20 +280,21 @@ struct pool_rows {
           for (int k = 0; k < slab_vectors; ++k)
             loaded[u][k] = load_once(rows + (r + u) * row_stride + column + k * elements);
         SEQPOOL_UNROLL
-        for (int u = 0; u < in_flight; ++u) accumulate_vectors<slab_vectors>(loaded[u], mine.at);
+        for (int u = 0; u < in_flight; ++u) accumulate_vectors<slab_vectors>(loaded[u], mine.at, first_position + r + u);
       }
       for (; r < end; ++r) {
         raw_vector loaded[1][slab_vectors];
         SEQPOOL_UNROLL
         for (int k = 0; k < slab_vectors; ++k) loaded[0][k] = load_once(rows + r * row_stride + column + k * elements);
-        accumulate_vectors<slab_vectors>(loaded[0], mine.at);
+        accumulate_vectors<slab_vectors>(loaded[0], mine.at, first_position + r);
       }
       return;
     }
     for (std::int64_t r = begin; r < end; ++r)
       SEQPOOL_UNROLL
       for (int k = 0; k < slab_vectors; ++k)
-        accumulate_columns(rows + r * row_stride, column + k * elements, width, mine.at + k * elements);
+        accumulate_columns(rows + r * row_stride, column + k * elements, width, mine.at + k * elements,
+                           first_position + r);
   }
 
   /// Writes a split lane's columns to `to`: completed (merged with `init`,

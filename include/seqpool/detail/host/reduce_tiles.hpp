@@ -11,6 +11,7 @@
 #include <seqpool/detail/records.hpp>
 #include <seqpool/detail/to_float.hpp>
 #include <seqpool/head/row.hpp>
+#include <seqpool/method/concepts.hpp>
 
 namespace seqpool::detail::host {
 
@@ -128,8 +129,10 @@ struct reduce_tiles {
     // loop vectorises. Four rows a sweep load and store the result block a quarter
     // as often, and still accumulate in row order.
     start_block(tile, width, next, block, init, first_row, out);
+    const std::int64_t first_position = position_of(tile);
     std::int32_t r = 1;
     for (; r + 4 <= tile.rows; r += 4) {
+      const std::int64_t position = first_position + r;
       const T* __restrict__ row0 = first_row + r * row_stride;
       const T* __restrict__ row1 = row0 + row_stride;
       const T* __restrict__ row2 = row1 + row_stride;
@@ -144,10 +147,10 @@ struct reduce_tiles {
             for (const lines_ahead& later : ahead) later.template ask<prefetch_into::l1>(line - block.begin);
           },
           [&](std::int64_t c) {
-            out[c] = method.accumulate(
-                method.accumulate(method.accumulate(method.accumulate(out[c], to_float(row0[c])), to_float(row1[c])),
-                                  to_float(row2[c])),
-                to_float(row3[c]));
+            float value = accumulate_at(method, out[c], to_float(row0[c]), position);
+            value = accumulate_at(method, value, to_float(row1[c]), position + 1);
+            value = accumulate_at(method, value, to_float(row2[c]), position + 2);
+            out[c] = accumulate_at(method, value, to_float(row3[c]), position + 3);
           });
     }
     // The rows left over ask for the rows four on, as the sweeps did, all at once.
@@ -157,7 +160,8 @@ struct reduce_tiles {
     }
     for (; r < tile.rows; ++r) {
       const T* __restrict__ row = first_row + r * row_stride;
-      for (std::int64_t c = block.begin; c < block.end; ++c) out[c] = method.accumulate(out[c], to_float(row[c]));
+      for (std::int64_t c = block.begin; c < block.end; ++c)
+        out[c] = accumulate_at(method, out[c], to_float(row[c]), first_position + r);
     }
   }
 
@@ -169,20 +173,25 @@ struct reduce_tiles {
   void start_block(tile_record tile, std::int64_t width, const tile_record* next, column_range block, const float* init,
                    const T* first_row, float* out) const {
     const T* __restrict__ first = first_row;
+    const std::int64_t position = position_of(tile);
     if (tile.rows == 1) {
       const lines_ahead later = ahead_of(tile, width, next, block, 1);
       by_lines<T>(
           block.begin, block.end, [&](std::int64_t line) { later.ask(line - block.begin); },
           [&](std::int64_t c) {
-            out[c] = method.accumulate(init != nullptr ? init[c] : method.identity(), to_float(first[c]));
+            out[c] = accumulate_at(method, init != nullptr ? init[c] : method.identity(), to_float(first[c]), position);
           });
     } else if (init != nullptr) {
-      for (std::int64_t c = block.begin; c < block.end; ++c) out[c] = method.accumulate(init[c], to_float(first[c]));
+      for (std::int64_t c = block.begin; c < block.end; ++c)
+        out[c] = accumulate_at(method, init[c], to_float(first[c]), position);
     } else {
       for (std::int64_t c = block.begin; c < block.end; ++c)
-        out[c] = method.accumulate(method.identity(), to_float(first[c]));
+        out[c] = accumulate_at(method, method.identity(), to_float(first[c]), position);
     }
   }
+
+  /// The prompt position of the tile's first row.
+  std::int64_t position_of(tile_record tile) const { return tile.row_begin + requests[tile.request].position_offset; }
 
   /// The lines a sweep of `block` asks for ahead of row `row`, counted from the
   /// tile's first: the row's own columns; past the tile's last row, its first
