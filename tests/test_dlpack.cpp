@@ -82,6 +82,13 @@ TEST_CASE("hidden states: every accepted dtype and layout, viewed without a copy
     });
     CHECK(visited == 1);
   }
+  SUBCASE("a padded [B, S, H] tensor as its B·S rows, in a wider buffer") {
+    tensor padded(rows.data(), float32, {2, 3, 3}, {12, 4, 1});
+    const auto view = dlpack::hidden<float, seqpool::host_space>(padded.dl);
+    CHECK(view.extent(0) == 6);
+    CHECK(view.extent(1) == 3);
+    CHECK(view.stride(0) == 4);
+  }
   SUBCASE("pinned host memory, one row with any stride, no rows") {
     tensor pinned(rows.data(), float32, {3, 8}, {}, kDLCUDAHost);
     CHECK(dlpack::hidden<float, seqpool::host_space>(pinned.dl).extent(0) == 3);
@@ -112,8 +119,16 @@ TEST_CASE("hidden states: every rejected tensor says what it found and what it n
   CHECK_THROWS_WITH_AS((dlpack::visit_hidden<host>(lanes.dl, [](auto) {})),
                        "hidden states: the tensor holds float32x2; seqpool reads float32, float16 and bfloat16",
                        seqpool::error);
-  tensor three_d(rows.data(), float32, {1, 3, 8});
-  CHECK_THROWS_WITH_AS((dlpack::hidden<float, host>(three_d.dl)), "hidden states: the tensor has 3 dimensions, needs 2",
+  tensor four_d(rows.data(), float32, {1, 1, 3, 8});
+  CHECK_THROWS_WITH_AS((dlpack::hidden<float, host>(four_d.dl)),
+                       "hidden states: the tensor has 4 dimensions, needs 2 ([rows, H]) or 3 (padded [B, S, H])",
+                       seqpool::error);
+  tensor gaps(rows.data(), float32, {2, 1, 4}, {12, 8, 1});
+  CHECK(dlpack::hidden<float, host>(gaps.dl).stride(0) == 12);  // one row a sequence: rows 12 apart
+  tensor gapped(rows.data(), float32, {2, 2, 4}, {12, 4, 1});
+  CHECK_THROWS_WITH_AS((dlpack::hidden<float, host>(gapped.dl)),
+                       "hidden states: strides[0] is 12; padded sequences must follow one another, S·strides[1] = 8 "
+                       "apart",
                        seqpool::error);
   tensor transposed(rows.data(), float32, {8, 3}, {1, 8});
   CHECK_THROWS_WITH_AS((dlpack::hidden<float, host>(transposed.dl)),
@@ -122,7 +137,7 @@ TEST_CASE("hidden states: every rejected tensor says what it found and what it n
   CHECK_THROWS_WITH_AS((dlpack::hidden<float, host>(overlapping.dl)),
                        "hidden states: strides[0] is 4; rows must not overlap (at least 8)", seqpool::error);
   tensor negative(rows.data(), float32, {-1, 8});
-  CHECK_THROWS_WITH_AS((dlpack::hidden<float, host>(negative.dl)), "hidden states: shape [-1, 8] is negative",
+  CHECK_THROWS_WITH_AS((dlpack::hidden<float, host>(negative.dl)), "hidden states: shape[0] is negative: -1",
                        seqpool::error);
   tensor misaligned(rows.data(), float32, {2, 8});
   misaligned.dl.byte_offset = 2;

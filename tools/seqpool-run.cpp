@@ -107,7 +107,8 @@ class replay {
   void run_step(std::size_t index) {
     const std::string where = "step " + std::to_string(index);
     const tool::step_file step = tool::read_step(batch_, index);
-    seqpool::batch requests{step.requests};
+    seqpool::batch requests;
+    requests.requests = step.requests;
     tool::npy_array hidden;
     try {
       hidden = tool::read_npy(step.hidden_states, tool::hidden_dtypes);

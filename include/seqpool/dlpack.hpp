@@ -134,8 +134,10 @@ inline std::int64_t compact_size(const DLTensor& tensor, const char* what) {
 }  // namespace detail
 
 /// A [rows, hidden_size] tensor of T (float32, float16 or bfloat16) as the hidden
-/// states Space reads; rows may be further apart than hidden_size (a slice of a
-/// wider tensor), columns must be adjacent.
+/// states Space reads — or a padded [B, S, hidden_size] one as its B·S rows (with
+/// batch::padded saying S and the side). Rows may be further apart than
+/// hidden_size (a slice of a wider tensor), columns must be adjacent, and a padded
+/// tensor's sequences must follow one another at S rows.
 template <hidden_element T, class Space>
 hidden_view<T> hidden(const DLTensor& tensor) {
   constexpr const char* what = "hidden states";
@@ -143,18 +145,32 @@ hidden_view<T> hidden(const DLTensor& tensor) {
   if (!detail::holds<T>(tensor.dtype))
     detail::fail(what, seqpool::detail::concat("the tensor holds ", detail::dtype_name(tensor.dtype),
                                                ", the view is of ", 8 * sizeof(T), "-bit elements of another type"));
-  if (tensor.ndim != 2) detail::fail(what, seqpool::detail::concat("the tensor has ", tensor.ndim, " dimensions, needs 2"));
-  const std::int64_t rows = tensor.shape[0], hidden_size = tensor.shape[1];
-  if (rows < 0 || hidden_size < 0)
-    detail::fail(what, seqpool::detail::concat("shape [", rows, ", ", hidden_size, "] is negative"));
+  if (tensor.ndim != 2 && tensor.ndim != 3)
+    detail::fail(what, seqpool::detail::concat("the tensor has ", tensor.ndim,
+                                               " dimensions, needs 2 ([rows, H]) or 3 (padded [B, S, H])"));
+  const int column_dim = tensor.ndim - 1, row_dim = tensor.ndim - 2;
+  for (int d = 0; d < tensor.ndim; ++d)
+    if (tensor.shape[d] < 0) detail::fail(what, seqpool::detail::concat("shape[", d, "] is negative: ", tensor.shape[d]));
+  const std::int64_t hidden_size = tensor.shape[column_dim];
+  const std::int64_t rows = tensor.ndim == 3 ? tensor.shape[0] * tensor.shape[1] : tensor.shape[0];
   std::int64_t row_stride = hidden_size;
   if (tensor.strides) {
-    if (hidden_size > 1 && tensor.strides[1] != 1)
-      detail::fail(what, seqpool::detail::concat("strides[1] is ", tensor.strides[1], "; a row's elements must be adjacent (1)"));
-    if (rows > 1) row_stride = tensor.strides[0];
-    if (row_stride < hidden_size)
-      detail::fail(what, seqpool::detail::concat("strides[0] is ", row_stride, "; rows must not overlap (at least ",
-                                                 hidden_size, ")"));
+    if (hidden_size > 1 && tensor.strides[column_dim] != 1)
+      detail::fail(what, seqpool::detail::concat("strides[", column_dim, "] is ", tensor.strides[column_dim],
+                                                 "; a row's elements must be adjacent (1)"));
+    // The rows' spacing: along the row dimension, or, one row a sequence, between sequences.
+    if (tensor.shape[row_dim] > 1)
+      row_stride = tensor.strides[row_dim];
+    else if (tensor.ndim == 3 && tensor.shape[0] > 1)
+      row_stride = tensor.strides[0];
+    if (tensor.ndim == 3 && tensor.shape[0] > 1 && tensor.shape[1] > 1 &&
+        tensor.strides[0] != tensor.shape[1] * tensor.strides[1])
+      detail::fail(what, seqpool::detail::concat("strides[0] is ", tensor.strides[0], "; padded sequences must follow ",
+                                                 "one another, S·strides[1] = ", tensor.shape[1] * tensor.strides[1],
+                                                 " apart"));
+    if (rows > 1 && row_stride < hidden_size)
+      detail::fail(what, seqpool::detail::concat("strides[", tensor.shape[row_dim] > 1 ? row_dim : 0, "] is ",
+                                                 row_stride, "; rows must not overlap (at least ", hidden_size, ")"));
   }
   return make_hidden_view(detail::first_element<const T>(tensor, what), rows, hidden_size, row_stride);
 }

@@ -44,8 +44,8 @@ export CPATH="$deps${CPATH:+:$CPATH}"
 
 # The programs carried in .gpu-deps/bin are used when every one of them loads
 # here; otherwise they are built in build-gpu/.
-programs=(tests/test_cuda examples/embed_batch_cuda examples/custom_method_cuda tools/seqpool-run-cuda
-  benchmarks/pool_bench_cuda)
+programs=(tests/test_cuda examples/embed_batch_cuda examples/custom_method_cuda examples/padded_batch_cuda
+  tools/seqpool-run-cuda benchmarks/pool_bench_cuda)
 bin=.gpu-deps/bin
 carried=yes
 for program in "${programs[@]##*/}" sync_steps libcount_sync.so; do
@@ -75,6 +75,7 @@ part "no waits, copies or allocations in 100 steps" env LD_PRELOAD="$PWD/$bin/li
   LD_LIBRARY_PATH="/usr/local/cuda/lib64:$PWD/$bin${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" timeout 60 "$bin/sync_steps"
 part "main example on CUDA" timeout 30 "$bin/embed_batch_cuda"
 part "custom method on CUDA" timeout 30 "$bin/custom_method_cuda"
+part "padded batch through DLPack on CUDA" timeout 30 "$bin/padded_batch_cuda"
 part "device benchmark" timeout 90 "$bin/pool_bench_cuda" --space device --repeats 5 --json "$out/gpu-bench.json"
 part "PyTorch pooler on CUDA" timeout 60 python3 benchmarks/torch_baseline.py --device cuda --repeats 3 \
   --json "$out/torch-cuda.json"
