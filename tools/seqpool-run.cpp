@@ -245,8 +245,8 @@ class replay {
     seqpool::buffer<T, Space> rows(space_, static_cast<std::size_t>(hidden.count()));
     space_.copy_in(std::span<const T>(reinterpret_cast<const T*>(hidden.data.data()), rows.size()), rows.span());
     const seqpool::audit_scope scope(space_.audit());
-    dispatcher_.forward(seqpool::make_hidden_view<T>(rows.data(), rows.size() / batch_.hidden_size, batch_.hidden_size),
-                        plan, state_,
+    const std::int64_t num_rows = static_cast<std::int64_t>(rows.size()) / batch_.hidden_size;  // B·S where padded
+    dispatcher_.forward(seqpool::make_hidden_view<T>(rows.data(), num_rows, batch_.hidden_size), plan, state_,
                         output.span());
     return scope.counts();
   }
