@@ -54,6 +54,18 @@ std::vector<double> expected(const std::vector<seqpool::bfloat16>& hidden, std::
   return pooled;
 }
 
+/// A row-major tensor of `shape` in Space's memory, as a framework describes one.
+template <class Space, std::size_t Dims>
+DLTensor compact_tensor(void* data, std::int64_t (&shape)[Dims], DLDataType dtype) {
+  return {.data = data,
+          .device = {seqpool::dlpack::memory<Space>::devices[0], 0},
+          .ndim = static_cast<std::int32_t>(Dims),
+          .dtype = dtype,
+          .shape = shape,
+          .strides = nullptr,
+          .byte_offset = 0};
+}
+
 template <class Space>
 double serve(const char* label, const std::vector<seqpool::bfloat16>& model) {
   Space space;
@@ -62,13 +74,7 @@ double serve(const char* label, const std::vector<seqpool::bfloat16>& model) {
 
   // What the engine hands over: its tensor, described, not copied.
   std::int64_t shape[3] = {static_cast<std::int64_t>(prompt_lengths.size()), sequence_length, hidden_size};
-  const DLTensor hidden{.data = states.data(),
-                        .device = {seqpool::dlpack::memory<Space>::devices[0], 0},
-                        .ndim = 3,
-                        .dtype = {kDLBfloat, 16, 1},
-                        .shape = shape,
-                        .strides = nullptr,
-                        .byte_offset = 0};
+  const DLTensor hidden = compact_tensor<Space>(states.data(), shape, {kDLBfloat, 16, 1});
 
   seqpool::state_store<Space> state(space);
   seqpool::pooler<seqpool::method::weighted_mean, seqpool::head::embed, Space> pooler(space, hidden_size);
@@ -83,13 +89,7 @@ double serve(const char* label, const std::vector<seqpool::bfloat16>& model) {
   pooler.reserve(plan, state);
   seqpool::buffer<float, Space> results(space, static_cast<std::size_t>(plan.output_size));
   std::int64_t out_shape[1] = {plan.output_size};
-  DLTensor out{.data = results.data(),
-               .device = {seqpool::dlpack::memory<Space>::devices[0], 0},
-               .ndim = 1,
-               .dtype = {kDLFloat, 32, 1},
-               .shape = out_shape,
-               .strides = nullptr,
-               .byte_offset = 0};
+  DLTensor out = compact_tensor<Space>(results.data(), out_shape, {kDLFloat, 32, 1});
 
   const seqpool::audit_scope audit(space.audit());
   seqpool::dlpack::visit_hidden<Space>(hidden, [&](auto rows) {
