@@ -46,7 +46,7 @@ PY
 # -Dcccl_root=.deps/cuda -Dcuda=disabled).
 if [ "${SEQPOOL_CCCL_FROM_PYPI:-0}" = 1 ] ||
    { [ ! -f /usr/local/cuda/include/cccl/thrust/version.h ] && [ ! -f .deps/cuda/include/cccl/thrust/version.h ]; }; then
-  echo "seqpool: no CUDA toolkit; fetching CCCL and the CUDA half-precision headers from PyPI"
+  echo "seqpool: fetching CCCL and the CUDA runtime headers from PyPI into .deps/cuda"
   python3 -m pip download --quiet --no-deps --dest .deps/wheels nvidia-cuda-cccl==13.0.85 nvidia-cuda-runtime==13.0.96 \
     nvidia-cuda-crt==13.0.88
   unpack_wheels .deps/wheels include .deps/cuda/include
