@@ -14,8 +14,8 @@
 #include <string>
 #include <utility>
 
-#include <cuda/std/span>
 #include <dlpack/dlpack.h>
+#include <cuda/std/span>
 
 #include <seqpool/error.hpp>
 #include <seqpool/float16.hpp>
@@ -54,12 +54,18 @@ namespace detail {
 
 inline std::string device_name(DLDeviceType type) {
   switch (type) {
-    case kDLCPU: return "kDLCPU";
-    case kDLCUDA: return "kDLCUDA";
-    case kDLCUDAHost: return "kDLCUDAHost";
-    case kDLCUDAManaged: return "kDLCUDAManaged";
-    case kDLROCM: return "kDLROCM";
-    default: return "device type " + std::to_string(static_cast<int>(type));
+    case kDLCPU:
+      return "kDLCPU";
+    case kDLCUDA:
+      return "kDLCUDA";
+    case kDLCUDAHost:
+      return "kDLCUDAHost";
+    case kDLCUDAManaged:
+      return "kDLCUDAManaged";
+    case kDLROCM:
+      return "kDLROCM";
+    default:
+      return "device type " + std::to_string(static_cast<int>(type));
   }
 }
 
@@ -67,19 +73,25 @@ inline std::string device_name(DLDeviceType type) {
 inline std::string dtype_name(DLDataType type) {
   std::string name;
   switch (type.code) {
-    case kDLFloat: name = "float"; break;
-    case kDLBfloat: name = "bfloat"; break;
-    case kDLInt: name = "int"; break;
-    case kDLUInt: name = "uint"; break;
-    default: name = "type code " + std::to_string(type.code) + " of "; break;
+    case kDLFloat:
+      name = "float";
+      break;
+    case kDLBfloat:
+      name = "bfloat";
+      break;
+    case kDLInt:
+      name = "int";
+      break;
+    case kDLUInt:
+      name = "uint";
+      break;
+    default:
+      name = "type code " + std::to_string(type.code) + " of ";
+      break;
   }
   name += std::to_string(type.bits);
   if (type.lanes != 1) name += "x" + std::to_string(type.lanes);
   return name;
-}
-
-[[noreturn]] inline void fail(const char* what, const std::string& message) {
-  throw error(seqpool::detail::concat(what, ": ", message));
 }
 
 template <class Space>
@@ -89,22 +101,29 @@ void check_device(const DLTensor& tensor, const char* what) {
   std::string accepted;
   for (const DLDeviceType device : memory<Space>::devices)
     accepted += (accepted.empty() ? "" : " or ") + device_name(device);
-  fail(what, seqpool::detail::concat("the tensor is on ", device_name(tensor.device.device_type), ", which ",
-                                     memory<Space>::space, " does not read; it needs ", accepted));
+  seqpool::detail::fail(what, "the tensor is on ", device_name(tensor.device.device_type), ", which ",
+                        memory<Space>::space, " does not read; it needs ", accepted);
 }
 
 template <class T>
 bool holds(DLDataType type) {
   if (type.lanes != 1 || type.bits != 8 * sizeof(T)) return false;
-  if constexpr (std::same_as<T, float>) return type.code == kDLFloat;
-  else if constexpr (std::same_as<T, half>) return type.code == kDLFloat;
-  else if constexpr (std::same_as<T, bfloat16>) return type.code == kDLBfloat;
+  if constexpr (std::same_as<T, float>)
+    return type.code == kDLFloat;
+  else if constexpr (std::same_as<T, half>)
+    return type.code == kDLFloat;
+  else if constexpr (std::same_as<T, bfloat16>)
+    return type.code == kDLBfloat;
 #if SEQPOOL_HAS_CUDA_FLOAT16
-  else if constexpr (std::same_as<T, __half>) return type.code == kDLFloat;
-  else if constexpr (std::same_as<T, __nv_bfloat16>) return type.code == kDLBfloat;
+  else if constexpr (std::same_as<T, __half>)
+    return type.code == kDLFloat;
+  else if constexpr (std::same_as<T, __nv_bfloat16>)
+    return type.code == kDLBfloat;
 #endif
-  else if constexpr (std::same_as<T, std::int64_t> || std::same_as<T, std::int32_t>) return type.code == kDLInt;
-  else return false;
+  else if constexpr (std::same_as<T, std::int64_t> || std::same_as<T, std::int32_t>)
+    return type.code == kDLInt;
+  else
+    return false;
 }
 
 /// The tensor's first element, after byte_offset, checked to be aligned for T.
@@ -112,19 +131,25 @@ template <class T>
 T* first_element(const DLTensor& tensor, const char* what) {
   const auto address = reinterpret_cast<std::uintptr_t>(tensor.data) + tensor.byte_offset;
   if (address % alignof(T) != 0)
-    fail(what, seqpool::detail::concat("data + byte_offset (", tensor.byte_offset, ") is not aligned to ",
-                                       alignof(T), " bytes"));
+    seqpool::detail::fail(what, "data + byte_offset (", tensor.byte_offset, ") is not aligned to ", alignof(T),
+                          " bytes");
   return reinterpret_cast<T*>(address);
+}
+
+/// Refuses a negative extent.
+inline void check_extents(const DLTensor& tensor, const char* what) {
+  for (int d = 0; d < tensor.ndim; ++d)
+    if (tensor.shape[d] < 0) seqpool::detail::fail(what, "shape[", d, "] is negative: ", tensor.shape[d]);
 }
 
 /// Elements of a tensor whose elements lie one after another in row-major order.
 inline std::int64_t compact_size(const DLTensor& tensor, const char* what) {
+  check_extents(tensor, what);
   std::int64_t size = 1, stride = 1;
   for (int d = tensor.ndim - 1; d >= 0; --d) {
-    if (tensor.shape[d] < 0) fail(what, seqpool::detail::concat("shape[", d, "] is negative: ", tensor.shape[d]));
     if (tensor.strides && tensor.shape[d] > 1 && tensor.strides[d] != stride)
-      fail(what, seqpool::detail::concat("strides[", d, "] is ", tensor.strides[d], "; the tensor must be contiguous (",
-                                         stride, ")"));
+      seqpool::detail::fail(what, "strides[", d, "] is ", tensor.strides[d], "; the tensor must be contiguous (",
+                            stride, ")");
     stride *= tensor.shape[d];
     size *= tensor.shape[d];
   }
@@ -143,21 +168,20 @@ hidden_view<T> hidden(const DLTensor& tensor) {
   constexpr const char* what = "hidden states";
   detail::check_device<Space>(tensor, what);
   if (!detail::holds<T>(tensor.dtype))
-    detail::fail(what, seqpool::detail::concat("the tensor holds ", detail::dtype_name(tensor.dtype),
-                                               ", the view is of ", 8 * sizeof(T), "-bit elements of another type"));
+    seqpool::detail::fail(what, "the tensor holds ", detail::dtype_name(tensor.dtype), ", the view is of ",
+                          8 * sizeof(T), "-bit elements of another type");
   if (tensor.ndim != 2 && tensor.ndim != 3)
-    detail::fail(what, seqpool::detail::concat("the tensor has ", tensor.ndim,
-                                               " dimensions, needs 2 ([rows, H]) or 3 (padded [B, S, H])"));
+    seqpool::detail::fail(what, "the tensor has ", tensor.ndim,
+                          " dimensions, needs 2 ([rows, H]) or 3 (padded [B, S, H])");
+  detail::check_extents(tensor, what);
   const int column_dim = tensor.ndim - 1, row_dim = tensor.ndim - 2;
-  for (int d = 0; d < tensor.ndim; ++d)
-    if (tensor.shape[d] < 0) detail::fail(what, seqpool::detail::concat("shape[", d, "] is negative: ", tensor.shape[d]));
   const std::int64_t hidden_size = tensor.shape[column_dim];
   const std::int64_t rows = tensor.ndim == 3 ? tensor.shape[0] * tensor.shape[1] : tensor.shape[0];
   std::int64_t row_stride = hidden_size;
   if (tensor.strides) {
     if (hidden_size > 1 && tensor.strides[column_dim] != 1)
-      detail::fail(what, seqpool::detail::concat("strides[", column_dim, "] is ", tensor.strides[column_dim],
-                                                 "; a row's elements must be adjacent (1)"));
+      seqpool::detail::fail(what, "strides[", column_dim, "] is ", tensor.strides[column_dim],
+                            "; a row's elements must be adjacent (1)");
     // The rows' spacing: along the row dimension, or, one row a sequence, between sequences.
     if (tensor.shape[row_dim] > 1)
       row_stride = tensor.strides[row_dim];
@@ -165,12 +189,11 @@ hidden_view<T> hidden(const DLTensor& tensor) {
       row_stride = tensor.strides[0];
     if (tensor.ndim == 3 && tensor.shape[0] > 1 && tensor.shape[1] > 1 &&
         tensor.strides[0] != tensor.shape[1] * tensor.strides[1])
-      detail::fail(what, seqpool::detail::concat("strides[0] is ", tensor.strides[0], "; padded sequences must follow ",
-                                                 "one another, S·strides[1] = ", tensor.shape[1] * tensor.strides[1],
-                                                 " apart"));
+      seqpool::detail::fail(what, "strides[0] is ", tensor.strides[0], "; padded sequences must follow ",
+                            "one another, S·strides[1] = ", tensor.shape[1] * tensor.strides[1], " apart");
     if (rows > 1 && row_stride < hidden_size)
-      detail::fail(what, seqpool::detail::concat("strides[", tensor.shape[row_dim] > 1 ? row_dim : 0, "] is ",
-                                                 row_stride, "; rows must not overlap (at least ", hidden_size, ")"));
+      seqpool::detail::fail(what, "strides[", tensor.shape[row_dim] > 1 ? row_dim : 0, "] is ", row_stride,
+                            "; rows must not overlap (at least ", hidden_size, ")");
   }
   return make_hidden_view(detail::first_element<const T>(tensor, what), rows, hidden_size, row_stride);
 }
@@ -183,8 +206,8 @@ decltype(auto) visit_hidden(const DLTensor& tensor, Visit&& visit) {
   if (detail::holds<float>(type)) return visit(hidden<float, Space>(tensor));
   if (detail::holds<half>(type)) return visit(hidden<half, Space>(tensor));
   if (detail::holds<bfloat16>(type)) return visit(hidden<bfloat16, Space>(tensor));
-  detail::fail("hidden states", "the tensor holds " + detail::dtype_name(type) +
-                                    "; seqpool reads float32, float16 and bfloat16");
+  seqpool::detail::fail("hidden states", "the tensor holds " + detail::dtype_name(type) +
+                                             "; seqpool reads float32, float16 and bfloat16");
 }
 
 /// A contiguous float32 tensor of any shape as the output span forward() writes.
@@ -193,7 +216,7 @@ cuda::std::span<float> output(DLTensor& tensor) {
   constexpr const char* what = "output";
   detail::check_device<Space>(tensor, what);
   if (!detail::holds<float>(tensor.dtype))
-    detail::fail(what, "the tensor holds " + detail::dtype_name(tensor.dtype) + "; seqpool writes float32");
+    seqpool::detail::fail(what, "the tensor holds " + detail::dtype_name(tensor.dtype) + "; seqpool writes float32");
   const std::int64_t size = detail::compact_size(tensor, what);
   return {detail::first_element<float>(tensor, what), static_cast<std::size_t>(size)};
 }
@@ -203,13 +226,14 @@ cuda::std::span<float> output(DLTensor& tensor) {
 inline seqpool::token_ids token_ids(const DLTensor& tensor) {
   constexpr const char* what = "token ids";
   detail::check_device<host_space>(tensor, what);
-  if (tensor.ndim != 1) detail::fail(what, seqpool::detail::concat("the tensor has ", tensor.ndim, " dimensions, needs 1"));
+  if (tensor.ndim != 1) seqpool::detail::fail(what, "the tensor has ", tensor.ndim, " dimensions, needs 1");
   const auto size = static_cast<std::size_t>(detail::compact_size(tensor, what));
   if (detail::holds<std::int64_t>(tensor.dtype))
     return std::span<const std::int64_t>(detail::first_element<const std::int64_t>(tensor, what), size);
   if (detail::holds<std::int32_t>(tensor.dtype))
     return std::span<const std::int32_t>(detail::first_element<const std::int32_t>(tensor, what), size);
-  detail::fail(what, "the tensor holds " + detail::dtype_name(tensor.dtype) + "; token ids are int64 or int32");
+  seqpool::detail::fail(what,
+                        "the tensor holds " + detail::dtype_name(tensor.dtype) + "; token ids are int64 or int32");
 }
 
 /// DLManagedTensor and DLManagedTensorVersioned (DLPack 1.x): the same views of
@@ -224,8 +248,8 @@ template <managed_tensor Managed>
 void check_version(const Managed& managed, const char* what) {
   if constexpr (requires { managed.version.major; })
     if (managed.version.major != 1)
-      detail::fail(what, seqpool::detail::concat("DLPack version ", managed.version.major, ".", managed.version.minor,
-                                                 "; seqpool reads 1.x"));
+      seqpool::detail::fail(what, "DLPack version ", managed.version.major, ".", managed.version.minor,
+                            "; seqpool reads 1.x");
 }
 
 template <managed_tensor Managed>
@@ -248,7 +272,7 @@ template <class Space, managed_tensor Managed>
 cuda::std::span<float> output(Managed& managed) {
   if constexpr (requires { managed.flags; })
     if (managed.flags & 1u)  // DLPACK_FLAG_BITMASK_READ_ONLY
-      detail::fail("output", "the tensor is flagged read-only");
+      seqpool::detail::fail("output", "the tensor is flagged read-only");
   check_version(managed, "output");
   return output<Space>(managed.dl_tensor);
 }
