@@ -190,6 +190,16 @@ inline step_layout lay_out(std::span<const request> requests, std::optional<padd
 
 inline step_layout lay_out(const batch& step) { return lay_out(std::span<const request>(step.requests), step.padded); }
 
+/// The layout's chunks with rows counted from the start of the step's hidden
+/// states rather than of their task group: the rows a launch reads.
+inline std::vector<chunk> chunks_in_step(const step_layout& layout) {
+  std::vector<chunk> chunks = layout.chunks;
+  for (const task_group& group : layout.groups)
+    for (std::size_t i = group.first_request; i < group.first_request + group.num_requests; ++i)
+      chunks[i].row_begin += group.row_begin;
+  return chunks;
+}
+
 namespace detail {
 
 /// Throws for the first task group, in batch order, whose task `served(task)`

@@ -126,10 +126,7 @@ class dispatcher<dispatch_table<Entries...>> {
     whole.num_rows = layout.num_rows;
     whole.groups = layout.groups;
     whole.results.resize(step.requests.size());
-    std::vector<chunk> chunks = layout.chunks;  // rows counted from the start of the step
-    for (const task_group& group : layout.groups)
-      for (std::size_t i = group.first_request; i < group.first_request + group.num_requests; ++i)
-        chunks[i].row_begin += group.row_begin;
+    const std::vector<chunk> chunks = chunks_in_step(layout);
 
     std::int64_t result_rows = 0;
     std::int64_t columns = 0;

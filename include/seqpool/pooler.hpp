@@ -105,10 +105,7 @@ class pooler {
     if (capacity_) detail::check_rows_fit(*capacity_, layout.num_rows);
     std::vector<std::size_t> everyone(step.requests.size());
     for (std::size_t i = 0; i < everyone.size(); ++i) everyone[i] = i;
-    std::vector<chunk> chunks = layout.chunks;  // one group; rows counted from the start of the hidden states
-    if (!layout.groups.empty())
-      for (chunk& part : chunks) part.row_begin += layout.groups.front().row_begin;
-    step_plan planned = plan(step, chunks, everyone, state, 0, detail::ids_checked);
+    step_plan planned = plan(step, chunks_in_step(layout), everyone, state, 0, detail::ids_checked);
     planned.num_rows = layout.num_rows;  // padded: the last sequence's padding is part of the hidden states too
     return planned;
   }
