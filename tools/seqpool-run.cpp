@@ -224,11 +224,12 @@ class replay {
   void check_restarts(const std::string& where, const seqpool::batch& requests) const {
     for (std::size_t i = 0; i < requests.requests.size(); ++i) {
       const seqpool::request& r = requests.requests[i];
-      const std::string pooled = std::to_string(state_.num_computed(r.id));
-      if (r.num_computed != 0 || pooled == "0") continue;
+      const std::int64_t pooled = state_.num_computed(r.id);
+      if (r.num_computed != 0 || pooled == 0) continue;
+      const std::string tokens = std::to_string(pooled);
       throw tool::input_error(where + ": request " + std::to_string(i) + " (id \"" + r.id +
-                              "\"): num_computed: 0 starts over a prompt whose earlier steps pooled " + pooled +
-                              " tokens; continue it with num_computed " + pooled + ", or give the new prompt another id");
+                              "\"): num_computed: 0 starts over a prompt whose earlier steps pooled " + tokens +
+                              " tokens; continue it with num_computed " + tokens + ", or give the new prompt another id");
     }
   }
 
