@@ -32,8 +32,8 @@ SEQPOOL_HOST_DEVICE constexpr std::uint16_t half_bits(float value) {
     const float sum = cuda::std::bit_cast<float>(magnitude) + 0.5f;
     return static_cast<std::uint16_t>(sign | (cuda::std::bit_cast<std::uint32_t>(sum) - 0x3f000000u));
   }
-  // Rebias the exponent (127 → 15) and round the 13 dropped mantissa bits to
-  // nearest even; a carry out of the mantissa steps the exponent, as it must.
+  // Rebias the exponent from float's to half's and round the mantissa bits half
+  // drops to nearest even; a carry out of the mantissa steps the exponent, as it must.
   const std::uint32_t odd = (magnitude >> 13) & 1u;
   const std::uint32_t rounded = magnitude - (112u << 23) + 0xfffu + odd;
   return static_cast<std::uint16_t>(sign | (rounded >> 13));
