@@ -13,7 +13,7 @@
 
 #include <unistd.h>
 
-#include <seqpool/detail/host/stream_row.hpp>
+#include <seqpool/detail/host/store_row.hpp>
 
 namespace bench {
 
@@ -114,7 +114,8 @@ inline void stream_write(std::byte* data, std::size_t bytes) {
   auto* values = reinterpret_cast<float*>(data);
 #pragma omp parallel for schedule(static)
   for (std::size_t begin = 0; begin < floats; begin += row_floats)
-    seqpool::detail::host::stream_row(values + begin, row, static_cast<std::int64_t>(std::min(row_floats, floats - begin)));
+    seqpool::detail::host::store_row(values + begin, row, static_cast<std::int64_t>(std::min(row_floats, floats - begin)),
+                                     true);
 }
 
 }  // namespace bench

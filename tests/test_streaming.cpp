@@ -1,9 +1,11 @@
-// Results written past the caches: stream_row itself, and steps on host_space
+// Results written past the caches: store_row itself (float and 16-bit), and steps on host_space
 // whose results are large enough to be streamed, against the plain reference.
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <vector>
 
 #include <doctest/doctest.h>
@@ -20,42 +22,60 @@ using seqpool::detail::host::streamed_output_bytes;
 
 /// Pools `prompt_lens` (one request each) with Method and the normalising embed
 /// head on host_space, checks that the results were large enough to be streamed,
-/// and compares every result with the reference.
-template <class Method, class T>
+/// and compares every result with the reference; 16-bit results also with the
+/// float results of the same step, rounded.
+template <class Method, class T, class Result = float>
 void check_streamed(std::string_view name, std::int64_t hidden_size, const std::vector<std::int64_t>& prompt_lens) {
   const std::vector<float> hidden =
       test::round_trip<T>(test::drawn_values(test::total_rows(prompt_lens) * hidden_size, 7));
   seqpool::host_space space;
   seqpool::state_store<seqpool::host_space> state(space);
-  using pooler_type = seqpool::pooler<Method, seqpool::head::embed, seqpool::host_space>;
+  using pooler_type = seqpool::pooler<Method, seqpool::head::embed, seqpool::host_space, Result>;
   pooler_type pooler(space, hidden_size);
   const seqpool::batch step = test::whole_prompts(pooler_type::task, prompt_lens);
 
   const auto plan = pooler.plan(step, state);
-  REQUIRE(static_cast<std::size_t>(plan.output_size) * sizeof(float) >= streamed_output_bytes);
+  REQUIRE(static_cast<std::size_t>(plan.output_size) * sizeof(Result) >= streamed_output_bytes);
   const test::results results = test::run_step(space, pooler, state, step, test::convert<T>(hidden));
   test::check_prompts(results, step, hidden, hidden_size, std::vector<std::string_view>(prompt_lens.size(), name), {},
-                      hidden_size, 1e-5);
+                      hidden_size, std::is_same_v<Result, float> ? 1e-5 : 1e-2);
+  if constexpr (!std::is_same_v<Result, float>) {
+    seqpool::pooler<Method, seqpool::head::embed, seqpool::host_space> float_pooler(space, hidden_size);
+    const test::results exact = test::run_step(space, float_pooler, state, step, test::convert<T>(hidden));
+    for (std::size_t i = 0; i < results.size(); ++i) test::check_rounded<Result>(*results[i], *exact[i]);
+  }
 }
 
 }  // namespace
 
-TEST_CASE("stream_row copies every width to every alignment and touches nothing else") {
+/// Stores rows of every width to every alignment through store_row<Result>
+/// and checks that each value is the float rounded once and nothing else moved.
+template <class Result>
+void check_store_row(bool stream) {
   constexpr std::int64_t slack = 32;
   const std::vector<float> from = test::drawn_values(scratch_row_floats + slack, 1);
   seqpool::host_space space;  // its buffers start on a 64-byte boundary
-  for (std::int64_t offset = 0; offset < 17; ++offset)
+  const Result untouched = seqpool::detail::round_to<Result>(-1.0f);
+  for (std::int64_t offset = 0; offset < 33; ++offset)
     for (const std::int64_t width : {0, 1, 3, 4, 15, 16, 17, 31, 33, 64, 100, 1031, 8192}) {
       CAPTURE(offset);
       CAPTURE(width);
-      const seqpool::buffer<float, seqpool::host_space> to(space, static_cast<std::size_t>(width + slack));
-      std::fill(to.data(), to.data() + to.size(), -1.0f);
-      seqpool::detail::host::stream_row(to.data() + offset, from.data(), width);
+      const seqpool::buffer<Result, seqpool::host_space> to(space, static_cast<std::size_t>(width + slack));
+      std::fill(to.data(), to.data() + to.size(), untouched);
+      seqpool::detail::host::store_row(to.data() + offset, from.data(), width, stream);
       for (std::int64_t i = 0; i < width + slack; ++i) {
         const bool inside = i >= offset && i < offset + width;
-        if (to.data()[i] != (inside ? from[i - offset] : -1.0f)) FAIL("float " << i << " is " << to.data()[i]);
+        const Result wanted = inside ? seqpool::detail::round_to<Result>(from[i - offset]) : untouched;
+        if (std::memcmp(to.data() + i, &wanted, sizeof(Result)) != 0) FAIL("value " << i << " differs");
       }
     }
+}
+
+TEST_CASE("store_row writes every width to every alignment, rounded once, and touches nothing else") {
+  SUBCASE("float, streamed") { check_store_row<float>(true); }
+  SUBCASE("bfloat16, streamed") { check_store_row<seqpool::bfloat16>(true); }
+  SUBCASE("half, streamed") { check_store_row<seqpool::half>(true); }
+  SUBCASE("half, plain") { check_store_row<seqpool::half>(false); }
 }
 
 TEST_CASE("results past the streaming threshold equal the reference") {
@@ -68,6 +88,16 @@ TEST_CASE("results past the streaming threshold equal the reference") {
   SUBCASE("mean, fp32") { check_streamed<method::mean, float>("mean", 1031, std::vector<std::int64_t>(1100, 3)); }
   SUBCASE("max, wider than the scratch row") {
     check_streamed<method::max, float>("max", 8200, std::vector<std::int64_t>(140, 2));
+  }
+  // 16-bit results: half as many bytes, so twice the rows to pass the threshold.
+  SUBCASE("all, bf16 to bf16") {
+    check_streamed<method::all, seqpool::bfloat16, seqpool::bfloat16>("all", 1031, {2200});
+  }
+  SUBCASE("all, to half, wider than the scratch row") {
+    check_streamed<method::all, float, seqpool::half>("all", 8200, {280});
+  }
+  SUBCASE("max, to half, wider than the scratch row") {
+    check_streamed<method::max, float, seqpool::half>("max", 8200, std::vector<std::int64_t>(280, 2));
   }
 }
 

@@ -54,6 +54,9 @@ struct dispatch_table {
   using space_type = typename std::tuple_element_t<0, std::tuple<Entries...>>::pooler_type::space_type;
   static_assert((std::is_same_v<typename Entries::pooler_type::space_type, space_type> && ...),
                 "dispatch_table: every pooler must work in the same memory space");
+  using result_type = typename std::tuple_element_t<0, std::tuple<Entries...>>::pooler_type::result_type;
+  static_assert((std::is_same_v<typename Entries::pooler_type::result_type, result_type> && ...),
+                "dispatch_table: every pooler writes the step's one output, so all must have the same Result type");
 };
 
 /// A whole step as the dispatcher planned it: one plan per table entry that has
@@ -97,6 +100,7 @@ class dispatcher<dispatch_table<Entries...>> {
  public:
   using table = dispatch_table<Entries...>;
   using space_type = typename table::space_type;
+  using result_type = typename table::result_type;
 
   explicit dispatcher(space_type& space, std::optional<typename Entries::pooler_type>... poolers)
       : space_(&space), poolers_(std::move(poolers)...) {
@@ -136,7 +140,7 @@ class dispatcher<dispatch_table<Entries...>> {
       for (std::size_t i = 0; i < step.requests.size(); ++i)
         if (step.requests[i].task == table::tasks[entry]) launch.requests.push_back(i);
       if (launch.requests.empty()) continue;
-      const std::int64_t output_begin = detail::align_floats(whole.output_size);
+      const std::int64_t output_begin = detail::align_results(whole.output_size, sizeof(result_type));
       with_pooler(poolers_, entry, [&](const auto& pooler) {
         launch.plan = pooler.plan(step, chunks, launch.requests, state, output_begin, detail::ids_checked);
         if constexpr (std::remove_cvref_t<decltype(pooler)>::token_wise) result_rows += launch.plan.result_rows;
@@ -165,11 +169,11 @@ class dispatcher<dispatch_table<Entries...>> {
   }
 
   /// The step: one upload of every pooler's records, then each pooler's work
-  /// over the hidden states. `output` must hold plan.output_size floats. Inside
+  /// over the hidden states. `output` must hold plan.output_size values. Inside
   /// a stream capture, use capture().
   template <hidden_element T>
   void forward(hidden_view<T> hidden, const dispatch_plan& plan, state_store<space_type>& state,
-               cuda::std::span<float> output) {
+               cuda::std::span<result_type> output) {
     detail::check_forward(hidden, hidden_size_, plan.num_rows, plan.output_size, output);
     if (space_->capturing())
       detail::fail("forward", "the stream is being captured: a captured step goes through capture() and a graph_upload");
@@ -203,12 +207,13 @@ class dispatcher<dispatch_table<Entries...>> {
     });
     capacity_ = limits;
     capacity_bytes_ = bytes;
-    // Each task's results start on a 16-byte boundary: up to 3 floats more per entry.
+    // Each task's results start on a 16-byte boundary: up to 3 floats (7 16-bit values) more per entry.
     output_capacity_ = per_request * limits.requests + per_result_row * limits.result_rows +
-                       3 * static_cast<std::int64_t>(sizeof...(Entries));
+                       (16 / static_cast<std::int64_t>(sizeof(result_type)) - 1) *
+                           static_cast<std::int64_t>(sizeof...(Entries));
   }
 
-  /// The floats an output must hold for any step within the capacity.
+  /// The values an output must hold for any step within the capacity.
   std::int64_t output_capacity() const {
     require_capacity("output_capacity");
     return output_capacity_;
@@ -224,12 +229,12 @@ class dispatcher<dispatch_table<Entries...>> {
   /// whole capacity block from `home`, and every pooler's launches sized by the
   /// capacity (a task absent from this step included, so that later batches may
   /// hold it). The graph reads `hidden` (capacity.rows rows) and writes `output`
-  /// (output_capacity() floats) at every replay: they, `home`, the dispatcher
+  /// (output_capacity() values) at every replay: they, `home`, the dispatcher
   /// and the state store must outlive it. Launch the graph, then call
   /// home.mark_launched(); each later step is restage() and the same.
   template <hidden_element T, class Upload>
   void capture(hidden_view<T> hidden, const dispatch_plan& plan, state_store<space_type>& state,
-               cuda::std::span<float> output, Upload& home) {
+               cuda::std::span<result_type> output, Upload& home) {
     require_capacity("capture");
     detail::check_captured_views(hidden, hidden_size_, capacity_->rows, output_capacity_, output);
     check_planned_for_capacity(plan);

@@ -21,6 +21,11 @@ concept hidden_element = std::same_as<T, float> || std::same_as<T, half> || std:
 #endif
     ;
 
+/// The element types a pooler's results may have: the same. Methods and heads
+/// work in float; a 16-bit result is rounded to nearest even once, as it is stored.
+template <class T>
+concept result_element = hidden_element<T>;
+
 /// hidden[T, H], row-major in the space's memory; rows may be further apart than H.
 template <hidden_element T>
 using hidden_view = cuda::std::mdspan<const T, cuda::std::dextents<std::int64_t, 2>, cuda::std::layout_stride>;

@@ -27,7 +27,7 @@
 #include <seqpool/detail/host/gather_rows.hpp>
 #include <seqpool/detail/host/policy.hpp>
 #include <seqpool/detail/host/reduce_tiles.hpp>
-#include <seqpool/detail/host/stream_row.hpp>
+#include <seqpool/detail/host/store_row.hpp>
 #include <seqpool/detail/plan_builder.hpp>
 #include <seqpool/error.hpp>
 #include <seqpool/head/concepts.hpp>
@@ -68,7 +68,11 @@ using policy_of =
 ///
 /// Given a capacity, a step on a device space can also be captured into a CUDA
 /// graph once and replayed for every batch that fits (capture(), restage()).
-template <class Method, pooling_head Head, memory_space Space>
+///
+/// Results are float, or, with Result = half or bfloat16 (seqpool's or CUDA's),
+/// 16-bit: methods and heads still work in float, and each value is rounded to
+/// nearest even once, as it is stored.
+template <class Method, pooling_head Head, memory_space Space, result_element Result = float>
 class pooler {
   static_assert(detail::method_is_complete<Method>());
   using policy = detail::policy_of<Space>;
@@ -77,6 +81,7 @@ class pooler {
   using method_type = Method;
   using head_type = Head;
   using space_type = Space;
+  using result_type = Result;
 
   static constexpr bool token_wise = Method::kind == method_kind::token;
   static constexpr seqpool::task task = task_of(token_wise, Head::kind);
@@ -124,7 +129,8 @@ class pooler {
   /// (lay_out() checks a whole batch).
   step_plan plan(const batch& step, std::span<const chunk> chunks, std::span<const std::size_t> chosen,
                  const state_store<Space>& state, std::int64_t output_begin, detail::ids_checked_t) const {
-    detail::plan_builder<policy> builder(hidden_size_, head_.linear().present(), chosen.size(), output_begin);
+    detail::plan_builder<policy> builder(hidden_size_, head_.linear().present(), chosen.size(), output_begin,
+                                         sizeof(Result));
     with_method([&]<class M>(const M& method) {
       std::vector<std::int64_t> positions;
       for (const std::size_t index : chosen) {
@@ -161,9 +167,9 @@ class pooler {
 
   /// The step: checks the shapes and that reserve() made room, uploads the index
   /// block, launches, and moves chunked requests on in the state. `output` must
-  /// hold plan.output_size floats. Inside a stream capture, use capture().
+  /// hold plan.output_size values. Inside a stream capture, use capture().
   template <hidden_element T>
-  void forward(hidden_view<T> hidden, const step_plan& plan, state_store<Space>& state, cuda::std::span<float> output) {
+  void forward(hidden_view<T> hidden, const step_plan& plan, state_store<Space>& state, cuda::std::span<Result> output) {
     detail::check_forward(hidden, hidden_size_, plan.num_rows, plan.output_size, output);
     if (space_->capturing())
       detail::fail("forward", "the stream is being captured: a captured step goes through capture() and a graph_upload");
@@ -185,11 +191,11 @@ class pooler {
     detail::check_capacity(limits);
     capacity_ = limits;
     bounds_ = detail::plan_builder<policy>::bounds(limits, hidden_size_, widest_result(), token_wise,
-                                                  head_.linear().present());
+                                                  head_.linear().present(), sizeof(Result));
     grow(bounds_.workspace_floats, bounds_.arrivals);
   }
 
-  /// The floats an output must hold for any step within the capacity.
+  /// The values an output must hold for any step within the capacity.
   std::int64_t output_capacity() const {
     require_capacity("output_capacity");
     return bounds_.output_per_request * capacity_->requests + bounds_.output_per_result_row * capacity_->result_rows;
@@ -203,12 +209,12 @@ class pooler {
 
   /// Records the step into the stream capture in progress, sized by the
   /// capacity, its index block uploaded from `home`. The graph reads `hidden`
-  /// (capacity.rows rows) and writes `output` (output_capacity() floats) at every
+  /// (capacity.rows rows) and writes `output` (output_capacity() values) at every
   /// replay: they, `home`, this pooler and the state store must outlive it.
   /// Launch the graph, then call home.mark_launched(); each later step is
   /// restage() and the same.
   template <hidden_element T, class Upload>
-  void capture(hidden_view<T> hidden, const step_plan& plan, state_store<Space>& state, cuda::std::span<float> output,
+  void capture(hidden_view<T> hidden, const step_plan& plan, state_store<Space>& state, cuda::std::span<Result> output,
                Upload& home) {
     require_capacity("capture");
     detail::check_captured_views(hidden, hidden_size_, capacity_->rows, output_capacity(), output);
@@ -262,7 +268,7 @@ class pooler {
   /// into the step's whole `output` at the offsets the plan recorded. Without a
   /// plan (a captured step), every launch is sized by the capacity.
   template <hidden_element T>
-  void launch(hidden_view<T> hidden, const step_plan* plan, const std::byte* block, cuda::std::span<float> output) {
+  void launch(hidden_view<T> hidden, const step_plan* plan, const std::byte* block, cuda::std::span<Result> output) {
     const detail::record_counts counts = plan != nullptr ? plan->block.records.counts() : bounds_.records;
     if constexpr (Space::layer == layer::host)
       launch_host(hidden, *plan, counts, block, output);
@@ -388,17 +394,17 @@ class pooler {
   /// The host algorithms: a pass of items over whole rows for each kind of record.
   template <hidden_element T>
   void launch_host(hidden_view<T> hidden, const step_plan& plan, const detail::record_counts& counts,
-                   const std::byte* block, cuda::std::span<float> output) {
+                   const std::byte* block, cuda::std::span<Result> output) {
     const detail::plan_sections& at = plan.block.at;
-    const detail::step_memory memory{output.data(), workspace_.data(), at.state_table.in(block)};
+    const detail::step_memory<Result> memory{output.data(), workspace_.data(), at.state_table.in(block)};
     const detail::request_record* requests = at.requests.in(block);
     const bool stream_results =
-        static_cast<std::size_t>(plan.output_size) * sizeof(float) >= detail::host::streamed_output_bytes;
+        static_cast<std::size_t>(plan.output_size) * sizeof(Result) >= detail::host::streamed_output_bytes;
     with_method([&]<class M>(const M& method) {
       if constexpr (token_wise) {
         if (counts.gathers > 0)
           space_->launch(static_cast<std::int64_t>(counts.gathers),
-                         detail::host::gather_rows<Head, T>{head_, head_.linear(), hidden.data_handle(),
+                         detail::host::gather_rows<Head, T, Result>{head_, head_.linear(), hidden.data_handle(),
                                                             hidden.stride(0), at.gathers.in(block), requests,
                                                             at.column_table.in(block), memory,
                                                             static_cast<std::int64_t>(counts.gathers),
@@ -406,19 +412,19 @@ class pooler {
       } else {
         if (counts.tiles > 0)
           space_->launch(static_cast<std::int64_t>(counts.tiles),
-                         detail::host::reduce_tiles<M, Head, T>{method, head_, head_.linear(), hidden.data_handle(),
+                         detail::host::reduce_tiles<M, Head, T, Result>{method, head_, head_.linear(), hidden.data_handle(),
                                                                 hidden.stride(0), at.tiles.in(block), requests, memory,
                                                                 static_cast<std::int64_t>(counts.tiles),
                                                                 stream_results});
         if (counts.combines > 0)
           space_->launch(static_cast<std::int64_t>(counts.combines),
-                         detail::host::combine_partials<M, Head>{method, head_, head_.linear(),
+                         detail::host::combine_partials<M, Head, Result>{method, head_, head_.linear(),
                                                                  at.combines.in(block), requests, memory});
       }
     });
     if (counts.linears > 0)
       space_->launch(static_cast<std::int64_t>(counts.linears),
-                     detail::host::apply_linear<Head>{head_, head_.linear(), at.linears.in(block), requests, memory});
+                     detail::host::apply_linear<Head, Result>{head_, head_.linear(), at.linears.in(block), requests, memory});
   }
 
   /// The device kernels: one pooling or gathering launch, and one of the linear
@@ -426,7 +432,7 @@ class pooler {
   /// blocks.
   template <hidden_element T>
   void launch_device(hidden_view<T> hidden, const detail::record_counts& counts, const std::byte* block,
-                     cuda::std::span<float> output) {
+                     cuda::std::span<Result> output) {
     using detail::device::launch_policy;
     const T* rows = hidden.data_handle();
     const bool rows_aligned =
@@ -436,16 +442,16 @@ class pooler {
         const auto blocks = static_cast<std::int64_t>((counts.gathers + launch_policy::gathers_per_block - 1) /
                                                       launch_policy::gathers_per_block);
         if (blocks > 0)
-          space_->launch(blocks, detail::device::gather_rows<Head, T>{head_, rows, hidden.stride(0), rows_aligned,
+          space_->launch(blocks, detail::device::gather_rows<Head, T, Result>{head_, rows, hidden.stride(0), rows_aligned,
                                                                       block, output.data(), workspace_.data()});
       } else if (counts.works > 0) {
         space_->launch(static_cast<std::int64_t>(counts.works),
-                       detail::device::pool_rows<M, Head, T>{method, head_, rows, hidden.stride(0), rows_aligned, block,
+                       detail::device::pool_rows<M, Head, T, Result>{method, head_, rows, hidden.stride(0), rows_aligned, block,
                                                              output.data(), workspace_.data(), arrivals_.data()});
       }
     });
     if (!head_.linear().present() || counts.linears == 0) return;
-    using linear_kernel = detail::device::apply_linear<Head>;
+    using linear_kernel = detail::device::apply_linear<Head, Result>;
     const std::int64_t per_block = linear_kernel::rows_per_block(head_.linear().in_features);
     space_->launch((static_cast<std::int64_t>(counts.linears) + per_block - 1) / per_block,
                    linear_kernel{head_, head_.linear(), block, output.data(), workspace_.data()});

@@ -1,5 +1,6 @@
 // Randomized batches, one-shot and chunked over several steps, compared with the
-// plain reference of support/reference.hpp: every method × head × dtype.
+// plain reference of support/reference.hpp: every method × head × dtype, and
+// 16-bit results against the float results of the same steps.
 // Defines templated cases; a translation unit applies them to its spaces.
 #pragma once
 
@@ -35,8 +36,8 @@ struct batch_shape {
 // several of each (300 columns are two slabs, 1500 rows three tiles).
 inline constexpr batch_shape shapes[] = {{1, 40, 16}, {7, 300, 10}, {64, 3000, 3}, {300, 1500, 3}, {1030, 500, 4}};
 
-template <class T>
-constexpr double tolerance = std::is_same_v<T, float> ? 1e-5 : 1e-2;
+template <class T, class Result>
+constexpr double tolerance = std::is_same_v<T, float> && std::is_same_v<Result, float> ? 1e-5 : 1e-2;
 
 /// A request in flight and what the engine knows of it.
 struct prompt {
@@ -104,10 +105,13 @@ struct drawn_head {
 };
 
 /// One randomized run: draws a batch, pools it in one step or chunk by chunk over
-/// several steps, and checks every request against the reference.
-template <class Method, class Head, class T, class Space>
+/// several steps, and checks every request against the reference. With 16-bit
+/// results, a float pooler pools the same steps beside the pooler under test,
+/// whose results must be its results rounded.
+template <class Method, class Head, class T, class Space, class Result = float>
 void compare_with_reference(std::uint32_t seed, const batch_shape& shape, bool chunked) {
   CAPTURE(Method::name);
+  CAPTURE(sizeof(Result));
   CAPTURE(seed);
   CAPTURE(shape.hidden_size);
   CAPTURE(chunked);
@@ -120,8 +124,11 @@ void compare_with_reference(std::uint32_t seed, const batch_shape& shape, bool c
                                    ? draw.between(1, std::min<std::int64_t>(hidden_size, 8))
                                    : hidden_size;
   drawn_head<Head, Space> pooling_head(space, draw, columns);
-  seqpool::pooler<Method, Head, Space> pooler(space, hidden_size, {}, pooling_head.policy);
+  seqpool::pooler<Method, Head, Space, Result> pooler(space, hidden_size, {}, pooling_head.policy);
   seqpool::state_store<Space> state(space);
+  constexpr bool rounds = !std::is_same_v<Result, float>;
+  seqpool::pooler<Method, Head, Space> float_pooler(space, hidden_size, {}, pooling_head.policy);
+  seqpool::state_store<Space> float_state(space);
 
   std::vector<prompt> prompts(shape.requests);
   for (int i = 0; i < shape.requests; ++i) {
@@ -166,11 +173,15 @@ void compare_with_reference(std::uint32_t seed, const batch_shape& shape, bool c
       }
       p.done += size;
     }
-    const test::results out = test::run_step(space, pooler, state, batch, test::convert<T>(rows), row_stride);
+    const std::vector<T> step_rows = test::convert<T>(rows);
+    const test::results out = test::run_step(space, pooler, state, batch, step_rows, row_stride);
+    test::results exact;
+    if constexpr (rounds) exact = test::run_step(space, float_pooler, float_state, batch, step_rows, row_stride);
     for (std::size_t i = 0; i < scheduled.size(); ++i) {
       prompt& p = *scheduled[i];
       CHECK(out[i].has_value() == (p.done == p.r.prompt_len));
       if (out[i]) p.result = out[i];
+      if (rounds && out[i]) test::check_rounded<Result>(*out[i], *exact[i]);
     }
   }
   CHECK(state.size() == 0);
@@ -183,7 +194,7 @@ void compare_with_reference(std::uint32_t seed, const batch_shape& shape, bool c
     const std::int64_t kept = p.r.params.dimensions.value_or(head_width);
     test::check_close(*p.result,
                       test::reference(Method::name, p.rows, hidden_size, p.r, pooling_head.spec, kept),
-                      tolerance<T>);
+                      tolerance<T, Result>);
   }
 }
 
@@ -198,6 +209,8 @@ void compare_all_heads_and_types() {
       compare_with_reference<Method, head::classify, __nv_bfloat16, Space>(seed++, shape, chunked);
       compare_with_reference<Method, head::embed, seqpool::bfloat16, Space>(seed++, shape, chunked);
       compare_with_reference<Method, head::classify, seqpool::half, Space>(seed++, shape, chunked);
+      compare_with_reference<Method, head::embed, __nv_bfloat16, Space, seqpool::bfloat16>(seed++, shape, chunked);
+      compare_with_reference<Method, head::classify, float, Space, __half>(seed++, shape, chunked);
     }
 }
 

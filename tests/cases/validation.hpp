@@ -85,7 +85,7 @@ TEST_CASE_TEMPLATE_DEFINE("hidden states and output that do not fit the plan fai
       "hidden_states: width 5 differs from hidden_size 2", seqpool::error);
   CHECK_THROWS_WITH_AS(
       flight.pooler.forward(seqpool::make_hidden_view(hidden.data(), 5, 2), plan, flight.state, output.span().first(1)),
-      "output: holds 1 floats but the step writes 2", seqpool::error);
+      "output: holds 1 values but the step writes 2", seqpool::error);
   flight.check_untouched_and_finish(before);
 }
 

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstring>
 #include <optional>
 #include <span>
 #include <vector>
@@ -62,18 +63,19 @@ inline void check_sync_contract(const seqpool::audit_counts& step) {
   CHECK(step.allocations == 0);
 }
 
-/// Cuts a step's output into per-request results, in batch order.
-template <class Plan>
-results slice(const Plan& plan, const std::vector<float>& output) {
+/// Cuts a step's output into per-request results, in batch order, read as float.
+template <class Plan, class Result>
+results slice(const Plan& plan, const std::vector<Result>& output) {
   results sliced;
   for (const auto& result : plan.results) {
     if (!result) {
       sliced.emplace_back();
       continue;
     }
-    const auto begin = output.begin() + result->offset;
-    sliced.push_back(
-        matrix{result->rows, result->cols, std::vector<float>(begin, begin + result->rows * result->cols)});
+    matrix values{result->rows, result->cols, {}};
+    for (std::int64_t i = 0; i < result->rows * result->cols; ++i)
+      values.values.push_back(seqpool::detail::to_float(output[result->offset + i]));
+    sliced.push_back(std::move(values));
   }
   return sliced;
 }
@@ -89,7 +91,7 @@ results run_step(typename Pooler::space_type& space, Pooler& pooler,
   const auto on_device = to_space(space, hidden);
   const auto plan = pooler.plan(step, state);
   pooler.reserve(plan, state);
-  seqpool::buffer<float, Space> output(space, static_cast<std::size_t>(plan.output_size));
+  seqpool::buffer<typename Pooler::result_type, Space> output(space, static_cast<std::size_t>(plan.output_size));
   const std::int64_t rows = static_cast<std::int64_t>(hidden.size()) / row_stride;
   {
     const seqpool::audit_scope scope(space.audit());
@@ -142,6 +144,23 @@ inline void check_close(const matrix& actual, const matrix& expected, double tol
     if (std::abs(actual.values[i] - want) > tolerance * scale) {
       FAIL_CHECK("value " << i << " (row " << i / expected.cols << ", column " << i % expected.cols << ") is "
                           << actual.values[i] << ", expected " << want);
+      return;
+    }
+  }
+}
+
+/// 16-bit results equal the float results of the same step rounded to nearest
+/// even, bit for bit: methods and heads ran in float, and each value was rounded
+/// once.
+template <class Result>
+void check_rounded(const matrix& rounded, const matrix& exact) {
+  REQUIRE(rounded.rows == exact.rows);
+  REQUIRE(rounded.cols == exact.cols);
+  for (std::size_t i = 0; i < exact.values.size(); ++i) {
+    const float want = seqpool::detail::to_float(seqpool::detail::round_to<Result>(exact.values[i]));
+    if (std::memcmp(&rounded.values[i], &want, sizeof want) != 0) {
+      FAIL_CHECK("value " << i << " is " << rounded.values[i] << ", the float result " << exact.values[i]
+                          << " rounds to " << want);
       return;
     }
   }

@@ -28,9 +28,15 @@ template <class Policy>
 class plan_builder {
  public:
   /// `num_requests`: how many requests will be added, to allocate once.
-  /// `output_begin`: where this plan's results start in the step's output.
-  plan_builder(std::int64_t hidden_size, bool has_linear, std::size_t num_requests, std::int64_t output_begin)
-      : hidden_size_(hidden_size), has_linear_(has_linear), output_begin_(output_begin), output_end_(output_begin) {
+  /// `output_begin`: where this plan's results start in the step's output, whose
+  /// elements are `result_bytes` bytes (4, or 2 for 16-bit results).
+  plan_builder(std::int64_t hidden_size, bool has_linear, std::size_t num_requests, std::int64_t output_begin,
+               std::int64_t result_bytes)
+      : hidden_size_(hidden_size),
+        has_linear_(has_linear),
+        result_bytes_(result_bytes),
+        output_begin_(output_begin),
+        output_end_(output_begin) {
     results_.reserve(num_requests);
     records_.requests.reserve(num_requests);
   }
@@ -45,7 +51,7 @@ class plan_builder {
     if (part.partial()) keep_state(index, batch_index, r, keeps_state ? hidden_size_ : 0, key);
     destination to;
     if (part.finished())
-      to = route_results(index, 1, hidden_size_, out_width);
+      to = route_results(index, 1, hidden_size_, out_width, held_pooled(window, out_width));
     else if (uses_state)
       to = {target::state, 0, hidden_size_, 0, hidden_size_};
     else
@@ -85,7 +91,8 @@ class plan_builder {
     if (part.partial()) keep_state(index, batch_index, r, static_cast<std::size_t>(rows_total * width), key);
     const std::int64_t rows = rows_before + static_cast<std::int64_t>(chosen.size());
     const destination to =
-        part.finished() ? route_results(index, rows, width, out_width) : destination{target::state, 0, width, 0, width};
+        part.finished() ? route_results(index, rows, width, out_width, Policy::held_row_floats)
+                        : destination{target::state, 0, width, 0, width};
     request_record& owner = records_.requests[index];
     owner.where = to.where;
     owner.offset = to.offset;
@@ -106,11 +113,13 @@ class plan_builder {
   /// of `hidden_size` columns and results at most `widest_result` wide. Each
   /// term bounds its count whatever the batch: a request is at most one tile
   /// more than its rows fill, a split request reads more than packed_elements,
-  /// and every result starts on a 16-byte boundary.
+  /// and every result starts on a 16-byte boundary. 16-bit results may each be
+  /// finished in the workspace as well.
   static plan_bounds bounds(const capacity& limits, std::int64_t hidden_size, std::int64_t widest_result,
-                            bool token_wise, bool has_linear) {
+                            bool token_wise, bool has_linear, std::int64_t result_bytes) {
     const auto requests = static_cast<std::size_t>(limits.requests);
     const std::int64_t rows = limits.rows;
+    const std::int64_t align_slack = 16 / result_bytes - 1;
     plan_bounds most;
     most.records.requests = requests;
     if (token_wise) {
@@ -120,8 +129,9 @@ class plan_builder {
         most.records.linears = static_cast<std::size_t>(limits.result_rows);
         most.workspace_floats = limits.result_rows * hidden_size + 3 * limits.requests;
       }
-      most.output_per_request = 3;
+      most.output_per_request = align_slack;
       most.output_per_result_row = widest_result;
+      if (result_bytes < 4) most.workspace_floats += limits.result_rows * widest_result + 3 * limits.requests;
     } else {
       const std::int64_t tiles = limits.requests + rows / Policy::tile_rows;
       most.records.tiles = static_cast<std::size_t>(tiles);
@@ -137,7 +147,8 @@ class plan_builder {
         most.records.combines = requests;
       }
       if (has_linear) most.records.linears = requests;
-      most.output_per_request = widest_result + 3;
+      most.output_per_request = widest_result + align_slack;
+      if (result_bytes < 4) most.workspace_floats += limits.requests * (widest_result + 3);
     }
     most.block_bytes = block_bytes(most.records);
     return most;
@@ -175,6 +186,7 @@ class plan_builder {
                                  .offset = 0,
                                  .partials = 0,
                                  .columns = column_offset,
+                                 .result = 0,
                                  .width = 0,
                                  .kept = 0,
                                  .num_tiles = 0,
@@ -256,30 +268,51 @@ class plan_builder {
 
   /// Reserves a finishing request's result rows, from a 16-byte boundary.
   /// Without a linear layer the method writes them directly, with the head's
-  /// epilogue. With one, the host item that pools a row passes it through the
+  /// epilogue; 16-bit rows wider than `held_width`, the widest the finishing
+  /// kernel holds whole, are finished in the workspace and rounded into place.
+  /// With a linear layer, the host item that pools a row passes it through the
   /// layer itself, where it fits the item's scratch row; otherwise pooled rows go
   /// to the workspace and a pass of the layer writes the result and runs the
-  /// epilogue.
-  destination route_results(std::int32_t index, std::int64_t rows, std::int64_t pooled_width, std::int64_t out_width) {
-    const result_slice result{align_floats(output_end_), rows, out_width};
+  /// epilogue, finishing 16-bit rows in the workspace where it cannot hold them.
+  destination route_results(std::int32_t index, std::int64_t rows, std::int64_t pooled_width, std::int64_t out_width,
+                            std::int64_t held_width) {
+    const result_slice result{align_results(output_end_, result_bytes_), rows, out_width};
     results_[index] = result;
     output_end_ = result.offset + rows * out_width;
-    if (!has_linear_) return {target::output, result.offset, out_width, finish | epilogue, out_width};
+    const bool rounding = result_bytes_ < 4;
+    if (!has_linear_) {
+      if (!rounding || out_width <= held_width)
+        return {target::output, result.offset, out_width, finish | epilogue, out_width};
+      records_.requests[index].result = result.offset;
+      return {target::workspace, take_workspace(rows * out_width), out_width, finish | epilogue | rounds, out_width};
+    }
     if constexpr (!Policy::merges_in_launch) {
-      if (pooled_width <= Policy::scratch_row_floats) {
+      if (pooled_width <= Policy::scratch_row_floats && (!rounding || out_width <= Policy::scratch_row_floats)) {
         records_.requests[index].kept = static_cast<std::int32_t>(out_width);
         return {target::output, result.offset, pooled_width, finish | through_linear, out_width};
       }
     }
     const std::int64_t pooled = take_workspace(rows * pooled_width);
+    // The device's layer writes a row's outputs from every warp of its block.
+    const bool staged = rounding && (Policy::merges_in_launch || out_width > Policy::held_row_floats);
+    const std::int64_t staging = staged ? take_workspace(rows * out_width) : -1;
     for (std::int64_t k = 0; k < rows; ++k)
-      records_.linears.push_back(
-          {pooled + k * pooled_width, result.offset + k * out_width, index, static_cast<std::int32_t>(out_width)});
+      records_.linears.push_back({pooled + k * pooled_width, result.offset + k * out_width,
+                                  staged ? staging + k * out_width : -1, index, static_cast<std::int32_t>(out_width)});
     return {target::workspace, pooled, pooled_width, finish, pooled_width};
+  }
+
+  /// The widest result row the kernel that finishes a pooled request holds
+  /// whole: none for a device request split over blocks.
+  static std::int64_t held_pooled(row_window window, std::int64_t width) {
+    if constexpr (Policy::merges_in_launch)
+      if (window.count * width > Policy::packed_elements) return 0;
+    return Policy::held_row_floats;
   }
 
   std::int64_t hidden_size_;
   bool has_linear_;
+  std::int64_t result_bytes_;
   std::int64_t output_begin_;
 
   std::vector<std::optional<result_slice>> results_;

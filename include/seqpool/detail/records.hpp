@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
 
 #include <seqpool/config.hpp>
 
@@ -19,15 +20,29 @@ inline constexpr std::uint8_t epilogue = 4;    ///< and the head's row epilogue,
 /// head's linear layer and epilogue by the item that pooled it; the request's
 /// offset is its result's.
 inline constexpr std::uint8_t through_linear = 8;
+/// 16-bit results: the request's rows are finished in float in the workspace
+/// (at its offset), rows too wide for the kernel to hold whole through the
+/// head's epilogue, and the kernel that finishes a row rounds it into the output
+/// (at its result offset).
+inline constexpr std::uint8_t rounds = 16;
 
-/// The step's memory as the passes see it.
+/// The step's memory as the passes see it, its results of type Result.
+template <class Result>
 struct step_memory {
-  float* output;
+  Result* output;
   float* workspace;
   float* const* state;  ///< one state block per request of the plan (null where none)
 
+  /// The float row a record's offset names. A plan for 16-bit results sends no
+  /// row to the output that a kernel finishes in memory (those are `rounds`), so
+  /// for them the output has no float row: null.
   SEQPOOL_HOST_DEVICE float* at(target where, std::int64_t offset, std::int32_t request) const {
-    if (where == target::output) return output + offset;
+    if (where == target::output) {
+      if constexpr (std::is_same_v<Result, float>)
+        return output + offset;
+      else
+        return nullptr;
+    }
     if (where == target::workspace) return workspace + offset;
     return state[request] + offset;
   }
@@ -40,6 +55,7 @@ struct request_record {
   std::int64_t offset;    ///< where its pooled row, or its first gathered row, goes in `where`
   std::int64_t partials;  ///< sequence methods, several tiles: workspace offset of one partial row per tile
   std::int64_t columns;   ///< token methods: first entry in the column table, -1 for all columns
+  std::int64_t result;    ///< `rounds`: the output offset its rows are rounded into
   std::int32_t width;     ///< columns pooled, or columns each gathered row receives
   std::int32_t kept;      ///< through_linear: the layer's leading outputs kept
   std::int32_t num_tiles;
@@ -70,7 +86,8 @@ struct gather_record {
 /// A result row computed by the head's linear layer from a pooled row.
 struct linear_record {
   std::int64_t input;   ///< workspace offset of the pooled row
-  std::int64_t offset;  ///< output offset of the result row
+  std::int64_t offset;   ///< output offset of the result row
+  std::int64_t staging;  ///< 16-bit results finished in memory: the workspace row they are finished in; else -1
   std::int32_t request;
   std::int32_t width;  ///< leading outputs kept (matryoshka truncation)
 };
@@ -86,5 +103,11 @@ struct work_record {
 
 /// Rounds a float offset up to a 16-byte boundary, where vector stores may start.
 constexpr std::int64_t align_floats(std::int64_t floats) { return (floats + 3) / 4 * 4; }
+
+/// Rounds an offset into an output of `result_bytes`-byte elements up to a 16-byte boundary.
+constexpr std::int64_t align_results(std::int64_t elements, std::int64_t result_bytes) {
+  const std::int64_t per_vector = 16 / result_bytes;
+  return (elements + per_vector - 1) / per_vector * per_vector;
+}
 
 }  // namespace seqpool::detail

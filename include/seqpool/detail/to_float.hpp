@@ -1,9 +1,11 @@
-// Conversion of a hidden-state element to float on load.
+// Conversions between the element types and float: hidden states on load,
+// 16-bit results on store.
 #pragma once
 
 #include <bit>
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 #include <seqpool/config.hpp>
 #include <seqpool/float16.hpp>
@@ -59,5 +61,30 @@ SEQPOOL_HOST_DEVICE inline float to_float(__half value) {
 #endif
 }
 #endif
+
+/// A float result as the output's element type, rounded to nearest even (once:
+/// every kernel finishes a row in float and rounds as it stores it). The device
+/// uses its conversion instructions, which round the same way.
+template <class Result>
+SEQPOOL_HOST_DEVICE inline Result round_to(float value) {
+  if constexpr (std::is_same_v<Result, float>) {
+    return value;
+#if SEQPOOL_HAS_CUDA_FLOAT16
+  } else if constexpr (std::is_same_v<Result, __half>) {
+    return __float2half_rn(value);
+  } else if constexpr (std::is_same_v<Result, __nv_bfloat16>) {
+    return __float2bfloat16_rn(value);
+#endif
+  } else {
+#if defined(__CUDA_ARCH__)
+    if constexpr (std::is_same_v<Result, half>)
+      return half::from_bits(__half_as_ushort(__float2half_rn(value)));
+    else
+      return bfloat16::from_bits(__bfloat16_as_ushort(__float2bfloat16_rn(value)));
+#else
+    return Result(value);
+#endif
+  }
+}
 
 }  // namespace seqpool::detail

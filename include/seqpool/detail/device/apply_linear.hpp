@@ -18,8 +18,9 @@ namespace seqpool::detail::device {
 /// together: it copies them into shared memory, then each warp takes outputs in
 /// turn, its lanes reading the output's weight row front to back (coalesced)
 /// and each weight serving every row of the block. The head's epilogue follows,
-/// a warp per result row.
-template <class Head, class Policy = launch_policy>
+/// a warp per result row. 16-bit results are finished in the workspace row the
+/// plan staged for them and rounded into place by that warp.
+template <class Head, class Result, class Policy = launch_policy>
 struct apply_linear {
   static constexpr int threads = Policy::threads;
   static_assert(Policy::linear_rows <= Policy::warps, "a warp runs the epilogue of each row");
@@ -38,7 +39,7 @@ struct apply_linear {
   Head head;
   linear_layer layer;
   const std::byte* at;
-  float* output;
+  Result* output;
   float* workspace;
 
   template <class Block>
@@ -69,12 +70,22 @@ struct apply_linear {
     block.warps([&](const auto& warp) {
       if (warp.index >= rows) return;
       const linear_record row = records[warp.index];
-      memory_row<std::remove_cvref_t<decltype(warp)>> result{warp, output + row.offset, row.width};
+      float* finished = row_of(row);
+      memory_row<std::remove_cvref_t<decltype(warp)>> result{warp, finished, row.width};
       head.epilogue(result, sections.requests.in(at)[row.request].use_activation != 0);
+      if (row.staging >= 0) round_into(warp, output + row.offset, finished, row.width);
     });
   }
 
  private:
+  /// Where a result row is finished in float: its place in a float output, or
+  /// the workspace row staged for a 16-bit one.
+  SEQPOOL_HOST_DEVICE float* row_of(const linear_record& row) const {
+    if constexpr (std::is_same_v<Result, float>)
+      if (row.staging < 0) return output + row.offset;
+    return workspace + row.staging;
+  }
+
   /// Output `o` of every row of the block that keeps it.
   template <class Warp>
   SEQPOOL_HOST_DEVICE void outputs(const Warp& warp, std::int32_t o, const linear_record* records, int rows,
@@ -100,7 +111,7 @@ struct apply_linear {
       const float total = warp.sum([&](int lane) { return sums[lane].at[r]; });
       if (o >= records[r].width) continue;
       warp.lanes([&](int lane) {
-        if (lane == 0) output[records[r].offset + o] = layer.bias != nullptr ? total + layer.bias[o] : total;
+        if (lane == 0) row_of(records[r])[o] = layer.bias != nullptr ? total + layer.bias[o] : total;
       });
     }
   }

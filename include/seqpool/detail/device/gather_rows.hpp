@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
 
 #include <seqpool/config.hpp>
 #include <seqpool/detail/device/policy.hpp>
@@ -23,8 +24,10 @@ namespace seqpool::detail::device {
 /// head's epilogue while it is still in the lanes' registers (rows of up to
 /// 32 × lane_floats columns) or from memory.
 /// Rows come from the hidden states (through the request's column table when
-/// it has one) or from the state, where an earlier chunk stashed them.
-template <class Head, class T, class Policy = launch_policy>
+/// it has one) or from the state, where an earlier chunk stashed them. 16-bit
+/// results are rounded as the warp stores them from its registers, or, wider
+/// than a pass, rounded from the workspace row they were finished in.
+template <class Head, class T, class Result, class Policy = launch_policy>
 struct gather_rows {
   static constexpr int threads = Policy::threads;
   static constexpr int elements = 4;  ///< a lane's run: loaded at once, stored as one vector of floats
@@ -40,7 +43,7 @@ struct gather_rows {
   std::int64_t row_stride;
   bool rows_aligned;
   const std::byte* at;
-  float* output;
+  Result* output;
   float* workspace;
 
   template <class Block>
@@ -60,18 +63,32 @@ struct gather_rows {
   template <class Warp>
   SEQPOOL_HOST_DEVICE void gather(const Warp& warp, const plan_sections& sections, const gather_record row) const {
     const request_record owner = sections.requests.in(at)[row.request];
-    const step_memory step{output, workspace, sections.state_table.in(at)};
+    const step_memory<Result> step{output, workspace, sections.state_table.in(at)};
+    if constexpr (!std::is_same_v<Result, float>) {
+      if (owner.where == target::output) {
+        gather_into(warp, sections, row, owner,
+                    warp_result<Warp, elements, Policy::lane_floats, Result>{output + row.offset, owner.width, true});
+        return;
+      }
+    }
     float* out = step.at(owner.where, row.offset, row.request);
-    const std::int64_t width = owner.width;
-    const warp_result<Warp, elements, Policy::lane_floats> result{out, width, (owner.flags & epilogue) != 0};
-    const std::int32_t* chosen = owner.columns >= 0 ? sections.column_table.in(at) + owner.columns : nullptr;
+    gather_into(warp, sections, row, owner,
+                warp_result<Warp, elements, Policy::lane_floats>{out, owner.width, (owner.flags & epilogue) != 0});
+    if ((owner.flags & rounds) != 0)
+      round_into(warp, output + owner.result + (row.offset - owner.offset), out, owner.width);
+  }
 
+  template <class Warp, class Destination>
+  SEQPOOL_HOST_DEVICE void gather_into(const Warp& warp, const plan_sections& sections, const gather_record row,
+                                       const request_record& owner, const Destination& result) const {
+    const std::int64_t width = owner.width;
+    const std::int32_t* chosen = owner.columns >= 0 ? sections.column_table.in(at) + owner.columns : nullptr;
     typename Warp::template values<lane_row> held;
     for (std::int64_t pass = 0; pass < width; pass += layout::pass_columns) {
       warp.lanes([&](int lane) {
         lane_row& mine = held[lane];
         if (row.source < 0)
-          load_kept(step.state[row.request] + (-1 - row.source), pass, lane, width, mine);
+          load_kept(sections.state_table.in(at)[row.request] + (-1 - row.source), pass, lane, width, mine);
         else
           load_hidden(hidden + row.source * row_stride, chosen, pass, lane, width, mine);
         result.pass_done(mine, pass, lane);

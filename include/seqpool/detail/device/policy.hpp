@@ -30,6 +30,10 @@ struct launch_policy {
   /// 16-byte vectors of 16-bit elements, or eight of float. A row of up to 32 ×
   /// this many columns stays in registers through the head's epilogue.
   static constexpr int lane_floats = 32;
+  /// The widest result row a warp holds whole through the head's epilogue: one
+  /// pass of its lanes' registers. Wider 16-bit results, those of split requests
+  /// and those of the linear layer are finished in the workspace.
+  static constexpr std::int64_t held_row_floats = 32 * lane_floats;
   static constexpr int packed_vectors_in_flight = 8;  ///< vectors a packed lane loads before it accumulates
   static constexpr int split_rows_in_flight = 8;   ///< rows a split block's thread loads before it accumulates
 

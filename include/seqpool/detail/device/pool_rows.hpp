@@ -26,7 +26,10 @@ namespace seqpool::detail::device {
 /// has a fixed order, whichever block arrives last, so results repeat bit for
 /// bit. The head's linear layer, where there is one, is a launch of its own
 /// (apply_linear) over the pooled rows this one leaves in the workspace.
-template <class Method, class Head, class T, class Policy = launch_policy>
+/// 16-bit results are rounded as a warp stores them from its registers, or,
+/// finished in the workspace (split requests, wide rows), by the warp that runs
+/// the epilogue.
+template <class Method, class Head, class T, class Result, class Policy = launch_policy>
 struct pool_rows {
   static constexpr int threads = Policy::threads;
   static constexpr int elements = vector_elements<T>;
@@ -46,7 +49,7 @@ struct pool_rows {
   std::int64_t row_stride;
   bool rows_aligned;    ///< every row starts on a 16-byte boundary: whole vectors load in one instruction
   const std::byte* at;  ///< the plan's index block on the device
-  float* output;
+  Result* output;
   float* workspace;
   int* arrivals;
 
@@ -66,7 +69,7 @@ struct pool_rows {
   }
 
  private:
-  SEQPOOL_HOST_DEVICE step_memory memory(const plan_sections& sections) const {
+  SEQPOOL_HOST_DEVICE step_memory<Result> memory(const plan_sections& sections) const {
     return {output, workspace, sections.state_table.in(at)};
   }
 
@@ -85,13 +88,28 @@ struct pool_rows {
   template <class Warp>
   SEQPOOL_HOST_DEVICE void pool_whole(const Warp& warp, const plan_sections& sections, const tile_record tile) const {
     const request_record owner = sections.requests.in(at)[tile.request];
-    const step_memory step = memory(sections);
-    float* out = step.at(owner.where, owner.offset, tile.request);
+    const step_memory<Result> step = memory(sections);
     const float* init = (owner.flags & from_state) != 0 ? step.state[tile.request] : nullptr;
+    if constexpr (!std::is_same_v<Result, float>) {
+      if (owner.where == target::output) {
+        pool_whole_into(warp, tile, owner, init,
+                        warp_result<Warp, elements, Policy::lane_floats, Result>{step.output + owner.offset,
+                                                                                 owner.width, true});
+        return;
+      }
+    }
+    pool_whole_into(warp, tile, owner, init,
+                    warp_result<Warp, elements, Policy::lane_floats>{step.at(owner.where, owner.offset, tile.request),
+                                                                     owner.width, (owner.flags & epilogue) != 0});
+    if ((owner.flags & rounds) != 0)
+      round_into(warp, step.output + owner.result, step.workspace + owner.offset, owner.width);
+  }
+
+  template <class Warp, class Destination>
+  SEQPOOL_HOST_DEVICE void pool_whole_into(const Warp& warp, const tile_record tile, const request_record& owner,
+                                           const float* init, const Destination& result) const {
     const T* rows = hidden + tile.row_begin * row_stride;
     const std::int64_t width = owner.width;
-    const warp_result<Warp, elements, Policy::lane_floats> result{out, width, (owner.flags & epilogue) != 0};
-
     typename Warp::template values<lane_row> held;
     for (std::int64_t pass = 0; pass < width; pass += layout::pass_columns) {
       warp.lanes([&](int lane) {
@@ -183,8 +201,8 @@ struct pool_rows {
                                      shared_storage& shared) const {
     const tile_record tile = sections.tiles.in(at)[work.first_tile];
     const request_record owner = sections.requests.in(at)[tile.request];
-    const step_memory step = memory(sections);
-    float* out = step.at(owner.where, owner.offset, tile.request);
+    const step_memory<Result> step = memory(sections);
+    float* out = step.at(owner.where, owner.offset, tile.request);  // 16-bit results: the workspace row they round from
     const float* init = (owner.flags & from_state) != 0 ? step.state[tile.request] : nullptr;
     const std::int64_t width = owner.width;
     const std::int64_t slab_begin = work.slab * Policy::slab_columns;
@@ -249,6 +267,7 @@ struct pool_rows {
       if (warp.index != 0) return;
       memory_row<std::remove_cvref_t<decltype(warp)>> row{warp, out, width};
       head.epilogue(row, owner.use_activation != 0);
+      if ((owner.flags & rounds) != 0) round_into(warp, step.output + owner.result, out, width);
     });
   }
 
@@ -307,7 +326,7 @@ struct pool_rows {
       SEQPOOL_UNROLL
       for (int i = 0; i < Policy::slab_lane_floats; ++i)
         if (i < count) mine.at[i] = complete(mine.at[i], true, init, column + i, owner);
-    store_floats<Policy::slab_lane_floats>(to + column, mine.at, count, is_aligned(to + column));
+    store_values<Policy::slab_lane_floats>(to + column, mine.at, count, is_aligned(to + column));
   }
 };
 

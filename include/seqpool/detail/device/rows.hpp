@@ -3,6 +3,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <type_traits>
 
 #include <seqpool/config.hpp>
 #include <seqpool/detail/device/team.hpp>
@@ -30,13 +31,14 @@ struct lane_layout {
   }
 
   /// Stores a lane's values of one pass into the row at `out`, vector by vector.
-  SEQPOOL_HOST_DEVICE static void store(float* out, const lane_fragment<Floats>& mine, std::int64_t pass, int lane,
+  template <class Out>
+  SEQPOOL_HOST_DEVICE static void store(Out* out, const lane_fragment<Floats>& mine, std::int64_t pass, int lane,
                                         std::int64_t width, bool aligned) {
     SEQPOOL_UNROLL
     for (int k = 0; k < vectors; ++k) {
       const std::int64_t first = column(pass, lane, k * E);
       if (first >= width) continue;
-      store_floats<E>(out + first, mine.at + k * E, width - first, aligned);
+      store_values<E>(out + first, mine.at + k * E, width - first, aligned);
     }
   }
 };
@@ -124,16 +126,18 @@ struct memory_row {
 /// Where a warp's result row goes and how: a pass at a time into `out` as the
 /// lanes finish it, or, where the whole row is one pass and the head's epilogue
 /// runs on it, kept in the lanes' registers until the epilogue is done, then
-/// stored once.
-template <class Warp, int E, int Floats>
+/// stored once. A row of 16-bit results (Out) is always kept: the plan sends a
+/// warp no wider one (launch_policy::held_row_floats), so it is rounded once.
+template <class Warp, int E, int Floats, class Out = float>
 struct warp_result {
   using layout = lane_layout<E, Floats>;
+  static constexpr bool rounds = !std::is_same_v<Out, float>;
 
-  float* out;
+  Out* out;
   std::int64_t width;
   bool has_epilogue;
 
-  SEQPOOL_HOST_DEVICE bool in_registers() const { return has_epilogue && width <= layout::pass_columns; }
+  SEQPOOL_HOST_DEVICE bool in_registers() const { return rounds || (has_epilogue && width <= layout::pass_columns); }
 
   /// A lane's share of the pass from column `pass`, once the lane has it.
   SEQPOOL_HOST_DEVICE void pass_done(const lane_fragment<Floats>& mine, std::int64_t pass, int lane) const {
@@ -144,17 +148,29 @@ struct warp_result {
   template <class Head>
   SEQPOOL_HOST_DEVICE void finish(const Warp& warp, const Head& head, bool use_activation,
                                   typename Warp::template values<lane_fragment<Floats>>& held) const {
-    if (!has_epilogue) return;
     if (in_registers()) {
-      fragment_row<Warp, E, Floats> row{warp, held, width};
-      head.epilogue(row, use_activation);
+      if (has_epilogue) {
+        fragment_row<Warp, E, Floats> row{warp, held, width};
+        head.epilogue(row, use_activation);
+      }
       warp.lanes([&](int lane) { layout::store(out, held[lane], 0, lane, width, is_aligned(out)); });
-    } else {
+    } else if constexpr (!rounds) {
+      if (!has_epilogue) return;
       warp.sync();  // the passes stored the row in another lane order
       memory_row<Warp> row{warp, out, width};
       head.epilogue(row, use_activation);
     }
   }
 };
+
+/// A row of 16-bit results the warp finished in float at `from` (in memory),
+/// rounded into the output at `to`.
+template <class Warp, class Result>
+SEQPOOL_HOST_DEVICE void round_into(const Warp& warp, Result* to, const float* from, std::int64_t width) {
+  warp.sync();  // the row was written in another lane order
+  warp.lanes([&](int lane) {
+    for (std::int64_t c = lane; c < width; c += warp_lanes) to[c] = round_to<Result>(read_fresh(from + c));
+  });
+}
 
 }  // namespace seqpool::detail::device

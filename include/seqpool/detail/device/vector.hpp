@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 #include <seqpool/config.hpp>
 #include <seqpool/detail/to_float.hpp>
@@ -71,25 +72,35 @@ SEQPOOL_HOST_DEVICE void load_columns(const T* row, std::int64_t column, std::in
     if (e < count) out[e] = to_float(row[column + e]);
 }
 
-/// Stores the first `count` of the N floats of `values` at `to`: as 16-byte
-/// vectors when all N go to an aligned address, one float at a time otherwise.
-template <int N>
-SEQPOOL_HOST_DEVICE void store_floats(float* to, const float* values, std::int64_t count, bool aligned) {
-  static_assert(N % 4 == 0, "whole vectors of floats");
-  if (aligned && count == N) {
+/// Stores the first `count` of the N floats of `values` at `to`, as Out (16-bit
+/// results rounded to nearest even): as whole vectors when all N go to an
+/// address aligned to their size (N × sizeof(Out) bytes, or 16-byte pieces of
+/// them), one value at a time otherwise.
+template <int N, class Out>
+SEQPOOL_HOST_DEVICE void store_values(Out* to, const float* values, std::int64_t count, bool aligned) {
+  static_assert(N % 4 == 0, "whole vectors of four");
+  if (!aligned || count != N) {
     SEQPOOL_UNROLL
-    for (int e = 0; e < N; e += 4) {
-#if defined(__CUDA_ARCH__)
-      *reinterpret_cast<float4*>(to + e) = make_float4(values[e], values[e + 1], values[e + 2], values[e + 3]);
-#else
-      std::memcpy(to + e, values + e, 4 * sizeof(float));
-#endif
-    }
+    for (int e = 0; e < N; ++e)
+      if (e < count) to[e] = round_to<Out>(values[e]);
     return;
   }
+  Out rounded[N];
   SEQPOOL_UNROLL
-  for (int e = 0; e < N; ++e)
-    if (e < count) to[e] = values[e];
+  for (int e = 0; e < N; ++e) rounded[e] = round_to<Out>(values[e]);
+  constexpr int piece = N * static_cast<int>(sizeof(Out)) < vector_bytes ? N * static_cast<int>(sizeof(Out))
+                                                                           : vector_bytes;
+  constexpr int per_piece = piece / static_cast<int>(sizeof(Out));
+  SEQPOOL_UNROLL
+  for (int e = 0; e < N; e += per_piece) {
+    raw_bytes<piece> bytes;
+    std::memcpy(&bytes, rounded + e, piece);
+#if defined(__CUDA_ARCH__)
+    *reinterpret_cast<raw_bytes<piece>*>(to + e) = bytes;
+#else
+    std::memcpy(to + e, &bytes, piece);
+#endif
+  }
 }
 
 }  // namespace seqpool::detail::device

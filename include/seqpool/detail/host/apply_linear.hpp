@@ -2,8 +2,11 @@
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
 
 #include <seqpool/config.hpp>
+#include <seqpool/detail/host/policy.hpp>
+#include <seqpool/detail/host/store_row.hpp>
 #include <seqpool/detail/records.hpp>
 #include <seqpool/head/concepts.hpp>
 #include <seqpool/head/row.hpp>
@@ -23,33 +26,55 @@ inline void linear_outputs(const linear_layer& layer, const float* __restrict__ 
   }
 }
 
-/// The result row of a request flagged through_linear, from the pooled row the
-/// item holds in its scratch row: through the layer and the head's epilogue. The
-/// pooled row never leaves the core's caches, and no second pass reads it.
+/// Finishes a result row from a pooled row: the layer's first `width` outputs
+/// into `out`, then the head's epilogue on them.
 template <class Head>
-void linear_then_epilogue(const Head& head, const linear_layer& layer, const float* pooled, float* out,
-                          const request_record& owner) {
-  linear_outputs(layer, pooled, out, owner.kept);
-  head::plain_row row{out, owner.kept};
-  head.epilogue(row, owner.use_activation != 0);
+void linear_row(const Head& head, const linear_layer& layer, const float* pooled, float* out, std::int64_t width,
+                bool use_activation) {
+  linear_outputs(layer, pooled, out, width);
+  head::plain_row row{out, width};
+  head.epilogue(row, use_activation);
+}
+
+/// The same into the output: in place for float results, and for 16-bit ones
+/// in a scratch row of the item's (a plan sends it no wider row) that is then
+/// rounded into place. The pooled row of a request flagged through_linear is
+/// the item's own scratch row: it never leaves the core's caches, and no second
+/// pass reads it.
+template <class Head, class Result>
+void linear_into(const Head& head, const linear_layer& layer, const float* pooled, Result* out, std::int64_t width,
+                 bool use_activation) {
+  if constexpr (std::is_same_v<Result, float>) {
+    linear_row(head, layer, pooled, out, width, use_activation);
+  } else {
+    alignas(64) float row[launch_policy::scratch_row_floats];
+    linear_row(head, layer, pooled, row, width, use_activation);
+    store_row(out, row, width, false);
+  }
 }
 
 /// One item computes a result row from a pooled row in the workspace, then runs
-/// the head's epilogue on it: rows wider than an item's scratch row.
-template <class Head>
+/// the head's epilogue on it: rows wider than an item's scratch row. A 16-bit
+/// row wider than that is finished in the workspace row the plan staged it in.
+template <class Head, class Result>
 struct apply_linear {
   Head head;
   linear_layer layer;
   const linear_record* rows;
   const request_record* requests;
-  step_memory memory;
+  step_memory<Result> memory;
 
   void operator()(std::int64_t item) const {
     const linear_record row = rows[item];
-    float* out = memory.output + row.offset;
-    linear_outputs(layer, memory.workspace + row.input, out, row.width);
-    head::plain_row result{out, row.width};
-    head.epilogue(result, requests[row.request].use_activation != 0);
+    const bool use_activation = requests[row.request].use_activation != 0;
+    const float* pooled = memory.workspace + row.input;
+    if (row.staging < 0) {
+      linear_into(head, layer, pooled, memory.output + row.offset, row.width, use_activation);
+      return;
+    }
+    float* staged = memory.workspace + row.staging;
+    linear_row(head, layer, pooled, staged, row.width, use_activation);
+    store_row(memory.output + row.offset, staged, row.width, false);
   }
 };
 

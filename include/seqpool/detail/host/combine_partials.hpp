@@ -2,10 +2,12 @@
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
 
 #include <seqpool/config.hpp>
 #include <seqpool/detail/host/apply_linear.hpp>
 #include <seqpool/detail/host/policy.hpp>
+#include <seqpool/detail/host/store_row.hpp>
 #include <seqpool/detail/records.hpp>
 #include <seqpool/head/row.hpp>
 
@@ -14,29 +16,35 @@ namespace seqpool::detail::host {
 /// One item merges, over all columns, the state a chunked request brings (or
 /// identity()) with the partials its tiles wrote this step, then writes the state
 /// back or finishes the request: the method's finish, then the head's linear
-/// layer or epilogue as flagged.
-template <class Method, class Head>
+/// layer or epilogue as flagged. A 16-bit result row it merges in scratch (or,
+/// wider, where the plan staged it) and rounds into place.
+template <class Method, class Head, class Result>
 struct combine_partials {
   Method method;
   Head head;
   linear_layer layer;
   const std::int32_t* combines;
   const request_record* requests;
-  step_memory memory;
+  step_memory<Result> memory;
 
   void operator()(std::int64_t item) const {
     const std::int32_t request = combines[item];
     const request_record& owner = requests[request];
-    float* out = memory.at(owner.where, owner.offset, request);
     const float* init = (owner.flags & from_state) != 0 ? memory.state[request] : nullptr;
     const float* partials = memory.workspace + owner.partials;
-    if ((owner.flags & through_linear) != 0) {
+    const bool through = (owner.flags & through_linear) != 0;
+    if (through || (!std::is_same_v<Result, float> && owner.where == target::output)) {
       alignas(64) float pooled[launch_policy::scratch_row_floats];
       merge_row(owner, init, partials, pooled);
-      linear_then_epilogue(head, layer, pooled, out, owner);
-    } else {
-      merge_row(owner, init, partials, out);
+      if (through)
+        linear_into(head, layer, pooled, memory.output + owner.offset, owner.kept, owner.use_activation != 0);
+      else
+        store_row(memory.output + owner.offset, pooled, owner.width, false);
+      return;
     }
+    float* out = memory.at(owner.where, owner.offset, request);
+    merge_row(owner, init, partials, out);
+    if ((owner.flags & rounds) != 0) store_row(memory.output + owner.result, out, owner.width, false);
   }
 
  private:

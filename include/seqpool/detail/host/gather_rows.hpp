@@ -2,12 +2,13 @@
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
 
 #include <seqpool/config.hpp>
 #include <seqpool/detail/host/apply_linear.hpp>
 #include <seqpool/detail/host/policy.hpp>
 #include <seqpool/detail/host/prefetch.hpp>
-#include <seqpool/detail/host/stream_row.hpp>
+#include <seqpool/detail/host/store_row.hpp>
 #include <seqpool/detail/records.hpp>
 #include <seqpool/detail/to_float.hpp>
 #include <seqpool/head/row.hpp>
@@ -18,8 +19,9 @@ namespace seqpool::detail::host {
 /// column table, or from rows an earlier chunk left in the state (which hold the
 /// chosen columns already), converting to float. A result row gets the head's
 /// epilogue in the same item, after its linear layer when flagged, and, when
-/// the pooler's results are streamed, is assembled in scratch and streamed out.
-template <class Head, class T>
+/// the pooler's results are streamed or 16-bit, is assembled in scratch and
+/// stored from there.
+template <class Head, class T, class Result>
 struct gather_rows {
   Head head;
   linear_layer layer;
@@ -28,7 +30,7 @@ struct gather_rows {
   const gather_record* gathers;
   const request_record* requests;
   const std::int32_t* column_table;
-  step_memory memory;
+  step_memory<Result> memory;
   std::int64_t num_gathers;
   bool stream_results;
 
@@ -39,19 +41,23 @@ struct gather_rows {
     const T* ahead = row_ahead(item, gather, owner);
 
     const bool through = (owner.flags & through_linear) != 0;
-    if (through || (stream_results && owner.where == target::output && owner.width <= launch_policy::scratch_row_floats)) {
+    const bool to_output = owner.where == target::output;
+    if (through || (to_output && (!std::is_same_v<Result, float> ||
+                                  (stream_results && owner.width <= launch_policy::scratch_row_floats)))) {
       alignas(64) float scratch[launch_policy::scratch_row_floats];
       copy_row(gather, owner, scratch, ahead);
       if (through) {
-        linear_then_epilogue(head, layer, scratch, out, owner);
+        linear_into(head, layer, scratch, memory.output + gather.offset, owner.kept, owner.use_activation != 0);
         return;
       }
       apply_epilogue(owner, scratch);
-      stream_row(out, scratch, owner.width);
+      store_row(memory.output + gather.offset, scratch, owner.width, stream_results);
       return;
     }
     copy_row(gather, owner, out, ahead);
     apply_epilogue(owner, out);
+    if ((owner.flags & rounds) != 0)
+      store_row(memory.output + owner.result + (gather.offset - owner.offset), out, owner.width, stream_results);
   }
 
  private:

@@ -21,6 +21,9 @@ struct launch_policy {
   /// the head's linear layer. Wider rows go through the workspace and a pass of
   /// the layer.
   static constexpr std::int64_t scratch_row_floats = 8192;
+  /// The widest result row an item holds whole through the head's epilogue: its
+  /// scratch row. 16-bit results wider than this are finished in the workspace.
+  static constexpr std::int64_t held_row_floats = scratch_row_floats;
 };
 
 }  // namespace seqpool::detail::host

@@ -2,12 +2,13 @@
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
 
 #include <seqpool/config.hpp>
 #include <seqpool/detail/host/apply_linear.hpp>
 #include <seqpool/detail/host/policy.hpp>
 #include <seqpool/detail/host/prefetch.hpp>
-#include <seqpool/detail/host/stream_row.hpp>
+#include <seqpool/detail/host/store_row.hpp>
 #include <seqpool/detail/records.hpp>
 #include <seqpool/detail/to_float.hpp>
 #include <seqpool/head/row.hpp>
@@ -25,7 +26,8 @@ struct column_range {
 /// columns. A tile that is its request's only one writes the result where it
 /// belongs (state or result row) and runs the head's epilogue too, after its
 /// linear layer when flagged; otherwise it writes a partial for combine_partials.
-template <class Method, class Head, class T>
+/// A result row it streams, or rounds to 16 bits, it assembles in scratch first.
+template <class Method, class Head, class T, class Result>
 struct reduce_tiles {
   Method method;
   Head head;
@@ -34,7 +36,7 @@ struct reduce_tiles {
   std::int64_t row_stride;
   const tile_record* tiles;
   const request_record* requests;
-  step_memory memory;
+  step_memory<Result> memory;
   std::int64_t num_tiles;
   bool stream_results;
 
@@ -61,21 +63,23 @@ struct reduce_tiles {
     if (next != nullptr && tile.rows > 1) prefetch_row(hidden + next->row_begin * row_stride, width_of(*next));
     const bool finishes = (flags & finish) != 0;
     const bool through = (flags & through_linear) != 0;
-    if (through ||
-        (finishes && stream_results && owner.where == target::output && width <= launch_policy::scratch_row_floats)) {
+    const bool to_output = finishes && owner.where == target::output;
+    if (through || (to_output && (!std::is_same_v<Result, float> ||
+                                  (stream_results && width <= launch_policy::scratch_row_floats)))) {
       alignas(64) float scratch[launch_policy::scratch_row_floats];
       reduce(tile, width, next, init, first_row, scratch);
       if (through) {
         for (std::int64_t c = 0; c < width; ++c) scratch[c] = method.finish(scratch[c], owner.prompt_len);
-        linear_then_epilogue(head, layer, scratch, out, owner);
+        linear_into(head, layer, scratch, memory.output + owner.offset, owner.kept, owner.use_activation != 0);
       } else {
         complete(owner, flags, scratch);
-        stream_row(out, scratch, width);
+        store_row(memory.output + owner.offset, scratch, width, stream_results);
       }
       return;
     }
     reduce(tile, width, next, init, first_row, out);
     complete(owner, flags, out);
+    if ((flags & rounds) != 0) store_row(memory.output + owner.result, out, width, stream_results);
   }
 
  private:
