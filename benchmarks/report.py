@@ -15,6 +15,8 @@ import subprocess
 
 
 METHODS = ["cls", "last", "mean", "max", "all", "step", "dispatcher"]
+# Rows of the tables beside METHODS: ALL and STEP writing bf16 results.
+SIXTEEN_BIT = ["all→bf16", "step→bf16"]
 SHAPES = ["long", "short", "single", "wide", "padded"]
 SHAPE_NAMES = {"long": "65536x1024, 64 prompts", "short": "65536x1024, 4096 prompts of 8-24",
                "single": "65536x1024, one prompt", "wide": "4096x4096, 8 prompts",
@@ -54,7 +56,7 @@ def main():
         json.dump({"machine": machine(), "records": records}, out, indent=1)
         out.write("\n")
 
-    index = {(r["space"], r["method"], r["dtype"], r["shape"]): r for r in records}
+    index = {(r["space"], row_name(r), r["dtype"], r["shape"]): r for r in records}
     if args.png:
         plot(index, args.png)
     torch_space = "torch" if space == "host" else "torch-cuda"
@@ -67,7 +69,7 @@ def main():
     print("|---|---|---|---:|" + ("---:|" if device else "") + "---:|---:|---:|---:|---:|---:|---:|---:|")
     for dtype in ("fp32", "bf16"):
         for shape in SHAPES:
-            for method in METHODS + (["dispatcher graph"] if device else []):
+            for method in METHODS + SIXTEEN_BIT + (["dispatcher graph"] if device else []):
                 ours_record = index.get((space, method, dtype, shape))
                 torch = index.get((torch_space, "dispatcher" if method == "dispatcher graph" else method, dtype, shape))
                 if ours_record is None:
@@ -82,6 +84,12 @@ def main():
                       (f"{torch['seconds'] * 1e3:.3f} | {torch['fraction']:.2f} | "
                        f"{torch['seconds'] / latency:.1f}x ({torch['seconds'] / step_seconds:.1f}x) |" if torch else
                        "— | — | — |"))
+
+def row_name(record):
+    """The method, and where its results are not float32, what they are."""
+    result = record.get("result", "fp32")
+    return record["method"] if result == "fp32" else f"{record['method']}→{result}"
+
 
 def plot(index, png):
     import matplotlib  # only here: the GPU machine tables without plotting

@@ -156,7 +156,16 @@ TEST_CASE("output: contiguous float32 of any shape; token ids: int64 or int32 on
                        "output: strides[0] is 4; the tensor must be contiguous (2)", seqpool::error);
   tensor half_out(out.data(), float16, {12});
   CHECK_THROWS_WITH_AS((dlpack::output<seqpool::host_space>(half_out.dl)),
-                       "output: the tensor holds float16; seqpool writes float32", seqpool::error);
+                       "output: the tensor holds float16; the pooler writes float32", seqpool::error);
+  // A pooler of 16-bit results writes a tensor of its type.
+  CHECK(dlpack::output<seqpool::host_space, seqpool::half>(half_out.dl).size() == 12);
+  CHECK(static_cast<void*>(dlpack::output<seqpool::host_space, __half>(half_out.dl).data()) == out.data());
+  tensor bfloat16_out(out.data(), bfloat16, {2, 6});
+  CHECK(dlpack::output<seqpool::host_space, seqpool::bfloat16>(bfloat16_out.dl).size() == 12);
+  CHECK_THROWS_WITH_AS((dlpack::output<seqpool::host_space, seqpool::half>(bfloat16_out.dl)),
+                       "output: the tensor holds bfloat16; the pooler writes float16", seqpool::error);
+  CHECK_THROWS_WITH_AS((dlpack::output<seqpool::host_space, seqpool::bfloat16>(flat.dl)),
+                       "output: the tensor holds float32; the pooler writes bfloat16", seqpool::error);
 
   std::vector<std::int64_t> wide{5, 6, 7};
   std::vector<std::int32_t> narrow{5, 6, 7};

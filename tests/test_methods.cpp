@@ -1,4 +1,4 @@
-// docs/TESTS.md cases 1-11 and 20 on the host algorithms and on the device kernels run by the OpenMP stand-in.
+// docs/TESTS.md cases 1-11, 23 and 24 on the host algorithms and on the device kernels run by the OpenMP stand-in.
 #include "cases/methods.hpp"
 #include "support/spaces.hpp"
 
@@ -13,4 +13,5 @@ TEST_CASE_TEMPLATE_APPLY(case_8_all, test::cpu_spaces);
 TEST_CASE_TEMPLATE_APPLY(case_9_chunked_all, test::cpu_spaces);
 TEST_CASE_TEMPLATE_APPLY(case_10_step, test::cpu_spaces);
 TEST_CASE_TEMPLATE_APPLY(case_11_chunked_equals_one_shot, test::cpu_spaces);
-TEST_CASE_TEMPLATE_APPLY(case_20_weighted_mean, test::cpu_spaces);
+TEST_CASE_TEMPLATE_APPLY(case_23_weighted_mean, test::cpu_spaces);
+TEST_CASE_TEMPLATE_APPLY(case_24_16_bit_results, test::cpu_spaces);

@@ -37,6 +37,7 @@ struct batch_file {
   /// "float32", "float16" or "bfloat16" where the batch says which; else the
   /// .npy dtype decides, and <i2 is refused as ambiguous.
   std::optional<std::string> hidden_dtype;
+  std::string result_dtype = "float32";  ///< "float32", "float16" or "bfloat16": what the poolers write
   std::map<task, std::string> poolers;  ///< the method name for each task that has a pooler
   std::optional<layer_file> projector;
   std::optional<layer_file> classifier;
@@ -206,13 +207,18 @@ inline batch_file read_batch_file(const std::filesystem::path& path) {
   }
   const std::string where = path.filename().string();
   const detail::object_reader top(root, where);
-  top.only({"hidden_size", "hidden_dtype", "poolers", "projector", "classifier", "steps"});
+  top.only({"hidden_size", "hidden_dtype", "result_dtype", "poolers", "projector", "classifier", "steps"});
   batch.hidden_size = top.integer("hidden_size");
   if (batch.hidden_size < 1) top.fail_at("hidden_size", "must be at least 1");
   if (top.has("hidden_dtype")) {
     batch.hidden_dtype = top.string("hidden_dtype");
     if (*batch.hidden_dtype != "float32" && *batch.hidden_dtype != "float16" && *batch.hidden_dtype != "bfloat16")
       top.fail_at("hidden_dtype", "\"" + *batch.hidden_dtype + "\" is not float32, float16 or bfloat16");
+  }
+  if (top.has("result_dtype")) {
+    batch.result_dtype = top.string("result_dtype");
+    if (batch.result_dtype != "float32" && batch.result_dtype != "float16" && batch.result_dtype != "bfloat16")
+      top.fail_at("result_dtype", "\"" + batch.result_dtype + "\" is not float32, float16 or bfloat16");
   }
 
   const detail::object_reader poolers = top.object("poolers");

@@ -13,7 +13,10 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <vector>
+
+#include <seqpool/float16.hpp>
 
 namespace seqpool::tool {
 
@@ -143,13 +146,16 @@ inline npy_array read_npy(const std::filesystem::path& path, const npy_dtypes& d
   return array;
 }
 
-/// Writes float data as a <f4 array of the given shape (format 1.0).
-inline void write_npy(const std::filesystem::path& path, std::span<const float> values,
-                      const std::vector<std::int64_t>& shape) {
+/// Writes `values` as an array of `shape`: float32 as <f4, float16 as <f2, and
+/// bfloat16, which NumPy lacks, as its bits in <u2 (as hidden states may be read), in
+/// format 1.0.
+template <class T>
+void write_npy(const std::filesystem::path& path, std::span<const T> values, const std::vector<std::int64_t>& shape) {
   std::string dims;
   for (const std::int64_t extent : shape) dims += std::to_string(extent) + (shape.size() == 1 ? "," : ", ");
   if (shape.size() > 1) dims.resize(dims.size() - 2);
-  std::string header = "{'descr': '<f4', 'fortran_order': False, 'shape': (" + dims + "), }";
+  const char* descr = std::is_same_v<T, float> ? "<f4" : std::is_same_v<T, seqpool::half> ? "<f2" : "<u2";
+  std::string header = "{'descr': '" + std::string(descr) + "', 'fortran_order': False, 'shape': (" + dims + "), }";
   // Magic, version, length and header together are a multiple of 64 bytes, ending in a newline.
   header.append(63 - (10 + header.size()) % 64, ' ');
   header += '\n';

@@ -59,8 +59,8 @@ struct layer_memory {
 };
 
 /// Replays every step through one dispatcher and one state store, so that
-/// chunked requests continue across steps.
-template <class Space>
+/// chunked requests continue across steps; results are of type Result.
+template <class Space, class Result>
 class replay {
  public:
   replay(const tool::batch_file& batch, const options& chosen)
@@ -83,13 +83,13 @@ class replay {
   }
 
  private:
-  seqpool::dispatcher<seqpool::configurable_table<Space>> make_dispatcher() {
+  seqpool::dispatcher<seqpool::configurable_table<Space, Result>> make_dispatcher() {
     if (batch_.projector) projector_.emplace(space_, *batch_.projector);
     if (batch_.classifier) classifier_.emplace(space_, *batch_.classifier);
     const head::embed embed_head = projector_ ? head::embed(projector_->layer) : head::embed();
     const head::classify classify_head(classifier_ ? std::optional(classifier_->layer) : std::nullopt, batch_.problem,
                                        batch_.platt);
-    return seqpool::dispatcher<seqpool::configurable_table<Space>>(
+    return seqpool::dispatcher<seqpool::configurable_table<Space, Result>>(
         space_, make_pooler<method::any_sequence>(task::embed, embed_head),
         make_pooler<method::any_sequence>(task::classify, classify_head),
         make_pooler<method::any_token>(task::token_embed, embed_head),
@@ -97,11 +97,11 @@ class replay {
   }
 
   template <class Method, class Head>
-  std::optional<seqpool::pooler<Method, Head, Space>> make_pooler(task served, const Head& pooling_head) {
+  std::optional<seqpool::pooler<Method, Head, Space, Result>> make_pooler(task served, const Head& pooling_head) {
     const auto chosen = batch_.poolers.find(served);
     if (chosen == batch_.poolers.end()) return std::nullopt;
-    return seqpool::pooler<Method, Head, Space>(space_, batch_.hidden_size, *Method::from_name(chosen->second),
-                                                pooling_head);
+    return seqpool::pooler<Method, Head, Space, Result>(space_, batch_.hidden_size,
+                                                        *Method::from_name(chosen->second), pooling_head);
   }
 
   void run_step(std::size_t index) {
@@ -141,7 +141,7 @@ class replay {
     check_restarts(where, requests);
     const seqpool::dispatch_plan plan = dispatcher_.plan(requests, state_);
     dispatcher_.reserve(plan, state_);
-    seqpool::buffer<float, Space> output(space_, static_cast<std::size_t>(plan.output_size));
+    seqpool::buffer<Result, Space> output(space_, static_cast<std::size_t>(plan.output_size));
     seqpool::audit_counts counts;
     switch (element) {
       case element_type::float32: counts = forward<float>(hidden, plan, output); break;
@@ -149,8 +149,8 @@ class replay {
       case element_type::bfloat16: counts = forward<seqpool::bfloat16>(hidden, plan, output); break;
     }
 
-    std::vector<float> results(output.size());
-    space_.copy_out(cuda::std::span<const float>(output.data(), output.size()), std::span<float>(results));
+    std::vector<Result> results(output.size());
+    space_.copy_out(cuda::std::span<const Result>(output.data(), output.size()), std::span<Result>(results));
     write_results(where, requests, plan, results);
     if (audit_log_.is_open())
       audit_log_ << nlohmann::ordered_json{{"step", index},
@@ -165,7 +165,7 @@ class replay {
   /// Writes every finished request's result as DIR/<id>.npy, all or none: each
   /// goes to a hidden name first and is renamed once every one of them is written.
   void write_results(const std::string& where, const seqpool::batch& requests, const seqpool::dispatch_plan& plan,
-                     std::span<const float> results) {
+                     std::span<const Result> results) {
     std::vector<std::pair<std::filesystem::path, std::filesystem::path>> written;  // hidden name, final name
     try {
       for (std::size_t i = 0; i < requests.requests.size(); ++i) {
@@ -242,7 +242,7 @@ class replay {
   /// The step itself, with what the space counted while it ran.
   template <class T>
   seqpool::audit_counts forward(const tool::npy_array& hidden, const seqpool::dispatch_plan& plan,
-                                seqpool::buffer<float, Space>& output) {
+                                seqpool::buffer<Result, Space>& output) {
     seqpool::buffer<T, Space> rows(space_, static_cast<std::size_t>(hidden.count()));
     space_.copy_in(std::span<const T>(reinterpret_cast<const T*>(hidden.data.data()), rows.size()), rows.span());
     const seqpool::audit_scope scope(space_.audit());
@@ -257,7 +257,7 @@ class replay {
   Space space_;
   std::optional<layer_memory<Space>> projector_;
   std::optional<layer_memory<Space>> classifier_;
-  seqpool::dispatcher<seqpool::configurable_table<Space>> dispatcher_;
+  seqpool::dispatcher<seqpool::configurable_table<Space, Result>> dispatcher_;
   seqpool::state_store<Space> state_{space_};
   std::ofstream audit_log_;
 };
@@ -267,6 +267,17 @@ using device = seqpool::device_space<seqpool::cuda_backend>;
 #else
 using device = seqpool::device_space<seqpool::omp_backend>;
 #endif
+
+/// Replays the batch in Space with the results its result_dtype names.
+template <class Space>
+void replay_in(const tool::batch_file& batch, const options& chosen) {
+  if (batch.result_dtype == "float16")
+    replay<Space, seqpool::half>(batch, chosen).run();
+  else if (batch.result_dtype == "bfloat16")
+    replay<Space, seqpool::bfloat16>(batch, chosen).run();
+  else
+    replay<Space, float>(batch, chosen).run();
+}
 
 /// Errors are one line on standard error: every line break a terminal or a
 /// reader of UTF-8 honours (LF, VT, FF, CR, NEL, LS, PS) becomes a space.
@@ -314,9 +325,9 @@ int main(int argc, char** argv) {
     const tool::batch_file batch = tool::read_batch_file(chosen.batch);
     std::filesystem::create_directories(chosen.out);
     if (chosen.space == "host")
-      replay<seqpool::host_space>(batch, chosen).run();
+      replay_in<seqpool::host_space>(batch, chosen);
     else
-      replay<device>(batch, chosen).run();
+      replay_in<device>(batch, chosen);
   } catch (const std::exception& failure) {
     return fail(failure.what());
   }

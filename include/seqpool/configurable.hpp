@@ -13,11 +13,11 @@ namespace seqpool {
 /// tools and servers that read their pooling configuration from a file. Four
 /// entries serve every configuration, where a table per combination of methods
 /// would multiply compile time; leave an entry empty for a task not served.
-template <class Space>
+template <class Space, result_element Result = float>
 using configurable_table =
-    dispatch_table<task_entry<task::embed, pooler<method::any_sequence, head::embed, Space>>,
-                   task_entry<task::classify, pooler<method::any_sequence, head::classify, Space>>,
-                   task_entry<task::token_embed, pooler<method::any_token, head::embed, Space>>,
-                   task_entry<task::token_classify, pooler<method::any_token, head::classify, Space>>>;
+    dispatch_table<task_entry<task::embed, pooler<method::any_sequence, head::embed, Space, Result>>,
+                   task_entry<task::classify, pooler<method::any_sequence, head::classify, Space, Result>>,
+                   task_entry<task::token_embed, pooler<method::any_token, head::embed, Space, Result>>,
+                   task_entry<task::token_classify, pooler<method::any_token, head::classify, Space, Result>>>;
 
 }  // namespace seqpool

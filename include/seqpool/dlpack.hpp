@@ -105,6 +105,20 @@ void check_device(const DLTensor& tensor, const char* what) {
                         memory<Space>::space, " does not read; it needs ", accepted);
 }
 
+/// The DLPack type of a result element.
+template <result_element T>
+DLDataType dtype_of() {
+  const auto bits = static_cast<std::uint8_t>(8 * sizeof(T));
+  if constexpr (std::same_as<T, bfloat16>
+#if SEQPOOL_HAS_CUDA_FLOAT16
+                || std::same_as<T, __nv_bfloat16>
+#endif
+  )
+    return {kDLBfloat, bits, 1};
+  else
+    return {kDLFloat, bits, 1};
+}
+
 template <class T>
 bool holds(DLDataType type) {
   if (type.lanes != 1 || type.bits != 8 * sizeof(T)) return false;
@@ -210,15 +224,17 @@ decltype(auto) visit_hidden(const DLTensor& tensor, Visit&& visit) {
                                              "; seqpool reads float32, float16 and bfloat16");
 }
 
-/// A contiguous float32 tensor of any shape as the output span forward() writes.
-template <class Space>
-cuda::std::span<float> output(DLTensor& tensor) {
+/// A contiguous tensor of any shape as the output span forward() writes: float32,
+/// or float16 or bfloat16 for a pooler whose results are (Result).
+template <class Space, result_element Result = float>
+cuda::std::span<Result> output(DLTensor& tensor) {
   constexpr const char* what = "output";
   detail::check_device<Space>(tensor, what);
-  if (!detail::holds<float>(tensor.dtype))
-    seqpool::detail::fail(what, "the tensor holds " + detail::dtype_name(tensor.dtype) + "; seqpool writes float32");
+  if (!detail::holds<Result>(tensor.dtype))
+    seqpool::detail::fail(what, "the tensor holds " + detail::dtype_name(tensor.dtype) + "; the pooler writes " +
+                                    detail::dtype_name(detail::dtype_of<Result>()));
   const std::int64_t size = detail::compact_size(tensor, what);
-  return {detail::first_element<float>(tensor, what), static_cast<std::size_t>(size)};
+  return {detail::first_element<Result>(tensor, what), static_cast<std::size_t>(size)};
 }
 
 /// A host tensor of int64 or int32 ids, one dimension, contiguous, as a request's
@@ -268,13 +284,13 @@ decltype(auto) visit_hidden(const Managed& managed, Visit&& visit) {
   return visit_hidden<Space>(tensor_of(managed, "hidden states"), std::forward<Visit>(visit));
 }
 
-template <class Space, managed_tensor Managed>
-cuda::std::span<float> output(Managed& managed) {
+template <class Space, result_element Result = float, managed_tensor Managed>
+cuda::std::span<Result> output(Managed& managed) {
   if constexpr (requires { managed.flags; })
     if (managed.flags & 1u)  // DLPACK_FLAG_BITMASK_READ_ONLY
       seqpool::detail::fail("output", "the tensor is flagged read-only");
   check_version(managed, "output");
-  return output<Space>(managed.dl_tensor);
+  return output<Space, Result>(managed.dl_tensor);
 }
 
 template <managed_tensor Managed>

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <random>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include <doctest/doctest.h>
@@ -23,11 +24,12 @@ using seqpool::task_entry;
 namespace method = seqpool::method;
 namespace head = seqpool::head;
 
-template <class Space>
-using all_tasks = seqpool::configurable_table<Space>;
+template <class Space, class Result = float>
+using all_tasks = seqpool::configurable_table<Space, Result>;
 
-/// Methods for the four tasks, and the poolers, dispatcher and state that serve them.
-template <class Space>
+/// Methods for the four tasks, and the poolers, dispatcher and state that serve
+/// them, with results of type Result.
+template <class Space, class Result = float>
 struct engine {
   static constexpr std::int64_t hidden_size = 6;
 
@@ -36,18 +38,18 @@ struct engine {
   method::any_token token_method;
   Space space;
   seqpool::state_store<Space> state{space};
-  seqpool::dispatcher<all_tasks<Space>> dispatcher;
+  seqpool::dispatcher<all_tasks<Space, Result>> dispatcher;
 
   engine(method::any_sequence embed, method::any_sequence classify, method::any_token tokens)
       : embed_method(embed),
         classify_method(classify),
         token_method(tokens),
-        dispatcher(space, seqpool::pooler<method::any_sequence, head::embed, Space>(space, hidden_size, embed),
-                   seqpool::pooler<method::any_sequence, head::classify, Space>(space, hidden_size, classify),
-                   seqpool::pooler<method::any_token, head::embed, Space>(space, hidden_size, tokens),
-                   seqpool::pooler<method::any_token, head::classify, Space>(space, hidden_size, tokens)) {}
+        dispatcher(space, seqpool::pooler<method::any_sequence, head::embed, Space, Result>(space, hidden_size, embed),
+                   seqpool::pooler<method::any_sequence, head::classify, Space, Result>(space, hidden_size, classify),
+                   seqpool::pooler<method::any_token, head::embed, Space, Result>(space, hidden_size, tokens),
+                   seqpool::pooler<method::any_token, head::classify, Space, Result>(space, hidden_size, tokens)) {}
 
-  /// The request pooled on its own, whole, by a fresh pooler of its task.
+  /// The request pooled on its own, whole, by a fresh pooler of its task, in float.
   test::matrix alone(seqpool::request r, const std::vector<float>& prompt) {
     r.num_computed = 0;
     r.num_scheduled = r.prompt_len;
@@ -168,9 +170,15 @@ TEST_CASE_TEMPLATE_DEFINE("an empty table entry refuses its task like a missing 
                        seqpool::error);
 }
 
-TEST_CASE_TEMPLATE_DEFINE("random mixed-task batches over several steps equal pooling each request alone", Space, random_mixed_batches) {
-  using namespace dispatch_cases;
-  constexpr std::int64_t width = engine<Space>::hidden_size;
+namespace dispatch_cases {
+
+/// Random batches of every task, chunked over several steps, through one
+/// dispatcher: each result equals the request pooled alone (16-bit results: that
+/// float result rounded, bit for bit).
+template <class Space, class Result>
+void mixed_batches() {
+  CAPTURE(sizeof(Result));
+  constexpr std::int64_t width = engine<Space, Result>::hidden_size;
   std::mt19937 random(20261129);
   const auto between = [&](std::int64_t low, std::int64_t high) {
     return std::uniform_int_distribution<std::int64_t>(low, high)(random);
@@ -179,7 +187,7 @@ TEST_CASE_TEMPLATE_DEFINE("random mixed-task batches over several steps equal po
   const char* token_methods[] = {"all", "step"};
   for (int round = 0; round < 12; ++round) {
     CAPTURE(round);
-    engine<Space> e(*method::any_sequence::from_name(sequence_methods[between(0, 3)]),
+    engine<Space, Result> e(*method::any_sequence::from_name(sequence_methods[between(0, 3)]),
                     *method::any_sequence::from_name(sequence_methods[between(0, 3)]),
                     *method::any_token::from_name(token_methods[between(0, 1)]));
     struct flight {
@@ -217,11 +225,24 @@ TEST_CASE_TEMPLATE_DEFINE("random mixed-task batches over several steps equal po
       for (std::size_t i = 0; i < scheduled.size(); ++i) {
         const flight& f = *scheduled[i];
         REQUIRE(out[i].has_value() == (f.done == f.r.prompt_len));
-        if (out[i]) test::check_close(*out[i], e.alone(f.r, f.prompt), 1e-5);
+        if (!out[i]) continue;
+        if constexpr (std::is_same_v<Result, float>)
+          test::check_close(*out[i], e.alone(f.r, f.prompt), 1e-5);
+        else
+          test::check_rounded<Result>(*out[i], e.alone(f.r, f.prompt));
       }
     }
     CHECK(e.state.size() == 0);
   }
+}
+
+}  // namespace dispatch_cases
+
+TEST_CASE_TEMPLATE_DEFINE("random mixed-task batches over several steps equal pooling each request alone", Space,
+                          random_mixed_batches) {
+  dispatch_cases::mixed_batches<Space, float>();
+  dispatch_cases::mixed_batches<Space, seqpool::bfloat16>();
+  dispatch_cases::mixed_batches<Space, __half>();
 }
 
 TEST_CASE("runtime methods are chosen by name") {

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -20,16 +21,16 @@ namespace method = seqpool::method;
 /// Raw pooled values: the embed head without normalisation.
 inline const seqpool::pooling_params raw{.use_activation = false};
 
-template <class Method, class Space>
-using raw_pooler = seqpool::pooler<Method, seqpool::head::embed, Space>;
+template <class Method, class Space, class Result = float>
+using raw_pooler = seqpool::pooler<Method, seqpool::head::embed, Space, Result>;
 
 /// Pools whole prompts of the given lengths in one step.
-template <class Method, class Space, class T = float>
+template <class Method, class Space, class T = float, class Result = float>
 test::results pool_whole(const std::vector<float>& hidden, std::int64_t hidden_size,
                          const std::vector<std::int64_t>& lengths, seqpool::pooling_params params = raw) {
   Space space;
   seqpool::state_store<Space> state(space);
-  raw_pooler<Method, Space> pooler(space, hidden_size);
+  raw_pooler<Method, Space, Result> pooler(space, hidden_size);
   seqpool::batch step;
   for (std::size_t i = 0; i < lengths.size(); ++i)
     step.requests.push_back(test::whole("r" + std::to_string(i), pooler.task, lengths[i], params));
@@ -37,12 +38,12 @@ test::results pool_whole(const std::vector<float>& hidden, std::int64_t hidden_s
 }
 
 /// Pools one prompt of `rows` rows in chunks of the given sizes; the last step's result.
-template <class Method, class Space>
+template <class Method, class Space, class Result = float>
 test::results pool_chunked(const std::vector<float>& prompt, std::int64_t hidden_size,
                            const std::vector<std::int64_t>& chunk_sizes) {
   Space space;
   seqpool::state_store<Space> state(space);
-  raw_pooler<Method, Space> pooler(space, hidden_size);
+  raw_pooler<Method, Space, Result> pooler(space, hidden_size);
   const auto prompt_len = static_cast<std::int64_t>(prompt.size()) / hidden_size;
   std::int64_t done = 0;
   test::results last;
@@ -117,8 +118,8 @@ TEST_CASE_TEMPLATE_DEFINE("case 7: MEAN of fp16 rows is float and exact on small
   test::check_equal(*pool_whole<method::mean, Space, seqpool::bfloat16>({1, 2, 3, 4}, 2, {2})[0], 1, 2, {2, 3});
 }
 
-TEST_CASE_TEMPLATE_DEFINE("case 20: weighted MEAN weighs row t by t + 1, chunked or whole", Space,
-                          case_20_weighted_mean) {
+TEST_CASE_TEMPLATE_DEFINE("case 23: weighted MEAN weighs row t by t + 1, chunked or whole", Space,
+                          case_23_weighted_mean) {
   using namespace methods_cases;
   // Rows [6, 0], [0, 3], [2, 1]: ([6, 0] + 2·[0, 3] + 3·[2, 1]) / 6 = [2, 1.5].
   const std::vector<float> rows{6, 0, 0, 3, 2, 1};
@@ -134,6 +135,30 @@ TEST_CASE_TEMPLATE_DEFINE("case 20: weighted MEAN weighs row t by t + 1, chunked
   const auto second = test::run_step(space, pooler, state, seqpool::batch{{test::part("w", task::embed, 3, 2, 1, raw)}},
                                      std::vector<float>(rows.begin() + 4, rows.end()));
   test::check_equal(*second[0], 1, 2, {2, 1.5f});
+}
+
+TEST_CASE_TEMPLATE_DEFINE("case 24: 16-bit results are rounded once, to nearest even", Space, case_24_16_bit_results) {
+  using namespace methods_cases;
+  // Each mean lies halfway between two 16-bit values and rounds to the even one.
+  const float b = 0x1p-7f;
+  const std::vector<float> to_bfloat16{1, 1, 1 + b, 1 + 3 * b};
+  const std::vector<float> bfloat16_means{1, 1 + 4 * b / 2};
+  const float h = 0x1p-10f;
+  const std::vector<float> to_half{1, 1, 1 + h, 1 + 3 * h};
+  const std::vector<float> half_means{1, 1 + 2 * h};
+  // 65520 lies halfway between half's largest value, 65504, and 2^16: it rounds to +inf.
+  const std::vector<float> large{65519, 1, 1, 65520};
+  const std::vector<float> half_maxima{65504, std::numeric_limits<float>::infinity()};
+
+  test::check_equal(*pool_whole<method::mean, Space, float, seqpool::bfloat16>(to_bfloat16, 2, {2})[0], 1, 2,
+                    bfloat16_means);
+  test::check_equal(*pool_whole<method::mean, Space, float, __nv_bfloat16>(to_bfloat16, 2, {2})[0], 1, 2,
+                    bfloat16_means);
+  test::check_equal(*pool_whole<method::mean, Space, float, seqpool::half>(to_half, 2, {2})[0], 1, 2, half_means);
+  test::check_equal(*pool_whole<method::max, Space, float, __half>(large, 2, {2})[0], 1, 2, half_maxima);
+  test::check_equal(*pool_chunked<method::mean, Space, seqpool::bfloat16>(to_bfloat16, 2, {1, 1})[0], 1, 2,
+                    bfloat16_means);
+  test::check_equal(*pool_chunked<method::max, Space, seqpool::half>(large, 2, {1, 1})[0], 1, 2, half_maxima);
 }
 
 TEST_CASE_TEMPLATE_DEFINE("case 8: ALL returns every row of each prompt", Space, case_8_all) {

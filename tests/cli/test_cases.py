@@ -1,4 +1,4 @@
-"""docs/TESTS.md cases 1-22 as recorded batches replayed by seqpool-run, on both spaces."""
+"""docs/TESTS.md cases 1-24 as recorded batches replayed by seqpool-run, on both spaces."""
 import pathlib
 import subprocess
 import tempfile
@@ -41,7 +41,7 @@ class Cases:
         np.testing.assert_array_equal(first, [3, -4])
         np.testing.assert_array_equal(second, [0, 9])
 
-    def test_case_20_weighted_mean(self):
+    def test_case_23_weighted_mean(self):
         # ([6, 0] + 2·[0, 3] + 3·[2, 1]) / 6, whole and in chunks of 2 and 1 rows.
         rows = np.array([[6, 0], [0, 3], [2, 1]], np.float32)
         np.testing.assert_array_equal(self.whole("weighted_mean", rows, [3])[0], [2, 1.5])
@@ -94,6 +94,25 @@ class Cases:
         np.save(step_file, np.load(step_file).view("<i2"))
         self.replay(batch)
         np.testing.assert_array_equal(batch.result("r"), [2, 3])
+
+    def test_case_24_16_bit_results(self):
+        # Halfway cases round to even; bfloat16 results are saved as their bits (<u2), float16 ones as <f2.
+        b, h = 2.0**-7, 2.0**-10
+        batch = Batch(2, {"embed": "mean"})
+        batch.spec["result_dtype"] = "bfloat16"
+        batch.step(np.array([[1, 1], [1 + b, 1 + 3 * b]], np.float32), [request("r", "embed", 2, **RAW)])
+        self.replay(batch)
+        self.assertEqual(batch.result("r").dtype, np.uint16)
+        self.assertEqual([hex(bits) for bits in batch.result("r")], ["0x3f80", "0x3f82"])
+
+        batch = Batch(2, {"embed": "mean", "token_embed": "all"})
+        batch.spec["result_dtype"] = "float16"
+        batch.step(np.array([[1, 1], [1 + h, 1 + 3 * h], [65519, 65520]], np.float32),
+                   [request("m", "embed", 2, **RAW), request("a", "token_embed", 1, **RAW)])
+        self.replay(batch)
+        self.assertEqual(batch.result("m").dtype, np.float16)
+        np.testing.assert_array_equal(batch.result("m").view(np.uint16), [0x3C00, 0x3C02])
+        np.testing.assert_array_equal(batch.result("a").view(np.uint16), [[0x7BFF, 0x7C00]])
 
     def test_case_8_all(self):
         first, second = self.whole("all", H10, [2, 3])

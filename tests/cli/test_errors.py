@@ -341,6 +341,9 @@ class Errors(unittest.TestCase):
                 self.check_refused(batch, f'but hidden_dtype "{declared}" is saved as {expected}')
         self.config_error(lambda s: s.update(hidden_dtype="int8"),
                           'hidden_dtype: "int8" is not float32, float16 or bfloat16')
+        self.config_error(lambda s: s.update(result_dtype="float64"),
+                          'result_dtype: "float64" is not float32, float16 or bfloat16')
+        self.config_error(lambda s: s.update(result_dtype=16), "result_dtype: expected a string")
 
     def test_platt_and_problem_type(self):
         self.config_error(lambda s: s.update(classifier={"logit_sigma": 0}), "classifier.logit_sigma: must not be 0")
