@@ -7,12 +7,15 @@ LAST gather rows by index, ALL splits and normalises every token (a bare split
 only makes views), STEP gathers the tagged rows with a boolean mask. Every method
 ends with the head pool_bench uses: L2 normalisation (embed) or a two-label
 classifier with softmax (classify). The mixed batch runs each task batched over
-all its requests, which is kinder than per-group calls.
+all its requests, which is kinder than per-group calls. The padded shape is
+pooled as TEI and ONNX-exported models pool [B, S, H] with an attention mask:
+masked sum and amax over S, CLS and LAST by index, ALL and STEP by a boolean
+mask.
 
 On CUDA, inputs live on the GPU, each timed call ends with a synchronisation and
 is preceded by a write of twice the GPU's L2, as pool_bench_cuda does.
 
-usage: torch_baseline.py [--json FILE] [--repeats N] [--threads N] [--device cpu|cuda]
+usage: torch_baseline.py [--json FILE] [--repeats N] [--threads N] [--device cpu|cuda] [--shape NAME]
 """
 import argparse
 import json
@@ -35,7 +38,9 @@ def shapes():
         length = min(int(rng.integers(8, 25)), 65536 - total)
         short.append(length)
         total += length
-    return {"long": (1024, [1024] * 64), "short": (1024, short), "single": (1024, [65536]), "wide": (4096, [512] * 8)}
+    padded = [32 + i * 97 % 225 for i in range(256)]  # as pool_bench draws them
+    return {"long": (1024, [1024] * 64, 0), "short": (1024, short, 0), "single": (1024, [65536], 0),
+            "wide": (4096, [512] * 8, 0), "padded": (1024, padded, 256)}
 
 
 def segment_ids(lengths):
@@ -74,6 +79,22 @@ def pool(method, hidden, lengths, token_ids):
     return hidden[mask].float()
 
 
+def pool_padded(method, hidden, lengths, token_ids):
+    """A padded pooler over hidden [B, S, H], right-padded to S, lengths [B], token ids [B, S]."""
+    mask = torch.arange(hidden.shape[1], device=hidden.device).unsqueeze(0) < lengths.unsqueeze(1)
+    if method == "mean":
+        return torch.sum(hidden * mask.unsqueeze(-1), dim=1, dtype=torch.float32) / lengths.unsqueeze(1)
+    if method == "max":
+        return hidden.masked_fill(~mask.unsqueeze(-1), float("-inf")).amax(dim=1).float()
+    if method == "cls":
+        return hidden[:, 0].float()
+    if method == "last":
+        return hidden[torch.arange(len(lengths), device=hidden.device), lengths - 1].float()
+    if method == "all":
+        return hidden[mask].float()
+    return hidden[mask & (token_ids == STEP_TAG)].float()
+
+
 def split_counts(method, lengths, token_ids):
     if method == "all":
         return lengths.tolist()
@@ -82,8 +103,8 @@ def split_counts(method, lengths, token_ids):
         0, segment_ids(lengths), mask).tolist()
 
 
-def run_method(method, hidden, lengths, token_ids, weight, head):
-    pooled = pool(method, hidden, lengths, token_ids)
+def run_method(method, hidden, lengths, token_ids, weight, head, padded=False):
+    pooled = (pool_padded if padded else pool)(method, hidden, lengths, token_ids)
     result = embed(pooled) if head == "embed" else classify(pooled, weight)
     if method in ("all", "step"):
         return list(result.split(split_counts(method, lengths, token_ids)))
@@ -109,11 +130,12 @@ def run_mixed(hidden, lengths, token_ids, weight):
 def traffic(method, lengths, token_ids, hidden_size, element_size, output_floats):
     tasks = [method] * len(lengths) if method != "dispatcher" else [("mean", "cls", "all", "step")[i % 4] for i in range(len(lengths))]
     read_rows, first = 0, 0
-    for used, length in zip(tasks, lengths.tolist()):
+    for i, (used, length) in enumerate(zip(tasks, lengths.tolist())):
         if used in ("cls", "last"):
             read_rows += 1
         elif used == "step":
-            read_rows += int((token_ids[first:first + length] == STEP_TAG).sum())
+            ids = token_ids[i, :length] if token_ids.dim() == 2 else token_ids[first:first + length]  # padded: [B, S]
+            read_rows += int((ids == STEP_TAG).sum())
         else:
             read_rows += length
         first += length
@@ -157,6 +179,7 @@ def main():
     parser.add_argument("--repeats", type=int, default=7)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
+    parser.add_argument("--shape", choices=tuple(shapes()), help="one shape only (default: every one)")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     device = args.device
@@ -164,20 +187,26 @@ def main():
     sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
     evict = cache_flusher(device)
     records = []
-    for shape, (hidden_size, lengths) in shapes().items():
-        rows = sum(lengths)
+    for shape, (hidden_size, lengths, padded_to) in shapes().items():
+        if args.shape and shape != args.shape:
+            continue
+        # Rows of hidden states: every prompt's, and the padding.
+        rows = len(lengths) * padded_to if padded_to else sum(lengths)
         lengths_t = torch.tensor(lengths, device=device)
         token_ids = torch.tensor([STEP_TAG if t % 8 == 7 else t % 5 for t in range(rows)], device=device)
         weight = torch.full((2, hidden_size), 1.0 / hidden_size, device=device)
         generator = torch.Generator().manual_seed(2)
         values = torch.randn(rows, hidden_size, generator=generator)
+        if padded_to:
+            values = values.view(len(lengths), padded_to, hidden_size)
+            token_ids = token_ids.view(len(lengths), padded_to)
         place = on_huge_pages if device == "cpu" else (lambda tensor: tensor.to(device))
         for dtype, hidden in (("fp32", place(values)), ("bf16", place(values.to(torch.bfloat16)))):
-            for method in ("cls", "last", "mean", "max", "all", "step", "dispatcher"):
+            for method in ("cls", "last", "mean", "max", "all", "step") + (() if padded_to else ("dispatcher",)):
                 if method == "dispatcher":
                     work = lambda: run_mixed(hidden, lengths_t, token_ids, weight)
                 else:
-                    work = lambda: run_method(method, hidden, lengths_t, token_ids, weight, "embed")
+                    work = lambda: run_method(method, hidden, lengths_t, token_ids, weight, "embed", padded_to > 0)
                 result = work()
                 seconds = []
                 for _ in range(args.repeats):

@@ -78,8 +78,9 @@ double serve(const char* label, const std::vector<seqpool::bfloat16>& model) {
   const DLTensor hidden = compact_tensor<Space>(states.data(), shape, {kDLBfloat, 16, 1});
 
   seqpool::state_store<Space> state(space);
-  seqpool::pooler<seqpool::method::weighted_mean, seqpool::head::embed, Space, seqpool::bfloat16> pooler(space,
-                                                                                                       hidden_size);
+  // Results in bfloat16: the model's dtype, pooled and normalised in float, rounded once.
+  using embedder = seqpool::pooler<seqpool::method::weighted_mean, seqpool::head::embed, Space, seqpool::bfloat16>;
+  embedder pooler(space, hidden_size);
   seqpool::batch step{.padded = seqpool::padded_rows{.sequence_length = sequence_length,
                                                      .padding = seqpool::padding::left}};
   for (std::size_t b = 0; b < prompt_lengths.size(); ++b)

@@ -100,8 +100,8 @@ class replay {
   std::optional<seqpool::pooler<Method, Head, Space, Result>> make_pooler(task served, const Head& pooling_head) {
     const auto chosen = batch_.poolers.find(served);
     if (chosen == batch_.poolers.end()) return std::nullopt;
-    return seqpool::pooler<Method, Head, Space, Result>(space_, batch_.hidden_size,
-                                                        *Method::from_name(chosen->second), pooling_head);
+    return seqpool::pooler<Method, Head, Space, Result>(space_, batch_.hidden_size, *Method::from_name(chosen->second),
+                                                        pooling_head);
   }
 
   void run_step(std::size_t index) {

@@ -208,9 +208,9 @@ class dispatcher<dispatch_table<Entries...>> {
     capacity_ = limits;
     capacity_bytes_ = bytes;
     // Each task's results start on a 16-byte boundary: up to 3 floats (7 16-bit values) more per entry.
-    output_capacity_ = per_request * limits.requests + per_result_row * limits.result_rows +
-                       (16 / static_cast<std::int64_t>(sizeof(result_type)) - 1) *
-                           static_cast<std::int64_t>(sizeof...(Entries));
+    output_capacity_ =
+        per_request * limits.requests + per_result_row * limits.result_rows +
+        (16 / static_cast<std::int64_t>(sizeof(result_type)) - 1) * static_cast<std::int64_t>(sizeof...(Entries));
   }
 
   /// The values an output must hold for any step within the capacity.

@@ -169,7 +169,8 @@ class pooler {
   /// block, launches, and moves chunked requests on in the state. `output` must
   /// hold plan.output_size values. Inside a stream capture, use capture().
   template <hidden_element T>
-  void forward(hidden_view<T> hidden, const step_plan& plan, state_store<Space>& state, cuda::std::span<Result> output) {
+  void forward(hidden_view<T> hidden, const step_plan& plan, state_store<Space>& state,
+               cuda::std::span<Result> output) {
     detail::check_forward(hidden, hidden_size_, plan.num_rows, plan.output_size, output);
     if (space_->capturing())
       detail::fail("forward", "the stream is being captured: a captured step goes through capture() and a graph_upload");
@@ -191,7 +192,7 @@ class pooler {
     detail::check_capacity(limits);
     capacity_ = limits;
     bounds_ = detail::plan_builder<policy>::bounds(limits, hidden_size_, widest_result(), token_wise,
-                                                  head_.linear().present(), sizeof(Result));
+                                                   head_.linear().present(), sizeof(Result));
     grow(bounds_.workspace_floats, bounds_.arrivals);
   }
 
@@ -403,28 +404,27 @@ class pooler {
     with_method([&]<class M>(const M& method) {
       if constexpr (token_wise) {
         if (counts.gathers > 0)
-          space_->launch(static_cast<std::int64_t>(counts.gathers),
-                         detail::host::gather_rows<Head, T, Result>{head_, head_.linear(), hidden.data_handle(),
-                                                            hidden.stride(0), at.gathers.in(block), requests,
-                                                            at.column_table.in(block), memory,
-                                                            static_cast<std::int64_t>(counts.gathers),
-                                                            stream_results});
+          space_->launch(
+              static_cast<std::int64_t>(counts.gathers),
+              detail::host::gather_rows<Head, T, Result>{
+                  head_, head_.linear(), hidden.data_handle(), hidden.stride(0), at.gathers.in(block), requests,
+                  at.column_table.in(block), memory, static_cast<std::int64_t>(counts.gathers), stream_results});
       } else {
         if (counts.tiles > 0)
           space_->launch(static_cast<std::int64_t>(counts.tiles),
-                         detail::host::reduce_tiles<M, Head, T, Result>{method, head_, head_.linear(), hidden.data_handle(),
-                                                                hidden.stride(0), at.tiles.in(block), requests, memory,
-                                                                static_cast<std::int64_t>(counts.tiles),
-                                                                stream_results});
+                         detail::host::reduce_tiles<M, Head, T, Result>{
+                             method, head_, head_.linear(), hidden.data_handle(), hidden.stride(0), at.tiles.in(block),
+                             requests, memory, static_cast<std::int64_t>(counts.tiles), stream_results});
         if (counts.combines > 0)
           space_->launch(static_cast<std::int64_t>(counts.combines),
                          detail::host::combine_partials<M, Head, Result>{method, head_, head_.linear(),
-                                                                 at.combines.in(block), requests, memory});
+                                                                         at.combines.in(block), requests, memory});
       }
     });
     if (counts.linears > 0)
-      space_->launch(static_cast<std::int64_t>(counts.linears),
-                     detail::host::apply_linear<Head, Result>{head_, head_.linear(), at.linears.in(block), requests, memory});
+      space_->launch(
+          static_cast<std::int64_t>(counts.linears),
+          detail::host::apply_linear<Head, Result>{head_, head_.linear(), at.linears.in(block), requests, memory});
   }
 
   /// The device kernels: one pooling or gathering launch, and one of the linear
@@ -442,12 +442,14 @@ class pooler {
         const auto blocks = static_cast<std::int64_t>((counts.gathers + launch_policy::gathers_per_block - 1) /
                                                       launch_policy::gathers_per_block);
         if (blocks > 0)
-          space_->launch(blocks, detail::device::gather_rows<Head, T, Result>{head_, rows, hidden.stride(0), rows_aligned,
-                                                                      block, output.data(), workspace_.data()});
+          space_->launch(
+              blocks, detail::device::gather_rows<Head, T, Result>{head_, rows, hidden.stride(0), rows_aligned, block,
+                                                                   output.data(), workspace_.data()});
       } else if (counts.works > 0) {
-        space_->launch(static_cast<std::int64_t>(counts.works),
-                       detail::device::pool_rows<M, Head, T, Result>{method, head_, rows, hidden.stride(0), rows_aligned, block,
-                                                             output.data(), workspace_.data(), arrivals_.data()});
+        space_->launch(
+            static_cast<std::int64_t>(counts.works),
+            detail::device::pool_rows<M, Head, T, Result>{method, head_, rows, hidden.stride(0), rows_aligned, block,
+                                                          output.data(), workspace_.data(), arrivals_.data()});
       }
     });
     if (!head_.linear().present() || counts.linears == 0) return;

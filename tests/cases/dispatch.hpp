@@ -188,8 +188,8 @@ void mixed_batches() {
   for (int round = 0; round < 12; ++round) {
     CAPTURE(round);
     engine<Space, Result> e(*method::any_sequence::from_name(sequence_methods[between(0, 3)]),
-                    *method::any_sequence::from_name(sequence_methods[between(0, 3)]),
-                    *method::any_token::from_name(token_methods[between(0, 1)]));
+                            *method::any_sequence::from_name(sequence_methods[between(0, 3)]),
+                            *method::any_token::from_name(token_methods[between(0, 1)]));
     struct flight {
       seqpool::request r;
       std::vector<float> prompt;

@@ -37,7 +37,7 @@ struct batch_shape {
 inline constexpr batch_shape shapes[] = {{1, 40, 16}, {7, 300, 10}, {64, 3000, 3}, {300, 1500, 3}, {1030, 500, 4}};
 
 template <class T, class Result>
-constexpr double tolerance = std::is_same_v<T, float> && std::is_same_v<Result, float> ? 1e-5 : 1e-2;
+constexpr double tolerance = std::is_same_v<T, float>&& std::is_same_v<Result, float> ? 1e-5 : 1e-2;
 
 /// A request in flight and what the engine knows of it.
 struct prompt {
@@ -192,8 +192,7 @@ void compare_with_reference(std::uint32_t seed, const batch_shape& shape, bool c
     const std::int64_t pooled_width = chosen.empty() ? hidden_size : static_cast<std::int64_t>(chosen.size());
     const std::int64_t head_width = pooling_head.spec.weight.empty() ? pooled_width : pooling_head.out_features;
     const std::int64_t kept = p.r.params.dimensions.value_or(head_width);
-    test::check_close(*p.result,
-                      test::reference(Method::name, p.rows, hidden_size, p.r, pooling_head.spec, kept),
+    test::check_close(*p.result, test::reference(Method::name, p.rows, hidden_size, p.r, pooling_head.spec, kept),
                       tolerance<T, Result>);
   }
 }

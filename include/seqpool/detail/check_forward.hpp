@@ -48,8 +48,9 @@ void check_captured_views(hidden_view<T> hidden, std::int64_t hidden_size, std::
     fail("hidden_states", "a captured step reads the same buffer at every replay: give it all ", rows,
          " rows of the capacity, not ", hidden.extent(0));
   if (std::cmp_less(output.size(), output_size))
-    fail("output", "a captured step writes the same buffer at every replay: it must hold output_capacity() = ",
-         output_size, " values, not ", output.size());
+    fail("output",
+         "a captured step writes the same buffer at every replay: it must hold output_capacity() = ", output_size,
+         " values, not ", output.size());
 }
 
 }  // namespace seqpool::detail

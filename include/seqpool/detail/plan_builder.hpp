@@ -90,9 +90,8 @@ class plan_builder {
     const std::int32_t index = add_request(r, column_offset);
     if (part.partial()) keep_state(index, batch_index, r, static_cast<std::size_t>(rows_total * width), key);
     const std::int64_t rows = rows_before + static_cast<std::int64_t>(chosen.size());
-    const destination to =
-        part.finished() ? route_results(index, rows, width, out_width, Policy::held_row_floats)
-                        : destination{target::state, 0, width, 0, width};
+    const destination to = part.finished() ? route_results(index, rows, width, out_width, Policy::held_row_floats)
+                                           : destination{target::state, 0, width, 0, width};
     request_record& owner = records_.requests[index];
     owner.where = to.where;
     owner.offset = to.offset;

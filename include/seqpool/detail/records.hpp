@@ -86,7 +86,7 @@ struct gather_record {
 /// A result row computed by the head's linear layer from a pooled row.
 struct linear_record {
   std::int64_t input;   ///< workspace offset of the pooled row
-  std::int64_t offset;   ///< output offset of the result row
+  std::int64_t offset;  ///< output offset of the result row
   std::int64_t staging;  ///< 16-bit results finished in memory: the workspace row they are finished in; else -1
   std::int32_t request;
   std::int32_t width;  ///< leading outputs kept (matryoshka truncation)

@@ -92,9 +92,9 @@ struct pool_rows {
     const float* init = (owner.flags & from_state) != 0 ? step.state[tile.request] : nullptr;
     if constexpr (!std::is_same_v<Result, float>) {
       if (owner.where == target::output) {
-        pool_whole_into(warp, tile, owner, init,
-                        warp_result<Warp, elements, Policy::lane_floats, Result>{step.output + owner.offset,
-                                                                                 owner.width, true});
+        pool_whole_into(
+            warp, tile, owner, init,
+            warp_result<Warp, elements, Policy::lane_floats, Result>{step.output + owner.offset, owner.width, true});
         return;
       }
     }
@@ -326,7 +326,7 @@ struct pool_rows {
       SEQPOOL_UNROLL
       for (int i = 0; i < Policy::slab_lane_floats; ++i)
         if (i < count) mine.at[i] = complete(mine.at[i], true, init, column + i, owner);
-    store_values<Policy::slab_lane_floats>(to + column, mine.at, count, is_aligned(to + column));
+      store_values<Policy::slab_lane_floats>(to + column, mine.at, count, is_aligned(to + column));
   }
 };
 

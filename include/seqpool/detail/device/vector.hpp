@@ -88,8 +88,8 @@ SEQPOOL_HOST_DEVICE void store_values(Out* to, const float* values, std::int64_t
   Out rounded[N];
   SEQPOOL_UNROLL
   for (int e = 0; e < N; ++e) rounded[e] = round_to<Out>(values[e]);
-  constexpr int piece = N * static_cast<int>(sizeof(Out)) < vector_bytes ? N * static_cast<int>(sizeof(Out))
-                                                                           : vector_bytes;
+  constexpr int piece =
+      N * static_cast<int>(sizeof(Out)) < vector_bytes ? N * static_cast<int>(sizeof(Out)) : vector_bytes;
   constexpr int per_piece = piece / static_cast<int>(sizeof(Out));
   SEQPOOL_UNROLL
   for (int e = 0; e < N; e += per_piece) {
