@@ -1,7 +1,9 @@
-"""Reads the sm_90 machine code of the MEAN and MAX pooling kernels, bf16 and fp32.
+"""Reads the sm_90 machine code of the MEAN and MAX pooling kernels, bf16 and fp32,
+and of MEAN from bf16 rows into bf16 results.
 
 Each must load hidden states with 128-bit global loads (LDG.E...128) and keep
-its values in registers: ptxas reports no stack frame and no spills.
+its values in registers: ptxas reports no stack frame and no spills. The kernel
+of bf16 results must also store them with 128-bit global stores (STG.E...128).
 
 usage: sass_check.py CUOBJDUMP SOURCE OUTDIR -- NVCC [ARGS...]
 """
@@ -12,10 +14,12 @@ import subprocess
 import sys
 
 KERNELS = {
-    f"{method} {dtype}": re.compile(rf"pool_rowsINS_6method{code}ENS_4head5embedE{mangled}NS")
+    f"{method} {dtype}": re.compile(rf"pool_rowsINS_6method{code}ENS_4head5embedE{mangled}fNS")
     for method, code in (("mean", "4mean"), ("max", "3max"))
     for dtype, mangled in (("bf16", "13__nv_bfloat16"), ("fp32", "f"))
 }
+# MEAN of bf16 rows into bf16 results (seqpool::bfloat16).
+KERNELS["mean bf16 to bf16"] = re.compile(r"pool_rowsINS_6method4meanENS_4head5embedE13__nv_bfloat16NS_8bfloat16E")
 
 
 def main():
@@ -57,6 +61,8 @@ def main():
         wide = len(re.findall(r"LDG\.E[A-Z.]*\.128", code))
         if wide == 0:
             failures.append(f"{kernel}: no 128-bit global load")
+        if kernel.endswith("to bf16") and not re.search(r"STG\.E[A-Z.]*\.128", code):
+            failures.append(f"{kernel}: its rounded results are not stored 16 bytes at a time")
         used = resources.get(names[0], "")
         if "0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads" not in used:
             failures.append(f"{kernel}: local memory used ({used or 'no ptxas report'})")

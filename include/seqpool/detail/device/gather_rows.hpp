@@ -64,16 +64,13 @@ struct gather_rows {
   SEQPOOL_HOST_DEVICE void gather(const Warp& warp, const plan_sections& sections, const gather_record row) const {
     const request_record owner = sections.requests.in(at)[row.request];
     const step_memory<Result> step{output, workspace, sections.state_table.in(at)};
-    if constexpr (!std::is_same_v<Result, float>) {
-      if (owner.where == target::output) {
-        gather_into(warp, sections, row, owner,
-                    warp_result<Warp, elements, Policy::lane_floats, Result>{output + row.offset, owner.width, true});
-        return;
-      }
-    }
+    Result* rounded = nullptr;
+    if constexpr (!std::is_same_v<Result, float>)
+      if (owner.where == target::output) rounded = output + row.offset;
     float* out = step.at(owner.where, row.offset, row.request);
     gather_into(warp, sections, row, owner,
-                warp_result<Warp, elements, Policy::lane_floats>{out, owner.width, (owner.flags & epilogue) != 0});
+                warp_result<Warp, elements, Policy::lane_floats, Result>{out, rounded, owner.width,
+                                                                         (owner.flags & epilogue) != 0});
     if ((owner.flags & rounds) != 0)
       round_into(warp, output + owner.result + (row.offset - owner.offset), out, owner.width);
   }

@@ -90,17 +90,13 @@ struct pool_rows {
     const request_record owner = sections.requests.in(at)[tile.request];
     const step_memory<Result> step = memory(sections);
     const float* init = (owner.flags & from_state) != 0 ? step.state[tile.request] : nullptr;
-    if constexpr (!std::is_same_v<Result, float>) {
-      if (owner.where == target::output) {
-        pool_whole_into(
-            warp, tile, owner, init,
-            warp_result<Warp, elements, Policy::lane_floats, Result>{step.output + owner.offset, owner.width, true});
-        return;
-      }
-    }
+    Result* rounded = nullptr;
+    if constexpr (!std::is_same_v<Result, float>)
+      if (owner.where == target::output) rounded = step.output + owner.offset;
     pool_whole_into(warp, tile, owner, init,
-                    warp_result<Warp, elements, Policy::lane_floats>{step.at(owner.where, owner.offset, tile.request),
-                                                                     owner.width, (owner.flags & epilogue) != 0});
+                    warp_result<Warp, elements, Policy::lane_floats, Result>{
+                        step.at(owner.where, owner.offset, tile.request), rounded, owner.width,
+                        (owner.flags & epilogue) != 0});
     if ((owner.flags & rounds) != 0)
       round_into(warp, step.output + owner.result, step.workspace + owner.offset, owner.width);
   }

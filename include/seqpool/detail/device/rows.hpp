@@ -123,25 +123,37 @@ struct memory_row {
   }
 };
 
-/// Where a warp's result row goes and how: a pass at a time into `out` as the
+/// Where a warp's result row goes and how: a pass at a time into `row` as the
 /// lanes finish it, or, where the whole row is one pass and the head's epilogue
 /// runs on it, kept in the lanes' registers until the epilogue is done, then
-/// stored once. A row of 16-bit results (Out) is always kept: the plan sends a
-/// warp no wider one (launch_policy::held_row_floats), so it is rounded once.
-template <class Warp, int E, int Floats, class Out = float>
+/// stored once. A row of 16-bit results goes to `result` instead (a float row,
+/// to the workspace or the state, still goes to `row`): it is always kept, since
+/// the plan sends a warp no wider one (launch_policy::held_row_floats), and
+/// rounded as it is stored. One code path serves both, so that a kernel of
+/// 16-bit results holds no more registers than one of float results.
+template <class Warp, int E, int Floats, class Result = float>
 struct warp_result {
   using layout = lane_layout<E, Floats>;
-  static constexpr bool rounds = !std::is_same_v<Out, float>;
 
-  Out* out;
+  float* row;
+  Result* result;  ///< null unless 16-bit results go here; always null for float results
   std::int64_t width;
   bool has_epilogue;
 
-  SEQPOOL_HOST_DEVICE bool in_registers() const { return rounds || (has_epilogue && width <= layout::pass_columns); }
+  SEQPOOL_HOST_DEVICE bool rounds() const {
+    if constexpr (std::is_same_v<Result, float>)
+      return false;
+    else
+      return result != nullptr;
+  }
+
+  SEQPOOL_HOST_DEVICE bool in_registers() const {
+    return rounds() || (has_epilogue && width <= layout::pass_columns);
+  }
 
   /// A lane's share of the pass from column `pass`, once the lane has it.
   SEQPOOL_HOST_DEVICE void pass_done(const lane_fragment<Floats>& mine, std::int64_t pass, int lane) const {
-    if (!in_registers()) layout::store(out, mine, pass, lane, width, is_aligned(out));
+    if (!in_registers()) layout::store(row, mine, pass, lane, width, is_aligned(row));
   }
 
   /// After the last pass: the head's epilogue, where there is one, and the row stored.
@@ -150,15 +162,19 @@ struct warp_result {
                                   typename Warp::template values<lane_fragment<Floats>>& held) const {
     if (in_registers()) {
       if (has_epilogue) {
-        fragment_row<Warp, E, Floats> row{warp, held, width};
-        head.epilogue(row, use_activation);
+        fragment_row<Warp, E, Floats> fragment{warp, held, width};
+        head.epilogue(fragment, use_activation);
       }
-      warp.lanes([&](int lane) { layout::store(out, held[lane], 0, lane, width, is_aligned(out)); });
-    } else if constexpr (!rounds) {
-      if (!has_epilogue) return;
+      warp.lanes([&](int lane) {
+        if (rounds())
+          layout::store(result, held[lane], 0, lane, width, is_aligned(result));
+        else
+          layout::store(row, held[lane], 0, lane, width, is_aligned(row));
+      });
+    } else if (has_epilogue) {
       warp.sync();  // the passes stored the row in another lane order
-      memory_row<Warp> row{warp, out, width};
-      head.epilogue(row, use_activation);
+      memory_row<Warp> in_memory{warp, row, width};
+      head.epilogue(in_memory, use_activation);
     }
   }
 };

@@ -5,6 +5,8 @@
 #include <cstring>
 #include <type_traits>
 
+#include <cuda/std/bit>
+
 #include <seqpool/config.hpp>
 #include <seqpool/detail/to_float.hpp>
 
@@ -72,10 +74,23 @@ SEQPOOL_HOST_DEVICE void load_columns(const T* row, std::int64_t column, std::in
     if (e < count) out[e] = to_float(row[column + e]);
 }
 
+/// Four bytes of values rounded to Out, as memory holds them: one float, or two
+/// 16-bit values, the first in the low half.
+template <class Out>
+SEQPOOL_HOST_DEVICE std::uint32_t word_of(const float* values) {
+  if constexpr (sizeof(Out) == 4) {
+    return cuda::std::bit_cast<std::uint32_t>(values[0]);
+  } else {
+    const auto low = cuda::std::bit_cast<std::uint16_t>(round_to<Out>(values[0]));
+    const auto high = cuda::std::bit_cast<std::uint16_t>(round_to<Out>(values[1]));
+    return static_cast<std::uint32_t>(low) | static_cast<std::uint32_t>(high) << 16;
+  }
+}
+
 /// Stores the first `count` of the N floats of `values` at `to`, as Out (16-bit
 /// results rounded to nearest even): as whole vectors when all N go to an
-/// address aligned to their size (N × sizeof(Out) bytes, or 16-byte pieces of
-/// them), one value at a time otherwise.
+/// address aligned to their size (N × sizeof(Out) bytes, in 16-byte pieces),
+/// one value at a time otherwise. The words are packed in registers.
 template <int N, class Out>
 SEQPOOL_HOST_DEVICE void store_values(Out* to, const float* values, std::int64_t count, bool aligned) {
   static_assert(N % 4 == 0, "whole vectors of four");
@@ -85,20 +100,19 @@ SEQPOOL_HOST_DEVICE void store_values(Out* to, const float* values, std::int64_t
       if (e < count) to[e] = round_to<Out>(values[e]);
     return;
   }
-  Out rounded[N];
-  SEQPOOL_UNROLL
-  for (int e = 0; e < N; ++e) rounded[e] = round_to<Out>(values[e]);
-  constexpr int piece =
-      N * static_cast<int>(sizeof(Out)) < vector_bytes ? N * static_cast<int>(sizeof(Out)) : vector_bytes;
+  constexpr int bytes = N * static_cast<int>(sizeof(Out));
+  constexpr int piece = bytes < vector_bytes ? bytes : vector_bytes;
   constexpr int per_piece = piece / static_cast<int>(sizeof(Out));
+  constexpr int per_word = 4 / static_cast<int>(sizeof(Out));
   SEQPOOL_UNROLL
   for (int e = 0; e < N; e += per_piece) {
-    raw_bytes<piece> bytes;
-    std::memcpy(&bytes, rounded + e, piece);
+    raw_bytes<piece> packed;
+    SEQPOOL_UNROLL
+    for (int w = 0; w < piece / 4; ++w) packed.words[w] = word_of<Out>(values + e + w * per_word);
 #if defined(__CUDA_ARCH__)
-    *reinterpret_cast<raw_bytes<piece>*>(to + e) = bytes;
+    *reinterpret_cast<raw_bytes<piece>*>(to + e) = packed;
 #else
-    std::memcpy(to + e, &bytes, piece);
+    std::memcpy(to + e, &packed, piece);
 #endif
   }
 }
