@@ -24,61 +24,50 @@ namespace seqpool::detail::host {
 /// that copies them out.
 inline constexpr std::size_t streamed_output_bytes = std::size_t{4} << 20;
 
-/// Copies `bytes` bytes to `to` with non-temporal stores. A plain store first
-/// reads its line for ownership, so results larger than the caches cost twice
-/// their size in traffic. No fence follows each row (it would stall the next
-/// row's stores): the pass ends in OpenMP's join, whose locked instructions
-/// order these stores before it like any other (Intel SDM vol. 3, "Memory
-/// ordering in P6 and more recent processor families"). Elsewhere (other CPUs)
-/// it is a plain copy.
-inline void stream_bytes(std::byte* __restrict__ to, const std::byte* __restrict__ from, std::int64_t bytes) {
-  std::int64_t done = 0;
-#if defined(SEQPOOL_STREAMING_STORES)
-  const auto misaligned = static_cast<std::int64_t>(reinterpret_cast<std::uintptr_t>(to) % cache_line_bytes);
-  done = misaligned == 0 ? 0 : cache_line_bytes - misaligned;
-  if (done > bytes) done = bytes;
-  std::memcpy(to, from, static_cast<std::size_t>(done));
-#if defined(__AVX512F__)
-  for (; done + 64 <= bytes; done += 64)
-    _mm512_stream_si512(reinterpret_cast<__m512i*>(to + done), _mm512_loadu_si512(from + done));
-#elif defined(__AVX__)
-  for (; done + 32 <= bytes; done += 32)
-    _mm256_stream_si256(reinterpret_cast<__m256i*>(to + done),
-                        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(from + done)));
+/// Copies one cache line to a line-aligned `to` with a non-temporal store where
+/// the CPU has them (a plain copy elsewhere). A plain store first reads its line
+/// for ownership, so results larger than the caches would cost twice their size
+/// in traffic. No fence follows (it would stall the next stores): the pass ends
+/// in OpenMP's join, whose locked instructions order these stores before it like
+/// any other (Intel SDM vol. 3, "Memory ordering in P6 and more recent processor
+/// families").
+inline void stream_line(std::byte* __restrict__ to, const std::byte* __restrict__ from) {
+#if defined(SEQPOOL_STREAMING_STORES) && defined(__AVX512F__)
+  _mm512_stream_si512(reinterpret_cast<__m512i*>(to), _mm512_loadu_si512(from));
+#elif defined(SEQPOOL_STREAMING_STORES) && defined(__AVX__)
+  for (int half = 0; half < 64; half += 32)
+    _mm256_stream_si256(reinterpret_cast<__m256i*>(to + half),
+                        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(from + half)));
+#elif defined(SEQPOOL_STREAMING_STORES)
+  for (int quarter = 0; quarter < 64; quarter += 16)
+    _mm_stream_si128(reinterpret_cast<__m128i*>(to + quarter),
+                     _mm_loadu_si128(reinterpret_cast<const __m128i*>(from + quarter)));
 #else
-  for (; done + 16 <= bytes; done += 16)
-    _mm_stream_si128(reinterpret_cast<__m128i*>(to + done),
-                     _mm_loadu_si128(reinterpret_cast<const __m128i*>(from + done)));
+  std::memcpy(to, from, cache_line_bytes);
 #endif
-#endif
-  std::memcpy(to + done, from + done, static_cast<std::size_t>(bytes - done));
 }
 
 /// Stores a row an item finished in float to its place in the output: rounded
-/// to nearest even where the results are 16-bit, and streamed when `stream`.
+/// to nearest even where the results are 16-bit, and, when `stream`, a cache
+/// line at a time past the caches (the partial lines at either end plainly). A
+/// line of 16-bit values is rounded into a buffer the compiler keeps in vector
+/// registers and stored from there.
 template <class Result>
 void store_row(Result* to, const float* from, std::int64_t width, bool stream) {
-  if constexpr (std::is_same_v<Result, float>) {
+  constexpr std::int64_t line = cache_line_bytes / static_cast<std::int64_t>(sizeof(Result));
+  std::int64_t c = 0;
+  if (stream)
+    for (; c < width && reinterpret_cast<std::uintptr_t>(to + c) % cache_line_bytes != 0; ++c)
+      to[c] = round_to<Result>(from[c]);
+  for (; c + line <= width; c += line) {
+    alignas(64) Result rounded[line];
+    for (std::int64_t k = 0; k < line; ++k) rounded[k] = round_to<Result>(from[c + k]);
     if (stream)
-      stream_bytes(reinterpret_cast<std::byte*>(to), reinterpret_cast<const std::byte*>(from),
-                   width * static_cast<std::int64_t>(sizeof(float)));
+      stream_line(reinterpret_cast<std::byte*>(to + c), reinterpret_cast<const std::byte*>(rounded));
     else
-      std::memcpy(to, from, static_cast<std::size_t>(width) * sizeof(float));
-  } else {
-    // A block at a time, through a buffer that stays in L1, so that a row of
-    // any width streams.
-    constexpr std::int64_t block = 1024;
-    alignas(64) Result rounded[block];
-    for (std::int64_t begin = 0; begin < width; begin += block) {
-      const std::int64_t count = width - begin < block ? width - begin : block;
-      for (std::int64_t c = 0; c < count; ++c) rounded[c] = round_to<Result>(from[begin + c]);
-      if (stream)
-        stream_bytes(reinterpret_cast<std::byte*>(to + begin), reinterpret_cast<const std::byte*>(rounded),
-                     count * static_cast<std::int64_t>(sizeof(Result)));
-      else
-        std::memcpy(to + begin, rounded, static_cast<std::size_t>(count) * sizeof(Result));
-    }
+      std::memcpy(to + c, rounded, sizeof rounded);
   }
+  for (; c < width; ++c) to[c] = round_to<Result>(from[c]);
 }
 
 }  // namespace seqpool::detail::host
