@@ -98,6 +98,9 @@ def pool_padded(method, hidden, lengths, token_ids):
 def split_counts(method, lengths, token_ids):
     if method == "all":
         return lengths.tolist()
+    if token_ids.dim() == 2:  # padded [B, S]: the tagged rows among each sequence's prompt rows
+        prompt = torch.arange(token_ids.shape[1], device=lengths.device).unsqueeze(0) < lengths.unsqueeze(1)
+        return ((token_ids == STEP_TAG) & prompt).sum(1).tolist()
     mask = (token_ids == STEP_TAG).long()
     return torch.zeros(len(lengths), dtype=torch.long, device=lengths.device).index_add_(
         0, segment_ids(lengths), mask).tolist()
