@@ -322,7 +322,7 @@ struct pool_rows {
       SEQPOOL_UNROLL
       for (int i = 0; i < Policy::slab_lane_floats; ++i)
         if (i < count) mine.at[i] = complete(mine.at[i], true, init, column + i, owner);
-      store_values<Policy::slab_lane_floats>(to + column, mine.at, count, is_aligned(to + column));
+    store_values<Policy::slab_lane_floats>(to + column, mine.at, count, is_aligned(to + column));
   }
 };
 
