@@ -118,6 +118,20 @@ class object_reader {
     return values;
   }
 
+  /// An array of [begin, end] pairs of integers.
+  std::vector<token_span> spans(std::string_view key) const {
+    if (!has(key)) return {};
+    const json& value = at(key);
+    if (!value.is_array()) fail_at(key, "expected an array of [begin, end] pairs");
+    std::vector<token_span> read;
+    read.reserve(value.size());
+    for (const json& pair : value) {
+      if (!pair.is_array() || pair.size() != 2) fail_at(key, "expected an array of [begin, end] pairs");
+      read.push_back({as_integer(pair[0], key), as_integer(pair[1], key)});
+    }
+    return read;
+  }
+
   object_reader object(std::string_view key) const { return {at(key), where_, prefix_ + std::string(key) + "."}; }
 
   [[noreturn]] void fail_at(std::string_view key, std::string_view problem) const {
@@ -306,11 +320,12 @@ inline step_file read_step(const batch_file& batch, std::size_t index) {
     r.prompt_token_ids = read.token_ids.back();
     if (fields.has("params")) {
       const detail::object_reader params = fields.object("params");
-      params.only({"use_activation", "dimensions", "step_tag_id", "returned_token_ids"});
+      params.only({"use_activation", "dimensions", "step_tag_id", "returned_token_ids", "spans"});
       r.params.use_activation = params.boolean("use_activation", true);
       r.params.dimensions = params.optional_integer("dimensions");
       r.params.step_tag_id = params.optional_integer("step_tag_id");
       r.params.returned_token_ids = params.integers("returned_token_ids");
+      r.params.spans = params.spans("spans");
     }
     read.requests.push_back(std::move(r));
   }

@@ -173,7 +173,7 @@ class replay {
         if (!slice) continue;
         const seqpool::request& r = requests.requests[i];
         std::vector<std::int64_t> shape{slice->cols};
-        if (seqpool::is_token_task(r.task)) shape.insert(shape.begin(), slice->rows);
+        if (seqpool::is_token_task(r.task) || !r.params.spans.empty()) shape.insert(shape.begin(), slice->rows);
         const std::filesystem::path final_name = options_.out / (r.id + ".npy");
         const std::filesystem::path hidden_name = options_.out / ("." + r.id + ".npy.partial");
         written.emplace_back(hidden_name, final_name);

@@ -42,11 +42,23 @@ constexpr bool is_token_task(task pooling_task) {
 }
 
 /// Per-request knobs (SPEC section 2); requests in one group may differ.
+/// Prompt positions [begin, end), pooled into a result row of their own.
+struct token_span {
+  std::int64_t begin = 0;
+  std::int64_t end = 0;
+
+  friend bool operator==(const token_span&, const token_span&) = default;
+};
+
 struct pooling_params {
   bool use_activation = true;
   std::optional<std::int64_t> dimensions;        ///< matryoshka truncation (embed tasks)
   std::optional<std::int64_t> step_tag_id;       ///< STEP: keep rows whose token id equals it
   std::vector<std::int64_t> returned_token_ids;  ///< STEP: columns to keep; empty keeps all
+  /// Sequence methods (late chunking): pool each span of the prompt into a result
+  /// row of its own, in order; ascending, each non-empty, touching but not
+  /// overlapping. Empty pools the whole prompt into one row.
+  std::vector<token_span> spans;
 };
 
 struct request {
@@ -93,6 +105,19 @@ struct chunk {
   constexpr bool finished() const { return num_computed + num_scheduled == prompt_len; }
   constexpr bool partial() const { return num_scheduled != prompt_len; }
 };
+
+/// What a span of the prompt sees of a request's chunk: the chunk's rows within
+/// the span, counted as a prompt of its own (positions from the span's start).
+/// A span the chunk has not reached has none yet; one it has passed, all.
+constexpr chunk chunk_of_span(const chunk& part, token_span span) {
+  const std::int64_t end = part.num_computed + part.num_scheduled;
+  const std::int64_t from = part.num_computed < span.begin ? span.begin : part.num_computed < span.end ? part.num_computed : span.end;
+  const std::int64_t to = end < span.begin ? span.begin : end < span.end ? end : span.end;
+  return {.row_begin = part.row_begin + (from - part.num_computed),
+          .num_scheduled = to - from,
+          .num_computed = from - span.begin,
+          .prompt_len = span.end - span.begin};
+}
 
 /// A run of consecutive requests that share a task: one pooler handles it.
 struct task_group {

@@ -83,11 +83,13 @@ struct plan_bounds {
 /// A request that keeps state across steps, how many floats it keeps, and what
 /// its state is begun with.
 struct state_use {
-  std::int32_t request;      ///< its entry in the state table
+  std::int32_t request;      ///< its first entry in the state table
   std::size_t batch_index;   ///< its place in the batch, for messages
   seqpool::request owner;    ///< a copy without token ids (the plan may outlive them)
   std::size_t floats;
   state_key key;
+  std::int32_t records = 1;        ///< entries from `request` on that share the block (one per span)
+  std::int64_t record_floats = 0;  ///< where each next entry's part of the block starts
 };
 
 }  // namespace detail

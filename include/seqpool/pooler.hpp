@@ -138,11 +138,19 @@ class pooler {
         const chunk& part = chunks[index];
         const state_key key = part.partial() ? key_of<M>(r) : state_key{};
         state.check(index, r, key);
-        if constexpr (token_wise)
+        if constexpr (token_wise) {
           plan_tokens(method, builder, index, r, part, positions, key);
-        else
+        } else if (r.params.spans.empty()) {
           builder.add_pooled(index, r, part, method.window(part), method.keeps_state,
                              head_.output_width(index, r, hidden_size_), key);
+        } else {
+          if (capacity_)
+            detail::fail_request(index, r.id, "spans",
+                                 "a pooler with a capacity (a captured step) does not pool spans");
+          builder.add_spans(
+              index, r, part, [&](const chunk& seen) { return method.window(seen); }, method.keeps_state,
+              head_.output_width(index, r, hidden_size_), key);
+        }
       }
     });
     std::int64_t num_rows = 0;
@@ -262,7 +270,9 @@ class pooler {
   void encode(const step_plan& plan, const state_store<Space>& state, std::span<std::byte> block) const {
     plan.block.write(block.data());
     float** state_table = plan.block.at.state_table.in(block.data());
-    for (const detail::state_use& use : plan.stateful) state_table[use.request] = state.data(use.owner.id);
+    for (const detail::state_use& use : plan.stateful)
+      for (std::int32_t k = 0; k < use.records; ++k)
+        state_table[use.request + k] = state.data(use.owner.id) + k * use.record_floats;
   }
 
   /// Launches the plan's work over an index block already on the device, writing
@@ -355,6 +365,8 @@ class pooler {
                    const request& r, const chunk& part, std::vector<std::int64_t>& chosen,
                    const state_key& key) const {
     method.check(index, r, hidden_size_);
+    if (!r.params.spans.empty())
+      detail::fail_request(index, r.id, "spans", "only sequence methods pool spans; a token method returns rows");
     if (TokenMethod::reads_token_ids && std::cmp_less(r.prompt_token_ids.size(), r.prompt_len))
       detail::fail_request(index, r.id, "prompt_token_ids", "the method reads all ", r.prompt_len,
                            " ids of the prompt, got ", r.prompt_token_ids.size());

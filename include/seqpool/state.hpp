@@ -75,6 +75,7 @@ class state_store {
     if (now.dimensions != then.dimensions) changed("dimensions");
     if (now.step_tag_id != then.step_tag_id) changed("step_tag_id");
     if (now.returned_token_ids != then.returned_token_ids) changed("returned_token_ids");
+    if (now.spans != then.spans) changed("spans");
     if (began.token_ids != key.token_ids)
       detail::fail_request(index, r.id, "prompt_token_ids", "differ from those of the first chunk");
   }

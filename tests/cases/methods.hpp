@@ -161,6 +161,52 @@ TEST_CASE_TEMPLATE_DEFINE("case 24: 16-bit results are rounded once, to nearest 
   test::check_equal(*pool_chunked<method::max, Space, seqpool::half>(large, 2, {1, 1})[0], 1, 2, half_maxima);
 }
 
+namespace methods_cases {
+
+/// One prompt pooled over `spans`, whole or in chunks of the given sizes; the last step's result.
+template <class Method, class Space>
+test::matrix pool_spans(const std::vector<float>& prompt, std::int64_t hidden_size,
+                        const std::vector<seqpool::token_span>& spans, const std::vector<std::int64_t>& chunk_sizes) {
+  Space space;
+  seqpool::state_store<Space> state(space);
+  raw_pooler<Method, Space> pooler(space, hidden_size);
+  seqpool::pooling_params params = raw;
+  params.spans = spans;
+  const auto prompt_len = static_cast<std::int64_t>(prompt.size()) / hidden_size;
+  std::int64_t done = 0;
+  test::results last;
+  for (const std::int64_t size : chunk_sizes) {
+    const seqpool::batch step{{test::part("p", pooler.task, prompt_len, done, size, params)}};
+    const std::vector<float> rows(prompt.begin() + done * hidden_size, prompt.begin() + (done + size) * hidden_size);
+    last = test::run_step(space, pooler, state, step, rows);
+    done += size;
+    CHECK(last[0].has_value() == (done == prompt_len));
+  }
+  CHECK(state.size() == 0);
+  return *last[0];
+}
+
+}  // namespace methods_cases
+
+TEST_CASE_TEMPLATE_DEFINE("case 25: spans of one prompt pool as prompts of their own, across chunks", Space,
+                          case_25_spans) {
+  using namespace methods_cases;
+  // Rows [1,2] … [9,10] as one prompt with spans [0, 2) and [2, 5): case 1-4's two prompts.
+  const std::vector<seqpool::token_span> halves{{0, 2}, {2, 5}};
+  for (const std::vector<std::int64_t>& chunks : std::vector<std::vector<std::int64_t>>{{5}, {1, 3, 1}, {2, 3}, {4, 1}}) {
+    CAPTURE(chunks.size());
+    test::check_equal(pool_spans<method::cls, Space>(ten, 2, halves, chunks), 2, 2, {1, 2, 5, 6});
+    test::check_equal(pool_spans<method::last, Space>(ten, 2, halves, chunks), 2, 2, {3, 4, 9, 10});
+    test::check_equal(pool_spans<method::mean, Space>(ten, 2, halves, chunks), 2, 2, {2, 3, 7, 8});
+    test::check_equal(pool_spans<method::max, Space>(ten, 2, halves, chunks), 2, 2, {3, 4, 9, 10});
+    // Weighted MEAN weighs a span's rows from 1: ([3,4] + 2·[5,6] + 3·[7,8]) / 6 = [17/3, 20/3].
+    test::check_equal(pool_spans<method::weighted_mean, Space>(ten, 2, {{1, 4}}, chunks), 1, 2,
+                      {34.0f / 6, 40.0f / 6});
+  }
+  // Spans need not cover the prompt: [1, 2) and [3, 5) leave rows 0 and 2 out.
+  test::check_equal(pool_spans<method::mean, Space>(ten, 2, {{1, 2}, {3, 5}}, {2, 2, 1}), 2, 2, {3, 4, 8, 9});
+}
+
 TEST_CASE_TEMPLATE_DEFINE("case 8: ALL returns every row of each prompt", Space, case_8_all) {
   using namespace methods_cases;
   const auto out = pool_whole<method::all, Space>(ten, 2, {2, 3});

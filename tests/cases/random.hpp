@@ -58,6 +58,16 @@ class generator {
   }
   float value() { return std::uniform_real_distribution<float>(-2.0f, 2.0f)(engine_); }
   bool chance(double p) { return std::bernoulli_distribution(p)(engine_); }
+  /// Ascending spans of [0, prompt_len), some touching, some with gaps between.
+  std::vector<seqpool::token_span> spans(std::int64_t prompt_len) {
+    std::vector<seqpool::token_span> drawn;
+    for (std::int64_t begin = between(0, prompt_len - 1); begin < prompt_len;) {
+      const std::int64_t end = between(begin + 1, std::min(prompt_len, begin + 1 + prompt_len / 3));
+      drawn.push_back({begin, end});
+      begin = chance(0.5) ? end : end + between(0, prompt_len / 4);
+    }
+    return drawn;
+  }
   std::vector<float> values(std::int64_t count) {
     std::vector<float> drawn(count);
     for (float& v : drawn) v = value();
@@ -104,6 +114,24 @@ struct drawn_head {
   }
 };
 
+/// The reference result of a prompt: pooled whole, or, over spans, each span
+/// pooled as a prompt of its own, one row each.
+template <class Method>
+test::matrix reference_of(const prompt& p, std::int64_t hidden_size, const test::head_spec& spec, std::int64_t kept) {
+  if (p.r.params.spans.empty()) return test::reference(Method::name, p.rows, hidden_size, p.r, spec, kept);
+  test::matrix rows{static_cast<std::int64_t>(p.r.params.spans.size()), kept, {}};
+  for (const seqpool::token_span span : p.r.params.spans) {
+    seqpool::request alone = p.r;
+    alone.prompt_len = span.end - span.begin;
+    alone.params.spans.clear();
+    const std::vector<float> span_rows(p.rows.begin() + span.begin * hidden_size,
+                                       p.rows.begin() + span.end * hidden_size);
+    const test::matrix pooled = test::reference(Method::name, span_rows, hidden_size, alone, spec, kept);
+    rows.values.insert(rows.values.end(), pooled.values.begin(), pooled.values.end());
+  }
+  return rows;
+}
+
 /// One randomized run: draws a batch, pools it in one step or chunk by chunk over
 /// several steps, and checks every request against the reference. With 16-bit
 /// results, a float pooler pools the same steps beside the pooler under test,
@@ -142,6 +170,7 @@ void compare_with_reference(std::uint32_t seed, const batch_shape& shape, bool c
     if (draw.chance(0.6)) params.step_tag_id = draw.between(1, 6);  // 6 never matches
     if (columns < hidden_size)
       for (std::int64_t c = 0; c < columns; ++c) params.returned_token_ids.push_back(draw.between(0, hidden_size - 1));
+    if (Method::kind == seqpool::method_kind::sequence && draw.chance(0.4)) params.spans = draw.spans(prompt_len);
     p.r = test::whole("r" + std::to_string(i), pooler.task, prompt_len, params);
     if (draw.chance(0.5)) {
       p.narrow_token_ids.assign(p.token_ids.begin(), p.token_ids.end());
@@ -192,8 +221,7 @@ void compare_with_reference(std::uint32_t seed, const batch_shape& shape, bool c
     const std::int64_t pooled_width = chosen.empty() ? hidden_size : static_cast<std::int64_t>(chosen.size());
     const std::int64_t head_width = pooling_head.spec.weight.empty() ? pooled_width : pooling_head.out_features;
     const std::int64_t kept = p.r.params.dimensions.value_or(head_width);
-    test::check_close(*p.result, test::reference(Method::name, p.rows, hidden_size, p.r, pooling_head.spec, kept),
-                      tolerance<T, Result>);
+    test::check_close(*p.result, reference_of<Method>(p, hidden_size, pooling_head.spec, kept), tolerance<T, Result>);
   }
 }
 

@@ -24,6 +24,7 @@ TEST_CASE_TEMPLATE_APPLY(case_2_last, test::cuda_spaces);
 TEST_CASE_TEMPLATE_APPLY(case_3_mean, test::cuda_spaces);
 TEST_CASE_TEMPLATE_APPLY(case_23_weighted_mean, test::cuda_spaces);
 TEST_CASE_TEMPLATE_APPLY(case_24_16_bit_results, test::cuda_spaces);
+TEST_CASE_TEMPLATE_APPLY(case_25_spans, test::cuda_spaces);
 TEST_CASE_TEMPLATE_APPLY(case_4_max, test::cuda_spaces);
 TEST_CASE_TEMPLATE_APPLY(case_5_mean_of_one_and_identical_rows, test::cuda_spaces);
 TEST_CASE_TEMPLATE_APPLY(case_6_empty_batch, test::cuda_spaces);

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <optional>
 #include <span>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -46,12 +47,13 @@ class plan_builder {
   /// request's state is begun with `key`.
   void add_pooled(std::size_t batch_index, const request& r, const chunk& part, row_window window, bool keeps_state,
                   std::int64_t out_width, const state_key& key) {
+    const std::size_t slot = take_result_slot();
     const std::int32_t index = add_request(r, -1);
     const bool uses_state = part.partial() && keeps_state;
     if (part.partial()) keep_state(index, batch_index, r, keeps_state ? hidden_size_ : 0, key);
     destination to;
     if (part.finished())
-      to = route_results(index, 1, hidden_size_, out_width, held_pooled(window, out_width));
+      to = route_results(index, slot, 1, hidden_size_, out_width, held_pooled(window, out_width));
     else if (uses_state)
       to = {target::state, 0, hidden_size_, 0, hidden_size_};
     else
@@ -67,6 +69,54 @@ class plan_builder {
       cut_for_device(index, window);
     else
       cut_for_host(index, window);
+  }
+
+  /// A sequence method's request pooled over spans of its prompt (late
+  /// chunking): a record per span, each pooling the span as a prompt of its own
+  /// (chunk_of_span), with its own part of the request's state block and, when
+  /// the request finishes, its own row of the result. A span that ends before
+  /// the request does keeps its reduction, unfinished, in the state, whatever the
+  /// method keeps otherwise, and is finished from there with the request.
+  template <class WindowOf>
+  void add_spans(std::size_t batch_index, const request& r, const chunk& part, WindowOf window_of, bool keeps_state,
+                 std::int64_t out_width, const state_key& key) {
+    const std::span<const token_span> spans = r.params.spans;
+    check_spans(batch_index, r, spans);
+    const auto count = static_cast<std::int64_t>(spans.size());
+    std::vector<row_window> windows;
+    std::int64_t held = Policy::held_row_floats;
+    for (const token_span span : spans) {
+      const chunk seen = chunk_of_span(part, span);
+      // A span the chunk has not reached, or has passed, has no rows of it.
+      windows.push_back(seen.num_scheduled > 0 ? window_of(seen) : row_window{seen.first_row(), 0});
+      held = std::min(held, held_pooled(windows.back(), out_width));
+    }
+    const std::size_t slot = take_result_slot();
+    const auto first = static_cast<std::int32_t>(records_.requests.size());
+    for (std::int64_t k = 0; k < count; ++k) add_request(r, -1);
+    if (part.partial()) keep_state(first, batch_index, r, count * hidden_size_, key, count, hidden_size_);
+    const destination to = part.finished() ? route_results(first, slot, count, hidden_size_, out_width, held)
+                                           : destination{target::state, 0, hidden_size_, 0, 0};
+    const request_record leader = records_.requests[first];
+    for (std::int64_t k = 0; k < count; ++k) {
+      const chunk seen = chunk_of_span(part, spans[k]);
+      if (!part.finished() && windows[k].count == 0) continue;  // its state, if any, stays as it is
+      const bool ended_before = seen.num_scheduled == 0 && seen.finished();
+      const bool from = part.partial() && (keeps_state ? seen.num_computed > 0 : ended_before);
+      request_record& owner = records_.requests[first + k];
+      owner.prompt_len = seen.prompt_len;
+      owner.position_offset = seen.num_computed - seen.first_row();
+      owner.where = to.where;
+      owner.offset = to.offset + k * to.row_stride;  // state: each span's entry of the table is its own part
+      owner.width = static_cast<std::int32_t>(to.row_width);
+      owner.flags = to.flags | (from ? from_state : 0);
+      owner.kept = leader.kept;
+      if ((to.flags & rounds) != 0) owner.result = leader.result + k * out_width;
+      if constexpr (Policy::merges_in_launch)
+        cut_for_device(first + static_cast<std::int32_t>(k), windows[k]);
+      else
+        cut_for_host(first + static_cast<std::int32_t>(k), windows[k]);
+    }
   }
 
   /// A token method's request: one gather per row it returns (earlier chunks'
@@ -87,10 +137,11 @@ class plan_builder {
       column_offset = static_cast<std::int64_t>(records_.column_table.size());
       for (const std::int64_t column : columns) records_.column_table.push_back(static_cast<std::int32_t>(column));
     }
+    const std::size_t slot = take_result_slot();
     const std::int32_t index = add_request(r, column_offset);
     if (part.partial()) keep_state(index, batch_index, r, static_cast<std::size_t>(rows_total * width), key);
     const std::int64_t rows = rows_before + static_cast<std::int64_t>(chosen.size());
-    const destination to = part.finished() ? route_results(index, rows, width, out_width, Policy::held_row_floats)
+    const destination to = part.finished() ? route_results(index, slot, rows, width, out_width, Policy::held_row_floats)
                                            : destination{target::state, 0, width, 0, width};
     request_record& owner = records_.requests[index];
     owner.where = to.where;
@@ -193,15 +244,37 @@ class plan_builder {
                                  .where = target::output,
                                  .flags = 0,
                                  .use_activation = static_cast<std::uint8_t>(r.params.use_activation)});
-    results_.emplace_back();
     return static_cast<std::int32_t>(records_.requests.size() - 1);
   }
 
+  /// The planned request's place in the plan's results, in the order added.
+  std::size_t take_result_slot() {
+    results_.emplace_back();
+    return results_.size() - 1;
+  }
+
+  /// The request's state block, `floats` floats, which `records` entries of the
+  /// state table from `index` on share, each `record_floats` after the last.
   void keep_state(std::int32_t index, std::size_t batch_index, const request& r, std::size_t floats,
-                  const state_key& key) {
+                  const state_key& key, std::int64_t records = 1, std::int64_t record_floats = 0) {
     seqpool::request owner = r;
     owner.prompt_token_ids = {};
-    stateful_.push_back({index, batch_index, std::move(owner), floats, key});
+    stateful_.push_back(
+        {index, batch_index, std::move(owner), floats, key, static_cast<std::int32_t>(records), record_floats});
+  }
+
+  /// Spans must lie in the prompt, each non-empty, in order, touching at most.
+  static void check_spans(std::size_t batch_index, const request& r, std::span<const token_span> spans) {
+    std::int64_t previous_end = 0;
+    for (std::size_t k = 0; k < spans.size(); ++k) {
+      const token_span span = spans[k];
+      if (span.begin < previous_end || span.begin >= span.end || span.end > r.prompt_len)
+        fail_request(batch_index, r.id, "spans", "span ", k, " is [", span.begin, ", ", span.end,
+                     "); spans must be non-empty, within [0, prompt_len = ", r.prompt_len,
+                     "), in order and not overlapping", k > 0 ? " (the one before ends at " : "",
+                     k > 0 ? std::to_string(previous_end) + ")" : "");
+      previous_end = span.end;
+    }
   }
 
   /// Workspace floats from a 16-byte boundary.
@@ -273,10 +346,10 @@ class plan_builder {
   /// layer itself, where it fits the item's scratch row; otherwise pooled rows go
   /// to the workspace and a pass of the layer writes the result and runs the
   /// epilogue, finishing 16-bit rows in the workspace where it cannot hold them.
-  destination route_results(std::int32_t index, std::int64_t rows, std::int64_t pooled_width, std::int64_t out_width,
-                            std::int64_t held_width) {
+  destination route_results(std::int32_t index, std::size_t slot, std::int64_t rows, std::int64_t pooled_width,
+                            std::int64_t out_width, std::int64_t held_width) {
     const result_slice result{align_results(output_end_, result_bytes_), rows, out_width};
-    results_[index] = result;
+    results_[slot] = result;
     output_end_ = result.offset + rows * out_width;
     const bool rounding = result_bytes_ < 4;
     if (!has_linear_) {
