@@ -5,3 +5,4 @@
 TEST_CASE_TEMPLATE_APPLY(bad_request_leaves_state, test::cpu_spaces);
 TEST_CASE_TEMPLATE_APPLY(views_that_do_not_fit, test::cpu_spaces);
 TEST_CASE_TEMPLATE_APPLY(token_method_knobs, test::cpu_spaces);
+TEST_CASE_TEMPLATE_APPLY(span_knobs, test::cpu_spaces);

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include <doctest/doctest.h>
@@ -87,6 +88,47 @@ TEST_CASE_TEMPLATE_DEFINE("hidden states and output that do not fit the plan fai
       flight.pooler.forward(seqpool::make_hidden_view(hidden.data(), 5, 2), plan, flight.state, output.span().first(1)),
       "output: holds 1 values but the step writes 2", seqpool::error);
   flight.check_untouched_and_finish(before);
+}
+
+TEST_CASE_TEMPLATE_DEFINE("spans must lie in the prompt, in order, and stay the same across chunks", Space,
+                          span_knobs) {
+  using namespace validation_cases;
+  Space space;
+  seqpool::state_store<Space> state(space);
+  seqpool::pooler<method::mean, head::embed, Space> means(space, 2);
+  const auto refused = [&](std::vector<seqpool::token_span> spans, const std::string& message) {
+    const seqpool::request r = test::whole("s", task::embed, 5, {.spans = std::move(spans)});
+    CHECK_THROWS_WITH_AS(means.plan(seqpool::batch{{r}}, state), ("request 0 (id \"s\"): spans: " + message).c_str(),
+                         seqpool::error);
+  };
+  refused({{0, 2}, {1, 3}},
+          "span 1 is [1, 3); spans must be non-empty, within [0, prompt_len = 5), in order and not overlapping (the one "
+          "before ends at 2)");
+  refused({{2, 2}}, "span 0 is [2, 2); spans must be non-empty, within [0, prompt_len = 5), in order and not overlapping");
+  refused({{3, 6}}, "span 0 is [3, 6); spans must be non-empty, within [0, prompt_len = 5), in order and not overlapping");
+  refused({{-1, 2}},
+          "span 0 is [-1, 2); spans must be non-empty, within [0, prompt_len = 5), in order and not overlapping");
+  refused({{3, 5}, {0, 2}},
+          "span 1 is [0, 2); spans must be non-empty, within [0, prompt_len = 5), in order and not overlapping (the one "
+          "before ends at 5)");
+
+  // A chunk must ask for the spans the first chunk asked for.
+  CHECK_FALSE(test::run_step(space, means, state,
+                             seqpool::batch{{test::part("c", task::embed, 5, 0, 2, {.spans = {{0, 3}}})}},
+                             std::vector<float>(4, 1.0f))[0]);
+  CHECK_THROWS_WITH_AS(means.plan(seqpool::batch{{test::part("c", task::embed, 5, 2, 3, {.spans = {{0, 4}}})}}, state),
+                       "request 0 (id \"c\"): params: spans differs from the first chunk's", seqpool::error);
+  state.release("c");
+
+  // Token methods return rows, not spans; a captured step does not pool them.
+  seqpool::pooler<method::all, head::embed, Space> rows(space, 2);
+  CHECK_THROWS_WITH_AS(rows.plan(seqpool::batch{{test::whole("t", task::token_embed, 3, {.spans = {{0, 1}}})}}, state),
+                       "request 0 (id \"t\"): spans: only sequence methods pool spans; a token method returns rows",
+                       seqpool::error);
+  means.reserve_capacity({.requests = 2, .rows = 8});
+  CHECK_THROWS_WITH_AS(means.plan(seqpool::batch{{test::whole("s", task::embed, 5, {.spans = {{0, 1}}})}}, state),
+                       "request 0 (id \"s\"): spans: a pooler with a capacity (a captured step) does not pool spans",
+                       seqpool::error);
 }
 
 TEST_CASE_TEMPLATE_DEFINE("token methods check their knobs", Space, token_method_knobs) {

@@ -114,6 +114,21 @@ class Cases:
         np.testing.assert_array_equal(batch.result("m").view(np.uint16), [0x3C00, 0x3C02])
         np.testing.assert_array_equal(batch.result("a").view(np.uint16), [[0x7BFF, 0x7C00]])
 
+    def test_case_25_spans(self):
+        # One prompt with spans [0, 2) and [2, 5) gives case 3's two means as two rows, whole and in chunks 1+3+1.
+        rows = H10
+        batch = Batch(2, {"embed": "mean"})
+        batch.step(rows, [request("s", "embed", 5, spans=[[0, 2], [2, 5]], **RAW)])
+        self.replay(batch)
+        np.testing.assert_array_equal(batch.result("s"), [[2, 3], [7, 8]])
+        batch = Batch(2, {"embed": "mean"})
+        spans = [[0, 2], [2, 5]]
+        batch.step(rows[:1], [request("s", "embed", 5, 1, spans=spans, **RAW)])
+        batch.step(rows[1:4], [request("s", "embed", 5, 3, 1, spans=spans, **RAW)])
+        batch.step(rows[4:], [request("s", "embed", 5, 1, 4, spans=spans, **RAW)])
+        self.replay(batch)
+        np.testing.assert_array_equal(batch.result("s"), [[2, 3], [7, 8]])
+
     def test_case_8_all(self):
         first, second = self.whole("all", H10, [2, 3])
         np.testing.assert_array_equal(first, H10[:2])

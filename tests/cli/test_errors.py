@@ -66,6 +66,11 @@ class Errors(unittest.TestCase):
         self.step_error([request("s", "token_classify", 3, token_ids=[1, 2, 3], returned_token_ids=[0, 4])],
                         'request 0 (id "s"): returned_token_ids: column 4 is outside [0, 4)')
 
+    def test_spans(self):
+        self.step_error([request("a", "embed", 3, spans=[[0, 2], [1, 3]])],
+                        'request 0 (id "a"): spans: span 1 is [1, 3); spans must be non-empty, within '
+                        '[0, prompt_len = 3), in order and not overlapping (the one before ends at 2)')
+
     def test_dimensions_outside_the_width(self):
         self.step_error([request("a", "embed", 3, dimensions=5)], 'request 0 (id "a"): dimensions: must be in [1, 4]')
         self.step_error([request("a", "embed", 3, dimensions=0)], 'request 0 (id "a"): dimensions: must be in [1, 4]')
@@ -136,6 +141,8 @@ class Errors(unittest.TestCase):
                         'step 1: request 0 (id "a"): params.use_activation: expected true or false')
         self.file_error(lambda b: b.step(ROWS[:1], [request("a", "embed", 1, dimensions="2")]),
                         'step 1: request 0 (id "a"): params.dimensions: expected an integer')
+        self.file_error(lambda b: b.step(ROWS[:1], [request("a", "embed", 1, spans=[[0]])]),
+                        'step 1: request 0 (id "a"): params.spans: expected an array of [begin, end] pairs')
         self.file_error(lambda b: b.step(ROWS[:1], [request("a", "embed", 1, token_ids=[1.5])]),
                         'step 1: request 0 (id "a"): prompt_token_ids: expected an integer')
         self.file_error(lambda b: b.step(ROWS[:1], [dict(request("a", "embed", 1), num_scheduled=None)]),
