@@ -1,7 +1,8 @@
-// Serving pooling the way an inference engine does: a mixed batch of embedding,
-// classification and token-level requests, scheduled under a token budget so
-// that long prompts arrive in chunks over several steps, pooled without the
-// host ever waiting on the device.
+// Serving pooling the way an inference engine does: a mixed batch of embedding
+// (some of whole documents, an embedding per passage), classification and
+// token-level requests, scheduled under a token budget so that long prompts
+// arrive in chunks over several steps, pooled without the host ever waiting on
+// the device.
 //
 // The same engine loop runs on host_space (CPU inference) and on device_space
 // (CUDA under nvcc; its OpenMP stand-in in a g++ build), and the two agree.
@@ -60,6 +61,9 @@ std::vector<prompt> make_traffic() {
     p.r.task = kind;
     p.r.prompt_len = length(4, 480);
     if (kind == task::embed && i % 3 == 0) p.r.params.dimensions = 256;  // a matryoshka client
+    if (kind == task::embed && i % 12 == 2)  // late chunking: a document read once, an embedding per passage
+      for (std::int64_t begin = 0; begin < p.r.prompt_len; begin += 128)
+        p.r.params.spans.push_back({begin, std::min(begin + 128, p.r.prompt_len)});
     if (kind == task::token_classify) {
       p.r.params.step_tag_id = step_tag;           // score each reasoning step...
       p.r.params.returned_token_ids = {100, 200};  // ...by the logits of two label tokens
