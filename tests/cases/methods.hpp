@@ -40,7 +40,7 @@ test::results pool_whole(const std::vector<float>& hidden, std::int64_t hidden_s
 /// Pools one prompt of `rows` rows in chunks of the given sizes; the last step's result.
 template <class Method, class Space, class Result = float>
 test::results pool_chunked(const std::vector<float>& prompt, std::int64_t hidden_size,
-                           const std::vector<std::int64_t>& chunk_sizes) {
+                           const std::vector<std::int64_t>& chunk_sizes, const seqpool::pooling_params& params = raw) {
   Space space;
   seqpool::state_store<Space> state(space);
   raw_pooler<Method, Space, Result> pooler(space, hidden_size);
@@ -48,7 +48,7 @@ test::results pool_chunked(const std::vector<float>& prompt, std::int64_t hidden
   std::int64_t done = 0;
   test::results last;
   for (const std::int64_t size : chunk_sizes) {
-    const seqpool::batch step{{test::part("p", pooler.task, prompt_len, done, size, raw)}};
+    const seqpool::batch step{{test::part("p", pooler.task, prompt_len, done, size, params)}};
     const std::vector<float> rows(prompt.begin() + done * hidden_size, prompt.begin() + (done + size) * hidden_size);
     last = test::run_step(space, pooler, state, step, rows);
     done += size;
@@ -59,6 +59,15 @@ test::results pool_chunked(const std::vector<float>& prompt, std::int64_t hidden
 }
 
 inline const std::vector<float> ten{1, 2, 3, 4, 5, 6, 7, 8, 9, 10};  // rows [1,2] … [9,10]
+
+/// Raw pooled values of the given spans of a prompt, one row each, whole and chunked alike.
+template <class Method, class Space>
+test::matrix pool_spans(const std::vector<float>& prompt, std::int64_t hidden_size,
+                        std::vector<seqpool::token_span> spans, const std::vector<std::int64_t>& chunk_sizes) {
+  seqpool::pooling_params params = raw;
+  params.spans = std::move(spans);
+  return *pool_chunked<Method, Space>(prompt, hidden_size, chunk_sizes, params)[0];
+}
 
 }  // namespace methods_cases
 
@@ -160,33 +169,6 @@ TEST_CASE_TEMPLATE_DEFINE("case 24: 16-bit results are rounded once, to nearest 
                     bfloat16_means);
   test::check_equal(*pool_chunked<method::max, Space, seqpool::half>(large, 2, {1, 1})[0], 1, 2, half_maxima);
 }
-
-namespace methods_cases {
-
-/// One prompt pooled over `spans`, whole or in chunks of the given sizes; the last step's result.
-template <class Method, class Space>
-test::matrix pool_spans(const std::vector<float>& prompt, std::int64_t hidden_size,
-                        const std::vector<seqpool::token_span>& spans, const std::vector<std::int64_t>& chunk_sizes) {
-  Space space;
-  seqpool::state_store<Space> state(space);
-  raw_pooler<Method, Space> pooler(space, hidden_size);
-  seqpool::pooling_params params = raw;
-  params.spans = spans;
-  const auto prompt_len = static_cast<std::int64_t>(prompt.size()) / hidden_size;
-  std::int64_t done = 0;
-  test::results last;
-  for (const std::int64_t size : chunk_sizes) {
-    const seqpool::batch step{{test::part("p", pooler.task, prompt_len, done, size, params)}};
-    const std::vector<float> rows(prompt.begin() + done * hidden_size, prompt.begin() + (done + size) * hidden_size);
-    last = test::run_step(space, pooler, state, step, rows);
-    done += size;
-    CHECK(last[0].has_value() == (done == prompt_len));
-  }
-  CHECK(state.size() == 0);
-  return *last[0];
-}
-
-}  // namespace methods_cases
 
 TEST_CASE_TEMPLATE_DEFINE("case 25: spans of one prompt pool as prompts of their own, across chunks", Space,
                           case_25_spans) {
