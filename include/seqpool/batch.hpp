@@ -111,8 +111,8 @@ struct chunk {
 /// A span the chunk has not reached has none yet; one it has passed, all.
 constexpr chunk chunk_of_span(const chunk& part, token_span span) {
   const std::int64_t end = part.num_computed + part.num_scheduled;
-  const std::int64_t from = part.num_computed < span.begin ? span.begin : part.num_computed < span.end ? part.num_computed : span.end;
-  const std::int64_t to = end < span.begin ? span.begin : end < span.end ? end : span.end;
+  const std::int64_t from = std::clamp(part.num_computed, span.begin, span.end);
+  const std::int64_t to = std::clamp(end, span.begin, span.end);
   return {.row_begin = part.row_begin + (from - part.num_computed),
           .num_scheduled = to - from,
           .num_computed = from - span.begin,

@@ -175,15 +175,15 @@ TEST_CASE_TEMPLATE_DEFINE("case 25: spans of one prompt pool as prompts of their
   using namespace methods_cases;
   // Rows [1,2] … [9,10] as one prompt with spans [0, 2) and [2, 5): case 1-4's two prompts.
   const std::vector<seqpool::token_span> halves{{0, 2}, {2, 5}};
-  for (const std::vector<std::int64_t>& chunks : std::vector<std::vector<std::int64_t>>{{5}, {1, 3, 1}, {2, 3}, {4, 1}}) {
+  for (const std::vector<std::int64_t>& chunks :
+       std::vector<std::vector<std::int64_t>>{{5}, {1, 3, 1}, {2, 3}, {4, 1}}) {
     CAPTURE(chunks.size());
     test::check_equal(pool_spans<method::cls, Space>(ten, 2, halves, chunks), 2, 2, {1, 2, 5, 6});
     test::check_equal(pool_spans<method::last, Space>(ten, 2, halves, chunks), 2, 2, {3, 4, 9, 10});
     test::check_equal(pool_spans<method::mean, Space>(ten, 2, halves, chunks), 2, 2, {2, 3, 7, 8});
     test::check_equal(pool_spans<method::max, Space>(ten, 2, halves, chunks), 2, 2, {3, 4, 9, 10});
     // Weighted MEAN weighs a span's rows from 1: ([3,4] + 2·[5,6] + 3·[7,8]) / 6 = [17/3, 20/3].
-    test::check_equal(pool_spans<method::weighted_mean, Space>(ten, 2, {{1, 4}}, chunks), 1, 2,
-                      {34.0f / 6, 40.0f / 6});
+    test::check_equal(pool_spans<method::weighted_mean, Space>(ten, 2, {{1, 4}}, chunks), 1, 2, {34.0f / 6, 40.0f / 6});
   }
   // Spans need not cover the prompt: [1, 2) and [3, 5) leave rows 0 and 2 out.
   test::check_equal(pool_spans<method::mean, Space>(ten, 2, {{1, 2}, {3, 5}}, {2, 2, 1}), 2, 2, {3, 4, 8, 9});

@@ -101,16 +101,20 @@ TEST_CASE_TEMPLATE_DEFINE("spans must lie in the prompt, in order, and stay the 
     CHECK_THROWS_WITH_AS(means.plan(seqpool::batch{{r}}, state), ("request 0 (id \"s\"): spans: " + message).c_str(),
                          seqpool::error);
   };
-  refused({{0, 2}, {1, 3}},
-          "span 1 is [1, 3); spans must be non-empty, within [0, prompt_len = 5), in order and not overlapping (the one "
-          "before ends at 2)");
-  refused({{2, 2}}, "span 0 is [2, 2); spans must be non-empty, within [0, prompt_len = 5), in order and not overlapping");
-  refused({{3, 6}}, "span 0 is [3, 6); spans must be non-empty, within [0, prompt_len = 5), in order and not overlapping");
+  refused(
+      {{0, 2}, {1, 3}},
+      "span 1 is [1, 3); spans must be non-empty, within [0, prompt_len = 5), in order and not overlapping (the one "
+      "before ends at 2)");
+  refused({{2, 2}},
+          "span 0 is [2, 2); spans must be non-empty, within [0, prompt_len = 5), in order and not overlapping");
+  refused({{3, 6}},
+          "span 0 is [3, 6); spans must be non-empty, within [0, prompt_len = 5), in order and not overlapping");
   refused({{-1, 2}},
           "span 0 is [-1, 2); spans must be non-empty, within [0, prompt_len = 5), in order and not overlapping");
-  refused({{3, 5}, {0, 2}},
-          "span 1 is [0, 2); spans must be non-empty, within [0, prompt_len = 5), in order and not overlapping (the one "
-          "before ends at 5)");
+  refused(
+      {{3, 5}, {0, 2}},
+      "span 1 is [0, 2); spans must be non-empty, within [0, prompt_len = 5), in order and not overlapping (the one "
+      "before ends at 5)");
 
   // A chunk must ask for the spans the first chunk asked for.
   CHECK_FALSE(test::run_step(space, means, state,

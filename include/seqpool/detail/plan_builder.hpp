@@ -2,8 +2,8 @@
 #pragma once
 
 #include <algorithm>
-#include <limits>
 #include <cstdint>
+#include <limits>
 #include <optional>
 #include <span>
 #include <string>
