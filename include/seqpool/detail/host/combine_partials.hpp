@@ -2,7 +2,6 @@
 #pragma once
 
 #include <cstdint>
-#include <type_traits>
 
 #include <seqpool/config.hpp>
 #include <seqpool/detail/host/apply_linear.hpp>
@@ -33,7 +32,7 @@ struct combine_partials {
     const float* init = (owner.flags & from_state) != 0 ? memory.state[request] : nullptr;
     const float* partials = memory.workspace + owner.partials;
     const bool through = (owner.flags & through_linear) != 0;
-    if (through || (!std::is_same_v<Result, float> && owner.where == target::output)) {
+    if (through || (owner.where == target::output && stored_from_scratch<Result>(false, owner.width))) {
       alignas(64) float pooled[launch_policy::scratch_row_floats];
       merge_row(owner, init, partials, pooled);
       if (through)

@@ -2,7 +2,6 @@
 #pragma once
 
 #include <cstdint>
-#include <type_traits>
 
 #include <seqpool/config.hpp>
 #include <seqpool/detail/host/apply_linear.hpp>
@@ -42,8 +41,7 @@ struct gather_rows {
 
     const bool through = (owner.flags & through_linear) != 0;
     const bool to_output = owner.where == target::output;
-    if (through || (to_output && (!std::is_same_v<Result, float> ||
-                                  (stream_results && owner.width <= launch_policy::scratch_row_floats)))) {
+    if (through || (to_output && stored_from_scratch<Result>(stream_results, owner.width))) {
       alignas(64) float scratch[launch_policy::scratch_row_floats];
       copy_row(gather, owner, scratch, ahead);
       if (through) {

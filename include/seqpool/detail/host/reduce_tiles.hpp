@@ -2,7 +2,6 @@
 #pragma once
 
 #include <cstdint>
-#include <type_traits>
 
 #include <seqpool/config.hpp>
 #include <seqpool/detail/host/apply_linear.hpp>
@@ -64,8 +63,7 @@ struct reduce_tiles {
     const bool finishes = (flags & finish) != 0;
     const bool through = (flags & through_linear) != 0;
     const bool to_output = finishes && owner.where == target::output;
-    if (through || (to_output && (!std::is_same_v<Result, float> ||
-                                  (stream_results && width <= launch_policy::scratch_row_floats)))) {
+    if (through || (to_output && stored_from_scratch<Result>(stream_results, width))) {
       alignas(64) float scratch[launch_policy::scratch_row_floats];
       reduce(tile, width, next, init, first_row, scratch);
       if (through) {
