@@ -40,7 +40,7 @@ std::vector<std::pair<std::string, std::vector<float>>> step(seqpool::dispatcher
                                                              seqpool::state_store<space>& state,
                                                              const seqpool::batch& batch,
                                                              const std::vector<float>& hidden) {
-  const seqpool::dispatch_plan plan = engine.plan(batch, state);
+  const seqpool::step_plan plan = engine.plan(batch, state);
   engine.reserve(plan, state);
   seqpool::buffer<float, space> rows(memory, hidden.size());
   memory.copy_in(std::span<const float>(hidden), rows.span());

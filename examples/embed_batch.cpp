@@ -125,7 +125,7 @@ std::map<std::string, std::vector<float>> serve(const char* label, std::vector<p
     space.copy_in(std::span<const element>(host_hidden), hidden.span());
 
     // Plan on the host, make room outside the step, then the step itself.
-    const seqpool::dispatch_plan plan = dispatcher.plan(batch, state);
+    const seqpool::step_plan plan = dispatcher.plan(batch, state);
     dispatcher.reserve(plan, state);
     seqpool::buffer<float, Space> output(space, static_cast<std::size_t>(plan.output_size));
     const seqpool::audit_scope audit(space.audit());

@@ -15,17 +15,17 @@ TEST_CASE("chunk fields follow SPEC section 2") {
   CHECK(first.last_row() == 6);
   CHECK(first.first_chunk());
   CHECK_FALSE(first.finished());
-  CHECK(first.partial());
+  CHECK(first.chunked());
 
   const seqpool::chunk final{.row_begin = 0, .num_scheduled = 7, .num_computed = 3, .prompt_len = 10};
   CHECK_FALSE(final.first_chunk());
   CHECK(final.finished());
-  CHECK(final.partial());
+  CHECK(final.chunked());
 
   const seqpool::chunk entire{.row_begin = 2, .num_scheduled = 5, .num_computed = 0, .prompt_len = 5};
   CHECK(entire.first_chunk());
   CHECK(entire.finished());
-  CHECK_FALSE(entire.partial());
+  CHECK_FALSE(entire.chunked());
 }
 
 TEST_CASE("consecutive requests that share a task form one group, with rows rebased to it") {
@@ -88,6 +88,35 @@ TEST_CASE("bad metadata is rejected with the request index, its id and the field
                  "request 0 (id \"o\"): num_computed + num_scheduled: 3 + 4 exceeds prompt_len 5");
   check_rejected({{whole("d", task::embed, 1), whole("e", task::classify, 1), whole("d", task::embed, 1)}},
                  "request 2 (id \"d\"): id: appears twice in one step (first as request 0)");
+}
+
+TEST_CASE("a padded layout's padding is right or left") {
+  seqpool::batch step{{whole("a", task::embed, 2)}};
+  step.padded = seqpool::padded_rows{.sequence_length = 4, .padding = static_cast<seqpool::padding>(7)};
+  CHECK_THROWS_WITH_AS(seqpool::lay_out(step), "padded.padding: must be padding::right or padding::left, got 7",
+                       seqpool::error);
+}
+
+TEST_CASE("a span's rows lie within its chunk's, also where it has none this step") {
+  // Case 25's chunks 4 + 1: the span [0, 3) ended in the first chunk.
+  const seqpool::chunk finishing{.row_begin = 10, .num_scheduled = 1, .num_computed = 4, .prompt_len = 5};
+  const seqpool::chunk passed = seqpool::chunk_of_span(finishing, {0, 3});
+  CHECK(passed.num_scheduled == 0);
+  CHECK(passed.finished());
+  CHECK(passed.row_begin == 10);
+  // A span the first chunk has not reached.
+  const seqpool::chunk first{.row_begin = 10, .num_scheduled = 2, .num_computed = 0, .prompt_len = 9};
+  const seqpool::chunk ahead = seqpool::chunk_of_span(first, {6, 9});
+  CHECK(ahead.num_scheduled == 0);
+  CHECK(ahead.first_chunk());
+  CHECK(ahead.row_begin == 12);
+  // A span the chunk cuts: its rows, and its positions from the span's start.
+  const seqpool::chunk middle{.row_begin = 10, .num_scheduled = 4, .num_computed = 2, .prompt_len = 9};
+  const seqpool::chunk cut = seqpool::chunk_of_span(middle, {3, 8});
+  CHECK(cut.row_begin == 11);
+  CHECK(cut.num_scheduled == 3);
+  CHECK(cut.num_computed == 0);
+  CHECK(cut.prompt_len == 5);
 }
 
 TEST_CASE("seqpool::error is an invalid_argument") {

@@ -2,6 +2,7 @@
 // capture-checking stand-in, whose capture refuses what CUDA's Global mode
 // refuses; and the launches each pooler makes.
 #include <cstdint>
+#include <limits>
 #include <optional>
 #include <random>
 #include <string>
@@ -79,10 +80,76 @@ TEST_CASE("capture and replay refuse what would break the graph, before anything
   graph.launch();
   home.mark_launched();
   pooler.restage(next, state, home);
+  const seqpool::step_plan third = pooler.plan(step, state);
+  pooler.reserve(third, state);
   space.backend().begin_capture();
-  CHECK_THROWS_WITH_AS(pooler.capture(view, next, state, output.span(), home),
+  CHECK_THROWS_WITH_AS(pooler.capture(view, third, state, output.span(), home),
                        doctest::Contains("already serves a graph"), seqpool::error);
   (void)space.backend().end_capture();
+}
+
+TEST_CASE("a pooler captures and restages only with the graph_upload its own reserve_graph() made") {
+  device_omp space;
+  seqpool::state_store<device_omp> state(space);
+  seqpool::pooler<method::mean, head::embed, device_omp> small(space, 4);
+  small.reserve_capacity({.requests = 1, .rows = 4});
+  auto small_home = small.reserve_graph();
+  seqpool::pooler<method::mean, head::embed, device_omp> big(space, 4);
+  big.reserve_capacity({.requests = 64, .rows = 4096});
+  seqpool::buffer<float, device_omp> hidden(space, 4096 * 4);
+  seqpool::buffer<float, device_omp> output(space, static_cast<std::size_t>(big.output_capacity()));
+  seqpool::batch step;
+  for (int i = 0; i < 60; ++i) step.requests.push_back(test::whole("r" + std::to_string(i), task::embed, 2));
+  const seqpool::step_plan plan = big.plan(step, state);
+  big.reserve(plan, state);
+  // The smaller pooler's slot holds a fraction of this step's image.
+  space.backend().begin_capture();
+  CHECK_THROWS_WITH_AS(
+      big.capture(seqpool::make_hidden_view(hidden.data(), 4096, 4), plan, state, output.span(), small_home),
+      doctest::Contains("graph_upload: it was made by another pooler's reserve_graph()"), seqpool::error);
+  CHECK(space.backend().end_capture().size() == 0);
+
+  // A dispatcher's step restaged with a pooler's upload.
+  seqpool::dispatcher<seqpool::configurable_table<device_omp>> engine(
+      space, seqpool::pooler<method::any_sequence, head::embed, device_omp>(space, 4, method::mean{}), std::nullopt,
+      std::nullopt, std::nullopt);
+  engine.reserve_capacity({.requests = 64, .rows = 4096});
+  const seqpool::step_plan dispatched = engine.plan(step, state);
+  engine.reserve(dispatched, state);
+  CHECK_THROWS_WITH_AS(engine.restage(dispatched, state, small_home),
+                       doctest::Contains("graph_upload: it was made by another pooler's reserve_graph()"),
+                       seqpool::error);
+}
+
+TEST_CASE("a capacity is fixed once: the memory a captured step reads never moves") {
+  device_omp space;
+  seqpool::pooler<method::mean, head::embed, device_omp> pooler(space, 4);
+  pooler.reserve_capacity({.requests = 1, .rows = 4});
+  pooler.reserve_capacity({.requests = 1, .rows = 4});  // the same again changes nothing
+  const seqpool::audit_counts before = space.audit().counts();
+  CHECK_THROWS_WITH_AS(pooler.reserve_capacity({.requests = 8, .rows = 64}),
+                       "capacity: it is fixed once, at requests 1, rows 4, result_rows 0, columns 0: graphs captured "
+                       "with it read the memory it sized",
+                       seqpool::error);
+  CHECK(space.audit().counts() == before);
+}
+
+TEST_CASE("a capacity too large to count or to allocate is an error that names it") {
+  device_omp space;
+  constexpr std::int64_t most = std::numeric_limits<std::int64_t>::max();
+  const auto refused = [&]<class Method>(Method, const seqpool::capacity& limits, const std::string& message) {
+    seqpool::pooler<Method, head::embed, device_omp> pooler(space, 8);
+    CHECK_THROWS_WITH_AS(pooler.reserve_capacity(limits), doctest::Contains(message.c_str()), seqpool::error);
+  };
+  const std::string out_of_range = "capacity: requests and rows must be in [1, 2^30]";
+  refused(method::mean{}, {.requests = most, .rows = 8}, out_of_range);
+  refused(method::mean{}, {.requests = 8, .rows = std::int64_t{1} << 62}, out_of_range);
+  refused(method::mean{}, {.requests = 8, .rows = std::int64_t{1} << 40}, out_of_range);
+  refused(method::all{}, {.requests = 8, .rows = 8, .result_rows = most}, out_of_range);
+  // Within range, more workspace (to draft 16-bit rows in) than can be allocated.
+  seqpool::pooler<method::all, head::embed, device_omp, seqpool::bfloat16> wide(space, std::int64_t{1} << 30);
+  CHECK_THROWS_WITH_AS(wide.reserve_capacity({.requests = 8, .rows = 8, .result_rows = std::int64_t{1} << 30}),
+                       doctest::Contains("is more than can be allocated"), seqpool::error);
 }
 
 TEST_CASE("a dispatcher refuses to capture or restage a plan made before its capacity") {
@@ -92,7 +159,7 @@ TEST_CASE("a dispatcher refuses to capture or restage a plan made before its cap
       space, seqpool::pooler<method::any_sequence, head::embed, device_omp>(space, 4, method::mean{}), std::nullopt,
       std::nullopt, std::nullopt);
   const seqpool::batch step{{test::whole("a", task::embed, 3)}};
-  const seqpool::dispatch_plan early = engine.plan(step, state);
+  const seqpool::step_plan early = engine.plan(step, state);
   engine.reserve_capacity({.requests = 2, .rows = 8});
   auto home = engine.reserve_graph();
   seqpool::buffer<float, device_omp> hidden(space, 8 * 4);
@@ -106,19 +173,33 @@ TEST_CASE("a dispatcher refuses to capture or restage a plan made before its cap
   CHECK(nothing.size() == 0);
 }
 
-TEST_CASE("forward without reserve throws before it queues anything, on every space") {
+TEST_CASE("forward runs the plan the last reserve() was for, once, and throws before it queues anything otherwise") {
   const auto check_space = [&]<class Space>(Space& space) {
     seqpool::state_store<Space> state(space);
     seqpool::pooler<method::mean, head::embed, Space> pooler(space, 4);
     const auto hidden = test::to_space(space, std::vector<float>(4 * 5, 1.0f));
+    const auto view = seqpool::make_hidden_view(hidden.data(), 5, 4);
     seqpool::buffer<float, Space> output(space, 8);
     const seqpool::step_plan plan =
         pooler.plan(seqpool::batch{{test::part("c", task::embed, 9, 0, 3), test::whole("w", task::embed, 2)}}, state);
     const seqpool::audit_counts before = space.audit().counts();
-    CHECK_THROWS_WITH_AS(pooler.forward(seqpool::make_hidden_view(hidden.data(), 5, 4), plan, state, output.span()),
+    CHECK_THROWS_WITH_AS(pooler.forward(view, plan, state, output.span()),
                          doctest::Contains("call reserve() with this step's plan before"), seqpool::error);
     CHECK(space.audit().counts() == before);
     CHECK_FALSE(state.contains("c"));
+
+    // Whole requests too, after an earlier step that had its reserve().
+    const seqpool::batch whole{{test::whole("w", task::embed, 5)}};
+    const seqpool::step_plan first = pooler.plan(whole, state);
+    pooler.reserve(first, state);
+    pooler.forward(view, first, state, output.span());
+    const seqpool::step_plan second = pooler.plan(whole, state);
+    CHECK_THROWS_WITH_AS(pooler.forward(view, second, state, output.span()),
+                         doctest::Contains("call reserve() with this step's plan before"), seqpool::error);
+    // A plan of whole requests runs once, even given a reserve() again.
+    pooler.reserve(first, state);
+    CHECK_THROWS_WITH_AS(pooler.forward(view, first, state, output.span()), doctest::Contains("plan: it ran already"),
+                         seqpool::error);
   };
   seqpool::host_space host;
   check_space(host);

@@ -56,7 +56,8 @@ void check_through_layer(std::string_view name, std::int64_t hidden_size, bool c
   seqpool::pooler<Method, Head, seqpool::host_space> pooler(space, hidden_size, {}, Head(layer.layer()));
   const seqpool::batch step = test::whole_prompts(pooler.task, lens);
 
-  CHECK(pooler.plan(step, state).block.records.linears.empty() != separate_pass);
+  const seqpool::step_plan plan = pooler.plan(step, state);
+  CHECK(seqpool::detail::plan_access::program(plan).shares[0].records.linears.empty() != separate_pass);
   test::check_prompts(test::run_step(space, pooler, state, step, hidden), step, hidden, hidden_size,
                       std::vector<std::string_view>(lens.size(), name), layer.spec, 3, 1e-5);
 }

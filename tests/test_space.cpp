@@ -6,7 +6,7 @@
 
 #include <doctest/doctest.h>
 
-#include <seqpool/detail/block_pool.hpp>
+#include <seqpool/detail/allocation_cache.hpp>
 #include <seqpool/space/buffer.hpp>
 #include <seqpool/space/device.hpp>
 #include <seqpool/space/host.hpp>
@@ -69,6 +69,26 @@ TEST_CASE_TEMPLATE("staging without room made first throws before anything is wr
   CHECK_THROWS_WITH_AS(space.stage(64), doctest::Contains("call reserve() with this step's plan before"),
                        seqpool::error);
   CHECK(scope.counts() == seqpool::audit_counts{});
+}
+
+TEST_CASE("a dispatcher's first reserve grows the staging ring once, for the whole step's image") {
+  device_omp space;
+  seqpool::state_store<device_omp> state(space);
+  namespace method = seqpool::method;
+  namespace head = seqpool::head;
+  using seqpool::task;
+  seqpool::dispatcher<seqpool::configurable_table<device_omp>> engine(
+      space, seqpool::pooler<method::any_sequence, head::embed, device_omp>(space, 8, method::mean{}),
+      seqpool::pooler<method::any_sequence, head::classify, device_omp>(space, 8, method::cls{}),
+      seqpool::pooler<method::any_token, head::embed, device_omp>(space, 8, method::all{}),
+      seqpool::pooler<method::any_token, head::classify, device_omp>(space, 8, method::all{}));
+  const seqpool::batch step{{test::whole("a", task::embed, 2), test::whole("b", task::classify, 3),
+                             test::whole("c", task::token_embed, 4), test::whole("d", task::token_classify, 5)}};
+  const seqpool::step_plan plan = engine.plan(step, state);
+  const seqpool::audit_scope scope(space.audit());
+  engine.reserve(plan, state);
+  // The four staging slots and the device's image, once each (no pooler needs workspace here).
+  CHECK(scope.counts() == seqpool::audit_counts{.allocations = 5});
 }
 
 namespace {
@@ -196,21 +216,21 @@ TEST_CASE("buffers move their memory and free it once") {
   CHECK(space.audit().counts().allocations == 2);  // one allocation and its free
 }
 
-TEST_CASE("the block pool hands back cached blocks before it allocates") {
+TEST_CASE("the allocation cache hands back cached allocations before it allocates") {
   seqpool::host_space space;
-  seqpool::detail::block_pool<seqpool::host_space> pool(space);
-  void* block = pool.take(1000);
+  seqpool::detail::allocation_cache<seqpool::host_space> cache(space);
+  void* memory = cache.take(1000);
   CHECK(space.audit().counts().allocations == 1);
-  pool.give_back(block, 1000);
-  CHECK(pool.cached_blocks() == 1);
-  CHECK(pool.take(600) == block);  // same size class (1024 bytes)
+  cache.give_back(memory, 1000);
+  CHECK(cache.cached_allocations() == 1);
+  CHECK(cache.take(600) == memory);  // same size class (1024 bytes)
   CHECK(space.audit().counts().allocations == 1);
-  void* larger = pool.take(5000);
-  CHECK(larger != block);
+  void* larger = cache.take(5000);
+  CHECK(larger != memory);
   CHECK(space.audit().counts().allocations == 2);
-  pool.give_back(block, 600);
-  pool.give_back(larger, 5000);
-  pool.trim();
-  CHECK(pool.cached_blocks() == 0);
+  cache.give_back(memory, 600);
+  cache.give_back(larger, 5000);
+  cache.trim();
+  CHECK(cache.cached_allocations() == 0);
   CHECK(space.audit().counts().allocations == 4);
 }

@@ -42,9 +42,9 @@ TEST_CASE("a chunked request holds a slot from its first chunk until it finishes
     state.release("s");
   }
   SUBCASE("trim returns cached blocks to the space") {
-    CHECK(state.cached_blocks() == 1);
+    CHECK(state.cached_allocations() == 1);
     state.trim();
-    CHECK(state.cached_blocks() == 0);
+    CHECK(state.cached_allocations() == 0);
     CHECK(space.audit().counts().allocations == 2);
   }
 }
@@ -84,6 +84,29 @@ TEST_CASE("chunks that disagree with the state are rejected, naming request, id 
                        seqpool::error);
   state.release("r");
   state.check(0, whole("r", task::embed, 3), {});
+}
+
+TEST_CASE("a first chunk reserved again before it ran begins the state with what it says then") {
+  seqpool::host_space space;
+  seqpool::state_store<seqpool::host_space> state(space);
+  const seqpool::state_key four{.hidden_size = 8, .params = {.dimensions = 4}};
+  const seqpool::state_key eight{.hidden_size = 8, .params = {.dimensions = 8}};
+  state.reserve(0, part("k", task::embed, 10, 0, 2), 8, four);
+  // Planned anew (other knobs, another prompt length and task) before the first ran.
+  const seqpool::request again = part("k", task::classify, 12, 0, 2);
+  state.reserve(0, again, 8, eight);
+  state.advance(again);
+  state.check(0, part("k", task::classify, 12, 2, 2, {.dimensions = 8}), eight);
+  CHECK_THROWS_WITH_AS(state.check(0, part("k", task::classify, 12, 2, 2, {.dimensions = 4}), four),
+                       "request 0 (id \"k\"): params: dimensions differs from the first chunk's", seqpool::error);
+}
+
+TEST_CASE("the state of an id the store does not hold is an error, not a read past the store") {
+  seqpool::host_space space;
+  seqpool::state_store<seqpool::host_space> state(space);
+  CHECK_THROWS_WITH_AS((void)state.data("absent"),
+                       "state: no state is held for id \"absent\": reserve() makes it for a chunked request",
+                       seqpool::error);
 }
 
 TEST_CASE("a slot too large to allocate is an error that names the request, and leaves no slot") {

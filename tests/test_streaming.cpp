@@ -18,7 +18,7 @@ namespace {
 
 namespace method = seqpool::method;
 constexpr std::int64_t scratch_row_floats = seqpool::detail::host::launch_policy::scratch_row_floats;
-using seqpool::detail::host::streamed_output_bytes;
+constexpr std::size_t streamed_output_bytes = seqpool::detail::host::launch_policy::streamed_output_bytes;
 
 /// Pools `prompt_lens` (one request each) with Method and the normalising embed
 /// head on host_space, checks that the results were large enough to be streamed,

@@ -55,7 +55,8 @@ TEST_CASE("MEAN and MAX reduce every column of every block of a row") {
     // 250 results of 5000 floats pass the streaming threshold: each is reduced
     // in a scratch row, block by block, before it is written out.
     const std::vector<std::int64_t> lens(250, 6);
-    REQUIRE(static_cast<std::size_t>(lens.size() * 5000) * sizeof(float) >= seqpool::detail::host::streamed_output_bytes);
+    REQUIRE(static_cast<std::size_t>(lens.size() * 5000) * sizeof(float) >=
+            seqpool::detail::host::launch_policy::streamed_output_bytes);
     check_blocks<method::mean, __nv_bfloat16>("mean", 5000, lens);
   }
 }

@@ -139,7 +139,7 @@ class replay {
     const element_type element = element_of(where, step, hidden);
 
     check_restarts(where, requests);
-    const seqpool::dispatch_plan plan = dispatcher_.plan(requests, state_);
+    const seqpool::step_plan plan = dispatcher_.plan(requests, state_);
     dispatcher_.reserve(plan, state_);
     seqpool::buffer<Result, Space> output(space_, static_cast<std::size_t>(plan.output_size));
     seqpool::audit_counts counts;
@@ -164,7 +164,7 @@ class replay {
 
   /// Writes every finished request's result as DIR/<id>.npy, all or none: each
   /// goes to a hidden name first and is renamed once every one of them is written.
-  void write_results(const std::string& where, const seqpool::batch& requests, const seqpool::dispatch_plan& plan,
+  void write_results(const std::string& where, const seqpool::batch& requests, const seqpool::step_plan& plan,
                      std::span<const Result> results) {
     std::vector<std::pair<std::filesystem::path, std::filesystem::path>> written;  // hidden name, final name
     try {
@@ -241,7 +241,7 @@ class replay {
 
   /// The step itself, with what the space counted while it ran.
   template <class T>
-  seqpool::audit_counts forward(const tool::npy_array& hidden, const seqpool::dispatch_plan& plan,
+  seqpool::audit_counts forward(const tool::npy_array& hidden, const seqpool::step_plan& plan,
                                 seqpool::buffer<Result, Space>& output) {
     seqpool::buffer<T, Space> rows(space_, static_cast<std::size_t>(hidden.count()));
     space_.copy_in(std::span<const T>(reinterpret_cast<const T*>(hidden.data.data()), rows.size()), rows.span());

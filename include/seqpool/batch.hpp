@@ -50,6 +50,8 @@ struct token_span {
   friend bool operator==(const token_span&, const token_span&) = default;
 };
 
+/// A request's chunks must all have the same params (the state was shaped by
+/// the first): they are compared whole, so a new knob is checked with the rest.
 struct pooling_params {
   bool use_activation = true;
   std::optional<std::int64_t> dimensions;        ///< matryoshka truncation (embed tasks)
@@ -59,7 +61,19 @@ struct pooling_params {
   /// row of its own, in order; ascending, each non-empty, touching but not
   /// overlapping. Empty pools the whole prompt into one row.
   std::vector<token_span> spans;
+
+  friend bool operator==(const pooling_params&, const pooling_params&) = default;
 };
+
+/// The first knob two params differ in, for messages; "a knob" for one not named here.
+inline std::string_view differing_knob(const pooling_params& a, const pooling_params& b) {
+  if (a.use_activation != b.use_activation) return "use_activation";
+  if (a.dimensions != b.dimensions) return "dimensions";
+  if (a.step_tag_id != b.step_tag_id) return "step_tag_id";
+  if (a.returned_token_ids != b.returned_token_ids) return "returned_token_ids";
+  if (a.spans != b.spans) return "spans";
+  return "a knob";
+}
 
 struct request {
   std::string id;  ///< stable across steps; keys the chunked-prefill state
@@ -103,17 +117,19 @@ struct chunk {
   constexpr std::int64_t last_row() const { return row_begin + num_scheduled - 1; }
   constexpr bool first_chunk() const { return num_computed == 0; }
   constexpr bool finished() const { return num_computed + num_scheduled == prompt_len; }
-  constexpr bool partial() const { return num_scheduled != prompt_len; }
+  constexpr bool chunked() const { return num_scheduled != prompt_len; }  ///< the request arrives in chunks
 };
 
 /// What a span of the prompt sees of a request's chunk: the chunk's rows within
 /// the span, counted as a prompt of its own (positions from the span's start).
-/// A span the chunk has not reached has none yet; one it has passed, all.
+/// A span the chunk has not reached has none yet; one it has passed, all. Its
+/// rows start within the chunk's, where it has none too: a row a kernel may
+/// point at without reading.
 constexpr chunk chunk_of_span(const chunk& part, token_span span) {
   const std::int64_t end = part.num_computed + part.num_scheduled;
   const std::int64_t from = std::clamp(part.num_computed, span.begin, span.end);
   const std::int64_t to = std::clamp(end, span.begin, span.end);
-  return {.row_begin = part.row_begin + (from - part.num_computed),
+  return {.row_begin = part.row_begin + std::clamp<std::int64_t>(from - part.num_computed, 0, part.num_scheduled),
           .num_scheduled = to - from,
           .num_computed = from - span.begin,
           .prompt_len = span.end - span.begin};
@@ -156,10 +172,6 @@ void check_unique_ids(std::span<const request> requests, std::size_t count, Inde
   }
 }
 
-/// Says that the requests a plan is given have unique ids already.
-struct ids_checked_t {};
-inline constexpr ids_checked_t ids_checked{};
-
 }  // namespace detail
 
 /// Checks the metadata every pooler relies on and derives the step's layout:
@@ -173,6 +185,9 @@ inline step_layout lay_out(std::span<const request> requests, std::optional<padd
       detail::fail("padded.sequence_length", "must be at least 1, got ", padded->sequence_length);
     if (std::cmp_greater(requests.size(), std::numeric_limits<std::int64_t>::max() / padded->sequence_length))
       detail::fail("padded.sequence_length", "the step's rows overflow a 64-bit count");
+    if (padded->padding != padding::right && padded->padding != padding::left)
+      detail::fail("padded.padding", "must be padding::right or padding::left, got ",
+                   static_cast<int>(padded->padding));
   }
   std::int64_t packed_rows = 0;
   for (std::size_t index = 0; index < requests.size(); ++index) {
@@ -224,19 +239,5 @@ inline std::vector<chunk> chunks_in_step(const step_layout& layout) {
       chunks[i].row_begin += group.row_begin;
   return chunks;
 }
-
-namespace detail {
-
-/// Throws for the first task group, in batch order, whose task `served(task)`
-/// refuses: `request 2 (id "x"): task: classify has no pooler` followed by `where`.
-template <class Served, class... Where>
-void check_served(const batch& step, const step_layout& layout, Served served, const Where&... where) {
-  for (const task_group& group : layout.groups)
-    if (!served(group.task))
-      fail_request(group.first_request, step.requests[group.first_request].id, "task", name(group.task),
-                   " has no pooler", where...);
-}
-
-}  // namespace detail
 
 }  // namespace seqpool

@@ -18,13 +18,23 @@ struct capacity {
   std::int64_t rows = 0;         ///< rows of hidden states in one step
   std::int64_t result_rows = 0;  ///< token tasks: result rows one step returns (the rows of the prompts it finishes)
   std::int64_t columns = 0;      ///< token tasks: returned_token_ids entries over one step's requests
+
+  /// The most each count may be, 2^30: a step's records index requests, rows
+  /// and tiles in 32 bits, and every size a capacity bounds (a count times a
+  /// row's width of at most 2^31 − 1, summed over a few terms) then fits a
+  /// 64-bit count.
+  static constexpr std::int64_t most = std::int64_t{1} << 30;
+
+  friend bool operator==(const capacity&, const capacity&) = default;
 };
 
 namespace detail {
 
 inline void check_capacity(const capacity& limits) {
-  if (limits.requests < 1 || limits.rows < 1 || limits.result_rows < 0 || limits.columns < 0)
-    fail("capacity", "requests and rows must be at least 1, result_rows and columns at least 0; got requests ",
+  const auto within = [](std::int64_t count, std::int64_t least) { return count >= least && count <= capacity::most; };
+  if (!within(limits.requests, 1) || !within(limits.rows, 1) || !within(limits.result_rows, 0) ||
+      !within(limits.columns, 0))
+    fail("capacity", "requests and rows must be in [1, 2^30], result_rows and columns in [0, 2^30]; got requests ",
          limits.requests, ", rows ", limits.rows, ", result_rows ", limits.result_rows, ", columns ", limits.columns);
 }
 
@@ -32,8 +42,6 @@ inline void check_capacity(const capacity& limits) {
 inline void check_limit(const char* limit, std::int64_t needed, std::int64_t most) {
   if (needed > most) fail("capacity", "the step has ", needed, " ", limit, ", more than the capacity's ", most);
 }
-
-inline void check_rows_fit(const capacity& limits, std::int64_t rows) { check_limit("rows", rows, limits.rows); }
 
 }  // namespace detail
 }  // namespace seqpool

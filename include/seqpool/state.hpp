@@ -12,7 +12,7 @@
 #include <unordered_map>
 
 #include <seqpool/batch.hpp>
-#include <seqpool/detail/block_pool.hpp>
+#include <seqpool/detail/allocation_cache.hpp>
 #include <seqpool/error.hpp>
 #include <seqpool/space/memory_space.hpp>
 #include <seqpool/state_key.hpp>
@@ -20,14 +20,15 @@
 namespace seqpool {
 
 /// One entry per request that arrives in chunks, keyed by id: how far the request
-/// has come, and a float block in the space's memory for what its method keeps
-/// (a running sum, a latched row, the rows seen so far). A request that arrives
-/// whole never gets an entry. State blocks live in memory of their own, never in a view of
-/// a step's hidden states, so no step's buffer is read after that step.
+/// has come, and its state, floats in the space's memory for what its method
+/// keeps (a running sum, a latched row, the rows seen so far). A request that
+/// arrives whole never gets an entry. A state lives in memory of its own, never
+/// in a view of a step's hidden states, so no step's buffer is read after that
+/// step.
 template <memory_space Space>
 class state_store {
  public:
-  explicit state_store(Space& space) : pool_(space) {}
+  explicit state_store(Space& space) : cache_(space) {}
   state_store(const state_store&) = delete;
   state_store& operator=(const state_store&) = delete;
 
@@ -66,16 +67,9 @@ class state_store {
     if (began.hidden_size != key.hidden_size)
       detail::fail_request(index, r.id, "hidden_size", key.hidden_size, " continues a state begun with ",
                            began.hidden_size);
-    const pooling_params& now = r.params;
-    const pooling_params& then = began.params;
-    const auto changed = [&](const char* knob) {
-      detail::fail_request(index, r.id, "params", knob, " differs from the first chunk's");
-    };
-    if (now.use_activation != then.use_activation) changed("use_activation");
-    if (now.dimensions != then.dimensions) changed("dimensions");
-    if (now.step_tag_id != then.step_tag_id) changed("step_tag_id");
-    if (now.returned_token_ids != then.returned_token_ids) changed("returned_token_ids");
-    if (now.spans != then.spans) changed("spans");
+    if (r.params != began.params)
+      detail::fail_request(index, r.id, "params", differing_knob(r.params, began.params),
+                           " differs from the first chunk's");
     if (began.token_ids != key.token_ids)
       detail::fail_request(index, r.id, "prompt_token_ids", "differ from those of the first chunk");
   }
@@ -91,15 +85,20 @@ class state_store {
                          " tokens, it holds ", holds(), ": plan each step once, against the state it runs with");
   }
 
-  /// Host call before a step: a state block of `floats` floats for a request
-  /// that arrives in chunks, begun with `key`. Allocates (and the audit counts
-  /// it) only when no cached block fits. If the allocation fails, the store is
-  /// exactly as it was. `index` is the request's place in its batch.
+  /// Host call before a step: the state, `floats` floats, of a request that
+  /// arrives in chunks, begun with `key`. Allocates (and the audit counts it)
+  /// only when no cached allocation fits. A first chunk reserved again before it
+  /// ran (planned anew, perhaps with other knobs) begins with what this call
+  /// says. If the allocation fails, the store is exactly as it was. `index` is
+  /// the request's place in its batch.
   float* reserve(std::size_t index, const request& r, std::size_t floats, const state_key& key) {
     check_current(index, r);
     const auto found = entries_.find(r.id);
-    if (found != entries_.end() && (found->second.num_computed > 0 || found->second.floats >= floats))
+    if (found != entries_.end() && found->second.num_computed > 0) return found->second.data;
+    if (found != entries_.end() && found->second.floats >= floats) {
+      begin(found->second, r, key);
       return found->second.data;
+    }
     float* data = nullptr;
     if (floats > 0) {
       const auto refused = [&] {
@@ -108,7 +107,7 @@ class state_store {
       };
       if (floats > std::numeric_limits<std::size_t>::max() / sizeof(float)) throw refused();
       try {
-        data = static_cast<float*>(pool_.take(floats * sizeof(float)));
+        data = static_cast<float*>(cache_.take(floats * sizeof(float)));
       } catch (const std::bad_alloc&) {
         throw refused();
       }
@@ -116,32 +115,36 @@ class state_store {
     entry* held = found != entries_.end() ? &found->second : nullptr;
     if (held == nullptr) {
       try {
-        held = &entries_.try_emplace(r.id, entry{.task = r.task, .prompt_len = r.prompt_len, .key = key})
-                    .first->second;
+        held = &entries_.try_emplace(r.id).first->second;
       } catch (...) {
-        if (data != nullptr) pool_.give_back(data, floats * sizeof(float));
+        if (data != nullptr) cache_.give_back(data, floats * sizeof(float));
         throw;
       }
     }
     give_back(*held);
-    held->key = key;
+    begin(*held, r, key);
     held->data = data;
     held->floats = floats;
     return data;
   }
 
-  /// Whether reserve() made a block of at least `floats` floats for the request.
+  /// Whether reserve() made room for at least `floats` floats of the request's state.
   bool holds(std::string_view id, std::size_t floats) const {
     const auto found = entries_.find(id);
     return found != entries_.end() && found->second.floats >= floats;
   }
 
-  /// The request's state block; the request must have been reserved.
-  float* data(std::string_view id) const { return entries_.find(id)->second.data; }
+  /// The request's state, which reserve() made.
+  float* data(std::string_view id) const {
+    const auto found = entries_.find(id);
+    if (found == entries_.end())
+      detail::fail("state", "no state is held for id \"", id, "\": reserve() makes it for a chunked request");
+    return found->second.data;
+  }
 
-  /// After a step's work is launched: the request has pooled its chunk. A finished
-  /// request gives its block back; later steps that reuse it are stream-ordered
-  /// behind the work that reads it now.
+  /// After a step's work is launched: the request has pooled its chunk. A
+  /// finished request gives its state's memory back; later steps that reuse it
+  /// are stream-ordered behind the work that reads it now.
   void advance(const request& r) {
     const auto found = entries_.find(r.id);
     if (found == entries_.end()) return;
@@ -171,10 +174,10 @@ class state_store {
 
   std::size_t size() const { return entries_.size(); }
 
-  /// Frees the blocks of finished requests that are cached for reuse.
-  void trim() { pool_.trim(); }
+  /// Frees the memory of finished requests that is cached for reuse.
+  void trim() { cache_.trim(); }
 
-  std::size_t cached_blocks() const { return pool_.cached_blocks(); }
+  std::size_t cached_allocations() const { return cache_.cached_allocations(); }
 
  private:
   struct entry {
@@ -192,13 +195,20 @@ class state_store {
     std::size_t operator()(std::string_view id) const { return std::hash<std::string_view>{}(id); }
   };
 
+  /// The request's chunks continue what its first chunk begins.
+  static void begin(entry& held, const request& r, const state_key& key) {
+    held.task = r.task;
+    held.prompt_len = r.prompt_len;
+    held.key = key;
+  }
+
   void give_back(entry& held) {
-    if (held.data != nullptr) pool_.give_back(held.data, held.floats * sizeof(float));
+    if (held.data != nullptr) cache_.give_back(held.data, held.floats * sizeof(float));
     held.data = nullptr;
     held.floats = 0;
   }
 
-  detail::block_pool<Space> pool_;
+  detail::allocation_cache<Space> cache_;
   std::unordered_map<std::string, entry, id_hash, std::equal_to<>> entries_;
 };
 

@@ -110,7 +110,7 @@ class batches {
 
 /// Results of one step, copied back, one per request.
 template <class Space>
-test::results results_of(Space& space, const seqpool::dispatch_plan& plan, const seqpool::buffer<float, Space>& output) {
+test::results results_of(Space& space, const seqpool::step_plan& plan, const seqpool::buffer<float, Space>& output) {
   return test::slice(plan, test::to_host(space, output));
 }
 
@@ -162,7 +162,7 @@ TEST_CASE_TEMPLATE_DEFINE("a dispatcher step captured after the ring wrapped rep
   const seqpool::hidden_view<float> captured_hidden = seqpool::make_hidden_view(hidden.data(), limits.rows, hidden_size);
   {
     const auto [batch, rows] = drawn.next(limits);
-    const seqpool::dispatch_plan plan = device.dispatcher.plan(batch, device.state);
+    const seqpool::step_plan plan = device.dispatcher.plan(batch, device.state);
     device.dispatcher.reserve(plan, device.state);
     load(rows);
     const seqpool::audit_scope scope(device.space.audit());
@@ -179,7 +179,7 @@ TEST_CASE_TEMPLATE_DEFINE("a dispatcher step captured after the ring wrapped rep
     for (int replay = 0; replay < 8; ++replay) {
       CAPTURE(replay);
       const auto [next, next_rows] = drawn.next(limits);
-      const seqpool::dispatch_plan planned = device.dispatcher.plan(next, device.state);
+      const seqpool::step_plan planned = device.dispatcher.plan(next, device.state);
       device.dispatcher.reserve(planned, device.state);
       const seqpool::audit_scope between(device.space.audit());
       device.dispatcher.restage(planned, device.state, home);

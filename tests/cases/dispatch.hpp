@@ -87,15 +87,16 @@ TEST_CASE_TEMPLATE_DEFINE("case 20: three groups, rows rebased, each result as i
   engine<Space> e(method::mean{}, method::cls{}, method::all{});
   const seqpool::batch step{{test::whole("a", task::embed, 2), test::whole("b", task::embed, 1),
                              test::whole("c", task::token_embed, 3), test::whole("d", task::embed, 2)}};
-  const seqpool::dispatch_plan plan = e.dispatcher.plan(step, e.state);
+  const seqpool::step_plan plan = e.dispatcher.plan(step, e.state);
   REQUIRE(plan.groups.size() == 3);
   CHECK(plan.groups[1].row_begin == 3);
   CHECK(plan.groups[2].row_begin == 6);
   CHECK(plan.groups[2].num_rows == 2);
   // The two embed groups launch together: one launch per pooler, not per group.
-  REQUIRE(plan.launches.size() == 2);
-  CHECK(plan.launches[0].requests == std::vector<std::size_t>{0, 1, 3});
-  CHECK(plan.launches[1].requests == std::vector<std::size_t>{2});
+  const auto& shares = seqpool::detail::plan_access::program(plan).shares;
+  REQUIRE(shares.size() == 2);
+  CHECK(shares[0].requests == std::vector<std::size_t>{0, 1, 3});
+  CHECK(shares[1].requests == std::vector<std::size_t>{2});
 
   const std::vector<float> hidden = rows_from(0, 8, engine<Space>::hidden_size);
   const auto out = test::run_step(e.space, e.dispatcher, e.state, step, hidden);

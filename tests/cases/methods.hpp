@@ -114,6 +114,7 @@ TEST_CASE_TEMPLATE_DEFINE("case 6: MEAN of an empty batch is an empty result, no
   CHECK(plan.results.empty());
   CHECK(plan.output_size == 0);
   CHECK(plan.num_rows == 0);
+  pooler.reserve(plan, state);
   const seqpool::audit_scope scope(space.audit());
   pooler.forward(seqpool::make_hidden_view<float>(nullptr, 0, 4), plan, state, {});
   CHECK(scope.counts() == seqpool::audit_counts{});

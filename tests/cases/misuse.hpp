@@ -67,6 +67,23 @@ TEST_CASE_TEMPLATE_DEFINE("a plan is forwarded only by the pooler that made it",
   CHECK(space.audit().counts() == before);
 }
 
+TEST_CASE_TEMPLATE_DEFINE("a dispatcher's plan runs only on that dispatcher, also where another has the entry empty",
+                          Space, plan_of_another_dispatcher) {
+  using namespace misuse_cases;
+  Space space;
+  seqpool::state_store<Space> state(space);
+  using table = seqpool::dispatch_table<
+      seqpool::task_entry<task::embed, seqpool::pooler<method::mean, head::embed, Space>>,
+      seqpool::task_entry<task::classify, seqpool::pooler<method::cls, head::classify, Space>>>;
+  seqpool::dispatcher<table> embeds(space, seqpool::pooler<method::mean, head::embed, Space>(space, 4), std::nullopt);
+  seqpool::dispatcher<table> classifies(space, std::nullopt, seqpool::pooler<method::cls, head::classify, Space>(space, 4));
+  const seqpool::step_plan plan = embeds.plan(seqpool::batch{{test::whole("e", task::embed, 2)}}, state);
+  const seqpool::audit_counts before = space.audit().counts();
+  CHECK_THROWS_WITH_AS(classifies.reserve(plan, state), doctest::Contains("plan: it was made by another pooler"),
+                       seqpool::error);
+  CHECK(space.audit().counts() == before);
+}
+
 TEST_CASE_TEMPLATE_DEFINE("a chunked request continues only with the method, width and knobs it began with", Space,
                           state_of_another_shape) {
   using namespace misuse_cases;
@@ -138,12 +155,9 @@ TEST_CASE_TEMPLATE_DEFINE("what a caller or a user method hands the pooler is ch
   seqpool::state_store<Space> state(space);
   seqpool::pooler<method::mean, head::embed, Space> pooler(space, 4);
 
-  // Duplicate ids through the overload a dispatcher uses.
+  // Duplicate ids.
   const seqpool::batch twice{{test::whole("d", task::embed, 1), test::whole("d", task::embed, 1)}};
-  const seqpool::step_layout layout = seqpool::lay_out(seqpool::batch{{test::whole("d", task::embed, 1),
-                                                                       test::whole("e", task::embed, 1)}});
-  const std::vector<std::size_t> both{0, 1};
-  CHECK_THROWS_WITH_AS(pooler.plan(twice, layout.chunks, both, state),
+  CHECK_THROWS_WITH_AS(pooler.plan(twice, state),
                        "request 1 (id \"d\"): id: appears twice in one step (first as request 0)", seqpool::error);
 
   // Rows that overlap.

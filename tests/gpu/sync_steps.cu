@@ -100,7 +100,7 @@ int main() {
   std::vector<long> in_forward(counted.calls(), 0), in_reserve(counted.calls(), 0);
   for (int step = -20; step < 100; ++step) {  // 20 warm-up steps grow every buffer and wrap the ring
     const seqpool::batch batch = next_batch();
-    const seqpool::dispatch_plan plan = engine.plan(batch, state);
+    const seqpool::step_plan plan = engine.plan(batch, state);
     const std::vector<long> before_reserve = counted.now();
     engine.reserve(plan, state);
     const std::vector<long> before_forward = counted.now();

@@ -1,4 +1,4 @@
-// The records a step uploads, shared by the host algorithms and the device
+// The records a step's image holds, shared by the host algorithms and the device
 // kernels, and how both find their memory from them.
 #pragma once
 
@@ -6,6 +6,7 @@
 #include <type_traits>
 
 #include <seqpool/config.hpp>
+#include <seqpool/head/knobs.hpp>
 
 namespace seqpool::detail {
 
@@ -20,21 +21,21 @@ inline constexpr std::uint8_t epilogue = 4;    ///< and the head's row epilogue,
 /// head's linear layer and epilogue by the item that pooled it; the request's
 /// offset is its result's.
 inline constexpr std::uint8_t through_linear = 8;
-/// 16-bit results: the request's rows are finished in float in the workspace
-/// (at its offset), rows too wide for the kernel to hold whole through the
-/// head's epilogue, and the kernel that finishes a row rounds it into the output
-/// (at its result offset).
-inline constexpr std::uint8_t rounds = 16;
+/// 16-bit results: the request's rows are finished in float in a draft row of
+/// the workspace (at its offset), and the kernel that finishes a row rounds it
+/// into the output (at its result offset). Rows a kernel cannot hold whole
+/// through the head's epilogue are drafted.
+inline constexpr std::uint8_t drafted = 16;
 
-/// The step's memory as the passes see it, its results of type Result.
+/// The step's memory as the kernels see it, its results of type Result.
 template <class Result>
 struct step_memory {
   Result* output;
   float* workspace;
-  float* const* state;  ///< one state block per request of the plan (null where none)
+  float* const* state;  ///< one state per request record (null where none)
 
   /// The float row a record's offset names. A plan for 16-bit results sends no
-  /// row to the output that a kernel finishes in memory (those are `rounds`), so
+  /// row to the output that a kernel finishes in memory (those are drafted), so
   /// for them the output has no float row: null.
   SEQPOOL_HOST_DEVICE float* at(target where, std::int64_t offset, std::int32_t request) const {
     if (where == target::output) {
@@ -48,21 +49,34 @@ struct step_memory {
   }
 };
 
-/// Per request of the plan.
+/// The memory a share's launches read and write besides the hidden states and
+/// the image: the step's whole output, of which the share writes
+/// `output_values` values, and the pooler's workspace and arrival counters.
+template <class Result>
+struct launch_buffers {
+  Result* output;
+  std::int64_t output_values;
+  float* workspace;
+  int* arrivals;
+};
+
+/// Per request of the plan (per span of a request that has spans). Offsets in
+/// `where` count its elements: Result values in the output, floats in the
+/// workspace and the state.
 struct request_record {
   std::int64_t prompt_len;
   std::int64_t position_offset;  ///< sequence methods: a row's prompt position is its hidden row plus this
-  std::int64_t offset;    ///< where its pooled row, or its first gathered row, goes in `where`
-  std::int64_t partials;  ///< sequence methods, several tiles: workspace offset of one partial row per tile
-  std::int64_t columns;   ///< token methods: first entry in the column table, -1 for all columns
-  std::int64_t result;    ///< `rounds`: the output offset its rows are rounded into
-  std::int32_t width;     ///< columns pooled, or columns each gathered row receives
-  std::int32_t kept;      ///< through_linear: the layer's leading outputs kept
+  std::int64_t offset;           ///< where its pooled row, or its first gathered row, goes in `where`
+  std::int64_t partials;         ///< sequence methods, several tiles: workspace float offset of a partial row per tile
+  std::int64_t columns;          ///< token methods: first entry in the column table, -1 for all columns
+  std::int64_t result;           ///< drafted: the output value offset its rows are rounded into
+  std::int32_t width;            ///< columns pooled, or columns each gathered row receives
+  std::int32_t linear_width;     ///< through_linear: the layer's leading outputs kept
   std::int32_t num_tiles;
   std::int32_t arrivals;  ///< device kernels, split requests: the first of its arrival counters
   target where;
   std::uint8_t flags;
-  std::uint8_t use_activation;
+  request_knobs knobs;  ///< what the head's epilogue is told about the request
 };
 
 /// Sequence methods: up to a tile's rows of one request, reduced by one item
@@ -85,9 +99,9 @@ struct gather_record {
 
 /// A result row computed by the head's linear layer from a pooled row.
 struct linear_record {
-  std::int64_t input;   ///< workspace offset of the pooled row
-  std::int64_t offset;  ///< output offset of the result row
-  std::int64_t staging;  ///< 16-bit results finished in memory: the workspace row they are finished in; else -1
+  std::int64_t input;   ///< workspace float offset of the pooled row
+  std::int64_t offset;  ///< output value offset of the result row
+  std::int64_t draft;   ///< 16-bit results drafted: the workspace float offset of the draft row; else -1
   std::int32_t request;
   std::int32_t width;  ///< leading outputs kept (matryoshka truncation)
 };
@@ -104,10 +118,10 @@ struct work_record {
 /// Rounds a float offset up to a 16-byte boundary, where vector stores may start.
 constexpr std::int64_t align_floats(std::int64_t floats) { return (floats + 3) / 4 * 4; }
 
-/// Rounds an offset into an output of `result_bytes`-byte elements up to a 16-byte boundary.
-constexpr std::int64_t align_results(std::int64_t elements, std::int64_t result_bytes) {
+/// Rounds an offset into an output of `result_bytes`-byte values up to a 16-byte boundary.
+constexpr std::int64_t align_values(std::int64_t values, std::int64_t result_bytes) {
   const std::int64_t per_vector = 16 / result_bytes;
-  return (elements + per_vector - 1) / per_vector * per_vector;
+  return (values + per_vector - 1) / per_vector * per_vector;
 }
 
 }  // namespace seqpool::detail

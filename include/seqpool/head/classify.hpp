@@ -47,13 +47,13 @@ class classify {
   }
 
   template <class Row>
-  SEQPOOL_HOST_DEVICE void epilogue(Row& row, bool use_activation) const {
+  SEQPOOL_HOST_DEVICE void epilogue(Row& row, const request_knobs& knobs) const {
     if (scaled_) {
       const float mean = logit_mean_;
       const float sigma = logit_sigma_;
       row.transform([mean, sigma](float logit) { return (logit - mean) / sigma; });
     }
-    if (!use_activation || problem_ == problem_type::regression) return;
+    if (!knobs.use_activation || problem_ == problem_type::regression) return;
     if (problem_ == problem_type::multi_label || row.width() < 2)
       sigmoid(row);
     else

@@ -4,11 +4,13 @@
 #include <concepts>
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <type_traits>
 
 #include <seqpool/batch.hpp>
 #include <seqpool/config.hpp>
 #include <seqpool/error.hpp>
+#include <seqpool/head/knobs.hpp>
 #include <seqpool/head/row.hpp>
 
 namespace seqpool {
@@ -35,10 +37,13 @@ struct linear_layer {
 
 namespace detail {
 
+/// Records hold widths in 32 bits.
 inline linear_layer checked(linear_layer layer, const char* field) {
   if (layer.weight == nullptr) fail(field, "the weight is null");
-  if (layer.out_features < 1 || layer.in_features < 1)
-    fail(field, "the weight must be at least [1, 1], got [", layer.out_features, ", ", layer.in_features, "]");
+  constexpr std::int64_t widest = std::numeric_limits<std::int32_t>::max();
+  if (layer.out_features < 1 || layer.in_features < 1 || layer.out_features > widest || layer.in_features > widest)
+    fail(field, "the weight must be [1, 1] to [2147483647, 2147483647], got [", layer.out_features, ", ",
+         layer.in_features, "]");
   return layer;
 }
 
@@ -55,20 +60,20 @@ inline std::int64_t width_after(const linear_layer& layer, const char* field, st
 
 /// A head owns an optional linear layer and a row epilogue. output_width() checks
 /// a request's knobs on the host and returns the width of its result rows.
-/// epilogue(row, use_activation) is a template over the row it finishes: the
-/// host hands it a head::plain_row, the device kernels a row spread over a
-/// warp's lanes that offers the same width(), transform(), sum() and max(); so
-/// it is SEQPOOL_HOST_DEVICE, and the head is copied into device work, so it is
-/// trivially copyable.
+/// epilogue(row, knobs) is a template over the row it finishes, told the
+/// request's knobs (request_knobs): the host hands it a head::plain_row, the
+/// device kernels a row spread over a warp's lanes that offers the same
+/// width(), transform(), sum() and max(); so it is SEQPOOL_HOST_DEVICE, and the
+/// head is copied into device work, so it is trivially copyable.
 // clang-format off
 template <class Head>
 concept pooling_head = std::is_trivially_copyable_v<Head> &&
-                       requires(const Head head, head::plain_row& row, std::int64_t width, bool use_activation,
+                       requires(const Head head, head::plain_row& row, std::int64_t width, const request_knobs& knobs,
                                 std::size_t index, const request& r) {
                          { Head::kind } -> std::convertible_to<head_kind>;
                          { head.linear() } -> std::same_as<linear_layer>;
                          { head.output_width(index, r, width) } -> std::same_as<std::int64_t>;
-                         head.epilogue(row, use_activation);
+                         head.epilogue(row, knobs);
                        };
 // clang-format on
 

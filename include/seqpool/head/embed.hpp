@@ -31,8 +31,8 @@ class embed {
   }
 
   template <class Row>
-  SEQPOOL_HOST_DEVICE void epilogue(Row& row, bool use_activation) const {
-    if (use_activation) l2_normalize(row);
+  SEQPOOL_HOST_DEVICE void epilogue(Row& row, const request_knobs& knobs) const {
+    if (knobs.use_activation) l2_normalize(row);
   }
 
  private:

@@ -9,6 +9,7 @@
 
 #include <cuda/std/span>
 
+#include <seqpool/detail/device/policy.hpp>
 #include <seqpool/error.hpp>
 #include <seqpool/space/audit.hpp>
 #include <seqpool/space/memory_space.hpp>
@@ -22,10 +23,11 @@ namespace seqpool {
 template <class Backend>
 class device_space;
 
-/// Where a captured step's index block lives: a pinned staging slot and a device
-/// block at fixed addresses, which the graph's upload and kernels read at every
+/// Where a captured step's image lives: a pinned staging slot and device memory
+/// at fixed addresses, which the graph's upload and kernels read at every
 /// replay. A pooler's or dispatcher's reserve_graph() makes one for its
-/// capacity; it must outlive every graph captured with it, and serves one graph.
+/// capacity, and only that pooler or dispatcher captures and restages with it;
+/// it must outlive every graph captured with it, and serves one graph.
 ///
 ///     capture() (during stream capture) → launch the graph → mark_launched()
 ///     restage() (plans the next batch into the slot) → launch the graph → mark_launched() …
@@ -37,6 +39,7 @@ class graph_upload {
         host_(other.host_),
         device_(other.device_),
         bytes_(other.bytes_),
+        owner_(other.owner_),
         copied_(other.copied_),
         phase_(other.phase_) {}
   graph_upload& operator=(graph_upload&&) = delete;
@@ -48,6 +51,9 @@ class graph_upload {
   }
 
   std::size_t bytes() const { return bytes_; }
+
+  /// The serial number of the pooler or dispatcher it was made for.
+  std::uint64_t owner() const { return owner_; }
 
   /// Call after each launch of the graph, on the space's stream and outside any
   /// capture: records when the launch has read the slot, so that the next
@@ -66,13 +72,14 @@ class graph_upload {
   enum class phase { fresh, staged, launched };
 
   graph_upload(device_space<Backend>& space, std::byte* host, std::byte* device, std::size_t bytes,
-               typename Backend::event copied)
-      : space_(&space), host_(host), device_(device), bytes_(bytes), copied_(copied) {}
+               std::uint64_t owner, typename Backend::event copied)
+      : space_(&space), host_(host), device_(device), bytes_(bytes), owner_(owner), copied_(copied) {}
 
   device_space<Backend>* space_;
   std::byte* host_;
   std::byte* device_;
   std::size_t bytes_;
+  std::uint64_t owner_;
   typename Backend::event copied_;
   phase phase_ = phase::fresh;
 };
@@ -82,7 +89,7 @@ class graph_upload {
 /// a CUDA and an OpenMP translation unit can link into one binary without
 /// sharing a definition.
 ///
-/// An eager step's indices go up as one copy from a ring of pinned staging
+/// An eager step's image goes up as one copy from a ring of pinned staging
 /// slots. A slot may be rewritten only once the copy from it has completed; the
 /// step itself never asks (an event query is illegal during capture and costs a
 /// driver call): reserve_upload(), outside the step, settles the slot the next
@@ -91,9 +98,10 @@ template <class Backend>
 class device_space {
  public:
   using backend_type = Backend;
-  static constexpr seqpool::layer layer = seqpool::layer::device;
+  static constexpr algorithm_family family = algorithm_family::device;
 
-  explicit device_space(Backend backend = Backend{}, std::size_t staging_slots = 4)
+  explicit device_space(Backend backend = Backend{},
+                        std::size_t staging_slots = detail::device::staging_policy::slots)
       : backend_(std::move(backend)), ring_(staging_slots) {
     if (staging_slots == 0) detail::fail("staging_slots", "the staging ring needs at least one slot");
     for (staging_slot& slot : ring_) slot.copied = backend_.create_event();
@@ -107,7 +115,7 @@ class device_space {
       if (slot.host != nullptr) backend_.deallocate_pinned(slot.host, slot.capacity);
       backend_.destroy_event(slot.copied);
     }
-    if (device_block_ != nullptr) backend_.deallocate(device_block_, device_capacity_);
+    if (device_image_ != nullptr) backend_.deallocate(device_image_, device_capacity_);
   }
 
   /// The backend, e.g. for the stream that work is queued on, or to capture it.
@@ -129,22 +137,22 @@ class device_space {
     if (bytes > 0) backend_.zero(memory, bytes);
   }
 
-  /// Outside a step: grows every staging slot and the device block to `bytes`,
+  /// Outside a step: grows every staging slot and the device's image to `bytes`,
   /// and settles the slot the next step stages into, waiting (and counting the
   /// wait) only if the copy from it, `staging_slots` steps ago, is still pending.
   void reserve_upload(std::size_t bytes) {
     refuse_in_capture("reserve");
     for (staging_slot& slot : ring_) grow(slot, bytes);
     if (device_capacity_ < bytes) {
-      if (device_block_ != nullptr) deallocate_bytes(device_block_, device_capacity_);
-      device_block_ = nullptr;  // stream-ordered free: earlier work that reads it is done first
-      device_block_ = static_cast<std::byte*>(allocate_bytes(bytes));
+      if (device_image_ != nullptr) deallocate_bytes(device_image_, device_capacity_);
+      device_image_ = nullptr;  // stream-ordered free: earlier work that reads it is done first
+      device_image_ = static_cast<std::byte*>(allocate_bytes(bytes));
       device_capacity_ = bytes;
     }
     settle(ring_[next_]);
   }
 
-  /// The staging slot this step writes its block into, settled by reserve_upload().
+  /// The staging slot this step writes its image into, settled by reserve_upload().
   std::span<std::byte> stage(std::size_t bytes) {
     const staging_slot& slot = ring_[next_];
     if (slot.in_flight || slot.capacity < bytes || device_capacity_ < bytes)
@@ -154,16 +162,16 @@ class device_space {
     return {slot.host, bytes};
   }
 
-  /// The step's one upload: an asynchronous copy of the block just staged.
+  /// The step's one upload: an asynchronous copy of the image just staged.
   const std::byte* upload(std::span<const std::byte> staged) {
     staging_slot& slot = ring_[next_];
-    if (staged.data() != slot.host) detail::fail("upload", "the block was not staged by the last stage() call");
+    if (staged.data() != slot.host) detail::fail("upload", "the image was not staged by the last stage() call");
     audit_.count_upload();
-    backend_.copy_to_device(device_block_, staged.data(), staged.size());
+    backend_.copy_to_device(device_image_, staged.data(), staged.size());
     backend_.record(slot.copied);
     slot.in_flight = true;
     next_ = (next_ + 1) % ring_.size();
-    return device_block_;
+    return device_image_;
   }
 
   /// Queues `kernel` on `blocks` blocks; the audit counts the launch.
@@ -176,16 +184,17 @@ class device_space {
   /// Whether the stream is being captured into a graph.
   bool capturing() const { return backend_.is_capturing(); }
 
-  /// Outside any capture: a pinned slot and a device block of `bytes` for one
-  /// captured step (see graph_upload). The audit counts both allocations.
-  graph_upload<Backend> reserve_graph(std::size_t bytes) {
+  /// Outside any capture: a pinned slot and device memory of `bytes` for one
+  /// captured step of the pooler or dispatcher `owner` (see graph_upload). The
+  /// audit counts both allocations.
+  graph_upload<Backend> reserve_graph(std::size_t bytes, std::uint64_t owner) {
     refuse_in_capture("reserve_graph");
     audit_.count_allocation();
     auto* host = static_cast<std::byte*>(backend_.allocate_pinned(bytes));
     std::byte* device = nullptr;
     try {
       device = static_cast<std::byte*>(allocate_bytes(bytes));
-      return graph_upload<Backend>(*this, host, device, bytes, backend_.create_event());
+      return graph_upload<Backend>(*this, host, device, bytes, owner, backend_.create_event());
     } catch (...) {
       if (device != nullptr) deallocate_bytes(device, bytes);
       backend_.deallocate_pinned(host, bytes);
@@ -308,7 +317,7 @@ class device_space {
   Backend backend_;
   std::vector<staging_slot> ring_;
   std::size_t next_ = 0;
-  std::byte* device_block_ = nullptr;
+  std::byte* device_image_ = nullptr;  ///< where eager steps' images are uploaded to
   std::size_t device_capacity_ = 0;
   seqpool::audit audit_;
 };

@@ -33,10 +33,10 @@ namespace seqpool {
 
 /// Memory is host memory and the host algorithms run on Thrust's OpenMP system.
 /// Work finishes before the call that launched it returns, so staging needs one
-/// buffer, not a ring, and the uploaded block is read where it was staged.
+/// buffer, not a ring, and the uploaded image is read where it was staged.
 class host_space {
  public:
-  static constexpr seqpool::layer layer = seqpool::layer::host;
+  static constexpr algorithm_family family = algorithm_family::host;
 
   host_space() = default;
   host_space(const host_space&) = delete;
@@ -81,7 +81,7 @@ class host_space {
     return {staging_.data(), bytes};
   }
 
-  /// The step's one upload: host work reads the staged block in place.
+  /// The step's one upload: host work reads the staged image in place.
   const std::byte* upload(std::span<const std::byte> staged) {
     audit_.count_upload();
     return staged.data();

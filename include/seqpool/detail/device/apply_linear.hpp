@@ -5,10 +5,9 @@
 #include <type_traits>
 
 #include <seqpool/config.hpp>
-#include <seqpool/detail/device/policy.hpp>
 #include <seqpool/detail/device/rows.hpp>
 #include <seqpool/detail/device/team.hpp>
-#include <seqpool/detail/index_block.hpp>
+#include <seqpool/detail/image.hpp>
 #include <seqpool/detail/records.hpp>
 #include <seqpool/head/concepts.hpp>
 
@@ -18,9 +17,9 @@ namespace seqpool::detail::device {
 /// together: it copies them into shared memory, then each warp takes outputs in
 /// turn, its lanes reading the output's weight row front to back (coalesced)
 /// and each weight serving every row of the block. The head's epilogue follows,
-/// a warp per result row. 16-bit results are finished in the workspace row the
-/// plan staged for them and rounded into place by that warp.
-template <class Head, class Result, class Policy = launch_policy>
+/// a warp per result row. 16-bit results are finished in the draft row the plan
+/// gave them and rounded into place by that warp.
+template <class Head, class Result, class Policy>
 struct apply_linear {
   static constexpr int threads = Policy::threads;
   static_assert(Policy::linear_rows <= Policy::warps, "a warp runs the epilogue of each row");
@@ -38,23 +37,23 @@ struct apply_linear {
 
   Head head;
   linear_layer layer;
-  const std::byte* at;
+  const std::byte* image;
   Result* output;
   float* workspace;
 
   template <class Block>
   SEQPOOL_HOST_DEVICE void operator()(const Block& block, std::int64_t index, shared_storage& shared) const {
-    const plan_sections& sections = *reinterpret_cast<const plan_sections*>(at);
-    const auto count = static_cast<std::int64_t>(sections.linears.count);
+    const image_header& header = *reinterpret_cast<const image_header*>(image);
+    const auto count = static_cast<std::int64_t>(header.linears.count);
     const int per_block = rows_per_block(layer.in_features);
     const std::int64_t first = index * per_block;
     if (first >= count) return;
     const int rows = count - first < per_block ? static_cast<int>(count - first) : per_block;
-    const linear_record* records = sections.linears.in(at) + first;
+    const linear_record* records = header.linears.in(image) + first;
     const std::int64_t inputs = layer.in_features;
-    const bool staged = rows * inputs <= Policy::linear_shared_floats;
+    const bool in_shared = rows * inputs <= Policy::linear_shared_floats;
 
-    if (staged) {
+    if (in_shared) {
       block.threads([&](int warp, int lane) {
         for (std::int64_t i = warp * warp_lanes + lane; i < rows * inputs; i += threads)
           shared.pooled[i] = workspace[records[i / inputs].input + i % inputs];
@@ -64,7 +63,7 @@ struct apply_linear {
     std::int32_t widest = 0;
     for (int r = 0; r < rows; ++r) widest = records[r].width > widest ? records[r].width : widest;
     block.warps([&](const auto& warp) {
-      for (std::int32_t o = warp.index; o < widest; o += Policy::warps) outputs(warp, o, records, rows, staged, shared);
+      for (std::int32_t o = warp.index; o < widest; o += Policy::warps) outputs(warp, o, records, rows, in_shared, shared);
     });
     block.sync();
     block.warps([&](const auto& warp) {
@@ -72,24 +71,24 @@ struct apply_linear {
       const linear_record row = records[warp.index];
       float* finished = row_of(row);
       memory_row<std::remove_cvref_t<decltype(warp)>> result{warp, finished, row.width};
-      head.epilogue(result, sections.requests.in(at)[row.request].use_activation != 0);
-      if (row.staging >= 0) round_into(warp, output + row.offset, finished, row.width);
+      head.epilogue(result, header.requests.in(image)[row.request].knobs);
+      if (row.draft >= 0) round_into(warp, output + row.offset, finished, row.width);
     });
   }
 
  private:
   /// Where a result row is finished in float: its place in a float output, or
-  /// the workspace row staged for a 16-bit one.
+  /// the draft row of a 16-bit one.
   SEQPOOL_HOST_DEVICE float* row_of(const linear_record& row) const {
     if constexpr (std::is_same_v<Result, float>)
-      if (row.staging < 0) return output + row.offset;
-    return workspace + row.staging;
+      if (row.draft < 0) return output + row.offset;
+    return workspace + row.draft;
   }
 
   /// Output `o` of every row of the block that keeps it.
   template <class Warp>
   SEQPOOL_HOST_DEVICE void outputs(const Warp& warp, std::int32_t o, const linear_record* records, int rows,
-                                   bool staged, const shared_storage& shared) const {
+                                   bool in_shared, const shared_storage& shared) const {
     const std::int64_t inputs = layer.in_features;
     const float* weights = layer.weight + o * inputs;
     typename Warp::template values<lane_fragment<Policy::linear_rows>> sums;
@@ -102,7 +101,7 @@ struct apply_linear {
         SEQPOOL_UNROLL
         for (int r = 0; r < Policy::linear_rows; ++r)
           if (r < rows)
-            mine.at[r] += weight * (staged ? shared.pooled[r * inputs + k] : workspace[records[r].input + k]);
+            mine.at[r] += weight * (in_shared ? shared.pooled[r * inputs + k] : workspace[records[r].input + k]);
       }
     });
     SEQPOOL_UNROLL

@@ -5,32 +5,31 @@
 #include <type_traits>
 
 #include <seqpool/config.hpp>
-#include <seqpool/detail/device/policy.hpp>
 #include <seqpool/detail/device/rows.hpp>
 #include <seqpool/detail/device/team.hpp>
 #include <seqpool/detail/device/vector.hpp>
-#include <seqpool/detail/index_block.hpp>
+#include <seqpool/detail/image.hpp>
 #include <seqpool/detail/records.hpp>
 
 namespace seqpool::detail::device {
 
 /// A block copies `gathers_per_block` rows, its warps taking them in turn: a
-/// warp per row, each lane a few runs of 4 elements of it (16 bytes of float, 8
-/// of a 16-bit type), loaded all at once, converted to float and stored as
-/// 16-byte vectors where the destination is aligned: the k-th store of a warp
-/// fills 512 neighbouring bytes, whole sectors. (Runs of 8 16-bit elements would
-/// load in 16 bytes but store 32 a lane, every store instruction half of each
-/// sector it touches, which doubles what L2 handles.) A result row gets the
-/// head's epilogue while it is still in the lanes' registers (rows of up to
-/// 32 × lane_floats columns) or from memory.
-/// Rows come from the hidden states (through the request's column table when
-/// it has one) or from the state, where an earlier chunk stashed them. 16-bit
-/// results are rounded as the warp stores them from its registers, or, wider
-/// than a pass, rounded from the workspace row they were finished in.
-template <class Head, class T, class Result, class Policy = launch_policy>
+/// warp per row, each lane a few runs of gather_run_elements elements of it
+/// (16 bytes of float, 8 of a 16-bit type), loaded all at once, converted to
+/// float and stored as 16-byte vectors where the destination is aligned: the
+/// k-th store of a warp fills 512 neighbouring bytes, whole sectors. (Runs of 8
+/// 16-bit elements would load in 16 bytes but store 32 a lane, every store
+/// instruction half of each sector it touches, which doubles what L2 handles.)
+/// A result row gets the head's epilogue while it is still in the lanes'
+/// registers (rows of up to one strip) or from memory. Rows come from the
+/// hidden states (through the request's column table when it has one) or from
+/// the state, where an earlier chunk stashed them. 16-bit results are rounded as
+/// the warp stores them from its registers, or, wider than a strip, rounded
+/// from the draft row they were finished in.
+template <class Head, class T, class Result, class Policy>
 struct gather_rows {
   static constexpr int threads = Policy::threads;
-  static constexpr int elements = 4;  ///< a lane's run: loaded at once, stored as one vector of floats
+  static constexpr int elements = Policy::gather_run_elements;  ///< a lane's run: loaded at once, stored as one vector
   static constexpr int load_bytes = elements * static_cast<int>(sizeof(T));
   using layout = lane_layout<elements, Policy::lane_floats>;
   static constexpr int lane_runs = layout::vectors;
@@ -42,82 +41,82 @@ struct gather_rows {
   const T* hidden;
   std::int64_t row_stride;
   bool rows_aligned;
-  const std::byte* at;
+  const std::byte* image;
   Result* output;
   float* workspace;
 
   template <class Block>
   SEQPOOL_HOST_DEVICE void operator()(const Block& block, std::int64_t index, shared_storage&) const {
-    const plan_sections& sections = *reinterpret_cast<const plan_sections*>(at);
-    const auto count = static_cast<std::int64_t>(sections.gathers.count);
+    const image_header& header = *reinterpret_cast<const image_header*>(image);
+    const auto count = static_cast<std::int64_t>(header.gathers.count);
     const std::int64_t first = index * Policy::gathers_per_block;
     if (first >= count) return;
     const std::int64_t last = first + Policy::gathers_per_block < count ? first + Policy::gathers_per_block : count;
     block.warps([&](const auto& warp) {
       for (std::int64_t g = first + warp.index; g < last; g += Policy::warps)
-        gather(warp, sections, sections.gathers.in(at)[g]);
+        gather(warp, header, header.gathers.in(image)[g]);
     });
   }
 
  private:
   template <class Warp>
-  SEQPOOL_HOST_DEVICE void gather(const Warp& warp, const plan_sections& sections, const gather_record row) const {
-    const request_record owner = sections.requests.in(at)[row.request];
-    const step_memory<Result> step{output, workspace, sections.state_table.in(at)};
+  SEQPOOL_HOST_DEVICE void gather(const Warp& warp, const image_header& header, const gather_record row) const {
+    const request_record owner = header.requests.in(image)[row.request];
+    const step_memory<Result> step{output, workspace, header.state_table.in(image)};
     Result* rounded = nullptr;
     if constexpr (!std::is_same_v<Result, float>)
       if (owner.where == target::output) rounded = output + row.offset;
     float* out = step.at(owner.where, row.offset, row.request);
-    gather_into(warp, sections, row, owner,
+    gather_into(warp, header, row, owner,
                 warp_result<Warp, elements, Policy::lane_floats, Result>{out, rounded, owner.width,
                                                                          (owner.flags & epilogue) != 0});
-    if ((owner.flags & rounds) != 0)
+    if ((owner.flags & drafted) != 0)
       round_into(warp, output + owner.result + (row.offset - owner.offset), out, owner.width);
   }
 
   template <class Warp, class Destination>
-  SEQPOOL_HOST_DEVICE void gather_into(const Warp& warp, const plan_sections& sections, const gather_record row,
+  SEQPOOL_HOST_DEVICE void gather_into(const Warp& warp, const image_header& header, const gather_record row,
                                        const request_record& owner, const Destination& result) const {
     const std::int64_t width = owner.width;
-    const std::int32_t* chosen = owner.columns >= 0 ? sections.column_table.in(at) + owner.columns : nullptr;
+    const std::int32_t* chosen = owner.columns >= 0 ? header.column_table.in(image) + owner.columns : nullptr;
     typename Warp::template values<lane_row> held;
-    for (std::int64_t pass = 0; pass < width; pass += layout::pass_columns) {
+    for (std::int64_t strip = 0; strip < width; strip += layout::strip_columns) {
       warp.lanes([&](int lane) {
         lane_row& mine = held[lane];
         if (row.source < 0)
-          load_kept(sections.state_table.in(at)[row.request] + (-1 - row.source), pass, lane, width, mine);
+          load_stashed(header.state_table.in(image)[row.request] + (-1 - row.source), strip, lane, width, mine);
         else
-          load_hidden(hidden + row.source * row_stride, chosen, pass, lane, width, mine);
-        result.pass_done(mine, pass, lane);
+          load_hidden(hidden + row.source * row_stride, chosen, strip, lane, width, mine);
+        result.strip_done(mine, strip, lane);
       });
     }
-    result.finish(warp, head, owner.use_activation != 0, held);
+    result.finish(warp, head, owner.knobs, held);
   }
 
-  /// A lane's columns of one pass of a row of hidden states (or of the columns
+  /// A lane's columns of one strip of a row of hidden states (or of the columns
   /// the request chose from it).
-  SEQPOOL_HOST_DEVICE void load_hidden(const T* source, const std::int32_t* chosen, std::int64_t pass, int lane,
+  SEQPOOL_HOST_DEVICE void load_hidden(const T* source, const std::int32_t* chosen, std::int64_t strip, int lane,
                                        std::int64_t width, lane_row& mine) const {
     if (chosen != nullptr) {
       SEQPOOL_UNROLL
       for (int i = 0; i < Policy::lane_floats; ++i) {
-        const std::int64_t column = layout::column(pass, lane, i);
+        const std::int64_t column = layout::column(strip, lane, i);
         if (column < width) mine.at[i] = to_float(source[chosen[column]]);
       }
       return;
     }
-    if (rows_aligned && layout::column(pass, lane, Policy::lane_floats - 1) < width) {
+    if (rows_aligned && layout::column(strip, lane, Policy::lane_floats - 1) < width) {
       raw_bytes<load_bytes> loaded[lane_runs];
       SEQPOOL_UNROLL
       for (int k = 0; k < lane_runs; ++k)
-        loaded[k] = load_once<load_bytes>(source + layout::column(pass, lane, k * elements));
+        loaded[k] = load_once<load_bytes>(source + layout::column(strip, lane, k * elements));
       SEQPOOL_UNROLL
       for (int k = 0; k < lane_runs; ++k) to_floats<T>(loaded[k], mine.at + k * elements);
       return;
     }
     SEQPOOL_UNROLL
     for (int k = 0; k < lane_runs; ++k) {
-      const std::int64_t column = layout::column(pass, lane, k * elements);
+      const std::int64_t column = layout::column(strip, lane, k * elements);
       if (column >= width) continue;
       if (rows_aligned && width - column >= elements)
         to_floats<T>(load_once<load_bytes>(source + column), mine.at + k * elements);
@@ -126,12 +125,12 @@ struct gather_rows {
     }
   }
 
-  /// A lane's columns of one pass of a row an earlier chunk kept, as floats.
-  SEQPOOL_HOST_DEVICE static void load_kept(const float* source, std::int64_t pass, int lane, std::int64_t width,
+  /// A lane's columns of one strip of a row an earlier chunk stashed, as floats.
+  SEQPOOL_HOST_DEVICE static void load_stashed(const float* source, std::int64_t strip, int lane, std::int64_t width,
                                             lane_row& mine) {
     SEQPOOL_UNROLL
     for (int i = 0; i < Policy::lane_floats; ++i) {
-      const std::int64_t column = layout::column(pass, lane, i);
+      const std::int64_t column = layout::column(strip, lane, i);
       if (column < width) mine.at[i] = source[column];
     }
   }

@@ -1,19 +1,16 @@
 // The device kernels' launch policy: how a step's work is cut into blocks.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 namespace seqpool::detail::device {
 
-/// Like CUB's tuning policies, one type says how the device kernels shape their
-/// work; the plan builder cuts requests by it and the kernels are written for
-/// it. Both device backends run it (the OpenMP stand-in runs the same blocks
-/// as the GPU), so the CPU tests cross the GPU's tile and slab boundaries.
+/// Like CUB's tuning policies, one type holds every number the device kernels
+/// are shaped by; the planner cuts requests by it and the kernels are written
+/// for it. Both device backends run it (the OpenMP stand-in runs the same
+/// blocks as the GPU), so the CPU tests cross the GPU's tile and slab boundaries.
 struct launch_policy {
-  /// A long request's tiles are merged by the pooling launch itself, and a
-  /// linear layer is a launch of its own.
-  static constexpr bool merges_in_launch = true;
-
   static constexpr int warps = 8;  ///< warps of a block
   static constexpr int threads = warps * 32;
 
@@ -27,22 +24,33 @@ struct launch_policy {
   static constexpr int slab_lane_floats = slab_columns / 32;
 
   /// Floats a lane of a pooling or gathering warp holds in registers: four
-  /// 16-byte vectors of 16-bit elements, or eight of float. A row of up to 32 ×
-  /// this many columns stays in registers through the head's epilogue.
+  /// 16-byte vectors of 16-bit elements, or eight of float. A strip of 32 × this
+  /// many columns of a row is what a warp holds at once.
   static constexpr int lane_floats = 32;
   /// The widest result row a warp holds whole through the head's epilogue: one
-  /// pass of its lanes' registers. Wider 16-bit results, those of split requests
-  /// and those of the linear layer are finished in the workspace.
+  /// strip. Wider 16-bit results, those of split requests and those of the
+  /// linear layer are drafted in the workspace.
   static constexpr std::int64_t held_row_floats = 32 * lane_floats;
   static constexpr int packed_vectors_in_flight = 8;  ///< vectors a packed lane loads before it accumulates
   static constexpr int split_rows_in_flight = 8;   ///< rows a split block's thread loads before it accumulates
 
   static constexpr std::int64_t gathers_per_block = 32;  ///< token methods: rows a block copies, one warp each in turn
+  /// Token methods: elements of a gathered row a lane loads as one run and
+  /// stores as one 16-byte vector of floats, so that every store of a warp fills
+  /// whole sectors (16 bytes of float, 8 of a 16-bit type).
+  static constexpr int gather_run_elements = 4;
 
   /// The linear layer: pooled rows a block passes through it together, sharing
   /// each weight row it reads, and the shared memory that holds them.
   static constexpr int linear_rows = 8;
   static constexpr int linear_shared_floats = 8192;
+};
+
+/// How far the host may run ahead of the device: the eager step's upload comes
+/// from a ring of this many pinned staging slots, and reserve() waits only when
+/// the copy from the slot it settles, this many steps ago, is still pending.
+struct staging_policy {
+  static constexpr std::size_t slots = 4;
 };
 
 }  // namespace seqpool::detail::device

@@ -5,11 +5,10 @@
 #include <type_traits>
 
 #include <seqpool/config.hpp>
-#include <seqpool/detail/device/policy.hpp>
 #include <seqpool/detail/device/rows.hpp>
 #include <seqpool/detail/device/team.hpp>
 #include <seqpool/detail/device/vector.hpp>
-#include <seqpool/detail/index_block.hpp>
+#include <seqpool/detail/image.hpp>
 #include <seqpool/detail/records.hpp>
 #include <seqpool/method/concepts.hpp>
 
@@ -19,17 +18,18 @@ namespace seqpool::detail::device {
 /// requests, a warp each, whole: every lane reduces its vectors of the row over
 /// all the rows, keeping `packed_vectors_in_flight` loads issued ahead, then the
 /// method's finish and the head's epilogue run while the row is still in the
-/// lanes' registers (where it is one pass wide). A split block reduces one slab of columns of one tile of
-/// a long request, its warps taking neighbouring runs of rows, and writes a
+/// lanes' registers (where it is one strip wide). A split block reduces one slab
+/// of columns of one tile of a long request, its warps taking neighbouring runs
+/// of rows, and writes a
 /// partial row; the last block of the slab to arrive merges the partials in tile
 /// order, and the last slab of the row to arrive runs the epilogue. Every merge
 /// has a fixed order, whichever block arrives last, so results repeat bit for
 /// bit. The head's linear layer, where there is one, is a launch of its own
 /// (apply_linear) over the pooled rows this one leaves in the workspace.
 /// 16-bit results are rounded as a warp stores them from its registers, or,
-/// finished in the workspace (split requests, wide rows), by the warp that runs
+/// drafted in the workspace (split requests, wide rows), by the warp that runs
 /// the epilogue.
-template <class Method, class Head, class T, class Result, class Policy = launch_policy>
+template <class Method, class Head, class T, class Result, class Policy>
 struct pool_rows {
   static constexpr int threads = Policy::threads;
   static constexpr int elements = vector_elements<T>;
@@ -48,35 +48,35 @@ struct pool_rows {
   const T* hidden;
   std::int64_t row_stride;
   bool rows_aligned;    ///< every row starts on a 16-byte boundary: whole vectors load in one instruction
-  const std::byte* at;  ///< the plan's index block on the device
+  const std::byte* image;  ///< the share's image on the device
   Result* output;
   float* workspace;
   int* arrivals;
 
   template <class Block>
   SEQPOOL_HOST_DEVICE void operator()(const Block& block, std::int64_t index, shared_storage& shared) const {
-    const plan_sections& sections = *reinterpret_cast<const plan_sections*>(at);
-    if (index >= static_cast<std::int64_t>(sections.works.count)) return;
-    const work_record work = sections.works.in(at)[index];
+    const image_header& header = *reinterpret_cast<const image_header*>(image);
+    if (index >= static_cast<std::int64_t>(header.works.count)) return;
+    const work_record work = header.works.in(image)[index];
     if (work.slab < 0) {
       block.warps([&](const auto& warp) {
         for (int t = warp.index; t < work.num_tiles; t += Policy::warps)
-          pool_whole(warp, sections, sections.tiles.in(at)[work.first_tile + t]);
+          pool_whole(warp, header, header.tiles.in(image)[work.first_tile + t]);
       });
     } else {
-      pool_slab(block, sections, work, shared);
+      pool_slab(block, header, work, shared);
     }
   }
 
  private:
-  SEQPOOL_HOST_DEVICE step_memory<Result> memory(const plan_sections& sections) const {
-    return {output, workspace, sections.state_table.in(at)};
+  SEQPOOL_HOST_DEVICE step_memory<Result> memory(const image_header& header) const {
+    return {output, workspace, header.state_table.in(image)};
   }
 
   /// The value a column ends with: the reduction of the rows read (none, for a
   /// request that finishes from its state alone) after the state a chunked
   /// request brings, then the method's finish when the request finishes.
-  SEQPOOL_HOST_DEVICE float complete(float pooled, bool read_rows, const float* init, std::int64_t column,
+  SEQPOOL_HOST_DEVICE float column_value(float pooled, bool read_rows, const float* init, std::int64_t column,
                                      const request_record& owner) const {
     float value = pooled;
     if (init != nullptr) value = read_rows ? method.merge(init[column], pooled) : init[column];
@@ -86,9 +86,9 @@ struct pool_rows {
   // Packed blocks.
 
   template <class Warp>
-  SEQPOOL_HOST_DEVICE void pool_whole(const Warp& warp, const plan_sections& sections, const tile_record tile) const {
-    const request_record owner = sections.requests.in(at)[tile.request];
-    const step_memory<Result> step = memory(sections);
+  SEQPOOL_HOST_DEVICE void pool_whole(const Warp& warp, const image_header& header, const tile_record tile) const {
+    const request_record owner = header.requests.in(image)[tile.request];
+    const step_memory<Result> step = memory(header);
     const float* init = (owner.flags & from_state) != 0 ? step.state[tile.request] : nullptr;
     Result* rounded = nullptr;
     if constexpr (!std::is_same_v<Result, float>)
@@ -97,7 +97,7 @@ struct pool_rows {
                     warp_result<Warp, elements, Policy::lane_floats, Result>{
                         step.at(owner.where, owner.offset, tile.request), rounded, owner.width,
                         (owner.flags & epilogue) != 0});
-    if ((owner.flags & rounds) != 0)
+    if ((owner.flags & drafted) != 0)
       round_into(warp, step.output + owner.result, step.workspace + owner.offset, owner.width);
   }
 
@@ -107,29 +107,29 @@ struct pool_rows {
     const T* rows = hidden + tile.row_begin * row_stride;
     const std::int64_t width = owner.width;
     typename Warp::template values<lane_row> held;
-    for (std::int64_t pass = 0; pass < width; pass += layout::pass_columns) {
+    for (std::int64_t strip = 0; strip < width; strip += layout::strip_columns) {
       warp.lanes([&](int lane) {
         lane_row& mine = held[lane];
-        reduce_whole(rows, tile.rows, tile.row_begin + owner.position_offset, width, pass, lane, mine);
+        reduce_whole(rows, tile.rows, tile.row_begin + owner.position_offset, width, strip, lane, mine);
         SEQPOOL_UNROLL
         for (int i = 0; i < Policy::lane_floats; ++i) {
-          const std::int64_t column = layout::column(pass, lane, i);
-          if (column < width) mine.at[i] = complete(mine.at[i], tile.rows > 0, init, column, owner);
+          const std::int64_t column = layout::column(strip, lane, i);
+          if (column < width) mine.at[i] = column_value(mine.at[i], tile.rows > 0, init, column, owner);
         }
-        result.pass_done(mine, pass, lane);
+        result.strip_done(mine, strip, lane);
       });
     }
-    result.finish(warp, head, owner.use_activation != 0, held);
+    result.finish(warp, head, owner.knobs, held);
   }
 
-  /// A packed lane's vectors of one pass, reduced over `count` rows from identity();
+  /// A packed lane's vectors of one strip, reduced over `count` rows from identity();
   /// the first row sits at `first_position` of its prompt.
   SEQPOOL_HOST_DEVICE void reduce_whole(const T* rows, std::int64_t count, std::int64_t first_position,
-                                        std::int64_t width, std::int64_t pass, int lane, lane_row& mine) const {
+                                        std::int64_t width, std::int64_t strip, int lane, lane_row& mine) const {
     SEQPOOL_UNROLL
     for (int i = 0; i < Policy::lane_floats; ++i) mine.at[i] = method.identity();
     // The lane's last vector is its farthest: if it is whole, they all are.
-    if (rows_aligned && layout::column(pass, lane, Policy::lane_floats - 1) < width) {
+    if (rows_aligned && layout::column(strip, lane, Policy::lane_floats - 1) < width) {
       constexpr int in_flight = Policy::packed_vectors_in_flight > lane_vectors
                                     ? Policy::packed_vectors_in_flight / lane_vectors
                                     : 1;  // rows
@@ -140,7 +140,7 @@ struct pool_rows {
         for (int u = 0; u < in_flight; ++u)
           SEQPOOL_UNROLL
           for (int k = 0; k < lane_vectors; ++k)
-            loaded[u][k] = load_once(rows + (r + u) * row_stride + layout::column(pass, lane, k * elements));
+            loaded[u][k] = load_once(rows + (r + u) * row_stride + layout::column(strip, lane, k * elements));
         SEQPOOL_UNROLL
         for (int u = 0; u < in_flight; ++u) accumulate_vectors<lane_vectors>(loaded[u], mine.at, first_position + r + u);
       }
@@ -148,7 +148,7 @@ struct pool_rows {
         raw_vector loaded[1][lane_vectors];
         SEQPOOL_UNROLL
         for (int k = 0; k < lane_vectors; ++k)
-          loaded[0][k] = load_once(rows + r * row_stride + layout::column(pass, lane, k * elements));
+          loaded[0][k] = load_once(rows + r * row_stride + layout::column(strip, lane, k * elements));
         accumulate_vectors<lane_vectors>(loaded[0], mine.at, first_position + r);
       }
       return;
@@ -156,7 +156,7 @@ struct pool_rows {
     for (std::int64_t r = 0; r < count; ++r)
       SEQPOOL_UNROLL
       for (int k = 0; k < lane_vectors; ++k)
-        accumulate_columns(rows + r * row_stride, layout::column(pass, lane, k * elements), width, mine.at + k * elements,
+        accumulate_columns(rows + r * row_stride, layout::column(strip, lane, k * elements), width, mine.at + k * elements,
                            first_position + r);
   }
 
@@ -193,12 +193,12 @@ struct pool_rows {
   // Split blocks.
 
   template <class Block>
-  SEQPOOL_HOST_DEVICE void pool_slab(const Block& block, const plan_sections& sections, const work_record work,
+  SEQPOOL_HOST_DEVICE void pool_slab(const Block& block, const image_header& header, const work_record work,
                                      shared_storage& shared) const {
-    const tile_record tile = sections.tiles.in(at)[work.first_tile];
-    const request_record owner = sections.requests.in(at)[tile.request];
-    const step_memory<Result> step = memory(sections);
-    float* out = step.at(owner.where, owner.offset, tile.request);  // 16-bit results: the workspace row they round from
+    const tile_record tile = header.tiles.in(image)[work.first_tile];
+    const request_record owner = header.requests.in(image)[tile.request];
+    const step_memory<Result> step = memory(header);
+    float* out = step.at(owner.where, owner.offset, tile.request);  // 16-bit results: the draft row they round from
     const float* init = (owner.flags & from_state) != 0 ? step.state[tile.request] : nullptr;
     const std::int64_t width = owner.width;
     const std::int64_t slab_begin = work.slab * Policy::slab_columns;
@@ -262,8 +262,8 @@ struct pool_rows {
     block.warps([&](const auto& warp) {
       if (warp.index != 0) return;
       memory_row<std::remove_cvref_t<decltype(warp)>> row{warp, out, width};
-      head.epilogue(row, owner.use_activation != 0);
-      if ((owner.flags & rounds) != 0) round_into(warp, step.output + owner.result, out, width);
+      head.epilogue(row, owner.knobs);
+      if ((owner.flags & drafted) != 0) round_into(warp, step.output + owner.result, out, width);
     });
   }
 
@@ -321,7 +321,7 @@ struct pool_rows {
     if (completed)
       SEQPOOL_UNROLL
       for (int i = 0; i < Policy::slab_lane_floats; ++i)
-        if (i < count) mine.at[i] = complete(mine.at[i], true, init, column + i, owner);
+        if (i < count) mine.at[i] = column_value(mine.at[i], true, init, column + i, owner);
     store_values<Policy::slab_lane_floats>(to + column, mine.at, count, is_aligned(to + column));
   }
 };

@@ -8,6 +8,7 @@
 #include <seqpool/config.hpp>
 #include <seqpool/detail/device/team.hpp>
 #include <seqpool/detail/device/vector.hpp>
+#include <seqpool/head/knobs.hpp>
 
 namespace seqpool::detail::device {
 
@@ -17,33 +18,33 @@ struct lane_fragment {
   float at[Floats];
 };
 
-/// How a warp's lanes hold a row, 32 × Floats columns (a pass) at a time, in
-/// vectors of E: value `i` of lane `lane` in the pass from column `pass` is
-/// column pass + ((i / E) × 32 + lane) × E + i % E, so the warp's k-th vectors
+/// How a warp's lanes hold a row, 32 × Floats columns (a strip) at a time, in
+/// vectors of E: value `i` of lane `lane` in the strip from column `strip` is
+/// column strip + ((i / E) × 32 + lane) × E + i % E, so the warp's k-th vectors
 /// are 32 neighbouring vectors of the row, which a warp loads in whole lines.
 template <int E, int Floats>
 struct lane_layout {
   static constexpr int vectors = Floats / E;
-  static constexpr std::int64_t pass_columns = warp_lanes * Floats;
+  static constexpr std::int64_t strip_columns = warp_lanes * Floats;
 
-  SEQPOOL_HOST_DEVICE static std::int64_t column(std::int64_t pass, int lane, int i) {
-    return pass + (i / E * warp_lanes + lane) * E + i % E;
+  SEQPOOL_HOST_DEVICE static std::int64_t column(std::int64_t strip, int lane, int i) {
+    return strip + (i / E * warp_lanes + lane) * E + i % E;
   }
 
-  /// Stores a lane's values of one pass into the row at `out`, vector by vector.
+  /// Stores a lane's values of one strip into the row at `out`, vector by vector.
   template <class Out>
-  SEQPOOL_HOST_DEVICE static void store(Out* out, const lane_fragment<Floats>& mine, std::int64_t pass, int lane,
+  SEQPOOL_HOST_DEVICE static void store(Out* out, const lane_fragment<Floats>& mine, std::int64_t strip, int lane,
                                         std::int64_t width, bool aligned) {
     SEQPOOL_UNROLL
     for (int k = 0; k < vectors; ++k) {
-      const std::int64_t first = column(pass, lane, k * E);
+      const std::int64_t first = column(strip, lane, k * E);
       if (first >= width) continue;
       store_values<E>(out + first, mine.at + k * E, width - first, aligned);
     }
   }
 };
 
-/// A row of up to one pass held in the registers of a warp's lanes, laid out
+/// A row of up to one strip held in the registers of a warp's lanes, laid out
 /// as lane_layout says. Offers what plain_row offers.
 template <class Warp, int E, int Floats>
 struct fragment_row {
@@ -123,13 +124,13 @@ struct memory_row {
   }
 };
 
-/// Where a warp's result row goes and how: a pass at a time into `row` as the
-/// lanes finish it, or, where the whole row is one pass and the head's epilogue
-/// runs on it, kept in the lanes' registers until the epilogue is done, then
+/// Where a warp's result row goes and how: a strip at a time into `row` as the
+/// lanes finish it, or, where the whole row is one strip and the head's epilogue
+/// runs on it, held in the lanes' registers until the epilogue is done, then
 /// stored once. A row of 16-bit results goes to `result` instead (a float row,
-/// to the workspace or the state, still goes to `row`): it is always kept, since
-/// the plan sends a warp no wider one (launch_policy::held_row_floats), and
-/// rounded as it is stored. One code path serves both, so that a kernel of
+/// to the workspace or the state, still goes to `row`): it is always held,
+/// since the plan sends a warp no wider one (launch_policy::held_row_floats),
+/// and rounded as it is stored. One code path serves both, so that a kernel of
 /// 16-bit results holds no more registers than one of float results.
 template <class Warp, int E, int Floats, class Result = float>
 struct warp_result {
@@ -148,22 +149,22 @@ struct warp_result {
   }
 
   SEQPOOL_HOST_DEVICE bool in_registers() const {
-    return rounds() || (has_epilogue && width <= layout::pass_columns);
+    return rounds() || (has_epilogue && width <= layout::strip_columns);
   }
 
-  /// A lane's share of the pass from column `pass`, once the lane has it.
-  SEQPOOL_HOST_DEVICE void pass_done(const lane_fragment<Floats>& mine, std::int64_t pass, int lane) const {
-    if (!in_registers()) layout::store(row, mine, pass, lane, width, is_aligned(row));
+  /// A lane's part of the strip from column `strip`, once the lane has it.
+  SEQPOOL_HOST_DEVICE void strip_done(const lane_fragment<Floats>& mine, std::int64_t strip, int lane) const {
+    if (!in_registers()) layout::store(row, mine, strip, lane, width, is_aligned(row));
   }
 
-  /// After the last pass: the head's epilogue, where there is one, and the row stored.
+  /// After the last strip: the head's epilogue, where there is one, and the row stored.
   template <class Head>
-  SEQPOOL_HOST_DEVICE void finish(const Warp& warp, const Head& head, bool use_activation,
+  SEQPOOL_HOST_DEVICE void finish(const Warp& warp, const Head& head, const request_knobs& knobs,
                                   typename Warp::template values<lane_fragment<Floats>>& held) const {
     if (in_registers()) {
       if (has_epilogue) {
         fragment_row<Warp, E, Floats> fragment{warp, held, width};
-        head.epilogue(fragment, use_activation);
+        head.epilogue(fragment, knobs);
       }
       warp.lanes([&](int lane) {
         if (rounds())
@@ -172,14 +173,14 @@ struct warp_result {
           layout::store(row, held[lane], 0, lane, width, is_aligned(row));
       });
     } else if (has_epilogue) {
-      warp.sync();  // the passes stored the row in another lane order
+      warp.sync();  // the strips stored the row in another lane order
       memory_row<Warp> in_memory{warp, row, width};
-      head.epilogue(in_memory, use_activation);
+      head.epilogue(in_memory, knobs);
     }
   }
 };
 
-/// A row of 16-bit results the warp finished in float at `from` (in memory),
+/// A row of 16-bit results the warp finished in float in a draft row at `from`,
 /// rounded into the output at `to`.
 template <class Warp, class Result>
 SEQPOOL_HOST_DEVICE void round_into(const Warp& warp, Result* to, const float* from, std::int64_t width) {

@@ -5,7 +5,6 @@
 #include <type_traits>
 
 #include <seqpool/config.hpp>
-#include <seqpool/detail/host/policy.hpp>
 #include <seqpool/detail/host/store_row.hpp>
 #include <seqpool/detail/records.hpp>
 #include <seqpool/head/concepts.hpp>
@@ -30,10 +29,10 @@ inline void linear_outputs(const linear_layer& layer, const float* __restrict__ 
 /// into `out`, then the head's epilogue on them.
 template <class Head>
 void linear_row(const Head& head, const linear_layer& layer, const float* pooled, float* out, std::int64_t width,
-                bool use_activation) {
+                const request_knobs& knobs) {
   linear_outputs(layer, pooled, out, width);
   head::plain_row row{out, width};
-  head.epilogue(row, use_activation);
+  head.epilogue(row, knobs);
 }
 
 /// The same into the output: in place for float results, and for 16-bit ones
@@ -41,22 +40,22 @@ void linear_row(const Head& head, const linear_layer& layer, const float* pooled
 /// rounded into place. The pooled row of a request flagged through_linear is
 /// the item's own scratch row: it never leaves the core's caches, and no second
 /// pass reads it.
-template <class Head, class Result>
+template <class Policy, class Head, class Result>
 void linear_into(const Head& head, const linear_layer& layer, const float* pooled, Result* out, std::int64_t width,
-                 bool use_activation) {
+                 const request_knobs& knobs) {
   if constexpr (std::is_same_v<Result, float>) {
-    linear_row(head, layer, pooled, out, width, use_activation);
+    linear_row(head, layer, pooled, out, width, knobs);
   } else {
-    alignas(64) float row[launch_policy::scratch_row_floats];
-    linear_row(head, layer, pooled, row, width, use_activation);
+    alignas(64) float row[Policy::scratch_row_floats];
+    linear_row(head, layer, pooled, row, width, knobs);
     store_row(out, row, width, false);
   }
 }
 
 /// One item computes a result row from a pooled row in the workspace, then runs
 /// the head's epilogue on it: rows wider than an item's scratch row. A 16-bit
-/// row wider than that is finished in the workspace row the plan staged it in.
-template <class Head, class Result>
+/// row wider than that is finished in the draft row the plan gave it.
+template <class Head, class Result, class Policy>
 struct apply_linear {
   Head head;
   linear_layer layer;
@@ -66,15 +65,15 @@ struct apply_linear {
 
   void operator()(std::int64_t item) const {
     const linear_record row = rows[item];
-    const bool use_activation = requests[row.request].use_activation != 0;
+    const request_knobs& knobs = requests[row.request].knobs;
     const float* pooled = memory.workspace + row.input;
-    if (row.staging < 0) {
-      linear_into(head, layer, pooled, memory.output + row.offset, row.width, use_activation);
+    if (row.draft < 0) {
+      linear_into<Policy>(head, layer, pooled, memory.output + row.offset, row.width, knobs);
       return;
     }
-    float* staged = memory.workspace + row.staging;
-    linear_row(head, layer, pooled, staged, row.width, use_activation);
-    store_row(memory.output + row.offset, staged, row.width, false);
+    float* draft = memory.workspace + row.draft;
+    linear_row(head, layer, pooled, draft, row.width, knobs);
+    store_row(memory.output + row.offset, draft, row.width, false);
   }
 };
 

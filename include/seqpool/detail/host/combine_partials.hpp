@@ -5,7 +5,6 @@
 
 #include <seqpool/config.hpp>
 #include <seqpool/detail/host/apply_linear.hpp>
-#include <seqpool/detail/host/policy.hpp>
 #include <seqpool/detail/host/store_row.hpp>
 #include <seqpool/detail/records.hpp>
 #include <seqpool/head/row.hpp>
@@ -17,7 +16,7 @@ namespace seqpool::detail::host {
 /// back or finishes the request: the method's finish, then the head's linear
 /// layer or epilogue as flagged. A 16-bit result row it merges in scratch (or,
 /// wider, where the plan staged it) and rounds into place.
-template <class Method, class Head, class Result>
+template <class Method, class Head, class Result, class Policy>
 struct combine_partials {
   Method method;
   Head head;
@@ -32,18 +31,18 @@ struct combine_partials {
     const float* init = (owner.flags & from_state) != 0 ? memory.state[request] : nullptr;
     const float* partials = memory.workspace + owner.partials;
     const bool through = (owner.flags & through_linear) != 0;
-    if (through || (owner.where == target::output && stored_from_scratch<Result>(false, owner.width))) {
-      alignas(64) float pooled[launch_policy::scratch_row_floats];
+    if (through || (owner.where == target::output && stored_from_scratch<Policy, Result>(false, owner.width))) {
+      alignas(64) float pooled[Policy::scratch_row_floats];
       merge_row(owner, init, partials, pooled);
       if (through)
-        linear_into(head, layer, pooled, memory.output + owner.offset, owner.kept, owner.use_activation != 0);
+        linear_into<Policy>(head, layer, pooled, memory.output + owner.offset, owner.linear_width, owner.knobs);
       else
         store_row(memory.output + owner.offset, pooled, owner.width, false);
       return;
     }
     float* out = memory.at(owner.where, owner.offset, request);
     merge_row(owner, init, partials, out);
-    if ((owner.flags & rounds) != 0) store_row(memory.output + owner.result, out, owner.width, false);
+    if ((owner.flags & drafted) != 0) store_row(memory.output + owner.result, out, owner.width, false);
   }
 
  private:
@@ -60,7 +59,7 @@ struct combine_partials {
     for (std::int64_t c = 0; c < width; ++c) out[c] = method.finish(out[c], owner.prompt_len);
     if ((owner.flags & epilogue) == 0) return;
     head::plain_row row{out, width};
-    head.epilogue(row, owner.use_activation != 0);
+    head.epilogue(row, owner.knobs);
   }
 };
 

@@ -5,7 +5,6 @@
 
 #include <seqpool/config.hpp>
 #include <seqpool/detail/host/apply_linear.hpp>
-#include <seqpool/detail/host/policy.hpp>
 #include <seqpool/detail/host/prefetch.hpp>
 #include <seqpool/detail/host/store_row.hpp>
 #include <seqpool/detail/records.hpp>
@@ -20,7 +19,7 @@ namespace seqpool::detail::host {
 /// epilogue in the same item, after its linear layer when flagged, and, when
 /// the pooler's results are streamed or 16-bit, is assembled in scratch and
 /// stored from there.
-template <class Head, class T, class Result>
+template <class Head, class T, class Result, class Policy>
 struct gather_rows {
   Head head;
   linear_layer layer;
@@ -41,11 +40,11 @@ struct gather_rows {
 
     const bool through = (owner.flags & through_linear) != 0;
     const bool to_output = owner.where == target::output;
-    if (through || (to_output && stored_from_scratch<Result>(stream_results, owner.width))) {
-      alignas(64) float scratch[launch_policy::scratch_row_floats];
+    if (through || (to_output && stored_from_scratch<Policy, Result>(stream_results, owner.width))) {
+      alignas(64) float scratch[Policy::scratch_row_floats];
       copy_row(gather, owner, scratch, ahead);
       if (through) {
-        linear_into(head, layer, scratch, memory.output + gather.offset, owner.kept, owner.use_activation != 0);
+        linear_into<Policy>(head, layer, scratch, memory.output + gather.offset, owner.linear_width, owner.knobs);
         return;
       }
       apply_epilogue(owner, scratch);
@@ -54,7 +53,7 @@ struct gather_rows {
     }
     copy_row(gather, owner, out, ahead);
     apply_epilogue(owner, out);
-    if ((owner.flags & rounds) != 0)
+    if ((owner.flags & drafted) != 0)
       store_row(memory.output + owner.result + (gather.offset - owner.offset), out, owner.width, stream_results);
   }
 
@@ -62,7 +61,7 @@ struct gather_rows {
   void apply_epilogue(const request_record& owner, float* row) const {
     if ((owner.flags & epilogue) == 0) return;
     head::plain_row result{row, owner.width};
-    head.epilogue(result, owner.use_activation != 0);
+    head.epilogue(result, owner.knobs);
   }
 
   /// A row read whole asks for the row this thread gathers next, line by line as
@@ -81,8 +80,8 @@ struct gather_rows {
   void copy_row(gather_record gather, request_record owner, float* __restrict__ out, const T* ahead) const {
     const std::int64_t width = owner.width;
     if (gather.source < 0) {
-      const float* __restrict__ kept = memory.state[gather.request] + (-1 - gather.source);
-      for (std::int64_t c = 0; c < width; ++c) out[c] = kept[c];
+      const float* __restrict__ stashed = memory.state[gather.request] + (-1 - gather.source);
+      for (std::int64_t c = 0; c < width; ++c) out[c] = stashed[c];
     } else if (owner.columns < 0) {
       const T* __restrict__ row = hidden + gather.source * row_stride;
       by_lines<T>(

@@ -1,20 +1,24 @@
-// The host algorithms' policy: how a step's work is cut into items for CPU threads.
+// The host algorithms' launch policy: how a step's work is cut into items for CPU threads.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 namespace seqpool::detail::host {
 
+/// Like CUB's tuning policies, one type holds every number the host algorithms
+/// are tuned by; the planner cuts requests by it and the passes are written for
+/// it (docs/PERFORMANCE.md has the measurements behind each).
 struct launch_policy {
-  /// A long request's tiles are merged by a pass of their own, and an item that
-  /// pools a row passes it through the head's linear layer itself.
-  static constexpr bool merges_in_launch = false;
-
   /// Rows one item reduces before handing on a partial row: a long request's
   /// partials cost a float per column for every tile read back by the merge, and
   /// a prompt still splits into a tile for every tile_rows rows to share among
-  /// the threads (docs/PERFORMANCE.md has the figures behind 128).
+  /// the threads.
   static constexpr std::int64_t tile_rows = 128;
+
+  /// The most bytes of each row a tile's sweep covers at once: the four rows
+  /// asked for ahead fit in a third of L1 beside the result's columns.
+  static constexpr std::int64_t sweep_bytes = 4096;
 
   /// The widest row an item assembles in a scratch row of its own, 32 KiB on its
   /// stack: a result row it then streams out, or a pooled row it passes through
@@ -22,8 +26,15 @@ struct launch_policy {
   /// the layer.
   static constexpr std::int64_t scratch_row_floats = 8192;
   /// The widest result row an item holds whole through the head's epilogue: its
-  /// scratch row. 16-bit results wider than this are finished in the workspace.
+  /// scratch row. 16-bit results wider than this are drafted in the workspace.
   static constexpr std::int64_t held_row_floats = scratch_row_floats;
+
+  /// Results are streamed past the caches when a share's are at least this
+  /// large, twice what a server core's L2 holds. Between steps the model's own
+  /// passes flush the caches, so plain stores would fetch every result line from
+  /// memory first. Small results are stored plainly and stay cached for the
+  /// reader that copies them out.
+  static constexpr std::size_t streamed_output_bytes = std::size_t{4} << 20;
 };
 
 }  // namespace seqpool::detail::host

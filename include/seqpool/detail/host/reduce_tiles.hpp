@@ -5,7 +5,6 @@
 
 #include <seqpool/config.hpp>
 #include <seqpool/detail/host/apply_linear.hpp>
-#include <seqpool/detail/host/policy.hpp>
 #include <seqpool/detail/host/prefetch.hpp>
 #include <seqpool/detail/host/store_row.hpp>
 #include <seqpool/detail/records.hpp>
@@ -26,7 +25,7 @@ struct column_range {
 /// belongs (state or result row) and runs the head's epilogue too, after its
 /// linear layer when flagged; otherwise it writes a partial for combine_partials.
 /// A result row it streams, or rounds to 16 bits, it assembles in scratch first.
-template <class Method, class Head, class T, class Result>
+template <class Method, class Head, class T, class Result, class Policy>
 struct reduce_tiles {
   Method method;
   Head head;
@@ -40,7 +39,6 @@ struct reduce_tiles {
   bool stream_results;
 
   static constexpr std::int64_t line_elements = cache_line_bytes / sizeof(T);
-  static constexpr std::int64_t block_bytes = 4096;
 
   void operator()(std::int64_t item) const {
     const tile_record tile = tiles[item];
@@ -57,27 +55,27 @@ struct reduce_tiles {
     // This thread's next item is most likely the next tile: a tile of several
     // rows asks for its first row now. Its following rows come from the sweep's
     // own prefetch, which runs on into the next tile; asking for more here stalls
-    // on full fill buffers. A tile of one row asks as it goes (start_block).
+    // on full fill buffers. A tile of one row asks as it goes (start_sweep).
     const tile_record* next = item + 1 < num_tiles ? &tiles[item + 1] : nullptr;
     if (next != nullptr && tile.rows > 1) prefetch_row(hidden + next->row_begin * row_stride, width_of(*next));
     const bool finishes = (flags & finish) != 0;
     const bool through = (flags & through_linear) != 0;
     const bool to_output = finishes && owner.where == target::output;
-    if (through || (to_output && stored_from_scratch<Result>(stream_results, width))) {
-      alignas(64) float scratch[launch_policy::scratch_row_floats];
+    if (through || (to_output && stored_from_scratch<Policy, Result>(stream_results, width))) {
+      alignas(64) float scratch[Policy::scratch_row_floats];
       reduce(tile, width, next, init, first_row, scratch);
       if (through) {
         for (std::int64_t c = 0; c < width; ++c) scratch[c] = method.finish(scratch[c], owner.prompt_len);
-        linear_into(head, layer, scratch, memory.output + owner.offset, owner.kept, owner.use_activation != 0);
+        linear_into<Policy>(head, layer, scratch, memory.output + owner.offset, owner.linear_width, owner.knobs);
       } else {
-        complete(owner, flags, scratch);
+        finish_row(owner, flags, scratch);
         store_row(memory.output + owner.offset, scratch, width, stream_results);
       }
       return;
     }
     reduce(tile, width, next, init, first_row, out);
-    complete(owner, flags, out);
-    if ((flags & rounds) != 0) store_row(memory.output + owner.result, out, width, stream_results);
+    finish_row(owner, flags, out);
+    if ((flags & drafted) != 0) store_row(memory.output + owner.result, out, width, stream_results);
   }
 
  private:
@@ -106,31 +104,31 @@ struct reduce_tiles {
   }
 
   /// Reduces the tile's rows into `out`, starting from `init` or identity(), a
-  /// block of columns at a time. A block holds up to 4 KiB of each row, so that
-  /// the four rows asked for ahead fit in a third of L1 beside the result block
-  /// and go there: sums whose rows are already in L1 leave the core's scheduler
-  /// free to wait on more misses, where whole 8 KiB rows asked for into L1 would
-  /// push the result row out of it. Blocks share a row evenly, in whole lines,
-  /// leaving no sliver.
+  /// sweep of columns at a time. A sweep covers up to Policy::sweep_bytes of each
+  /// row, so that the four rows asked for ahead fit in a third of L1 beside the
+  /// result's columns and go there: sums whose rows are already in L1 leave the
+  /// core's scheduler free to wait on more misses, where whole 8 KiB rows asked
+  /// for into L1 would push the result row out of it. Sweeps share a row evenly,
+  /// in whole lines, leaving no sliver.
   void sweep(tile_record tile, std::int64_t width, const tile_record* next, const float* init, const T* first_row,
              float* out) const {
     const std::int64_t row_bytes = width * static_cast<std::int64_t>(sizeof(T));
-    const std::int64_t num_blocks = (row_bytes + block_bytes - 1) / block_bytes;
-    const std::int64_t block_lines = ((width + num_blocks - 1) / num_blocks + line_elements - 1) / line_elements;
-    const std::int64_t block_width = block_lines * line_elements;
-    for (std::int64_t begin = 0; begin < width; begin += block_width) {
-      const std::int64_t end = begin + block_width < width ? begin + block_width : width;
-      sweep_block(tile, width, next, {begin, end}, init, first_row, out);
+    const std::int64_t num_sweeps = (row_bytes + Policy::sweep_bytes - 1) / Policy::sweep_bytes;
+    const std::int64_t sweep_lines = ((width + num_sweeps - 1) / num_sweeps + line_elements - 1) / line_elements;
+    const std::int64_t sweep_width = sweep_lines * line_elements;
+    for (std::int64_t begin = 0; begin < width; begin += sweep_width) {
+      const std::int64_t end = begin + sweep_width < width ? begin + sweep_width : width;
+      sweep_columns(tile, width, next, {begin, end}, init, first_row, out);
     }
   }
 
-  /// Reduces the tile's rows over the columns of `block`.
-  void sweep_block(tile_record tile, std::int64_t width, const tile_record* next, column_range block, const float* init,
-                   const T* first_row, float* out) const {
-    // Rows outer, columns inner: the result block stays in cache and the inner
-    // loop vectorises. Four rows a sweep load and store the result block a quarter
+  /// Reduces the tile's rows over the columns of `sweep`.
+  void sweep_columns(tile_record tile, std::int64_t width, const tile_record* next, column_range sweep,
+                     const float* init, const T* first_row, float* out) const {
+    // Rows outer, columns inner: the result's columns stay in cache and the
+    // inner loop vectorises. Four rows at a time load and store them a quarter
     // as often, and still accumulate in row order.
-    start_block(tile, width, next, block, init, first_row, out);
+    start_sweep(tile, width, next, sweep, init, first_row, out);
     const std::int64_t first_position = position_of(tile);
     std::int32_t r = 1;
     for (; r + 4 <= tile.rows; r += 4) {
@@ -142,11 +140,11 @@ struct reduce_tiles {
       // A cache line of columns at a time, asking for the same line of the four
       // rows after these while it is summed.
       lines_ahead ahead[4];
-      for (int k = 0; k < 4; ++k) ahead[k] = ahead_of(tile, width, next, block, r + 4 + k);
+      for (int k = 0; k < 4; ++k) ahead[k] = ahead_of(tile, width, next, sweep, r + 4 + k);
       by_lines<T>(
-          block.begin, block.end,
+          sweep.begin, sweep.end,
           [&](std::int64_t line) {
-            for (const lines_ahead& later : ahead) later.template ask<prefetch_into::l1>(line - block.begin);
+            for (const lines_ahead& later : ahead) later.template ask<prefetch_into::l1>(line - sweep.begin);
           },
           [&](std::int64_t c) {
             float value = accumulate_at(method, out[c], to_float(row0[c]), position);
@@ -157,37 +155,37 @@ struct reduce_tiles {
     }
     // The rows left over ask for the rows four on, as the sweeps did, all at once.
     for (std::int32_t left = r; left < tile.rows; ++left) {
-      const lines_ahead later = ahead_of(tile, width, next, block, left + 4);
+      const lines_ahead later = ahead_of(tile, width, next, sweep, left + 4);
       prefetch_row(later.first, later.width);
     }
     for (; r < tile.rows; ++r) {
       const T* __restrict__ row = first_row + r * row_stride;
-      for (std::int64_t c = block.begin; c < block.end; ++c)
+      for (std::int64_t c = sweep.begin; c < sweep.end; ++c)
         out[c] = accumulate_at(method, out[c], to_float(row[c]), first_position + r);
     }
   }
 
-  /// Starts the result block from the tile's first row (every tile has one) and
+  /// Starts the sweep's columns from the tile's first row (every tile has one) and
   /// `init` or identity(). A tile of one row (CLS, LAST) asks meanwhile for the
   /// same lines of the row its thread reduces next, which the hardware cannot
   /// guess, a line for each line it converts rather than all at once as the item
   /// starts, which would fill the line-fill buffers.
-  void start_block(tile_record tile, std::int64_t width, const tile_record* next, column_range block, const float* init,
+  void start_sweep(tile_record tile, std::int64_t width, const tile_record* next, column_range sweep, const float* init,
                    const T* first_row, float* out) const {
     const T* __restrict__ first = first_row;
     const std::int64_t position = position_of(tile);
     if (tile.rows == 1) {
-      const lines_ahead later = ahead_of(tile, width, next, block, 1);
+      const lines_ahead later = ahead_of(tile, width, next, sweep, 1);
       by_lines<T>(
-          block.begin, block.end, [&](std::int64_t line) { later.ask(line - block.begin); },
+          sweep.begin, sweep.end, [&](std::int64_t line) { later.ask(line - sweep.begin); },
           [&](std::int64_t c) {
             out[c] = accumulate_at(method, init != nullptr ? init[c] : method.identity(), to_float(first[c]), position);
           });
     } else if (init != nullptr) {
-      for (std::int64_t c = block.begin; c < block.end; ++c)
+      for (std::int64_t c = sweep.begin; c < sweep.end; ++c)
         out[c] = accumulate_at(method, init[c], to_float(first[c]), position);
     } else {
-      for (std::int64_t c = block.begin; c < block.end; ++c)
+      for (std::int64_t c = sweep.begin; c < sweep.end; ++c)
         out[c] = accumulate_at(method, method.identity(), to_float(first[c]), position);
     }
   }
@@ -195,36 +193,36 @@ struct reduce_tiles {
   /// The prompt position of the tile's first row.
   std::int64_t position_of(tile_record tile) const { return tile.row_begin + requests[tile.request].position_offset; }
 
-  /// The lines a sweep of `block` asks for ahead of row `row`, counted from the
-  /// tile's first: the row's own columns; past the tile's last row, its first
-  /// rows again at the next block; past its last block, the next tile's rows at
+  /// The lines a sweep asks for ahead of row `row`, counted from the tile's
+  /// first: the row's own columns; past the tile's last row, its first rows
+  /// again at the next sweep's columns; past the last sweep, the next tile's rows at
   /// their first columns, which need not follow in memory (a mixed batch puts
   /// other tasks' rows between); past those, none.
-  lines_ahead ahead_of(tile_record tile, std::int64_t width, const tile_record* next, column_range block,
+  lines_ahead ahead_of(tile_record tile, std::int64_t width, const tile_record* next, column_range sweep,
                        std::int32_t row) const {
-    const std::int64_t block_width = block.end - block.begin;
-    if (row < tile.rows) return {hidden + (tile.row_begin + row) * row_stride + block.begin, block_width};
+    const std::int64_t sweep_width = sweep.end - sweep.begin;
+    if (row < tile.rows) return {hidden + (tile.row_begin + row) * row_stride + sweep.begin, sweep_width};
     row -= tile.rows;
-    if (block.end < width) {
+    if (sweep.end < width) {
       if (row >= tile.rows) return {};
-      const std::int64_t next_width = width - block.end;
-      return {hidden + (tile.row_begin + row) * row_stride + block.end,
-              next_width < block_width ? next_width : block_width};
+      const std::int64_t next_width = width - sweep.end;
+      return {hidden + (tile.row_begin + row) * row_stride + sweep.end,
+              next_width < sweep_width ? next_width : sweep_width};
     }
     if (next == nullptr || row >= next->rows) return {};
     const std::int64_t next_width = width_of(*next);
-    return {hidden + (next->row_begin + row) * row_stride, next_width < block_width ? next_width : block_width};
+    return {hidden + (next->row_begin + row) * row_stride, next_width < sweep_width ? next_width : sweep_width};
   }
 
   std::int64_t width_of(const tile_record& tile) const { return requests[tile.request].width; }
 
   /// A tile alone in its request: the method's finish and, when flagged, the head's epilogue.
-  void complete(const request_record& owner, std::uint8_t flags, float* out) const {
+  void finish_row(const request_record& owner, std::uint8_t flags, float* out) const {
     if ((flags & finish) == 0) return;
     for (std::int64_t c = 0; c < owner.width; ++c) out[c] = method.finish(out[c], owner.prompt_len);
     if ((flags & epilogue) == 0) return;
     head::plain_row row{out, owner.width};
-    head.epilogue(row, owner.use_activation != 0);
+    head.epilogue(row, owner.knobs);
   }
 };
 

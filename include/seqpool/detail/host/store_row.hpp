@@ -7,7 +7,6 @@
 #include <cstring>
 #include <type_traits>
 
-#include <seqpool/detail/host/policy.hpp>
 #include <seqpool/detail/host/prefetch.hpp>
 #include <seqpool/detail/to_float.hpp>
 
@@ -18,19 +17,12 @@
 
 namespace seqpool::detail::host {
 
-/// The host algorithms stream a pooler's results when they are at least this
-/// large, twice what a server core's L2 holds. Between steps the model's own
-/// passes flush the caches, so plain stores would fetch every result line from
-/// memory first. Small results are stored plainly and stay cached for the reader
-/// that copies them out.
-inline constexpr std::size_t streamed_output_bytes = std::size_t{4} << 20;
-
 /// Whether an item finishes a result row in its scratch row and stores it from
 /// there: every 16-bit row (a plan sends an item none wider than its scratch
 /// row), and a float row when the results are streamed and it fits.
-template <class Result>
+template <class Policy, class Result>
 bool stored_from_scratch(bool stream, std::int64_t width) {
-  return !std::is_same_v<Result, float> || (stream && width <= launch_policy::scratch_row_floats);
+  return !std::is_same_v<Result, float> || (stream && width <= Policy::scratch_row_floats);
 }
 
 /// Copies one cache line to a line-aligned `to` with a non-temporal store where

@@ -1,0 +1,131 @@
+// The device kernels as one family: how a share's requests are cut into blocks,
+// and which kernels run them on how big a grid.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include <seqpool/capacity.hpp>
+#include <seqpool/detail/device/apply_linear.hpp>
+#include <seqpool/detail/device/gather_rows.hpp>
+#include <seqpool/detail/device/policy.hpp>
+#include <seqpool/detail/device/pool_rows.hpp>
+#include <seqpool/detail/device/vector.hpp>
+#include <seqpool/detail/image.hpp>
+#include <seqpool/detail/share.hpp>
+#include <seqpool/hidden.hpp>
+#include <seqpool/method/concepts.hpp>
+
+namespace seqpool::detail::device {
+
+/// Written for the GPU: warps read whole lines with 16-byte loads and cooperate
+/// on a row. A long request's tiles are merged by the pooling launch itself,
+/// and a linear layer is a launch of its own. The OpenMP stand-in runs the same
+/// kernels, a block's threads in turn.
+template <class Policy = launch_policy>
+struct algorithms {
+  using policy = Policy;
+
+  // Planning: how the planner cuts a share.
+
+  /// Whether one warp pools a request's window whole (packed with its
+  /// neighbours into a block), rather than blocks of tiles and slabs.
+  static bool pooled_whole(row_window window, std::int64_t width) {
+    return window.count * width <= Policy::packed_elements;
+  }
+
+  /// The widest result row the kernel that finishes a pooled request holds
+  /// whole: one strip for a warp that pools it whole, none for a request split
+  /// over blocks (the last slab to arrive finishes it in memory).
+  static std::int64_t held_width(row_window window, std::int64_t width) {
+    return pooled_whole(window, width) ? Policy::held_row_floats : 0;
+  }
+
+  /// The linear layer is always a launch of its own.
+  static bool linear_in_item(std::int64_t, std::int64_t, bool) { return false; }
+
+  /// The layer's launch writes a row's outputs from every warp of its block, so
+  /// a 16-bit result row is always drafted.
+  static bool drafts_linear_rows(std::int64_t) { return true; }
+
+  /// A short request is one tile that a warp pools whole, packed into a block
+  /// with the short requests next to it; a long one is split into tiles of
+  /// tile_rows rows and slabs of slab_columns columns, a block each, with
+  /// arrival counters for the merge of its tiles (one per slab) and for its
+  /// epilogue (one).
+  static void cut(share& planned, std::int32_t index, row_window window) {
+    share_records& records = planned.records;
+    request_record& owner = records.requests[static_cast<std::size_t>(index)];
+    const auto first_tile = static_cast<std::int32_t>(records.tiles.size());
+    if (pooled_whole(window, owner.width)) {
+      owner.num_tiles = 1;
+      records.tiles.push_back({window.begin, static_cast<std::int32_t>(window.count), index, 0});
+      std::vector<work_record>& works = records.works;
+      const bool joins = !works.empty() && works.back().slab < 0 && works.back().num_tiles < Policy::warps &&
+                         works.back().first_tile + works.back().num_tiles == first_tile;
+      if (joins)
+        ++works.back().num_tiles;
+      else
+        works.push_back({first_tile, 1, -1});
+      return;
+    }
+    const std::int64_t num_tiles = (window.count + Policy::tile_rows - 1) / Policy::tile_rows;
+    const std::int64_t slabs = (owner.width + Policy::slab_columns - 1) / Policy::slab_columns;
+    owner.num_tiles = static_cast<std::int32_t>(num_tiles);
+    owner.arrivals = planned.take_arrivals(slabs + 1);
+    if (num_tiles > 1) owner.partials = planned.take_workspace(num_tiles * owner.width);
+    for (std::int64_t t = 0; t < num_tiles; ++t) {
+      const std::int64_t rows = std::min(Policy::tile_rows, window.count - t * Policy::tile_rows);
+      const auto tile = static_cast<std::int32_t>(records.tiles.size());
+      records.tiles.push_back(
+          {window.begin + t * Policy::tile_rows, static_cast<std::int32_t>(rows), index, static_cast<std::int32_t>(t)});
+      for (std::int64_t slab = 0; slab < slabs; ++slab)
+        records.works.push_back({tile, 1, static_cast<std::int32_t>(slab)});
+    }
+  }
+
+  /// The most tiles, blocks, arrival counters and partial floats a share of a
+  /// sequence method within `limits` can need: a request is at most one tile
+  /// more than its rows fill, and a split request reads more than
+  /// packed_elements.
+  static void bound_pooling(const capacity& limits, std::int64_t hidden_size, share_bounds& most) {
+    const std::int64_t rows = limits.rows;
+    most.records.tiles = static_cast<std::size_t>(limits.requests + rows / Policy::tile_rows);
+    most.workspace_floats += (2 * rows / Policy::tile_rows + limits.requests) * (hidden_size + 3);
+    const std::int64_t slabs = (hidden_size + Policy::slab_columns - 1) / Policy::slab_columns;
+    const std::int64_t split = std::min(limits.requests, rows * hidden_size / (Policy::packed_elements + 1));
+    most.records.works = static_cast<std::size_t>(limits.requests + (split + rows / Policy::tile_rows) * slabs);
+    most.arrivals = split * (slabs + 1);
+  }
+
+  // Launching: which kernels, on how many blocks.
+
+  /// One pooling or gathering launch, and one of the linear layer where the
+  /// head has one; each sized by `counts` (a plan's, or a capacity's for a
+  /// captured step, whose blocks past the image's own counts return at once),
+  /// none when it has no blocks.
+  template <class Method, class Head, class T, class Result, class Space>
+  static void launch(Space& space, const Method& method, const Head& head, hidden_view<T> hidden,
+                     const record_counts& counts, const std::byte* image, const launch_buffers<Result>& into) {
+    const T* rows = hidden.data_handle();
+    const bool rows_aligned = is_aligned(rows) && hidden.stride(0) * static_cast<std::int64_t>(sizeof(T)) % 16 == 0;
+    if constexpr (Method::kind == method_kind::token) {
+      const auto blocks = static_cast<std::int64_t>((counts.gathers + Policy::gathers_per_block - 1) /
+                                                    Policy::gathers_per_block);
+      if (blocks > 0)
+        space.launch(blocks, gather_rows<Head, T, Result, Policy>{head, rows, hidden.stride(0), rows_aligned, image,
+                                                                  into.output, into.workspace});
+    } else if (counts.works > 0) {
+      space.launch(static_cast<std::int64_t>(counts.works),
+                   pool_rows<Method, Head, T, Result, Policy>{method, head, rows, hidden.stride(0), rows_aligned, image,
+                                                              into.output, into.workspace, into.arrivals});
+    }
+    if (!head.linear().present() || counts.linears == 0) return;
+    using linear_kernel = apply_linear<Head, Result, Policy>;
+    const std::int64_t per_block = linear_kernel::rows_per_block(head.linear().in_features);
+    space.launch((static_cast<std::int64_t>(counts.linears) + per_block - 1) / per_block,
+                 linear_kernel{head, head.linear(), image, into.output, into.workspace});
+  }
+};
+
+}  // namespace seqpool::detail::device

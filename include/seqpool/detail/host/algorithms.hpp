@@ -1,0 +1,110 @@
+// The host algorithms as one family: how a share's requests are cut into items
+// for CPU threads, and which passes run them.
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+
+#include <seqpool/capacity.hpp>
+#include <seqpool/detail/host/apply_linear.hpp>
+#include <seqpool/detail/host/combine_partials.hpp>
+#include <seqpool/detail/host/gather_rows.hpp>
+#include <seqpool/detail/host/policy.hpp>
+#include <seqpool/detail/host/reduce_tiles.hpp>
+#include <seqpool/detail/image.hpp>
+#include <seqpool/detail/share.hpp>
+#include <seqpool/head/concepts.hpp>
+#include <seqpool/hidden.hpp>
+#include <seqpool/method/concepts.hpp>
+
+namespace seqpool::detail::host {
+
+/// Written for CPU caches: an item covers whole rows, so its inner loop
+/// vectorises and a row's epilogue runs while the row is in cache. A long
+/// request's tiles are merged by a pass of their own (combine_partials), and an
+/// item that pools a row passes it through the head's linear layer itself.
+template <class Policy = launch_policy>
+struct algorithms {
+  using policy = Policy;
+
+  // Planning: how the planner cuts a share.
+
+  /// The widest result row the item that finishes a pooled request holds whole
+  /// through the head's epilogue: its scratch row, however the request is cut.
+  static std::int64_t held_width(row_window, std::int64_t) { return Policy::held_row_floats; }
+
+  /// Whether the item that pools a row passes it through the head's linear layer
+  /// itself: when the pooled row, and a 16-bit result row, fit its scratch row.
+  static bool linear_in_item(std::int64_t pooled_width, std::int64_t out_width, bool rounding) {
+    return pooled_width <= Policy::scratch_row_floats && (!rounding || out_width <= Policy::scratch_row_floats);
+  }
+
+  /// Whether the layer's pass drafts a 16-bit result row in the workspace: when
+  /// its item cannot hold the row in its scratch row.
+  static bool drafts_linear_rows(std::int64_t out_width) { return out_width > Policy::held_row_floats; }
+
+  /// A tile of up to tile_rows rows per item (one of no rows for a request that
+  /// finishes from its state alone) and, for several, a combine that merges their
+  /// partials in a pass of its own.
+  static void cut(share& planned, std::int32_t index, row_window window) {
+    request_record& owner = planned.records.requests[static_cast<std::size_t>(index)];
+    const std::int64_t num_tiles = std::max<std::int64_t>(1, (window.count + Policy::tile_rows - 1) / Policy::tile_rows);
+    owner.num_tiles = static_cast<std::int32_t>(num_tiles);
+    if (num_tiles > 1) {
+      owner.partials = planned.take_workspace(num_tiles * owner.width);
+      planned.records.combines.push_back(index);
+    }
+    for (std::int64_t t = 0; t < num_tiles; ++t) {
+      const std::int64_t rows = std::min(Policy::tile_rows, window.count - t * Policy::tile_rows);
+      planned.records.tiles.push_back(
+          {window.begin + t * Policy::tile_rows, static_cast<std::int32_t>(rows), index, static_cast<std::int32_t>(t)});
+    }
+  }
+
+  /// The most tiles, combines and partial floats a share of a sequence method
+  /// within `limits` can need: a request is at most one tile more than its rows
+  /// fill, and each of its tiles may write a partial row.
+  static void bound_pooling(const capacity& limits, std::int64_t hidden_size, share_bounds& most) {
+    most.records.tiles = static_cast<std::size_t>(limits.requests + limits.rows / Policy::tile_rows);
+    most.records.combines = static_cast<std::size_t>(limits.requests);
+    most.workspace_floats += (2 * limits.rows / Policy::tile_rows + limits.requests) * (hidden_size + 3);
+  }
+
+  // Launching: the passes of a share, over an image on the host.
+
+  /// One pass per kind of record the image holds (an image on the host, whose
+  /// header gives every count): reduce_tiles then combine_partials for a
+  /// sequence method, gather_rows for a token method, then apply_linear for
+  /// rows the items could not pass through the layer.
+  template <class Method, class Head, class T, class Result, class Space>
+  static void launch(Space& space, const Method& method, const Head& head, hidden_view<T> hidden,
+                     const record_counts&, const std::byte* image, const launch_buffers<Result>& into) {
+    const image_header& at = *reinterpret_cast<const image_header*>(image);
+    const request_record* requests = at.requests.in(image);
+    const step_memory<Result> memory{into.output, into.workspace, at.state_table.in(image)};
+    const bool stream_results =
+        static_cast<std::size_t>(into.output_values) * sizeof(Result) >= Policy::streamed_output_bytes;
+    const auto items = [](auto section) { return static_cast<std::int64_t>(section.count); };
+    if constexpr (Method::kind == method_kind::token) {
+      if (items(at.gathers) > 0)
+        space.launch(items(at.gathers),
+                     gather_rows<Head, T, Result, Policy>{head, head.linear(), hidden.data_handle(), hidden.stride(0),
+                                                          at.gathers.in(image), requests, at.column_table.in(image),
+                                                          memory, items(at.gathers), stream_results});
+    } else {
+      if (items(at.tiles) > 0)
+        space.launch(items(at.tiles), reduce_tiles<Method, Head, T, Result, Policy>{
+                                          method, head, head.linear(), hidden.data_handle(), hidden.stride(0),
+                                          at.tiles.in(image), requests, memory, items(at.tiles), stream_results});
+      if (items(at.combines) > 0)
+        space.launch(items(at.combines), combine_partials<Method, Head, Result, Policy>{
+                                             method, head, head.linear(), at.combines.in(image), requests, memory});
+    }
+    if (items(at.linears) > 0)
+      space.launch(items(at.linears),
+                   apply_linear<Head, Result, Policy>{head, head.linear(), at.linears.in(image), requests, memory});
+  }
+};
+
+}  // namespace seqpool::detail::host

@@ -1,0 +1,81 @@
+// The image of a step's plan: the bytes the step uploads and its kernels read.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <type_traits>
+
+#include <seqpool/config.hpp>
+#include <seqpool/detail/records.hpp>
+
+namespace seqpool::detail {
+
+/// `count` records of T at `offset` bytes into the image.
+template <class T>
+struct section {
+  std::size_t offset = 0;
+  std::size_t count = 0;
+
+  /// The section inside an image that starts at `base`, on the host or on the device.
+  SEQPOOL_HOST_DEVICE T* in(std::byte* base) const { return reinterpret_cast<T*>(base + offset); }
+  SEQPOOL_HOST_DEVICE const T* in(const std::byte* base) const { return reinterpret_cast<const T*>(base + offset); }
+};
+
+/// How many records of each kind an image holds: a plan's, or the most a capacity allows.
+struct record_counts {
+  std::size_t requests = 0;
+  std::size_t tiles = 0;
+  std::size_t works = 0;     ///< device kernels: blocks of the pooling launch
+  std::size_t combines = 0;  ///< host algorithms: requests whose tile partials a pass of its own merges
+  std::size_t gathers = 0;
+  std::size_t columns = 0;
+  std::size_t linears = 0;
+};
+
+/// Where each kind of record sits in the image. The image starts with this
+/// header, so device work learns every count from the image it reads: a launch
+/// sized for a capacity lets the items past the actual counts return. An
+/// all-zero header is an image with nothing to do.
+struct image_header {
+  section<request_record> requests;
+  section<float*> state_table;  ///< one state per request record, known only once reserve() has run
+  section<tile_record> tiles;
+  section<work_record> works;
+  section<std::int32_t> combines;  ///< request record indices
+  section<gather_record> gathers;
+  section<std::int32_t> column_table;
+  section<linear_record> linears;
+};
+
+/// Every section starts on a 16-byte boundary, after the header.
+inline constexpr std::size_t section_alignment = 16;
+
+constexpr std::size_t align_bytes(std::size_t bytes) {
+  return (bytes + section_alignment - 1) / section_alignment * section_alignment;
+}
+
+/// Lays the sections for `counts` out after the header; returns the image's bytes.
+inline std::size_t lay_out_image(const record_counts& counts, image_header& header) {
+  std::size_t bytes = align_bytes(sizeof(image_header));
+  const auto add = [&]<class T>(section<T>& where, std::size_t count) {
+    static_assert(std::is_trivially_copyable_v<T>, "an image holds plain bytes");
+    where = {bytes, count};
+    bytes = align_bytes(bytes + count * sizeof(T));
+  };
+  add(header.requests, counts.requests);
+  add(header.state_table, counts.requests);
+  add(header.tiles, counts.tiles);
+  add(header.works, counts.works);
+  add(header.combines, counts.combines);
+  add(header.gathers, counts.gathers);
+  add(header.column_table, counts.columns);
+  add(header.linears, counts.linears);
+  return bytes;
+}
+
+inline std::size_t image_bytes(const record_counts& counts) {
+  image_header header;
+  return lay_out_image(counts, header);
+}
+
+}  // namespace seqpool::detail

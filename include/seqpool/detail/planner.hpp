@@ -1,0 +1,418 @@
+// The planner: one pooler's requests of a step checked, then turned into records.
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <span>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include <seqpool/batch.hpp>
+#include <seqpool/capacity.hpp>
+#include <seqpool/detail/image.hpp>
+#include <seqpool/detail/records.hpp>
+#include <seqpool/detail/share.hpp>
+#include <seqpool/error.hpp>
+#include <seqpool/head/knobs.hpp>
+#include <seqpool/method/concepts.hpp>
+#include <seqpool/state_key.hpp>
+
+namespace seqpool::detail {
+
+/// What the planner is told about the pooler whose share it plans.
+struct pooler_shape {
+  std::int64_t hidden_size = 0;
+  bool has_linear = false;
+  std::int64_t result_bytes = 4;  ///< bytes of a result value: 4, or 2 for 16-bit results
+  bool bounded = false;           ///< the pooler has a capacity (a captured step): it pools no spans
+};
+
+/// Every size, offset and index of a step is decided here, on the host, from
+/// metadata the host has; device work only follows the records. plan() first
+/// checks every request, in batch order, and decides what each needs (its
+/// state's key, widths, rows); only then does it write records, so a refusal
+/// leaves nothing half-planned. `Algorithms` is the family the space runs: it
+/// says how requests are cut into work.
+template <class Algorithms>
+class planner {
+ public:
+  /// Plans the requests `chosen` of a step (batch indices, in batch order),
+  /// whose chunks count rows from the start of the step's hidden states, with
+  /// Method (a concrete method) and Head, against `state` (a state_store).
+  /// Results go from value `output_begin` (a 16-byte boundary) of the step's output.
+  template <class Method, class Head, class State>
+  static share plan(const Method& method, const Head& head, const pooler_shape& shape, const batch& step,
+                    std::span<const chunk> chunks, std::span<const std::size_t> chosen, const State& state,
+                    std::int64_t output_begin) {
+    planner planned(shape, output_begin);
+    planned.decide(method, head, step, chunks, chosen, state);
+    planned.template build<Method>(step, chunks, chosen);
+    return std::move(planned.share_);
+  }
+
+  /// The most a share within `limits` can need of what plan() counts, for rows
+  /// of `hidden_size` columns and results at most `widest_result` wide. Each
+  /// term bounds its count whatever the batch; every result starts on a 16-byte
+  /// boundary, and 16-bit results may each be drafted in the workspace as well.
+  static share_bounds bounds(const capacity& limits, const pooler_shape& shape, std::int64_t widest_result,
+                             bool token_wise) {
+    const std::int64_t align_slack = 16 / shape.result_bytes - 1;
+    const std::int64_t hidden_size = shape.hidden_size;
+    share_bounds most;
+    most.records.requests = static_cast<std::size_t>(limits.requests);
+    if (token_wise) {
+      most.records.gathers = static_cast<std::size_t>(limits.result_rows + limits.rows);
+      most.records.columns = static_cast<std::size_t>(limits.columns);
+      if (shape.has_linear) {
+        most.records.linears = static_cast<std::size_t>(limits.result_rows);
+        most.workspace_floats = limits.result_rows * hidden_size + 3 * limits.requests;
+      }
+      most.output_per_request = align_slack;
+      most.output_per_result_row = widest_result;
+      if (shape.result_bytes < 4) most.workspace_floats += limits.result_rows * widest_result + 3 * limits.requests;
+    } else {
+      if (shape.has_linear) {
+        most.records.linears = static_cast<std::size_t>(limits.requests);
+        most.workspace_floats = limits.requests * (hidden_size + 3);
+      }
+      Algorithms::bound_pooling(limits, hidden_size, most);
+      most.output_per_request = widest_result + align_slack;
+      if (shape.result_bytes < 4) most.workspace_floats += limits.requests * (widest_result + 3);
+    }
+    most.image_bytes = image_bytes(most.records);
+    return most;
+  }
+
+ private:
+  /// What the checks decided about one request, which building follows.
+  struct decision {
+    state_key key;                 ///< what its state is begun with (chunked requests)
+    std::int64_t width = 0;        ///< columns pooled or gathered
+    std::int64_t out_width = 0;    ///< columns of each result row
+    std::size_t first = 0;         ///< sequence methods: its first window; token methods: its first chosen position
+    std::size_t count = 0;         ///< windows (one per span, or one), or positions chosen in this chunk
+    std::int64_t rows_before = 0;  ///< token methods: rows chosen in earlier chunks
+    std::int64_t rows_total = 0;   ///< token methods: rows chosen over the whole prompt
+    std::span<const std::int64_t> columns;  ///< token methods: the columns kept (empty: all)
+  };
+
+  /// Where a request's rows go this step, how wide they are, the flags that say
+  /// what to do there, and how far apart they lie.
+  struct destination {
+    target where = target::output;
+    std::int64_t offset = 0;
+    std::int64_t row_width = 0;
+    std::uint8_t flags = 0;
+    std::int64_t row_stride = 0;
+    std::int64_t result = 0;        ///< drafted: the output offset of the first result row
+    std::int64_t linear_width = 0;  ///< through_linear: the layer's outputs kept
+  };
+
+  planner(const pooler_shape& shape, std::int64_t output_begin)
+      : shape_(shape), output_begin_(output_begin), output_end_(output_begin) {}
+
+  // Checking.
+
+  template <class Method, class Head, class State>
+  void decide(const Method& method, const Head& head, const batch& step, std::span<const chunk> chunks,
+              std::span<const std::size_t> chosen, const State& state) {
+    decisions_.reserve(chosen.size());
+    for (const std::size_t index : chosen) {
+      const request& r = step.requests[index];
+      const chunk& part = chunks[index];
+      decision& d = decisions_.emplace_back();
+      if (part.chunked()) d.key = key_of<Method>(r);
+      state.check(index, r, d.key);
+      if constexpr (Method::kind == method_kind::token)
+        decide_tokens(method, head, index, r, part, d);
+      else
+        decide_pooled(method, head, index, r, part, d);
+    }
+  }
+
+  /// A sequence method pools each span of the prompt (without spans, the whole
+  /// prompt as one) over the window of rows its chunk has of it.
+  template <class Method, class Head>
+  void decide_pooled(const Method& method, const Head& head, std::size_t index, const request& r, const chunk& part,
+                     decision& d) {
+    const std::span<const token_span> spans = r.params.spans;
+    if (!spans.empty()) {
+      if (shape_.bounded)
+        fail_request(index, r.id, "spans", "a pooler with a capacity (a captured step) does not pool spans");
+      check_spans(index, r, spans);
+    }
+    d.width = shape_.hidden_size;
+    d.out_width = head.output_width(index, r, d.width);
+    d.first = windows_.size();
+    d.count = spans.empty() ? 1 : spans.size();
+    for (std::size_t k = 0; k < d.count; ++k) {
+      const chunk seen = seen_by(part, spans, k);
+      // A span the chunk has not reached, or has passed, has no rows of it.
+      windows_.push_back(seen.num_scheduled > 0 ? method.window(seen) : row_window{seen.first_row(), 0});
+    }
+  }
+
+  /// A token method chooses the chunk's positions it returns, and the columns.
+  template <class Method, class Head>
+  void decide_tokens(const Method& method, const Head& head, std::size_t index, const request& r, const chunk& part,
+                     decision& d) {
+    method.check(index, r, shape_.hidden_size);
+    if (!r.params.spans.empty())
+      fail_request(index, r.id, "spans", "only sequence methods pool spans; a token method returns rows");
+    if (Method::reads_token_ids && std::cmp_less(r.prompt_token_ids.size(), r.prompt_len))
+      fail_request(index, r.id, "prompt_token_ids", "the method reads all ", r.prompt_len, " ids of the prompt, got ",
+                   r.prompt_token_ids.size());
+    d.columns = method.columns(r);
+    d.width = d.columns.empty() ? shape_.hidden_size : static_cast<std::int64_t>(d.columns.size());
+    d.out_width = head.output_width(index, r, d.width);
+    const std::int64_t end = part.num_computed + part.num_scheduled;
+    d.first = positions_.size();
+    method.select(r, part.num_computed, end, positions_);
+    d.count = positions_.size() - d.first;
+    check_selection(method, index, r, part.num_computed, end, std::span(positions_).subspan(d.first, d.count));
+    d.rows_before = part.first_chunk() ? 0 : method.count(r, 0, part.num_computed);
+    const std::int64_t rows_through = d.rows_before + static_cast<std::int64_t>(d.count);
+    d.rows_total = part.finished() ? rows_through : rows_through + method.count(r, end, r.prompt_len);
+    // The prompt's rows at this width must be countable in floats, for the state
+    // and for the result.
+    const std::int64_t widest = std::max(d.width, d.out_width);
+    if (d.rows_total > std::numeric_limits<std::int64_t>::max() / widest / 2)
+      fail_request(index, r.id, "prompt_len", r.prompt_len, " rows of ", widest,
+                   " columns are more floats than a step can count");
+  }
+
+  /// What a chunked request's state is begun with under Method.
+  template <class Method>
+  state_key key_of(const request& r) const {
+    std::string_view name = "a user method";
+    if constexpr (requires { Method::name; }) name = Method::name;
+    std::uint64_t ids = 0;
+    if constexpr (Method::kind == method_kind::token) {
+      if constexpr (Method::reads_token_ids)
+        ids = hash_ids(r.prompt_token_ids.first(std::min(r.prompt_token_ids.size(), static_cast<std::size_t>(r.prompt_len))));
+    }
+    return {&method_tag<Method>, name, shape_.hidden_size, r.params, ids};
+  }
+
+  /// Spans must lie in the prompt, each non-empty, in order, touching at most.
+  static void check_spans(std::size_t index, const request& r, std::span<const token_span> spans) {
+    std::int64_t previous_end = 0;
+    for (std::size_t k = 0; k < spans.size(); ++k) {
+      const token_span span = spans[k];
+      if (span.begin < previous_end || span.begin >= span.end || span.end > r.prompt_len)
+        fail_request(index, r.id, "spans", "span ", k, " is [", span.begin, ", ", span.end,
+                     "); spans must be non-empty, within [0, prompt_len = ", r.prompt_len,
+                     "), in order and not overlapping", k > 0 ? " (the one before ends at " : "",
+                     k > 0 ? std::to_string(previous_end) + ")" : "");
+      previous_end = span.end;
+    }
+  }
+
+  /// A token method's select() must choose positions of [begin, end) in
+  /// ascending order, and its count() agree with it: the gathers and the state
+  /// are sized from them.
+  template <class Method>
+  static void check_selection(const Method& method, std::size_t index, const request& r, std::int64_t begin,
+                              std::int64_t end, std::span<const std::int64_t> chosen) {
+    std::string_view name = "the method";
+    if constexpr (requires { Method::name; }) name = Method::name;
+    std::int64_t previous = begin - 1;
+    for (const std::int64_t position : chosen) {
+      if (position <= previous || position >= end)
+        fail_request(index, r.id, "method", name, "'s select() chose position ", position, ", outside [", begin, ", ",
+                     end, ") or out of order");
+      previous = position;
+    }
+    const std::int64_t counted = method.count(r, begin, end);
+    if (std::cmp_not_equal(counted, chosen.size()))
+      fail_request(index, r.id, "method", name, "'s count() says ", counted, " rows in [", begin, ", ", end,
+                   "), select() chose ", chosen.size());
+  }
+
+  /// What span `k` of a request sees of its chunk: without spans, the chunk.
+  static chunk seen_by(const chunk& part, std::span<const token_span> spans, std::size_t k) {
+    return spans.empty() ? part : chunk_of_span(part, spans[k]);
+  }
+
+  // Building.
+
+  template <class Method>
+  void build(const batch& step, std::span<const chunk> chunks, std::span<const std::size_t> chosen) {
+    share_.requests.assign(chosen.begin(), chosen.end());
+    share_.results.reserve(chosen.size());
+    share_.records.requests.reserve(chosen.size());
+    for (std::size_t k = 0; k < chosen.size(); ++k) {
+      const std::size_t index = chosen[k];
+      if constexpr (Method::kind == method_kind::token)
+        add_gathered(decisions_[k], index, step.requests[index], chunks[index]);
+      else
+        add_pooled(decisions_[k], index, step.requests[index], chunks[index], Method::keeps_state);
+    }
+    share_.output_values = output_end_ - output_begin_;
+    for (const auto& result : share_.results)
+      if (result) share_.result_rows += result->rows;
+    share_.image_bytes = lay_out_image(share_.records.counts(), share_.header);
+  }
+
+  /// A sequence method's request: a record per span (one without spans), each
+  /// pooling its rows as a prompt of its own (chunk_of_span), with its own part
+  /// of the request's state and, when the request finishes, its own result row.
+  /// A span that ends before the request does keeps its reduction, unfinished,
+  /// in the state, whatever the method keeps otherwise, and is finished from
+  /// there with the request.
+  void add_pooled(const decision& d, std::size_t index, const request& r, const chunk& part, bool keeps_state) {
+    const std::span<const token_span> spans = r.params.spans;
+    const std::span<const row_window> windows = std::span(windows_).subspan(d.first, d.count);
+    const auto count = static_cast<std::int64_t>(d.count);
+    const std::int64_t hidden_size = shape_.hidden_size;
+    const bool keeps = keeps_state || !spans.empty();  // whether the request's state holds a reduction
+    std::int64_t held = Algorithms::policy::held_row_floats;
+    for (const row_window window : windows) held = std::min(held, Algorithms::held_width(window, d.out_width));
+    const std::size_t result = take_result();
+    const std::int32_t first = add_records(r, count, -1);
+    if (part.chunked()) keep_state(first, index, r, keeps ? count * hidden_size : 0, d.key, count, hidden_size);
+    const destination to = part.finished() ? route_results(first, result, count, hidden_size, d.out_width, held)
+                                           : destination{target::state, 0, hidden_size, 0, 0};
+    for (std::int64_t k = 0; k < count; ++k) {
+      const row_window window = windows[static_cast<std::size_t>(k)];
+      // A chunk that does not finish writes only the state of a reduction it adds to.
+      if (!part.finished() && (window.count == 0 || !keeps)) continue;
+      const chunk seen = seen_by(part, spans, static_cast<std::size_t>(k));
+      request_record& owner = share_.records.requests[static_cast<std::size_t>(first + k)];
+      owner.prompt_len = seen.prompt_len;
+      owner.position_offset = seen.num_computed - seen.first_row();
+      direct(owner, to, k, starts_from_state(part, seen, keeps_state) ? from_state : 0, d.out_width);
+      Algorithms::cut(share_, first + static_cast<std::int32_t>(k), window);
+    }
+  }
+
+  /// Whether a record continues a reduction its state holds: a chunk after the
+  /// first of a method that keeps state, or a span that ended in an earlier
+  /// chunk (it kept its reduction there, unfinished).
+  static bool starts_from_state(const chunk& part, const chunk& seen, bool keeps_state) {
+    if (!part.chunked()) return false;
+    return keeps_state ? seen.num_computed > 0 : seen.num_scheduled == 0 && seen.finished();
+  }
+
+  /// A token method's request: one gather per row it returns (earlier chunks'
+  /// rows from its state) or, before it finishes, per row it stashes in its state.
+  void add_gathered(const decision& d, std::size_t index, const request& r, const chunk& part) {
+    std::int64_t column_offset = -1;
+    if (!d.columns.empty()) {
+      column_offset = static_cast<std::int64_t>(share_.records.column_table.size());
+      for (const std::int64_t column : d.columns)
+        share_.records.column_table.push_back(static_cast<std::int32_t>(column));
+    }
+    const std::size_t result = take_result();
+    const std::int32_t record = add_records(r, 1, column_offset);
+    if (part.chunked()) keep_state(record, index, r, d.rows_total * d.width, d.key, 1, 0);
+    const std::int64_t rows = d.rows_before + static_cast<std::int64_t>(d.count);
+    const destination to =
+        part.finished() ? route_results(record, result, rows, d.width, d.out_width, Algorithms::policy::held_row_floats)
+                        : destination{target::state, 0, d.width, 0, d.width};
+    direct(share_.records.requests[static_cast<std::size_t>(record)], to, 0, 0, d.out_width);
+
+    std::vector<gather_record>& gathers = share_.records.gathers;
+    if (part.finished())
+      for (std::int64_t k = 0; k < d.rows_before; ++k)
+        gathers.push_back({-1 - k * d.width, to.offset + k * to.row_stride, record});
+    const std::span<const std::int64_t> chosen = std::span(positions_).subspan(d.first, d.count);
+    for (std::size_t j = 0; j < chosen.size(); ++j) {
+      const std::int64_t k = d.rows_before + static_cast<std::int64_t>(j);
+      gathers.push_back({part.first_row() + (chosen[j] - part.num_computed), to.offset + k * to.row_stride, record});
+    }
+  }
+
+  /// Adds `count` request records for `r`; returns the first's index.
+  std::int32_t add_records(const request& r, std::int64_t count, std::int64_t column_offset) {
+    const auto first = static_cast<std::int32_t>(share_.records.requests.size());
+    for (std::int64_t k = 0; k < count; ++k)
+      share_.records.requests.push_back({.prompt_len = r.prompt_len,
+                                         .position_offset = 0,
+                                         .offset = 0,
+                                         .partials = 0,
+                                         .columns = column_offset,
+                                         .result = 0,
+                                         .width = 0,
+                                         .linear_width = 0,
+                                         .num_tiles = 0,
+                                         .arrivals = 0,
+                                         .where = target::output,
+                                         .flags = 0,
+                                         .knobs = knobs_of(r.params)});
+    return first;
+  }
+
+  /// Writes where record `k` of a request's records goes and how it finishes.
+  static void direct(request_record& owner, const destination& to, std::int64_t k, std::uint8_t flags,
+                     std::int64_t out_width) {
+    owner.where = to.where;
+    owner.offset = to.offset + k * to.row_stride;  // state: each record's entry of the state table is its own part
+    owner.width = static_cast<std::int32_t>(to.row_width);
+    owner.flags = to.flags | flags;
+    owner.linear_width = static_cast<std::int32_t>(to.linear_width);
+    if ((to.flags & drafted) != 0) owner.result = to.result + k * out_width;
+  }
+
+  /// The planned request's place in the share's results, in the order added.
+  std::size_t take_result() {
+    share_.results.emplace_back();
+    return share_.results.size() - 1;
+  }
+
+  /// The request's state, `floats` floats, which `records` request records from
+  /// `record` on share, each `record_floats` after the last.
+  void keep_state(std::int32_t record, std::size_t index, const request& r, std::int64_t floats, const state_key& key,
+                  std::int64_t records, std::int64_t record_floats) {
+    seqpool::request owner = r;
+    owner.prompt_token_ids = {};
+    share_.stateful.push_back({record, index, std::move(owner), static_cast<std::size_t>(floats), key,
+                               static_cast<std::int32_t>(records), record_floats});
+  }
+
+  /// Reserves a finishing request's `rows` result rows, from a 16-byte boundary.
+  /// Without a linear layer the method writes them directly, with the head's
+  /// epilogue; 16-bit rows wider than `held_width`, the widest the finishing
+  /// kernel holds whole, are drafted in the workspace and rounded into place.
+  /// With a linear layer, pooled rows are passed through it by the item that
+  /// pools them where the family does that; otherwise they go to the workspace
+  /// and a pass of the layer writes the result and runs the epilogue, drafting
+  /// 16-bit rows where the family says.
+  destination route_results(std::int32_t record, std::size_t result, std::int64_t rows, std::int64_t pooled_width,
+                            std::int64_t out_width, std::int64_t held_width) {
+    const result_slice slice{align_values(output_end_, shape_.result_bytes), rows, out_width};
+    share_.results[result] = slice;
+    output_end_ = slice.offset + rows * out_width;
+    const bool rounding = shape_.result_bytes < 4;
+    if (!shape_.has_linear) {
+      if (!rounding || out_width <= held_width)
+        return {target::output, slice.offset, out_width, finish | epilogue, out_width};
+      return {target::workspace, share_.take_workspace(rows * out_width), out_width, finish | epilogue | drafted,
+              out_width, slice.offset};
+    }
+    if (Algorithms::linear_in_item(pooled_width, out_width, rounding))
+      return {target::output, slice.offset, pooled_width, finish | through_linear, out_width, 0, out_width};
+    const std::int64_t pooled = share_.take_workspace(rows * pooled_width);
+    const bool draft = rounding && Algorithms::drafts_linear_rows(out_width);
+    const std::int64_t drafts = draft ? share_.take_workspace(rows * out_width) : -1;
+    for (std::int64_t k = 0; k < rows; ++k)
+      share_.records.linears.push_back({pooled + k * pooled_width, slice.offset + k * out_width,
+                                        draft ? drafts + k * out_width : -1, record,
+                                        static_cast<std::int32_t>(out_width)});
+    return {target::workspace, pooled, pooled_width, finish, pooled_width};
+  }
+
+  pooler_shape shape_;
+  std::vector<decision> decisions_;
+  std::vector<row_window> windows_;
+  std::vector<std::int64_t> positions_;
+  share share_;
+  std::int64_t output_begin_;
+  std::int64_t output_end_;
+};
+
+}  // namespace seqpool::detail

@@ -1,0 +1,148 @@
+// pooling_unit: one method and one head in one space, the memory their kernels
+// use, and the family of algorithms that plans and launches them.
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <span>
+#include <utility>
+
+#include <seqpool/batch.hpp>
+#include <seqpool/capacity.hpp>
+#include <seqpool/detail/algorithms.hpp>
+#include <seqpool/detail/planner.hpp>
+#include <seqpool/detail/records.hpp>
+#include <seqpool/detail/share.hpp>
+#include <seqpool/error.hpp>
+#include <seqpool/head/concepts.hpp>
+#include <seqpool/hidden.hpp>
+#include <seqpool/method/concepts.hpp>
+#include <seqpool/space/buffer.hpp>
+
+namespace seqpool::detail {
+
+/// What a pooler is to the step runner that drives it: it plans its share of a
+/// step, makes room for it, and launches its kernels over the step's image. A
+/// method chosen at run time (runtime_method) is visited here, on the host, so
+/// the kernels are always those of a concrete method.
+template <class Method, class Head, class Space, class Result>
+class pooling_unit {
+ public:
+  using algorithms = algorithms_of<Space>;
+  static constexpr bool token_wise = Method::kind == method_kind::token;
+  static constexpr seqpool::task task = task_of(token_wise, Head::kind);
+
+  pooling_unit(Space& space, std::int64_t hidden_size, Method method, Head head)
+      : space_(&space),
+        hidden_size_(hidden_size),
+        method_(std::move(method)),
+        head_(head),
+        workspace_(space, 0),
+        arrivals_(space, 0) {
+    // Records hold widths in 32 bits.
+    if (hidden_size < 1 || hidden_size > std::numeric_limits<std::int32_t>::max())
+      fail("hidden_size", "must be in [1, 2147483647], got ", hidden_size);
+  }
+
+  std::int64_t hidden_size() const { return hidden_size_; }
+  const Method& method() const { return method_; }
+  const Head& head() const { return head_; }
+
+  /// Plans the requests `chosen` of a step, with results from `output_begin`.
+  /// `bounded`: the pooler has a capacity.
+  template <class State>
+  share plan(const batch& step, std::span<const chunk> chunks, std::span<const std::size_t> chosen,
+             const State& state, std::int64_t output_begin, bool bounded) const {
+    const pooler_shape shape = shape_of(bounded);
+    share planned;
+    with_method([&]<class M>(const M& method) {
+      planned = planner<algorithms>::plan(method, head_, shape, step, chunks, chosen, state, output_begin);
+    });
+    return planned;
+  }
+
+  /// Sizes the unit for every share within `limits`, outside any step, so that
+  /// a captured step's workspace and counters never move.
+  void size_for(const capacity& limits) {
+    bounds_ = planner<algorithms>::bounds(limits, shape_of(true), widest_result(), token_wise);
+    grow(bounds_.workspace_floats, bounds_.arrivals);
+  }
+
+  /// The most a share within the capacity needs (size_for() must have run).
+  const share_bounds& bounds() const { return bounds_; }
+
+  /// A share within the capacity stays within what size_for() sized, so a
+  /// captured step's launches and memory cover it.
+  void check_fits(const share& planned) const {
+    const record_counts counts = planned.records.counts();
+    const bool within = counts.tiles <= bounds_.records.tiles && counts.works <= bounds_.records.works &&
+                        counts.combines <= bounds_.records.combines && counts.gathers <= bounds_.records.gathers &&
+                        counts.linears <= bounds_.records.linears && planned.image_bytes <= bounds_.image_bytes &&
+                        planned.workspace_floats <= bounds_.workspace_floats && planned.arrivals <= bounds_.arrivals;
+    if (!within) fail("capacity", "the step's records exceed what the capacity was sized for");
+  }
+
+  /// Outside the step: the workspace and the arrival counters a share needs.
+  void reserve(const share& planned) { grow(planned.workspace_floats, planned.arrivals); }
+
+  /// Whether reserve() made the room a share needs.
+  bool has_room_for(const share& planned) const {
+    return std::cmp_greater_equal(workspace_.size(), planned.workspace_floats) &&
+           std::cmp_greater_equal(arrivals_.size(), planned.arrivals);
+  }
+
+  /// Launches the unit's kernels over its image (on the device, or on the host
+  /// for host_space), writing into the step's whole `output`. `counts` sizes the
+  /// launches: a share's, or the capacity's for a captured step.
+  template <hidden_element T>
+  void launch(hidden_view<T> hidden, const record_counts& counts, const std::byte* image, Result* output,
+              std::int64_t output_values) {
+    const launch_buffers<Result> into{output, output_values, workspace_.data(), arrivals_.data()};
+    with_method([&]<class M>(const M& method) {
+      algorithms::launch(*space_, method, head_, hidden, counts, image, into);
+    });
+  }
+
+  /// The widest row a result can have.
+  std::int64_t widest_result() const {
+    return std::max(hidden_size_, head_.linear().present() ? head_.linear().out_features : 0);
+  }
+
+ private:
+  pooler_shape shape_of(bool bounded) const {
+    return {.hidden_size = hidden_size_,
+            .has_linear = head_.linear().present(),
+            .result_bytes = static_cast<std::int64_t>(sizeof(Result)),
+            .bounded = bounded};
+  }
+
+  /// Calls `work` with the method as its concrete type, visiting a runtime choice on the host.
+  template <class Work>
+  void with_method(Work&& work) const {
+    if constexpr (is_runtime_method<Method>)
+      method_.visit(work);
+    else
+      work(method_);
+  }
+
+  void grow(std::int64_t workspace_floats, std::int64_t arrivals) {
+    if (std::cmp_less(workspace_.size(), workspace_floats))
+      workspace_ = buffer<float, Space>(*space_, static_cast<std::size_t>(workspace_floats));
+    if (std::cmp_less(arrivals_.size(), arrivals)) {
+      arrivals_ = buffer<int, Space>(*space_, static_cast<std::size_t>(arrivals));
+      space_->zero(arrivals_.data(), arrivals_.size() * sizeof(int));  // the last block to arrive resets its counter
+    }
+  }
+
+  Space* space_;
+  std::int64_t hidden_size_;
+  Method method_;
+  Head head_;
+  buffer<float, Space> workspace_;
+  buffer<int, Space> arrivals_;
+  share_bounds bounds_;
+};
+
+}  // namespace seqpool::detail

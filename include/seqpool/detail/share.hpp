@@ -1,0 +1,110 @@
+// A share: the requests of one pooler in a step, and the records planned for them.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <optional>
+#include <vector>
+
+#include <seqpool/batch.hpp>
+#include <seqpool/detail/image.hpp>
+#include <seqpool/detail/records.hpp>
+#include <seqpool/result_slice.hpp>
+#include <seqpool/state_key.hpp>
+
+namespace seqpool::detail {
+
+/// A request that keeps state across steps, how many floats it keeps, and what
+/// its state is begun with.
+struct state_use {
+  std::int32_t request;      ///< its first request record, and entry of the state table
+  std::size_t batch_index;   ///< its place in the batch, for messages
+  seqpool::request owner;    ///< a copy without token ids (the plan may outlive them)
+  std::size_t floats;
+  state_key key;
+  std::int32_t records = 1;        ///< request records from `request` on that share the state (one per span)
+  std::int64_t record_floats = 0;  ///< where each next record's part of the state starts
+};
+
+/// The records of a share, built on the host, until the step writes them into its image.
+struct share_records {
+  std::vector<request_record> requests;
+  std::vector<tile_record> tiles;
+  std::vector<work_record> works;
+  std::vector<std::int32_t> combines;
+  std::vector<gather_record> gathers;
+  std::vector<std::int32_t> column_table;
+  std::vector<linear_record> linears;
+
+  record_counts counts() const {
+    return {requests.size(), tiles.size(), works.size(), combines.size(), gathers.size(), column_table.size(),
+            linears.size()};
+  }
+};
+
+/// One pooler's part of a step: its requests, in batch order, from every task
+/// group of its task; their records, laid out as an image of their own within
+/// the step's; and what running them needs.
+struct share {
+  std::size_t entry = 0;                ///< the pooler's place in its table
+  std::vector<std::size_t> requests;    ///< batch indices, in batch order
+  std::vector<std::optional<result_slice>> results;  ///< per request, in the order of `requests`
+  share_records records;
+  image_header header;
+  std::size_t image_bytes = 0;
+  std::size_t image_offset = 0;  ///< where its image starts in the step's
+  std::int64_t output_values = 0;
+  std::int64_t workspace_floats = 0;
+  std::int64_t arrivals = 0;  ///< arrival counters the device kernels need
+  std::int64_t result_rows = 0;
+  std::vector<state_use> stateful;
+
+  /// Workspace floats for the share's kernels, from a 16-byte boundary.
+  std::int64_t take_workspace(std::int64_t floats) {
+    const std::int64_t begin = align_floats(workspace_floats);
+    workspace_floats = begin + floats;
+    return begin;
+  }
+
+  /// Arrival counters for the share's kernels.
+  std::int32_t take_arrivals(std::int64_t count) {
+    const auto first = static_cast<std::int32_t>(arrivals);
+    arrivals += count;
+    return first;
+  }
+
+  /// Writes the header and every section at `base`, with an empty state table.
+  void write(std::byte* base) const {
+    std::memcpy(base, &header, sizeof header);
+    copy(header.requests, records.requests, base);
+    if (header.state_table.count > 0)
+      std::memset(base + header.state_table.offset, 0, header.state_table.count * sizeof(float*));
+    copy(header.tiles, records.tiles, base);
+    copy(header.works, records.works, base);
+    copy(header.combines, records.combines, base);
+    copy(header.gathers, records.gathers, base);
+    copy(header.column_table, records.column_table, base);
+    copy(header.linears, records.linears, base);
+  }
+
+ private:
+  template <class Record>
+  static void copy(section<Record> where, const std::vector<Record>& from, std::byte* base) {
+    if (!from.empty()) std::memcpy(base + where.offset, from.data(), from.size() * sizeof(Record));
+  }
+};
+
+/// The most one pooler's share can need in a step within a capacity: records
+/// (and the bytes of its image), workspace, arrival counters, and output values
+/// (per request, and per result row of a token task).
+struct share_bounds {
+  record_counts records;
+  std::size_t image_bytes = 0;
+  std::int64_t workspace_floats = 0;
+  std::int64_t arrivals = 0;
+  std::int64_t output_per_request = 0;
+  std::int64_t output_per_result_row = 0;
+};
+
+}  // namespace seqpool::detail
