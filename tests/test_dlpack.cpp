@@ -189,6 +189,122 @@ TEST_CASE("output: contiguous float32 of any shape; token ids: int64 or int32 on
                        "token ids: strides[0] is 2; the tensor must be contiguous (1)", seqpool::error);
 }
 
+TEST_CASE("overflow: a shape whose elements or bytes overflow int64 is refused and named, never wrapped") {
+  std::vector<float> rows(3 * 8);
+  std::vector<std::int64_t> ids(3);
+  using host = seqpool::host_space;
+  constexpr std::int64_t two_32 = std::int64_t{1} << 32, two_40 = std::int64_t{1} << 40, two_62 = std::int64_t{1} << 62;
+  SUBCASE("hidden states: B·S") {
+    tensor wide(rows.data(), float32, {two_32, two_32, 8});
+    CHECK_THROWS_WITH_AS((dlpack::hidden<float, host>(wide.dl)),
+                         "hidden states: shape [4294967296, 4294967296, 8]: B·S overflows int64", seqpool::error);
+    tensor long_rows(rows.data(), float32, {3, two_62, 1});
+    CHECK_THROWS_WITH_AS((dlpack::hidden<float, host>(long_rows.dl)),
+                         "hidden states: shape [3, 4611686018427387904, 1]: B·S overflows int64", seqpool::error);
+    tensor cube(rows.data(), float32, {two_40, two_40, two_40});
+    CHECK_THROWS_WITH_AS((dlpack::hidden<float, host>(cube.dl)),
+                         "hidden states: shape [1099511627776, 1099511627776, 1099511627776]: B·S overflows int64",
+                         seqpool::error);
+  }
+  SUBCASE("hidden states: S·strides[1]") {
+    tensor far_sequences(rows.data(), float32, {2, 4, 8}, {two_62, two_62, 1});
+    CHECK_THROWS_WITH_AS((dlpack::hidden<float, host>(far_sequences.dl)),
+                         "hidden states: strides[1] is 4611686018427387904; S·strides[1] overflows int64",
+                         seqpool::error);
+  }
+  SUBCASE("output: the product of the extents") {
+    tensor wide(rows.data(), float32, {two_32, two_32, 8});
+    CHECK_THROWS_WITH_AS((dlpack::output<host>(wide.dl)),
+                         "output: shape [4294967296, 4294967296, 8]: the product of its extents overflows int64",
+                         seqpool::error);
+    tensor long_rows(rows.data(), float32, {3, two_62, 1});
+    CHECK_THROWS_WITH_AS((dlpack::output<host>(long_rows.dl)),
+                         "output: shape [3, 4611686018427387904, 1]: the product of its extents overflows int64",
+                         seqpool::error);
+    tensor cube(rows.data(), float32, {two_40, two_40, two_40});
+    CHECK_THROWS_WITH_AS((dlpack::output<host>(cube.dl)),
+                         "output: shape [1099511627776, 1099511627776, 1099511627776]: the product of its extents "
+                         "overflows int64",
+                         seqpool::error);
+  }
+  SUBCASE("every view: elements that int64 counts, bytes that it does not") {
+    tensor many_rows(rows.data(), float32, {std::int64_t{1} << 59, 8});
+    CHECK_THROWS_WITH_AS((dlpack::hidden<float, host>(many_rows.dl)),
+                         "hidden states: shape [576460752303423488, 8], rows 8 elements apart: their bytes overflow "
+                         "int64 (4 an element)",
+                         seqpool::error);
+    tensor far_rows(rows.data(), float32, {2, 8}, {two_62, 1});
+    CHECK_THROWS_WITH_AS((dlpack::hidden<float, host>(far_rows.dl)),
+                         "hidden states: shape [2, 8], rows 4611686018427387904 elements apart: their bytes overflow "
+                         "int64 (4 an element)",
+                         seqpool::error);
+    tensor long_output(rows.data(), float32, {two_62});
+    CHECK_THROWS_WITH_AS((dlpack::output<host>(long_output.dl)),
+                         "output: shape [4611686018427387904]: its bytes overflow int64 (4 an element)",
+                         seqpool::error);
+    tensor long_ids(ids.data(), int64, {std::int64_t{1} << 61});
+    CHECK_THROWS_WITH_AS((dlpack::token_ids(long_ids.dl)),
+                         "token ids: shape [2305843009213693952]: its bytes overflow int64 (8 an element)",
+                         seqpool::error);
+  }
+}
+
+TEST_CASE("null data: refused where the tensor has elements and taken where it has none") {
+  using host = seqpool::host_space;
+  tensor hidden(nullptr, float32, {3, 8});
+  CHECK_THROWS_WITH_AS((dlpack::hidden<float, host>(hidden.dl)),
+                       "hidden states: data is null; the tensor has 24 elements", seqpool::error);
+  tensor padded(nullptr, bfloat16, {2, 3, 4});
+  CHECK_THROWS_WITH_AS((dlpack::visit_hidden<host>(padded.dl, [](auto) {})),
+                       "hidden states: data is null; the tensor has 24 elements", seqpool::error);
+  tensor out(nullptr, float32, {2, 6});
+  CHECK_THROWS_WITH_AS((dlpack::output<host>(out.dl)), "output: data is null; the tensor has 12 elements",
+                       seqpool::error);
+  tensor scalar(nullptr, float32, {});
+  CHECK_THROWS_WITH_AS((dlpack::output<host>(scalar.dl)), "output: data is null; the tensor has 1 elements",
+                       seqpool::error);
+  tensor ids(nullptr, int32, {3});
+  CHECK_THROWS_WITH_AS((dlpack::token_ids(ids.dl)), "token ids: data is null; the tensor has 3 elements",
+                       seqpool::error);
+  // A framework's empty tensor may own no memory (PyTorch's data_ptr() is null): nothing is read or written.
+  tensor no_rows(nullptr, float32, {0, 8});
+  CHECK(dlpack::hidden<float, host>(no_rows.dl).extent(0) == 0);
+  tensor no_sequences(nullptr, float32, {0, 3, 8});
+  CHECK(dlpack::hidden<float, host>(no_sequences.dl).extent(0) == 0);
+  tensor no_out(nullptr, float32, {0, 4});
+  CHECK(dlpack::output<host>(no_out.dl).empty());
+  tensor no_ids(nullptr, int64, {0});
+  CHECK(dlpack::token_ids(no_ids.dl).size() == 0);
+}
+
+TEST_CASE("ndim: the output has 0 dimensions or more, hidden states 2 or 3, token ids 1") {
+  std::vector<float> out(12);
+  std::vector<std::int64_t> ids(12);
+  using host = seqpool::host_space;
+  tensor scalar(out.data(), float32, {});
+  CHECK(dlpack::output<host>(scalar.dl).size() == 1);
+  tensor negative(out.data(), float32, {});
+  negative.dl.ndim = -1;
+  CHECK_THROWS_WITH_AS((dlpack::output<host>(negative.dl)), "output: the tensor has -1 dimensions, needs 0 or more",
+                       seqpool::error);
+  CHECK_THROWS_WITH_AS((dlpack::hidden<float, host>(negative.dl)),
+                       "hidden states: the tensor has -1 dimensions, needs 2 ([rows, H]) or 3 (padded [B, S, H])",
+                       seqpool::error);
+  tensor flat(out.data(), float32, {12});
+  CHECK_THROWS_WITH_AS((dlpack::hidden<float, host>(flat.dl)),
+                       "hidden states: the tensor has 1 dimensions, needs 2 ([rows, H]) or 3 (padded [B, S, H])",
+                       seqpool::error);
+  tensor no_ids(ids.data(), int64, {});
+  CHECK_THROWS_WITH_AS((dlpack::token_ids(no_ids.dl)), "token ids: the tensor has 0 dimensions, needs 1",
+                       seqpool::error);
+  no_ids.dl.ndim = -1;
+  CHECK_THROWS_WITH_AS((dlpack::token_ids(no_ids.dl)), "token ids: the tensor has -1 dimensions, needs 1",
+                       seqpool::error);
+  tensor id_rows(ids.data(), int64, {3, 4});
+  CHECK_THROWS_WITH_AS((dlpack::token_ids(id_rows.dl)), "token ids: the tensor has 2 dimensions, needs 1",
+                       seqpool::error);
+}
+
 TEST_CASE("managed tensors: DLManagedTensor and DLPack 1.x's versioned one") {
   std::vector<float> rows(2 * 4);
   tensor t(rows.data(), float32, {2, 4});

@@ -2,13 +2,13 @@
 // with every field's type and range checked, and the arrays it names.
 #pragma once
 
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
 #include <initializer_list>
 #include <limits>
-#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -18,12 +18,22 @@
 
 #include <seqpool/batch.hpp>
 #include <seqpool/head/classify.hpp>
+#include <seqpool/method/runtime.hpp>
 
 #include "npy.hpp"
 
 namespace seqpool::tool {
 
 using json = nlohmann::json;
+
+/// The method of each task that has a pooler, parsed from its name by the
+/// runtime method of the task's kind: a name it does not know never gets this far.
+struct pooler_methods {
+  std::optional<method::any_sequence> embed;
+  std::optional<method::any_sequence> classify;
+  std::optional<method::any_token> token_embed;
+  std::optional<method::any_token> token_classify;
+};
 
 /// A dense layer as the batch file gives it: weight [out, in] and an optional bias [out].
 struct layer_file {
@@ -38,7 +48,7 @@ struct batch_file {
   /// .npy dtype decides, and <i2 is refused as ambiguous.
   std::optional<std::string> hidden_dtype;
   std::string result_dtype = "float32";  ///< "float32", "float16" or "bfloat16": what the poolers write
-  std::map<task, std::string> poolers;  ///< the method name for each task that has a pooler
+  pooler_methods poolers;
   std::optional<layer_file> projector;
   std::optional<layer_file> classifier;
   head::problem_type problem = head::problem_type::single_label;
@@ -49,7 +59,9 @@ struct batch_file {
 /// One step's requests, and the storage their token-id spans view.
 struct step_file {
   std::filesystem::path hidden_states;
-  std::optional<seqpool::padding> padding;  ///< hidden states [B, S, H], padded on this side
+  /// Hidden states [B, S, H], padded on this side. The step's layout, not its
+  /// requests': a request's chunks may come in steps of either layout.
+  std::optional<seqpool::padding> padding;
   std::vector<request> requests;
   std::vector<std::vector<std::int64_t>> token_ids;
 };
@@ -118,7 +130,8 @@ class object_reader {
     return values;
   }
 
-  /// An array of [begin, end] pairs of integers.
+  /// An array of [begin, end] pairs of integers; an empty array asks for no
+  /// spans, as an empty params.spans does (the whole prompt, one row).
   std::vector<token_span> spans(std::string_view key) const {
     if (!has(key)) return {};
     const json& value = at(key);
@@ -156,6 +169,28 @@ inline std::optional<task> parse_task(std::string_view text) {
   for (const task candidate : {task::embed, task::classify, task::token_embed, task::token_classify})
     if (name(candidate) == text) return candidate;
   return std::nullopt;
+}
+
+/// The names of a runtime method's alternatives, in its order: the names it
+/// takes, listed from its types rather than written out a second time.
+template <class Runtime>
+struct method_names;
+template <class... Methods>
+struct method_names<method::runtime_method<Methods...>> {
+  static constexpr std::array<std::string_view, sizeof...(Methods)> value{Methods::name...};
+};
+
+/// The method poolers.<key> names, as the runtime method `Runtime` of the
+/// task's kind takes it; any other name is refused with the names it takes.
+template <class Runtime>
+Runtime read_method(const object_reader& poolers, const std::string& key) {
+  const std::string wanted = poolers.string(key);
+  if (std::optional<Runtime> found = Runtime::from_name(wanted)) return *found;
+  constexpr auto& names = method_names<Runtime>::value;
+  std::string expected;
+  for (std::size_t i = 0; i < names.size(); ++i)
+    expected += std::string(i == 0 ? "" : i + 1 == names.size() ? " or " : ", ") + std::string(names[i]);
+  poolers.fail_at(key, "method \"" + wanted + "\" cannot serve " + key + " (expected " + expected + ")");
 }
 
 inline npy_array read_layer_array(const object_reader& layer, std::string_view key,
@@ -240,15 +275,20 @@ inline batch_file read_batch_file(const std::filesystem::path& path) {
   for (const auto& [key, value] : root.at("poolers").items()) {
     const std::optional<task> served = detail::parse_task(key);
     if (!served) poolers.fail_at(key, "unknown task (expected embed, classify, token_embed or token_classify)");
-    const std::string method = poolers.string(key);
-    const bool token_wise = is_token_task(*served);
-    const bool known = token_wise ? method == "all" || method == "step"
-                                  : method == "cls" || method == "last" || method == "mean" || method == "max" ||
-                                      method == "weighted_mean";
-    if (!known)
-      poolers.fail_at(key, "method \"" + method + "\" cannot serve " + key + " (expected " +
-                               (token_wise ? "all or step" : "cls, last, mean, max or weighted_mean") + ")");
-    batch.poolers[*served] = method;
+    switch (*served) {
+      case task::embed:
+        batch.poolers.embed = detail::read_method<method::any_sequence>(poolers, key);
+        break;
+      case task::classify:
+        batch.poolers.classify = detail::read_method<method::any_sequence>(poolers, key);
+        break;
+      case task::token_embed:
+        batch.poolers.token_embed = detail::read_method<method::any_token>(poolers, key);
+        break;
+      case task::token_classify:
+        batch.poolers.token_classify = detail::read_method<method::any_token>(poolers, key);
+        break;
+    }
   }
 
   if (top.has("projector")) {
@@ -263,6 +303,8 @@ inline batch_file read_batch_file(const std::filesystem::path& path) {
     const std::optional<float> mean = classifier.optional_number("logit_mean");
     const std::optional<float> sigma = classifier.optional_number("logit_sigma");
     if (sigma && *sigma == 0.0f) classifier.fail_at("logit_sigma", "must not be 0");
+    // The classify head's (SPEC section 4): it scales the logits it is given, the
+    // classifier's or, without a weight, the pooled rows, for both classify tasks.
     if (mean || sigma) batch.platt = head::platt_scaling{mean.value_or(0.0f), sigma.value_or(1.0f)};
     if (classifier.has("problem_type")) {
       const std::string problem = classifier.string("problem_type");

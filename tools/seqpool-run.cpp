@@ -24,8 +24,6 @@
 
 namespace {
 
-using seqpool::task;
-namespace method = seqpool::method;
 namespace head = seqpool::head;
 namespace tool = seqpool::tool;
 
@@ -90,18 +88,16 @@ class replay {
     const head::classify classify_head(classifier_ ? std::optional(classifier_->layer) : std::nullopt, batch_.problem,
                                        batch_.platt);
     return seqpool::dispatcher<seqpool::configurable_table<Space, Result>>(
-        space_, make_pooler<method::any_sequence>(task::embed, embed_head),
-        make_pooler<method::any_sequence>(task::classify, classify_head),
-        make_pooler<method::any_token>(task::token_embed, embed_head),
-        make_pooler<method::any_token>(task::token_classify, classify_head));
+        space_, make_pooler(batch_.poolers.embed, embed_head), make_pooler(batch_.poolers.classify, classify_head),
+        make_pooler(batch_.poolers.token_embed, embed_head), make_pooler(batch_.poolers.token_classify, classify_head));
   }
 
+  /// A task's pooler, with the method the batch file named for it; none where it named none.
   template <class Method, class Head>
-  std::optional<seqpool::pooler<Method, Head, Space, Result>> make_pooler(task served, const Head& pooling_head) {
-    const auto chosen = batch_.poolers.find(served);
-    if (chosen == batch_.poolers.end()) return std::nullopt;
-    return seqpool::pooler<Method, Head, Space, Result>(space_, batch_.hidden_size, *Method::from_name(chosen->second),
-                                                        pooling_head);
+  std::optional<seqpool::pooler<Method, Head, Space, Result>> make_pooler(const std::optional<Method>& chosen,
+                                                                          const Head& pooling_head) {
+    if (!chosen) return std::nullopt;
+    return seqpool::pooler<Method, Head, Space, Result>(space_, batch_.hidden_size, *chosen, pooling_head);
   }
 
   void run_step(std::size_t index) {

@@ -3,9 +3,9 @@
 // Needs <dlpack/dlpack.h> (Debian's libdlpack-dev); not part of seqpool.hpp.
 //
 // Every view checks the tensor's device against the space that will read it, its
-// dtype, shape and strides, and throws seqpool::error naming what it found and
-// what it needs. The views borrow the tensor's memory: its owner keeps it alive
-// until the step that reads it has finished.
+// dtype, shape, strides and data pointer, and throws seqpool::error naming what it
+// found and what it needs. The views borrow the tensor's memory: its owner keeps it
+// alive until the step that reads it has finished.
 #pragma once
 
 #include <concepts>
@@ -94,6 +94,13 @@ inline std::string dtype_name(DLDataType type) {
   return name;
 }
 
+/// [2, 3, 4]: the tensor's shape, for messages.
+inline std::string shape_name(const DLTensor& tensor) {
+  std::string name = "[";
+  for (int d = 0; d < tensor.ndim; ++d) name += (d == 0 ? "" : ", ") + std::to_string(tensor.shape[d]);
+  return name + "]";
+}
+
 template <class Space>
 void check_device(const DLTensor& tensor, const char* what) {
   for (const DLDeviceType device : memory<Space>::devices)
@@ -140,9 +147,13 @@ bool holds(DLDataType type) {
     return false;
 }
 
-/// The tensor's first element, after byte_offset, checked to be aligned for T.
+/// The tensor's first element, after byte_offset, checked to be aligned for T and,
+/// where the tensor has elements, not to be null. A tensor of no elements may have
+/// null data (a framework's empty tensor may own no memory): nothing reads or writes it.
 template <class T>
-T* first_element(const DLTensor& tensor, const char* what) {
+T* first_element(const DLTensor& tensor, const char* what, std::int64_t elements) {
+  if (tensor.data == nullptr && elements > 0)
+    seqpool::detail::fail(what, "data is null; the tensor has ", elements, " elements");
   const auto address = reinterpret_cast<std::uintptr_t>(tensor.data) + tensor.byte_offset;
   if (address % alignof(T) != 0)
     seqpool::detail::fail(what, "data + byte_offset (", tensor.byte_offset, ") is not aligned to ", alignof(T),
@@ -157,16 +168,24 @@ inline void check_extents(const DLTensor& tensor, const char* what) {
 }
 
 /// Elements of a tensor whose elements lie one after another in row-major order.
+/// The extents multiply from the last, each product the row-major stride of the
+/// dimension before; one past int64 is refused (even where an earlier extent is 0),
+/// and so is a size in bytes past int64: no memory holds such a tensor.
 inline std::int64_t compact_size(const DLTensor& tensor, const char* what) {
   check_extents(tensor, what);
-  std::int64_t size = 1, stride = 1;
+  std::int64_t size = 1;
   for (int d = tensor.ndim - 1; d >= 0; --d) {
-    if (tensor.strides && tensor.shape[d] > 1 && tensor.strides[d] != stride)
-      seqpool::detail::fail(what, "strides[", d, "] is ", tensor.strides[d], "; the tensor must be contiguous (",
-                            stride, ")");
-    stride *= tensor.shape[d];
-    size *= tensor.shape[d];
+    if (tensor.strides && tensor.shape[d] > 1 && tensor.strides[d] != size)
+      seqpool::detail::fail(what, "strides[", d, "] is ", tensor.strides[d], "; the tensor must be contiguous (", size,
+                            ")");
+    if (__builtin_mul_overflow(size, tensor.shape[d], &size))
+      seqpool::detail::fail(what, "shape ", shape_name(tensor), ": the product of its extents overflows int64");
   }
+  // DLPack's bytes of an element: bits·lanes, rounded up to whole bytes.
+  const std::int64_t element_bytes = (tensor.dtype.bits * tensor.dtype.lanes + 7) / 8;
+  if (std::int64_t bytes; __builtin_mul_overflow(size, element_bytes, &bytes))
+    seqpool::detail::fail(what, "shape ", shape_name(tensor), ": its bytes overflow int64 (", element_bytes,
+                          " an element)");
   return size;
 }
 
@@ -190,7 +209,9 @@ hidden_view<T> hidden(const DLTensor& tensor) {
   detail::check_extents(tensor, what);
   const int column_dim = tensor.ndim - 1, row_dim = tensor.ndim - 2;
   const std::int64_t hidden_size = tensor.shape[column_dim];
-  const std::int64_t rows = tensor.ndim == 3 ? tensor.shape[0] * tensor.shape[1] : tensor.shape[0];
+  std::int64_t rows = tensor.shape[0];
+  if (tensor.ndim == 3 && __builtin_mul_overflow(tensor.shape[0], tensor.shape[1], &rows))
+    seqpool::detail::fail(what, "shape ", detail::shape_name(tensor), ": B·S overflows int64");
   std::int64_t row_stride = hidden_size;
   if (tensor.strides) {
     if (hidden_size > 1 && tensor.strides[column_dim] != 1)
@@ -201,15 +222,27 @@ hidden_view<T> hidden(const DLTensor& tensor) {
       row_stride = tensor.strides[row_dim];
     else if (tensor.ndim == 3 && tensor.shape[0] > 1)
       row_stride = tensor.strides[0];
-    if (tensor.ndim == 3 && tensor.shape[0] > 1 && tensor.shape[1] > 1 &&
-        tensor.strides[0] != tensor.shape[1] * tensor.strides[1])
-      seqpool::detail::fail(what, "strides[0] is ", tensor.strides[0], "; padded sequences must follow ",
-                            "one another, S·strides[1] = ", tensor.shape[1] * tensor.strides[1], " apart");
+    if (tensor.ndim == 3 && tensor.shape[0] > 1 && tensor.shape[1] > 1) {
+      std::int64_t sequence_stride;
+      if (__builtin_mul_overflow(tensor.shape[1], tensor.strides[1], &sequence_stride))
+        seqpool::detail::fail(what, "strides[1] is ", tensor.strides[1], "; S·strides[1] overflows int64");
+      if (tensor.strides[0] != sequence_stride)
+        seqpool::detail::fail(what, "strides[0] is ", tensor.strides[0], "; padded sequences must follow ",
+                              "one another, S·strides[1] = ", sequence_stride, " apart");
+    }
     if (rows > 1 && row_stride < hidden_size)
       seqpool::detail::fail(what, "strides[", tensor.shape[row_dim] > 1 ? row_dim : 0, "] is ", row_stride,
                             "; rows must not overlap (at least ", hidden_size, ")");
   }
-  return make_hidden_view(detail::first_element<const T>(tensor, what), rows, hidden_size, row_stride);
+  // Every element lies within rows·row_stride elements of the first (row_stride is
+  // at least hidden_size where rows > 1, and is hidden_size otherwise): where their
+  // bytes fit in int64, so does every element's index and byte offset.
+  if (std::int64_t bytes; __builtin_mul_overflow(rows, row_stride, &bytes) ||
+                          __builtin_mul_overflow(bytes, std::int64_t{sizeof(T)}, &bytes))
+    seqpool::detail::fail(what, "shape ", detail::shape_name(tensor), ", rows ", row_stride,
+                          " elements apart: their bytes overflow int64 (", sizeof(T), " an element)");
+  return make_hidden_view(detail::first_element<const T>(tensor, what, rows * hidden_size), rows, hidden_size,
+                          row_stride);
 }
 
 /// Calls `visit` with the tensor's hidden view for the dtype it holds: float32,
@@ -233,8 +266,9 @@ cuda::std::span<Result> output(DLTensor& tensor) {
   if (!detail::holds<Result>(tensor.dtype))
     seqpool::detail::fail(what, "the tensor holds " + detail::dtype_name(tensor.dtype) + "; the pooler writes " +
                                     detail::dtype_name(detail::dtype_of<Result>()));
+  if (tensor.ndim < 0) seqpool::detail::fail(what, "the tensor has ", tensor.ndim, " dimensions, needs 0 or more");
   const std::int64_t size = detail::compact_size(tensor, what);
-  return {detail::first_element<Result>(tensor, what), static_cast<std::size_t>(size)};
+  return {detail::first_element<Result>(tensor, what, size), static_cast<std::size_t>(size)};
 }
 
 /// A host tensor of int64 or int32 ids, one dimension, contiguous, as a request's
@@ -243,11 +277,13 @@ inline seqpool::token_ids token_ids(const DLTensor& tensor) {
   constexpr const char* what = "token ids";
   detail::check_device<host_space>(tensor, what);
   if (tensor.ndim != 1) seqpool::detail::fail(what, "the tensor has ", tensor.ndim, " dimensions, needs 1");
-  const auto size = static_cast<std::size_t>(detail::compact_size(tensor, what));
+  const std::int64_t size = detail::compact_size(tensor, what);
   if (detail::holds<std::int64_t>(tensor.dtype))
-    return std::span<const std::int64_t>(detail::first_element<const std::int64_t>(tensor, what), size);
+    return std::span<const std::int64_t>(detail::first_element<const std::int64_t>(tensor, what, size),
+                                         static_cast<std::size_t>(size));
   if (detail::holds<std::int32_t>(tensor.dtype))
-    return std::span<const std::int32_t>(detail::first_element<const std::int32_t>(tensor, what), size);
+    return std::span<const std::int32_t>(detail::first_element<const std::int32_t>(tensor, what, size),
+                                         static_cast<std::size_t>(size));
   seqpool::detail::fail(what,
                         "the tensor holds " + detail::dtype_name(tensor.dtype) + "; token ids are int64 or int32");
 }

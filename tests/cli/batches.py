@@ -76,6 +76,23 @@ class Batch:
         save_hidden(self.folder / name, hidden, self.dtype)
         self.spec["steps"].append({"hidden_states": name, "requests": requests})
 
+    def padded_step(self, sequences, requests, padding, length=None):
+        """A step laid out [B, S, H] (SPEC section 2): request i's rows `sequences[i]` are the first
+        (`padding` "right") or the last ("left") rows of sequence i, NaN the rest, which is never read;
+        S is the longest sequence's length unless `length` says."""
+        size = self.spec["hidden_size"]
+        length = max(len(rows) for rows in sequences) if length is None else length
+        padded = np.full((len(sequences), length, size), np.nan, np.float32)
+        for sequence, rows in zip(padded, sequences):
+            rows = np.asarray(rows, np.float32).reshape(-1, size)
+            if padding == "right":
+                sequence[:len(rows)] = rows
+            else:
+                sequence[length - len(rows):] = rows
+        name = f"step{len(self.spec['steps'])}.npy"
+        save_hidden(self.folder / name, padded, self.dtype)
+        self.spec["steps"].append({"hidden_states": name, "padding": padding, "requests": requests})
+
     def run(self, space="host", audit=True):
         (self.folder / "batch.json").write_text(json.dumps(self.spec))
         self.out = self.folder / "out"

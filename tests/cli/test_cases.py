@@ -72,18 +72,34 @@ class Cases:
         for side in ("right", "left"):
             with self.subTest(side):
                 batch = Batch(2, {"embed": "mean", "token_embed": "all"})
-                batch.step(H10, [request("a", "embed", 2, **RAW), request("b", "token_embed", 3, **RAW)])
-                padded = np.full((2, 4, 2), np.nan, np.float32)
-                rows_a, rows_b = H10[:2], H10[2:]
-                if side == "right":
-                    padded[0, :2], padded[1, :3] = rows_a, rows_b
-                else:
-                    padded[0, 2:], padded[1, 1:] = rows_a, rows_b
-                np.save(batch.folder / batch.spec["steps"][0]["hidden_states"], padded)
-                batch.spec["steps"][0]["padding"] = side
+                batch.padded_step([H10[:2], H10[2:]], [request("a", "embed", 2, **RAW),
+                                                       request("b", "token_embed", 3, **RAW)], side, length=4)
                 self.replay(batch)
                 np.testing.assert_array_equal(batch.result("a"), [2, 3])
-                np.testing.assert_array_equal(batch.result("b"), rows_b)
+                np.testing.assert_array_equal(batch.result("b"), H10[2:])
+
+    def test_chunks_of_one_request_may_switch_layout(self):
+        # The layout belongs to a step: the state holds floats, whatever layout a step's rows had. A
+        # request chunked over a packed then a padded step, or the reverse, pools as it does whole.
+        rng = np.random.default_rng(26)
+        prompt = rng.normal(size=(5, 3)).astype(np.float32)
+        other = rng.normal(size=(4, 3)).astype(np.float32)  # a second sequence, so that padding shows
+        for task, method in (("embed", "cls"), ("embed", "last"), ("embed", "mean"), ("embed", "max"),
+                             ("embed", "weighted_mean"), ("token_embed", "all")):
+            for first_padded in (False, True):
+                for side in ("right", "left"):
+                    with self.subTest(method=method, first_padded=first_padded, side=side):
+                        batch = Batch(3, {task: method})
+                        for done, size in ((0, 2), (2, 3)):
+                            chunk = request("p", task, 5, size, done, **RAW)
+                            neighbour = request(f"n{done}", task, 4, **RAW)
+                            if first_padded == (done == 0):
+                                batch.padded_step([prompt[done:done + size], other], [chunk, neighbour], side)
+                            else:
+                                batch.step(np.concatenate([prompt[done:done + size], other]), [chunk, neighbour])
+                        batch.step(prompt, [request("whole", task, 5, **RAW)])
+                        self.replay(batch)
+                        np.testing.assert_allclose(batch.result("p"), batch.result("whole"), rtol=1e-5, atol=1e-6)
 
     def test_case_7_bfloat16_bits_saved_as_int16(self):
         # tensor.view(torch.int16) on PyTorch without uint16, with the batch saying bfloat16.
@@ -128,6 +144,18 @@ class Cases:
         batch.step(rows[4:], [request("s", "embed", 5, 1, 4, spans=spans, **RAW)])
         self.replay(batch)
         np.testing.assert_array_equal(batch.result("s"), [[2, 3], [7, 8]])
+
+    def test_an_empty_list_of_spans_is_no_spans(self):
+        # "spans": [] is the C++ API's empty params.spans: the whole prompt, one row, shape [D], whole or chunked.
+        batch = Batch(2, {"embed": "mean"})
+        batch.step(np.concatenate([H10, H10]), [request("listed", "embed", 5, spans=[], **RAW),
+                                                 request("omitted", "embed", 5, **RAW)])
+        batch.step(H10[:2], [request("chunked", "embed", 5, 2, spans=[], **RAW)])
+        batch.step(H10[2:], [request("chunked", "embed", 5, 3, 2, spans=[], **RAW)])
+        self.replay(batch)
+        for name in ("listed", "omitted", "chunked"):
+            self.assertEqual(batch.result(name).shape, (2,), name)
+            np.testing.assert_array_equal(batch.result(name), [5, 6], err_msg=name)
 
     def test_case_8_all(self):
         first, second = self.whole("all", H10, [2, 3])
@@ -211,6 +239,36 @@ class Cases:
         np.testing.assert_allclose(self.classify([3], logit_mean=1, logit_sigma=2), [1 / (1 + np.exp(-1))], rtol=1e-6)
         np.testing.assert_allclose(self.classify([2.5, -7], "regression"), [2.5, -7])
         np.testing.assert_allclose(self.classify([0, 2], "multi_label"), 1 / (1 + np.exp([0, -2])), rtol=1e-6)
+
+    def test_platt_scaling_without_a_classifier(self):
+        # The classify head scales the logits it is given (SPEC section 4): with no classifier weight the
+        # pooled rows are the logits, for token_classify's rows as for classify's one row.
+        rows = np.array([[0.5, -1, 2], [3, 0, -2]], np.float32)
+        mean, sigma = 0.5, 2.0
+        scaled = (rows.astype(np.float64) - mean) / sigma
+        softmax = np.exp(scaled - scaled.max(axis=1, keepdims=True))
+        activated = {"single_label": softmax / softmax.sum(axis=1, keepdims=True),
+                     "multi_label": 1 / (1 + np.exp(-scaled))}
+        for problem_type, want in activated.items():
+            with self.subTest(problem_type):
+                platt = {"logit_mean": mean, "logit_sigma": sigma, "problem_type": problem_type}
+                batch = Batch(3, {"classify": "last", "token_classify": "all"}, classifier=(None, None, platt))
+                batch.step(np.concatenate([rows, rows]), [request("t", "token_classify", 2),
+                                                          request("c", "classify", 2)])
+                self.replay(batch)
+                np.testing.assert_allclose(batch.result("t"), want, rtol=1e-6)
+                np.testing.assert_allclose(batch.result("c"), want[-1], rtol=1e-6)
+
+    def test_every_method_name_serves_its_tasks(self):
+        # The names SPEC section 9 lists, each accepted by the reader and run by the pooler it names.
+        for poolers in ([{"embed": name, "classify": name} for name in ("cls", "last", "mean", "max", "weighted_mean")]
+                        + [{"token_embed": name, "token_classify": name} for name in ("all", "step")]):
+            with self.subTest(poolers):
+                batch = Batch(2, poolers)
+                batch.step(H10[:4], [request(task, task, 2, token_ids=[1, 2], **RAW) for task in poolers])
+                self.replay(batch)
+                for task in poolers:
+                    self.assertTrue((batch.out / f"{task}.npy").exists(), task)
 
     def test_cases_20_and_21_mixed_tasks(self):
         rng = np.random.default_rng(20)

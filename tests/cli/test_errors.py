@@ -70,6 +70,11 @@ class Errors(unittest.TestCase):
         self.step_error([request("a", "embed", 3, spans=[[0, 2], [1, 3]])],
                         'request 0 (id "a"): spans: span 1 is [1, 3); spans must be non-empty, within '
                         '[0, prompt_len = 3), in order and not overlapping (the one before ends at 2)')
+        for empty in ([2, 2], [2, 1]):  # "spans": [] is no spans (test_cases); a span [b, e) with b >= e is refused
+            with self.subTest(empty):
+                self.step_error([request("a", "embed", 3, spans=[[0, 1], empty])],
+                                f'request 0 (id "a"): spans: span 1 is [{empty[0]}, {empty[1]}); spans must be '
+                                'non-empty, within [0, prompt_len = 3), in order and not overlapping')
 
     def test_dimensions_outside_the_width(self):
         self.step_error([request("a", "embed", 3, dimensions=5)], 'request 0 (id "a"): dimensions: must be in [1, 4]')
@@ -284,7 +289,15 @@ class Errors(unittest.TestCase):
                           'poolers.embed: method "all" cannot serve embed (expected cls, last, mean, max or weighted_mean)')
         self.config_error(lambda s: s["poolers"].update(token_embed="mean"),
                           'poolers.token_embed: method "mean" cannot serve token_embed (expected all or step)')
+        self.config_error(lambda s: s["poolers"].update(classify="step"),
+                          'poolers.classify: method "step" cannot serve classify (expected cls, last, mean, max or '
+                          'weighted_mean)')
+        self.config_error(lambda s: s["poolers"].update(token_classify="weighted_mean"),
+                          'poolers.token_classify: method "weighted_mean" cannot serve token_classify (expected all or '
+                          'step)')
         self.config_error(lambda s: s["poolers"].update(embed="median"), 'poolers.embed: method "median" cannot serve')
+        self.config_error(lambda s: s["poolers"].update(token_embed="STEP"),
+                          'poolers.token_embed: method "STEP" cannot serve token_embed (expected all or step)')
         self.config_error(lambda s: s["poolers"].update(rerank="cls"), "poolers.rerank: unknown task")
         self.config_error(lambda s: s.update(poolers={}), "poolers: name a method for at least one task")
 
