@@ -2,7 +2,6 @@
 // with every field's type and range checked, and the arrays it names.
 #pragma once
 
-#include <array>
 #include <cmath>
 #include <cstdint>
 #include <filesystem>
@@ -18,7 +17,7 @@
 
 #include <seqpool/batch.hpp>
 #include <seqpool/head/classify.hpp>
-#include <seqpool/method/runtime.hpp>
+#include <seqpool/method/builtin.hpp>
 
 #include "npy.hpp"
 
@@ -171,22 +170,13 @@ inline std::optional<task> parse_task(std::string_view text) {
   return std::nullopt;
 }
 
-/// The names of a runtime method's alternatives, in its order: the names it
-/// takes, listed from its types rather than written out a second time.
-template <class Runtime>
-struct method_names;
-template <class... Methods>
-struct method_names<method::runtime_method<Methods...>> {
-  static constexpr std::array<std::string_view, sizeof...(Methods)> value{Methods::name...};
-};
-
 /// The method poolers.<key> names, as the runtime method `Runtime` of the
 /// task's kind takes it; any other name is refused with the names it takes.
 template <class Runtime>
 Runtime read_method(const object_reader& poolers, const std::string& key) {
   const std::string wanted = poolers.string(key);
   if (std::optional<Runtime> found = Runtime::from_name(wanted)) return *found;
-  constexpr auto& names = method_names<Runtime>::value;
+  constexpr auto& names = Runtime::names;
   std::string expected;
   for (std::size_t i = 0; i < names.size(); ++i)
     expected += std::string(i == 0 ? "" : i + 1 == names.size() ? " or " : ", ") + std::string(names[i]);

@@ -299,6 +299,14 @@ int fail(std::string message) {
   return 2;
 }
 
+/// `kind: name name …`, one line.
+template <class Names>
+void print_names(std::string_view kind, const Names& names) {
+  std::cout << kind << ':';
+  for (const std::string_view name : names) std::cout << ' ' << name;
+  std::cout << '\n';
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -309,10 +317,18 @@ int main(int argc, char** argv) {
   app.add_option("--out", chosen.out, "DIR: where results (and audit.jsonl) go")->required();
   app.add_option("--space", chosen.space, "host or device (default host)")->check(CLI::IsMember({"host", "device"}));
   app.add_flag("--audit", chosen.audit, "write DIR/audit.jsonl: what the space counted during each step's forward");
+  app.add_flag_callback(
+      "--methods",
+      [] {
+        print_names("sequence", seqpool::method::any_sequence::names);
+        print_names("token", seqpool::method::any_token::names);
+        throw CLI::Success();
+      },
+      "list the methods `poolers` may name, by kind, and exit");
   try {
     app.parse(argc, argv);
-  } catch (const CLI::CallForHelp& help) {
-    return app.exit(help);
+  } catch (const CLI::Success& done) {  // --methods, or --help
+    return app.exit(done);
   } catch (const CLI::ParseError& misuse) {
     return fail(misuse.what());
   }

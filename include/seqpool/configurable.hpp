@@ -4,7 +4,7 @@
 #include <seqpool/dispatch.hpp>
 #include <seqpool/head/classify.hpp>
 #include <seqpool/head/embed.hpp>
-#include <seqpool/method/runtime.hpp>
+#include <seqpool/method/builtin.hpp>
 #include <seqpool/pooler.hpp>
 
 namespace seqpool {

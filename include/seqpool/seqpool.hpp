@@ -9,14 +9,7 @@
 #include <seqpool/head/classify.hpp>
 #include <seqpool/head/embed.hpp>
 #include <seqpool/hidden.hpp>
-#include <seqpool/method/all.hpp>
-#include <seqpool/method/cls.hpp>
-#include <seqpool/method/last.hpp>
-#include <seqpool/method/max.hpp>
-#include <seqpool/method/mean.hpp>
-#include <seqpool/method/runtime.hpp>
-#include <seqpool/method/step.hpp>
-#include <seqpool/method/weighted_mean.hpp>
+#include <seqpool/method/builtin.hpp>
 #include <seqpool/plan.hpp>
 #include <seqpool/pooler.hpp>
 #include <seqpool/space/audit.hpp>

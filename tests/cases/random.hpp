@@ -11,6 +11,7 @@
 #include <random>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include <doctest/doctest.h>
@@ -241,21 +242,33 @@ void compare_all_heads_and_types() {
     }
 }
 
+/// Calls `work.template operator()<Method>()` for each of a runtime method's
+/// alternatives: the built-in methods, as seqpool/method/builtin.hpp lists them.
+template <class Runtime>
+struct alternatives;
+template <class... Methods>
+struct alternatives<seqpool::method::runtime_method<Methods...>> {
+  template <class Work>
+  static void each(Work&& work) {
+    (work.template operator()<Methods>(), ...);
+  }
+};
+
+template <class Runtime, class Work>
+void for_each_method(Work&& work) {
+  alternatives<Runtime>::each(std::forward<Work>(work));
+}
+
 }  // namespace random_cases
 
-TEST_CASE_TEMPLATE_DEFINE("random batches match the reference: CLS and LAST", Space, random_cls_and_last) {
-  random_cases::compare_all_heads_and_types<seqpool::method::cls, Space>();
-  random_cases::compare_all_heads_and_types<seqpool::method::last, Space>();
+TEST_CASE_TEMPLATE_DEFINE("random batches match the reference: every built-in sequence method", Space,
+                          random_sequence_methods) {
+  random_cases::for_each_method<seqpool::method::any_sequence>(
+      []<class Method>() { random_cases::compare_all_heads_and_types<Method, Space>(); });
 }
 
-TEST_CASE_TEMPLATE_DEFINE("random batches match the reference: MEAN, weighted MEAN and MAX", Space,
-                          random_mean_and_max) {
-  random_cases::compare_all_heads_and_types<seqpool::method::mean, Space>();
-  random_cases::compare_all_heads_and_types<seqpool::method::weighted_mean, Space>();
-  random_cases::compare_all_heads_and_types<seqpool::method::max, Space>();
-}
-
-TEST_CASE_TEMPLATE_DEFINE("random batches match the reference: ALL and STEP", Space, random_all_and_step) {
-  random_cases::compare_all_heads_and_types<seqpool::method::all, Space>();
-  random_cases::compare_all_heads_and_types<seqpool::method::step, Space>();
+TEST_CASE_TEMPLATE_DEFINE("random batches match the reference: every built-in token method", Space,
+                          random_token_methods) {
+  random_cases::for_each_method<seqpool::method::any_token>(
+      []<class Method>() { random_cases::compare_all_heads_and_types<Method, Space>(); });
 }

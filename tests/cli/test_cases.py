@@ -1,5 +1,6 @@
 """docs/TESTS.md cases 1-24 as recorded batches replayed by seqpool-run, on both spaces."""
 import pathlib
+import re
 import subprocess
 import tempfile
 import unittest
@@ -10,6 +11,24 @@ from batches import TOOL, Batch, expected, request
 
 H10 = np.arange(1, 11, dtype=np.float32).reshape(5, 2)  # rows [1,2] ... [9,10]
 RAW = {"use_activation": False}
+SPEC = pathlib.Path(__file__).resolve().parents[2] / "docs" / "SPEC.md"
+
+
+def listed_methods():
+    """The built-in methods by kind, as `seqpool-run --methods` lists them (seqpool/method/builtin.hpp)."""
+    run = subprocess.run([TOOL, "--methods"], capture_output=True, text=True, check=True)
+    return {kind: names.split() for kind, names in (line.split(":") for line in run.stdout.splitlines())}
+
+
+class MethodList(unittest.TestCase):
+    def test_spec_lists_the_built_in_methods(self):
+        # SPEC section 9 names every method `poolers` takes, in the registry's order.
+        text = SPEC.read_text()
+        listing = text[text.index("- `poolers` names a method per task:"):text.index("for `token_embed`/`token_classify`")]
+        sequence, token = listing.split("for `embed`/`classify`;")
+        names = listed_methods()
+        self.assertEqual(re.findall(r"`(\w+)`", sequence.split(":", 1)[1]), names["sequence"])
+        self.assertEqual(re.findall(r"`(\w+)`", token), names["token"])
 
 
 class Cases:
@@ -260,9 +279,10 @@ class Cases:
                 np.testing.assert_allclose(batch.result("c"), want[-1], rtol=1e-6)
 
     def test_every_method_name_serves_its_tasks(self):
-        # The names SPEC section 9 lists, each accepted by the reader and run by the pooler it names.
-        for poolers in ([{"embed": name, "classify": name} for name in ("cls", "last", "mean", "max", "weighted_mean")]
-                        + [{"token_embed": name, "token_classify": name} for name in ("all", "step")]):
+        # The built-in methods, as seqpool-run lists them, each accepted by the reader and run by the pooler it names.
+        names = listed_methods()
+        for poolers in ([{"embed": name, "classify": name} for name in names["sequence"]]
+                        + [{"token_embed": name, "token_classify": name} for name in names["token"]]):
             with self.subTest(poolers):
                 batch = Batch(2, poolers)
                 batch.step(H10[:4], [request(task, task, 2, token_ids=[1, 2], **RAW) for task in poolers])

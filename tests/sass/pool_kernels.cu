@@ -6,7 +6,7 @@
 namespace device = seqpool::detail::device;
 
 template <class Method, class T, class Result = float>
-using pooling = device::pool_rows<Method, seqpool::head::embed, T, Result>;
+using pooling = device::pool_rows<Method, seqpool::head::embed, T, Result, device::launch_policy>;
 
 template __global__ void device::run_blocks(pooling<seqpool::method::mean, __nv_bfloat16>);
 template __global__ void device::run_blocks(pooling<seqpool::method::mean, float>);

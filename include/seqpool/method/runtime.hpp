@@ -1,6 +1,7 @@
 // runtime_method: one of several methods, chosen at run time.
 #pragma once
 
+#include <array>
 #include <optional>
 #include <string_view>
 #include <tuple>
@@ -8,14 +9,7 @@
 #include <utility>
 #include <variant>
 
-#include <seqpool/method/all.hpp>
-#include <seqpool/method/cls.hpp>
 #include <seqpool/method/concepts.hpp>
-#include <seqpool/method/last.hpp>
-#include <seqpool/method/max.hpp>
-#include <seqpool/method/mean.hpp>
-#include <seqpool/method/step.hpp>
-#include <seqpool/method/weighted_mean.hpp>
 
 namespace seqpool {
 namespace method {
@@ -34,6 +28,9 @@ class runtime_method {
 
  public:
   static constexpr method_kind kind = first::kind;
+
+  /// The names of its alternatives, in order: the names from_name() takes.
+  static constexpr std::array<std::string_view, sizeof...(Methods)> names{Methods::name...};
 
   template <class Method>
   requires(std::is_same_v<Method, Methods> || ...) runtime_method(Method chosen) : chosen_(std::move(chosen)) {}
@@ -58,12 +55,6 @@ class runtime_method {
  private:
   std::variant<Methods...> chosen_;
 };
-
-/// Any built-in sequence method (CLS, LAST, MEAN, MAX, weighted MEAN).
-using any_sequence = runtime_method<cls, last, mean, max, weighted_mean>;
-
-/// Any built-in token method (ALL, STEP).
-using any_token = runtime_method<all, step>;
 
 }  // namespace method
 

@@ -1,0 +1,26 @@
+// The built-in methods: the one list the runtime choice, seqpool-run and the docs take them from.
+#pragma once
+
+#include <seqpool/method/all.hpp>
+#include <seqpool/method/cls.hpp>
+#include <seqpool/method/last.hpp>
+#include <seqpool/method/max.hpp>
+#include <seqpool/method/mean.hpp>
+#include <seqpool/method/runtime.hpp>
+#include <seqpool/method/step.hpp>
+#include <seqpool/method/weighted_mean.hpp>
+
+namespace seqpool::method {
+
+// A built-in method is a header of its own and an entry here: the
+// configurable table, seqpool-run (`--methods` lists them) and the tests that
+// run every method take it from these lists, and a CLI test holds SPEC
+// section 9's list of names to them.
+
+/// Any built-in sequence method (CLS, LAST, MEAN, MAX, weighted MEAN).
+using any_sequence = runtime_method<cls, last, mean, max, weighted_mean>;
+
+/// Any built-in token method (ALL, STEP).
+using any_token = runtime_method<all, step>;
+
+}  // namespace seqpool::method
