@@ -17,7 +17,7 @@ for header in doctest nlohmann CLI; do
 done
 deps="$PWD/.gpu-deps/include"
 if [ ! -f build-gpu/build.ninja ]; then
-  meson setup build-gpu --buildtype=release -Dtests=true -Dexamples=true -Dbenchmarks=true -Dtools=true -Dcuda=enabled -Dgpu_arch="$arch" -Dcpp_args="-I$deps" -Dcuda_args="-I$deps"
+  meson setup build-gpu --buildtype=release -Dtests=true -Dexamples=true -Dbenchmarks=true -Dtools=true -Dcuda=enabled -Dgpu_programs=true -Dgpu_arch="$arch" -Dcpp_args="-I$deps" -Dcuda_args="-I$deps"
 fi
 programs=(tests/test_cuda examples/embed_batch_cuda examples/custom_method_cuda examples/padded_batch_cuda
   tools/seqpool-run-cuda benchmarks/pool_bench_cuda)

@@ -6,7 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 packages=(g++ meson ninja-build pkg-config cmake doctest-dev nlohmann-json3-dev libcli11-dev libomp-dev
-          libbenchmark-dev libdlpack-dev python3 python3-numpy clang libclang-rt-14-dev)
+          libdlpack-dev python3 python3-numpy clang libclang-rt-14-dev)
 missing=()
 for package in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q 'install ok installed' || missing+=("$package")

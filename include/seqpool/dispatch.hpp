@@ -4,22 +4,14 @@
 
 #include <array>
 #include <cstddef>
-#include <cstdint>
 #include <optional>
 #include <tuple>
 #include <type_traits>
 #include <utility>
 
-#include <cuda/std/span>
-
 #include <seqpool/batch.hpp>
-#include <seqpool/capacity.hpp>
-#include <seqpool/detail/step_runner.hpp>
-#include <seqpool/hidden.hpp>
-#include <seqpool/plan.hpp>
 #include <seqpool/pooler.hpp>
-#include <seqpool/space/memory_space.hpp>
-#include <seqpool/state.hpp>
+#include <seqpool/step_runner.hpp>
 
 namespace seqpool {
 
@@ -61,91 +53,47 @@ class dispatcher;
 
 /// Walks a step's requests in order, groups consecutive requests that share a
 /// task, gives each group its rows of the hidden states, and returns results in
-/// batch order. The groups of one task are planned together, with rows counted
-/// from the start of the step, so a step launches each pooler's work once
-/// however often the tasks alternate, and the whole step is one upload. Poolers
-/// are reached through the table only, without virtual calls. A table entry may
-/// be left empty (std::nullopt) where a deployment serves fewer tasks; its task
-/// is then refused like one the table lacks.
-///
-/// Given a capacity (reserve_capacity()), every entry's records get a region of
-/// the image of their own, so that a step captured once (capture()) replays
-/// for every batch that fits (restage()), whichever tasks it holds.
+/// batch order: a step runner (plan, reserve, forward; capture, restage) of a
+/// table's poolers. The groups of one task are planned together, so a step
+/// launches each pooler's work once however often the tasks alternate, and the
+/// whole step is one upload. Poolers are reached through the table only,
+/// without virtual calls. A table entry may be left empty (std::nullopt) where
+/// a deployment serves fewer tasks; its task is then refused like one the table
+/// lacks.
 template <class... Entries>
-class dispatcher<dispatch_table<Entries...>> {
+class dispatcher<dispatch_table<Entries...>>
+    : public step_runner<typename dispatch_table<Entries...>::space_type,
+                         typename dispatch_table<Entries...>::result_type,
+                         typename Entries::pooler_type::unit_type...> {
+  using runner = step_runner<typename dispatch_table<Entries...>::space_type,
+                             typename dispatch_table<Entries...>::result_type,
+                             typename Entries::pooler_type::unit_type...>;
+
  public:
   using table = dispatch_table<Entries...>;
-  using space_type = typename table::space_type;
-  using result_type = typename table::result_type;
 
-  explicit dispatcher(space_type& space, std::optional<typename Entries::pooler_type>... poolers)
-      : runner_(space, " in the dispatch table", unit_of(std::move(poolers))...) {}
-
-  std::int64_t hidden_size() const { return runner_.hidden_size(); }
-
-  /// Host only: checks the whole batch and plans every pooler's share. Throws
-  /// before planning anything if a task has no pooler.
-  step_plan plan(const batch& step, const state_store<space_type>& state) const {
-    return detail::plan_access::make(runner_.plan(step, state));
-  }
-
-  /// Outside the step: room for the one upload, every pooler's workspace and the
-  /// state of chunked requests. The audit counts what it allocates.
-  void reserve(const step_plan& plan, state_store<space_type>& state) {
-    runner_.reserve(detail::plan_access::program(plan), state);
-  }
-
-  /// The step: one upload of every pooler's records, then each pooler's work
-  /// over the hidden states. `output` must hold plan.output_size values. Inside
-  /// a stream capture, use capture().
-  template <hidden_element T>
-  void forward(hidden_view<T> hidden, const step_plan& plan, state_store<space_type>& state,
-               cuda::std::span<result_type> output) {
-    runner_.forward(hidden, detail::plan_access::program(plan), state, output);
-  }
-
-  // Capacity and capture.
-
-  /// Fixes the largest step the dispatcher takes (every task's pooler may get
-  /// all of it), once, and makes room for it outside any step.
-  void reserve_capacity(const capacity& limits) { runner_.reserve_capacity(limits); }
-
-  /// The values an output must hold for any step within the capacity.
-  std::int64_t output_capacity() const { return runner_.output_capacity(); }
-
-  /// Outside any capture: the staging one captured step needs (device spaces).
-  auto reserve_graph() requires(space_type::family == algorithm_family::device) { return runner_.reserve_graph(); }
-
-  /// Records the step into the stream capture in progress: the upload of the
-  /// whole capacity's image from `home`, and every pooler's launches sized by
-  /// the capacity (a task absent from this step included, so that later
-  /// batches may hold it). The graph reads `hidden` (capacity.rows rows) and
-  /// writes `output` (output_capacity() values) at every replay: they, `home`,
-  /// the dispatcher and the state store must outlive it. Launch the graph, then
-  /// call home.mark_launched(); each later step is restage() and the same.
-  template <hidden_element T, class Upload>
-  void capture(hidden_view<T> hidden, const step_plan& plan, state_store<space_type>& state,
-               cuda::std::span<result_type> output, Upload& home) {
-    runner_.capture(hidden, detail::plan_access::program(plan), state, output, home);
-  }
-
-  /// Between replays of a captured step: writes the next step's plan into the
-  /// graph's slot (once the last replay has read it) and moves chunked requests
-  /// on. Then launch the graph and call home.mark_launched(). The step's hidden
-  /// states go into the first plan.num_rows rows of the captured buffer.
-  template <class Upload>
-  void restage(const step_plan& plan, state_store<space_type>& state, Upload& home) {
-    runner_.restage(detail::plan_access::program(plan), state, home);
-  }
+  /// One argument per entry, in the table's order: its pooler, or std::nullopt
+  /// for an entry left empty (a std::optional of the pooler is either).
+  template <class... Poolers>
+    requires(sizeof...(Poolers) == sizeof...(Entries))
+  explicit dispatcher(typename table::space_type& space, Poolers&&... poolers)
+      : runner(space, " in the dispatch table",
+               unit_of<typename Entries::pooler_type>(std::forward<Poolers>(poolers))...) {}
 
  private:
   template <class Pooler>
+  static std::optional<typename Pooler::unit_type> unit_of(Pooler&& pooler) {
+    return std::move(pooler).take_unit();
+  }
+  template <class Pooler>
+  static std::optional<typename Pooler::unit_type> unit_of(std::nullopt_t) {
+    return std::nullopt;
+  }
+  template <class Pooler>
   static std::optional<typename Pooler::unit_type> unit_of(std::optional<Pooler>&& pooler) {
     if (!pooler) return std::nullopt;
-    return std::move(*pooler).unit();
+    return std::move(*pooler).take_unit();
   }
-
-  detail::step_runner<space_type, result_type, typename Entries::pooler_type::unit_type...> runner_;
 };
 
 }  // namespace seqpool

@@ -2,5 +2,4 @@
 #include "../cases/random.hpp"
 #include "../support/spaces.hpp"
 
-TEST_CASE_TEMPLATE_APPLY(random_sequence_methods, test::cuda_spaces);
-TEST_CASE_TEMPLATE_APPLY(random_token_methods, test::cuda_spaces);
+TEST_CASE_TEMPLATE_APPLY(random_batches, test::cuda_spaces);

@@ -58,7 +58,7 @@ else
   bin=build-gpu/bin
   mkdir -p "$bin"
   if [ ! -f build-gpu/build.ninja ]; then
-    meson setup build-gpu --buildtype=release -Dtests=true -Dexamples=true -Dbenchmarks=true -Dtools=true -Dcuda=enabled -Dgpu_arch="$arch" -Dcpp_args="-I$deps" \
+    meson setup build-gpu --buildtype=release -Dtests=true -Dexamples=true -Dbenchmarks=true -Dtools=true -Dcuda=enabled -Dgpu_programs=true -Dgpu_arch="$arch" -Dcpp_args="-I$deps" \
       -Dcuda_args="-I$deps" > "$out/setup.log" 2>&1 || { cat "$out/setup.log"; exit 1; }
   fi
   ninja -C build-gpu "${programs[@]}" > "$out/build.log" 2>&1 || { tail -50 "$out/build.log"; exit 1; }

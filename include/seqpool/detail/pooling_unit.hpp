@@ -29,6 +29,9 @@ namespace seqpool::detail {
 /// the kernels are always those of a concrete method.
 template <class Method, class Head, class Space, class Result>
 class pooling_unit {
+  // First, so that a user's method that misses a member learns which before anything else.
+  static_assert(method_is_complete<Method>());
+
  public:
   using algorithms = algorithms_of<Space>;
   static constexpr bool token_wise = Method::kind == method_kind::token;

@@ -112,7 +112,7 @@ SEQPOOL_HOST_DEVICE void store_values(Out* to, const float* values, std::int64_t
 #if defined(__CUDA_ARCH__)
     *reinterpret_cast<raw_bytes<piece>*>(to + e) = packed;
 #else
-    std::memcpy(to + e, &packed, piece);
+    std::memcpy(static_cast<void*>(to + e), &packed, piece);
 #endif
   }
 }

@@ -5,9 +5,9 @@
 
 #include <seqpool/config.hpp>
 #include <seqpool/detail/host/apply_linear.hpp>
+#include <seqpool/detail/host/finish_row.hpp>
 #include <seqpool/detail/host/store_row.hpp>
 #include <seqpool/detail/records.hpp>
-#include <seqpool/head/row.hpp>
 
 namespace seqpool::detail::host {
 
@@ -34,6 +34,7 @@ struct combine_partials {
     if (through || (owner.where == target::output && stored_from_scratch<Policy, Result>(false, owner.width))) {
       alignas(64) float pooled[Policy::scratch_row_floats];
       merge_row(owner, init, partials, pooled);
+      finish_row(method, head, owner, owner.flags, pooled);
       if (through)
         linear_into<Policy>(head, layer, pooled, memory.output + owner.offset, owner.linear_width, owner.knobs);
       else
@@ -42,11 +43,12 @@ struct combine_partials {
     }
     float* out = memory.at(owner.where, owner.offset, request);
     merge_row(owner, init, partials, out);
+    finish_row(method, head, owner, owner.flags, out);
     if ((owner.flags & drafted) != 0) store_row(memory.output + owner.result, out, owner.width, false);
   }
 
  private:
-  /// Merges into `out` and, when flagged, finishes it and runs the epilogue.
+  /// Merges the request's state (or identity()) and its tiles' partials into `out`.
   void merge_row(const request_record& owner, const float* init, const float* partials, float* out) const {
     // Partial after partial, each read front to back while the result row stays in cache.
     const std::int64_t width = owner.width;
@@ -55,11 +57,6 @@ struct combine_partials {
       const float* __restrict__ partial = partials + p * width;
       for (std::int64_t c = 0; c < width; ++c) out[c] = method.merge(out[c], partial[c]);
     }
-    if ((owner.flags & finish) == 0) return;
-    for (std::int64_t c = 0; c < width; ++c) out[c] = method.finish(out[c], owner.prompt_len);
-    if ((owner.flags & epilogue) == 0) return;
-    head::plain_row row{out, width};
-    head.epilogue(row, owner.knobs);
   }
 };
 

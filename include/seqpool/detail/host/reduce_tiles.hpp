@@ -5,11 +5,11 @@
 
 #include <seqpool/config.hpp>
 #include <seqpool/detail/host/apply_linear.hpp>
+#include <seqpool/detail/host/finish_row.hpp>
 #include <seqpool/detail/host/prefetch.hpp>
 #include <seqpool/detail/host/store_row.hpp>
 #include <seqpool/detail/records.hpp>
 #include <seqpool/detail/to_float.hpp>
-#include <seqpool/head/row.hpp>
 #include <seqpool/method/concepts.hpp>
 
 namespace seqpool::detail::host {
@@ -64,17 +64,15 @@ struct reduce_tiles {
     if (through || (to_output && stored_from_scratch<Policy, Result>(stream_results, width))) {
       alignas(64) float scratch[Policy::scratch_row_floats];
       reduce(tile, width, next, init, first_row, scratch);
-      if (through) {
-        for (std::int64_t c = 0; c < width; ++c) scratch[c] = method.finish(scratch[c], owner.prompt_len);
+      finish_row(method, head, owner, flags, scratch);
+      if (through)
         linear_into<Policy>(head, layer, scratch, memory.output + owner.offset, owner.linear_width, owner.knobs);
-      } else {
-        finish_row(owner, flags, scratch);
+      else
         store_row(memory.output + owner.offset, scratch, width, stream_results);
-      }
       return;
     }
     reduce(tile, width, next, init, first_row, out);
-    finish_row(owner, flags, out);
+    finish_row(method, head, owner, flags, out);
     if ((flags & drafted) != 0) store_row(memory.output + owner.result, out, width, stream_results);
   }
 
@@ -215,15 +213,6 @@ struct reduce_tiles {
   }
 
   std::int64_t width_of(const tile_record& tile) const { return requests[tile.request].width; }
-
-  /// A tile alone in its request: the method's finish and, when flagged, the head's epilogue.
-  void finish_row(const request_record& owner, std::uint8_t flags, float* out) const {
-    if ((flags & finish) == 0) return;
-    for (std::int64_t c = 0; c < owner.width; ++c) out[c] = method.finish(out[c], owner.prompt_len);
-    if ((flags & epilogue) == 0) return;
-    head::plain_row row{out, owner.width};
-    head.epilogue(row, owner.knobs);
-  }
 };
 
 }  // namespace seqpool::detail::host

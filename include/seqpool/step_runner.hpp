@@ -1,0 +1,409 @@
+// step_runner: the one place a step is planned, staged, uploaded, launched and
+// moved on, eager or captured: what a pooler and a dispatcher are.
+#pragma once
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <new>
+#include <optional>
+#include <span>
+#include <string>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include <cuda/std/span>
+
+#include <seqpool/batch.hpp>
+#include <seqpool/capacity.hpp>
+#include <seqpool/detail/check_forward.hpp>
+#include <seqpool/detail/image.hpp>
+#include <seqpool/detail/program.hpp>
+#include <seqpool/detail/records.hpp>
+#include <seqpool/detail/share.hpp>
+#include <seqpool/error.hpp>
+#include <seqpool/hidden.hpp>
+#include <seqpool/plan.hpp>
+#include <seqpool/space/memory_space.hpp>
+#include <seqpool/state.hpp>
+
+namespace seqpool {
+
+namespace detail {
+
+/// A serial number for each runner and each plan: a plan names the runner that
+/// made it, and a runner the plan its last reserve() made room for.
+inline std::uint64_t next_serial() {
+  static std::atomic<std::uint64_t> next{1};
+  return next.fetch_add(1, std::memory_order_relaxed);
+}
+
+}  // namespace detail
+
+/// Runs steps of a table of pooling units (its entries), in two phases. plan()
+/// runs on the host, checks every request and fixes every size, offset and
+/// index of the step: it groups the requests by task and plans every entry's
+/// share together, rows counted from the start of the step, so a step launches
+/// each entry's work once however often the tasks alternate. forward() uploads
+/// the plan's one image and launches work whose shapes the plan fixed: it never
+/// reads the device back, never waits and never allocates; reserve() makes the
+/// room it needs beforehand.
+///
+///     auto plan = runner.plan(batch, state);
+///     runner.reserve(plan, state);               // outside the step: may allocate or wait
+///     runner.forward(hidden, plan, state, out);  // the step
+///     // plan.results[i]: where request i's result lies in `out`, if it finished
+///
+/// A pooler is a runner of one entry, a dispatcher one of its table; an entry
+/// may be empty (std::nullopt), and its task is then refused like one the
+/// table lacks. Given a capacity, every entry's image gets a region of its
+/// own, so that a step captured once (capture()) replays for every batch that
+/// fits (restage()), whichever tasks it holds.
+template <memory_space Space, class Result, class... Units>
+class step_runner {
+  static constexpr std::size_t entries = sizeof...(Units);
+  static constexpr std::array<task, entries> tasks{Units::task...};
+
+ public:
+  using space_type = Space;
+  using result_type = Result;
+
+  std::int64_t hidden_size() const { return hidden_size_; }
+
+  /// Host only: checks the whole batch, then plans every entry's share.
+  /// Throws seqpool::error, before anything is planned, if a task has no entry.
+  step_plan plan(const batch& step, const state_store<Space>& state) const {
+    return detail::plan_access::make(plan_program(step, state));
+  }
+
+  /// Outside the step: the state of chunked requests, room for the one upload,
+  /// and every entry's workspace and arrival counters. Everything it allocates,
+  /// and any wait for a staging slot still being copied from, the audit counts.
+  void reserve(const step_plan& plan, state_store<Space>& state) {
+    const detail::step_program& program = detail::plan_access::program(plan);
+    check_maker(program);
+    for (const detail::share& planned : program.shares)
+      for (const detail::state_use& use : planned.stateful)
+        state.reserve(use.batch_index, use.owner, use.floats, use.key);
+    space_->reserve_upload(program.image_bytes);
+    for (const detail::share& planned : program.shares)
+      with_unit(planned.entry, [&](auto& unit) { unit.reserve(planned); });
+    reserved_ = program.serial;
+  }
+
+  /// The step: checks the shapes, that the last reserve() was for this plan
+  /// and that it has not run, uploads the image, launches every entry's work,
+  /// and moves chunked requests on. `output` must hold plan.output_size values.
+  /// Inside a stream capture, use capture().
+  template <hidden_element T>
+  void forward(hidden_view<T> hidden, const step_plan& plan, state_store<Space>& state,
+               cuda::std::span<Result> output) {
+    const detail::step_program& program = detail::plan_access::program(plan);
+    detail::check_forward(hidden, hidden_size_, program.num_rows, program.output_size, output);
+    if (space_->capturing())
+      detail::fail("forward", "the stream is being captured: a captured step goes through capture() and a graph_upload");
+    check_reserved(program, state);
+    if (!program.shares.empty()) {
+      const std::span<std::byte> staged = space_->stage(program.image_bytes);
+      encode(program, state, staged);
+      const std::byte* image = space_->upload(staged);
+      for (const detail::share& planned : program.shares)
+        with_unit(planned.entry, [&](auto& unit) {
+          unit.launch(hidden, planned.records.counts(), image + planned.image_offset, output.data(),
+                      planned.output_values);
+        });
+    }
+    advance(program, state);
+  }
+
+  // Capacity and capture.
+
+  /// Fixes the largest step the runner takes (every entry may get all of it),
+  /// once, and makes room for it outside any step, so that a captured step's
+  /// memory never moves. plan() then refuses a batch that does not fit.
+  void reserve_capacity(const capacity& limits) {
+    detail::check_capacity(limits);
+    if (capacity_) {
+      if (*capacity_ == limits) return;
+      detail::fail("capacity", "it is fixed once, at requests ", capacity_->requests, ", rows ", capacity_->rows,
+           ", result_rows ", capacity_->result_rows, ", columns ", capacity_->columns,
+           ": graphs captured with it read the memory it sized");
+    }
+    std::size_t bytes = 0;
+    std::int64_t per_request = 0;
+    std::int64_t per_result_row = 0;
+    try {
+      for_each_unit([&](std::size_t entry, auto& unit) {
+        unit.size_for(limits);
+        regions_[entry] = detail::align_bytes(bytes);
+        bytes = regions_[entry] + unit.bounds().image_bytes;
+        per_request = std::max(per_request, unit.bounds().output_per_request);
+        per_result_row = std::max(per_result_row, unit.bounds().output_per_result_row);
+      });
+    } catch (const std::bad_alloc&) {
+      detail::fail("capacity", "requests ", limits.requests, ", rows ", limits.rows, ", result_rows ", limits.result_rows,
+           ": the workspace a step of it needs is more than can be allocated");
+    }
+    capacity_ = limits;
+    capacity_image_bytes_ = bytes;
+    // Each entry's results after the first start on a 16-byte boundary: up to 3
+    // floats (7 16-bit values) more each.
+    output_capacity_ = per_request * limits.requests + per_result_row * limits.result_rows +
+                       (16 / static_cast<std::int64_t>(sizeof(Result)) - 1) * static_cast<std::int64_t>(entries - 1);
+  }
+
+  /// The values an output must hold for any step within the capacity.
+  std::int64_t output_capacity() const {
+    require_capacity("output_capacity");
+    return output_capacity_;
+  }
+
+  /// Outside any capture: the staging one captured step needs (device spaces),
+  /// which only this runner captures and restages with.
+  auto reserve_graph() requires(Space::family == algorithm_family::device) {
+    require_capacity("reserve_graph");
+    return space_->reserve_graph(capacity_image_bytes_, id_);
+  }
+
+  /// Records the step into the stream capture in progress: the upload of the
+  /// whole capacity's image from `home`, and every entry's launches sized by the
+  /// capacity (a task absent from this step included, so that later batches
+  /// may hold it). The graph reads `hidden` (capacity.rows rows) and writes
+  /// `output` (output_capacity() values) at every replay: they, `home`, this
+  /// runner and the state store must outlive it. Launch the graph, then call
+  /// home.mark_launched(); each later step is restage() and the same.
+  template <hidden_element T, class Upload>
+  void capture(hidden_view<T> hidden, const step_plan& plan, state_store<Space>& state,
+               cuda::std::span<Result> output, Upload& home) {
+    const detail::step_program& program = detail::plan_access::program(plan);
+    require_capacity("capture");
+    detail::check_captured_views(hidden, hidden_size_, capacity_->rows, output_capacity_, output);
+    check_for_capacity(program, home);
+    check_reserved(program, state);
+    encode(program, state, space_->stage(home));
+    const std::byte* image = space_->upload(home);
+    for_each_unit([&](std::size_t entry, auto& unit) {
+      unit.launch(hidden, unit.bounds().records, image + regions_[entry], output.data(), output_capacity_);
+    });
+    advance(program, state);
+  }
+
+  /// Between replays of a captured step: writes the next step's plan into the
+  /// graph's slot (once the last replay has read it) and moves chunked requests
+  /// on. Then launch the graph and call home.mark_launched(). The step's hidden
+  /// states go into the first plan.num_rows rows of the captured buffer.
+  template <class Upload>
+  void restage(const step_plan& plan, state_store<Space>& state, Upload& home) {
+    const detail::step_program& program = detail::plan_access::program(plan);
+    require_capacity("restage");
+    check_for_capacity(program, home);
+    check_reserved(program, state);
+    encode(program, state, space_->restage(home));
+    advance(program, state);
+  }
+
+ protected:
+  /// `unserved` ends the message that refuses a task no entry serves.
+  step_runner(Space& space, std::string unserved, std::optional<Units>... units)
+      : space_(&space), unserved_(std::move(unserved)), units_(std::move(units)...) {
+    for_each_unit([&](std::size_t, const auto& unit) {
+      if (hidden_size_ == 0) hidden_size_ = unit.hidden_size();
+      if (unit.hidden_size() != hidden_size_)
+        detail::fail("hidden_size", "the poolers of one dispatcher read the same hidden states, but one has ",
+             unit.hidden_size(), " columns and another ", hidden_size_);
+    });
+    if (hidden_size_ == 0) detail::fail("dispatcher", "needs at least one pooler");
+  }
+
+  /// The unit of entry `Entry`, which must be present.
+  template <std::size_t Entry>
+  auto& unit() {
+    return *std::get<Entry>(units_);
+  }
+  template <std::size_t Entry>
+  const auto& unit() const {
+    return *std::get<Entry>(units_);
+  }
+
+ private:
+  /// The step's program: the whole batch checked, then every entry's detail::share planned.
+  detail::step_program plan_program(const batch& step, const state_store<Space>& state) const {
+    const step_layout layout = lay_out(step);
+    for (const task_group& group : layout.groups)
+      if (!entry_of(group.task))
+        detail::fail_request(group.first_request, step.requests[group.first_request].id, "task", name(group.task),
+                     " has no pooler", unserved_);
+    if (capacity_) {
+      detail::check_limit("requests", static_cast<std::int64_t>(step.requests.size()), capacity_->requests);
+      detail::check_limit("rows", layout.num_rows, capacity_->rows);
+    }
+    detail::step_program program;
+    program.maker = id_;
+    program.serial = detail::next_serial();
+    program.hidden_size = hidden_size_;
+    program.num_rows = layout.num_rows;
+    program.results.resize(step.requests.size());
+    program.groups = layout.groups;
+    const std::vector<chunk> chunks = chunks_in_step(layout);
+    std::int64_t result_rows = 0;
+    std::int64_t columns = 0;
+    std::vector<std::size_t> chosen;
+    for_each_unit([&](std::size_t entry, const auto& unit) {
+      chosen.clear();
+      for (std::size_t i = 0; i < step.requests.size(); ++i)
+        if (step.requests[i].task == tasks[entry]) chosen.push_back(i);
+      if (chosen.empty()) return;
+      const std::int64_t output_begin = detail::align_values(program.output_size, sizeof(Result));
+      detail::share planned = unit.plan(step, chunks, chosen, state, output_begin, capacity_.has_value());
+      if (capacity_) unit.check_fits(planned);
+      planned.entry = entry;
+      planned.image_offset = capacity_ ? regions_[entry] : detail::align_bytes(program.image_bytes);
+      program.image_bytes = std::max(program.image_bytes, planned.image_offset + planned.image_bytes);
+      program.output_size = output_begin + planned.output_values;
+      for (std::size_t k = 0; k < planned.requests.size(); ++k) program.results[planned.requests[k]] = planned.results[k];
+      if (unit.token_wise) result_rows += planned.result_rows;
+      columns += static_cast<std::int64_t>(planned.records.column_table.size());
+      program.shares.push_back(std::move(planned));
+    });
+    if (capacity_) {
+      detail::check_limit("result_rows", result_rows, capacity_->result_rows);
+      detail::check_limit("columns", columns, capacity_->columns);
+      program.image_bytes = capacity_image_bytes_;  // every entry's region, each with a header to write
+    }
+    return program;
+  }
+
+  void require_capacity(const char* call) const {
+    if (!capacity_) detail::fail(call, "needs a capacity: call reserve_capacity() first");
+  }
+
+  /// A plan's records are sized for the runner that made it: any other would
+  /// read and write past them.
+  void check_maker(const detail::step_program& program) const {
+    if (program.maker != id_)
+      detail::fail("plan", "it was made by another pooler (hidden_size ", program.hidden_size,
+           "); plan the step with the pooler that runs it");
+  }
+
+  /// A captured step reads an image laid out for the capacity, from the
+  /// graph_upload this runner made for it.
+  template <class Upload>
+  void check_for_capacity(const detail::step_program& program, const Upload& home) const {
+    std::int64_t requests = 0;
+    for (const detail::share& planned : program.shares) requests += static_cast<std::int64_t>(planned.requests.size());
+    detail::check_limit("requests", requests, capacity_->requests);
+    detail::check_limit("rows", program.num_rows, capacity_->rows);
+    if (program.image_bytes != capacity_image_bytes_)
+      detail::fail("capacity", "the plan was made before reserve_capacity(): plan the step again");
+    if (home.owner() != id_ || home.bytes() < capacity_image_bytes_)
+      detail::fail("graph_upload", "it was made by another pooler's reserve_graph(), for ", home.bytes(),
+           " bytes; capture and restage with the graph_upload this one's reserve_graph() made");
+  }
+
+  /// Throws seqpool::error, before anything is queued, unless the last
+  /// reserve() was for this plan and made the room it needs: the state of its
+  /// chunked requests, and every unit's workspace and arrival counters. A plan
+  /// runs once.
+  void check_reserved(const detail::step_program& program, const state_store<Space>& state) const {
+    check_maker(program);
+    if (program.serial <= last_run_)
+      detail::fail("plan", "it ran already (a plan runs once, against the state it was planned with): plan the step again");
+    if (reserved_ != program.serial)
+      detail::fail("reserve", "call reserve() with this step's plan before forward() (it makes the room the step needs "
+                      "and settles its staging)");
+    for (const detail::share& planned : program.shares) {
+      with_unit(planned.entry, [&](const auto& unit) {
+        if (!unit.has_room_for(planned))
+          detail::fail("reserve", "the step needs workspace that reserve() did not make: call reserve() with this "
+                          "step's plan before forward()");
+      });
+      for (const detail::state_use& use : planned.stateful) {
+        state.check_current(use.batch_index, use.owner);
+        if (!state.holds(use.owner.id, use.floats))
+          detail::fail_request(use.batch_index, use.owner.id, "state",
+                       "no state was reserved for it: call reserve() with this step's plan before forward()");
+      }
+    }
+  }
+
+  /// Writes every detail::share's records at its offset, with this step's state, into
+  /// `staged` on the host; with a capacity, an entry without requests gets an
+  /// empty header, which its launches read as nothing to do.
+  void encode(const detail::step_program& program, const state_store<Space>& state, std::span<std::byte> staged) const {
+    if (staged.size() < program.image_bytes)
+      detail::fail("staging", "the slot holds ", staged.size(), " bytes, the step's image ", program.image_bytes);
+    if (capacity_)
+      for_each_unit([&](std::size_t entry, const auto&) {
+        std::memset(staged.data() + regions_[entry], 0, sizeof(detail::image_header));
+      });
+    for (const detail::share& planned : program.shares) {
+      std::byte* base = staged.data() + planned.image_offset;
+      planned.write(base);
+      float** state_table = planned.header.state_table.in(base);
+      for (const detail::state_use& use : planned.stateful)
+        for (std::int32_t k = 0; k < use.records; ++k)
+          state_table[use.request + k] = state.data(use.owner.id) + k * use.record_floats;
+    }
+  }
+
+  /// After launching: chunked requests have pooled this step's tokens, and the plan has run.
+  void advance(const detail::step_program& program, state_store<Space>& state) {
+    for (const detail::share& planned : program.shares)
+      for (const detail::state_use& use : planned.stateful) state.advance(use.owner);
+    last_run_ = program.serial;
+    reserved_ = 0;
+  }
+
+  /// The entry that serves `wanted`, if one is present.
+  std::optional<std::size_t> entry_of(task wanted) const {
+    std::optional<std::size_t> found;
+    for_each_unit([&](std::size_t entry, const auto&) {
+      if (tasks[entry] == wanted) found = entry;
+    });
+    return found;
+  }
+
+  /// Calls `work(entry, unit)` for every present entry, in table order.
+  template <class Work>
+  void for_each_unit(Work&& work) {
+    std::size_t entry = 0;
+    std::apply([&](auto&... units) { ((units ? work(entry++, *units) : void(entry++)), ...); }, units_);
+  }
+  template <class Work>
+  void for_each_unit(Work&& work) const {
+    std::size_t entry = 0;
+    std::apply([&](const auto&... units) { ((units ? work(entry++, *units) : void(entry++)), ...); }, units_);
+  }
+
+  /// Calls `work(unit)` with the unit of `entry`, which a plan of this runner names, so it is present.
+  template <class Work>
+  void with_unit(std::size_t wanted, Work&& work) {
+    for_each_unit([&](std::size_t entry, auto& unit) {
+      if (entry == wanted) work(unit);
+    });
+  }
+  template <class Work>
+  void with_unit(std::size_t wanted, Work&& work) const {
+    for_each_unit([&](std::size_t entry, const auto& unit) {
+      if (entry == wanted) work(unit);
+    });
+  }
+
+  Space* space_;
+  std::string unserved_;
+  std::tuple<std::optional<Units>...> units_;
+  std::int64_t hidden_size_ = 0;
+  std::uint64_t id_ = detail::next_serial();
+  std::uint64_t reserved_ = 0;  ///< the plan the last reserve() was for, until it runs
+  std::uint64_t last_run_ = 0;  ///< the last plan that ran
+  std::optional<capacity> capacity_;
+  std::array<std::size_t, entries> regions_{};  ///< each entry's offset in the capacity's image
+  std::size_t capacity_image_bytes_ = 0;
+  std::int64_t output_capacity_ = 0;
+};
+
+}  // namespace seqpool

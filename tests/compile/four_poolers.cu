@@ -1,0 +1,1 @@
+#include "four_poolers.cpp"

@@ -1,0 +1,1 @@
+#include "one_pooler.cpp"

@@ -1,0 +1,2 @@
+// A part of seqpool-run-cuda's instantiations: replay_part.cpp under nvcc.
+#include "replay_part.cpp"
