@@ -99,7 +99,7 @@ TEST_CASE("a pooler captures and restages only with the graph_upload its own res
   seqpool::buffer<float, device_omp> hidden(space, 4096 * 4);
   seqpool::buffer<float, device_omp> output(space, static_cast<std::size_t>(big.output_capacity()));
   seqpool::batch step;
-  for (int i = 0; i < 60; ++i) step.requests.push_back(test::whole("r" + std::to_string(i), task::embed, 2));
+  for (int i = 0; i < 60; ++i) step.requests.push_back(test::whole(test::id("r", i), task::embed, 2));
   const seqpool::step_plan plan = big.plan(step, state);
   big.reserve(plan, state);
   // The smaller pooler's slot holds a fraction of this step's image.

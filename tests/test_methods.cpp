@@ -1,4 +1,4 @@
-// docs/TESTS.md cases 1-11, 23 and 24 on the host algorithms and on the device kernels run by the OpenMP stand-in.
+// docs/TESTS.md cases 1-11 and 23-25 on the host algorithms and on the device kernels run by the OpenMP stand-in.
 #include "cases/methods.hpp"
 #include "support/spaces.hpp"
 

@@ -88,7 +88,7 @@ void soak(int steps, std::uint32_t seed) {
         const auto pooling_task = static_cast<task>(between(0, 3));
         seqpool::pooling_params params{.use_activation = chance(0.7), .step_tag_id = 2};
         if (pooling_task == task::embed && chance(0.3)) params.dimensions = between(1, hidden_size);
-        f.r = test::whole("q" + std::to_string(serial++), pooling_task, prompt_len, params);
+        f.r = test::whole(test::id("q", serial++), pooling_task, prompt_len, params);
       }
     // Abandoned requests leave; those with state in the store are released.
     for (auto it = flights.begin(); it != flights.end();) {

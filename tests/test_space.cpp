@@ -1,4 +1,4 @@
-// Memory spaces: what they count, the staging ring, buffers and the block pool.
+// Memory spaces: what they count, the staging ring, buffers and the allocation cache.
 #include <cstdint>
 #include <cstring>
 #include <memory>
@@ -147,7 +147,7 @@ TEST_CASE("a staging slot is settled outside the step, and only once its copy ha
   SUBCASE("growing a slot waits for its copy and frees it, which waits too") {
     space.reserve_upload(128);
     CHECK(scope.counts().waits >= 2);
-    CHECK(scope.counts().allocations == 2 + 2 + 2);  // two slots freed and allocated, and the device block
+    CHECK(scope.counts().allocations == 2 + 2 + 2);  // two slots freed and allocated, and the device's image
   }
 }
 
@@ -182,7 +182,7 @@ TEST_CASE("the capture stand-in refuses what CUDA refuses during a capture, and 
   }
 }
 
-TEST_CASE("upload takes only the block the last stage() handed out") {
+TEST_CASE("upload takes only the image the last stage() handed out") {
   device_omp space;
   space.reserve_upload(32);
   std::vector<std::byte> elsewhere(32);
@@ -191,14 +191,14 @@ TEST_CASE("upload takes only the block the last stage() handed out") {
   CHECK_THROWS_AS(device_omp(seqpool::omp_backend{}, 0), seqpool::error);
 }
 
-TEST_CASE("host blocks of a huge page and more start on a huge-page boundary") {
+TEST_CASE("host allocations of a huge page and more start on a huge-page boundary") {
   seqpool::host_space host;
   constexpr std::size_t huge_page = std::size_t{2} << 20;
   const seqpool::buffer<std::byte, seqpool::host_space> small(host, huge_page - 1);
   const seqpool::buffer<std::byte, seqpool::host_space> large(host, huge_page + 1);
   CHECK(reinterpret_cast<std::uintptr_t>(small.data()) % 64 == 0);
   CHECK(reinterpret_cast<std::uintptr_t>(large.data()) % huge_page == 0);
-  large.data()[huge_page] = std::byte{1};  // the whole block is usable
+  large.data()[huge_page] = std::byte{1};  // the whole allocation is usable
   CHECK(host.audit().counts().allocations == 2);
 }
 

@@ -13,17 +13,17 @@ using seqpool::task;
 using test::part;
 using test::whole;
 
-TEST_CASE("a chunked request holds a slot from its first chunk until it finishes") {
+TEST_CASE("a chunked request holds its state from its first chunk until it finishes") {
   seqpool::host_space space;
   seqpool::state_store<seqpool::host_space> state(space);
   const seqpool::request first = part("r", task::embed, 10, 0, 4);
   state.check(0, first, {});
-  float* slot = state.reserve(0, first, 8, {});
-  CHECK(slot != nullptr);
-  CHECK(state.data("r") == slot);
-  CHECK(state.reserve(0, first, 8, {}) == slot);  // reserving again is free
+  float* memory = state.reserve(0, first, 8, {});
+  CHECK(memory != nullptr);
+  CHECK(state.data("r") == memory);
+  CHECK(state.reserve(0, first, 8, {}) == memory);  // reserving again is free
   CHECK(space.audit().counts().allocations == 1);
-  state.check(0, first, {});  // a reserved slot that has not run yet still accepts its first chunk
+  state.check(0, first, {});  // a reserved state that has not run yet still accepts its first chunk
 
   state.advance(first);
   CHECK(state.num_computed("r") == 4);
@@ -36,12 +36,12 @@ TEST_CASE("a chunked request holds a slot from its first chunk until it finishes
   CHECK_FALSE(state.contains("r"));
   CHECK(state.size() == 0);
 
-  SUBCASE("a finished request's block serves the next one without allocating") {
-    CHECK(state.reserve(0, part("s", task::embed, 6, 0, 2), 8, {}) == slot);
+  SUBCASE("a finished request's state serves the next one without allocating") {
+    CHECK(state.reserve(0, part("s", task::embed, 6, 0, 2), 8, {}) == memory);
     CHECK(space.audit().counts().allocations == 1);
     state.release("s");
   }
-  SUBCASE("trim returns cached blocks to the space") {
+  SUBCASE("trim returns cached allocations to the space") {
     CHECK(state.cached_allocations() == 1);
     state.trim();
     CHECK(state.cached_allocations() == 0);
@@ -109,7 +109,7 @@ TEST_CASE("the state of an id the store does not hold is an error, not a read pa
                        seqpool::error);
 }
 
-TEST_CASE("a slot too large to allocate is an error that names the request, and leaves no slot") {
+TEST_CASE("a state too large to allocate is an error that names the request, and leaves none") {
   seqpool::host_space space;
   seqpool::state_store<seqpool::host_space> state(space);
   CHECK_THROWS_WITH_AS(state.reserve(0, part("big", task::token_embed, 1LL << 40, 0, 2), std::size_t{1} << 60, {}),
@@ -143,7 +143,7 @@ TEST_CASE("a device allocation that fails in reserve leaves the state store exac
   seqpool::device_space<failing_backend> space{failing_backend(fail)};
   seqpool::state_store<seqpool::device_space<failing_backend>> state(space);
   const seqpool::request held = part("held", task::embed, 10, 0, 4);
-  float* block = state.reserve(0, held, 8, {});
+  float* held_state = state.reserve(0, held, 8, {});
   state.advance(held);
 
   *fail = true;
@@ -151,10 +151,10 @@ TEST_CASE("a device allocation that fails in reserve leaves the state store exac
                        seqpool::device_error);
   CHECK_FALSE(state.contains("new"));
   CHECK(state.size() == 1);
-  CHECK(state.data("held") == block);
+  CHECK(state.data("held") == held_state);
   CHECK(state.num_computed("held") == 4);
 
-  // A request reserved but not yet run may ask for more; failing leaves its block.
+  // A request reserved but not yet run may ask for more; failing leaves its state.
   const seqpool::request fresh = part("fresh", task::token_embed, 10, 0, 4);
   *fail = false;
   float* small = state.reserve(0, fresh, 8, {});

@@ -16,6 +16,7 @@
 #include <type_traits>
 #include <vector>
 
+#include <seqpool/error.hpp>
 #include <seqpool/float16.hpp>
 
 namespace seqpool::tool {
@@ -49,7 +50,7 @@ inline std::string_view trim(std::string_view text) {
 
 /// The text after `'key':` in a header dict, up to the next top-level comma or brace.
 inline std::string_view header_value(std::string_view header, std::string_view key, const std::string& file) {
-  const std::string quoted = "'" + std::string(key) + "'";
+  const std::string quoted = seqpool::detail::concat('\'', key, '\'');
   const auto at = header.find(quoted);
   if (at == std::string_view::npos) throw input_error(file + ": the .npy header has no '" + std::string(key) + "'");
   auto rest = header.substr(at + quoted.size());

@@ -75,7 +75,7 @@ class batches {
       std::uniform_real_distribution<float> value(-2.0f, 2.0f);
       for (std::int64_t i = 0; i < prompt_len * hidden_size; ++i) f.prompt.push_back(value(random_));
       for (std::int64_t t = 0; t < prompt_len; ++t) f.ids.push_back(between(0, 3));
-      f.r = test::whole("q" + std::to_string(serial_++), static_cast<task>(between(0, 3)), prompt_len,
+      f.r = test::whole(test::id("q", serial_++), static_cast<task>(between(0, 3)), prompt_len,
                         {.use_activation = between(0, 3) != 0, .step_tag_id = 2});
       f.r.prompt_token_ids = f.ids;
     }

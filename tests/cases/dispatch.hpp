@@ -203,7 +203,7 @@ void mixed_batches() {
       const std::int64_t prompt_len = between(1, 150);
       f.prompt = rows_from(between(0, 100), prompt_len, width);
       for (std::int64_t t = 0; t < prompt_len; ++t) f.ids.push_back(between(0, 2));
-      f.r = test::whole("r" + std::to_string(i), static_cast<task>(between(0, 3)), prompt_len,
+      f.r = test::whole(test::id("r", i), static_cast<task>(between(0, 3)), prompt_len,
                         {.use_activation = between(0, 1) == 1, .step_tag_id = 1});
       f.r.prompt_token_ids = f.ids;
     }

@@ -51,7 +51,7 @@ test::results pool_rows(Space& space, const Head& pooling_head, std::int64_t hid
   seqpool::pooler<method::cls, Head, Space> pooler(space, hidden_size, {}, pooling_head);
   seqpool::batch step;
   for (std::size_t i = 0; i < params.size(); ++i)
-    step.requests.push_back(test::whole("r" + std::to_string(i), pooler.task, 1, params[i]));
+    step.requests.push_back(test::whole(test::id("r", i), pooler.task, 1, params[i]));
   return test::run_step(space, pooler, state, step, hidden);
 }
 

@@ -1,4 +1,4 @@
-// docs/TESTS.md cases 1-11: every method on small inputs checked by eye.
+// docs/TESTS.md cases 1-11 and 23-25: every method on small inputs checked by eye.
 // Defines templated cases; a translation unit applies them to its spaces.
 #pragma once
 
@@ -33,7 +33,7 @@ test::results pool_whole(const std::vector<float>& hidden, std::int64_t hidden_s
   raw_pooler<Method, Space, Result> pooler(space, hidden_size);
   seqpool::batch step;
   for (std::size_t i = 0; i < lengths.size(); ++i)
-    step.requests.push_back(test::whole("r" + std::to_string(i), pooler.task, lengths[i], params));
+    step.requests.push_back(test::whole(test::id("r", i), pooler.task, lengths[i], params));
   return test::run_step(space, pooler, state, step, test::convert<T>(hidden));
 }
 

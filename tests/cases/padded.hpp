@@ -123,7 +123,7 @@ TEST_CASE_TEMPLATE_DEFINE("padded: random chunked batches match the plain refere
           const std::int64_t prompt_len = static_cast<std::int64_t>(prompts[i].size()) / hidden_size;
           if (done[i] == prompt_len) continue;
           const std::int64_t scheduled = std::min(prompt_len - done[i], between(1, 128));
-          step.requests.push_back(test::part("r" + std::to_string(i), pooling_task, prompt_len, done[i], scheduled, raw));
+          step.requests.push_back(test::part(test::id("r", i), pooling_task, prompt_len, done[i], scheduled, raw));
           members.push_back(static_cast<std::size_t>(i));
           longest = std::max(longest, scheduled);
         }

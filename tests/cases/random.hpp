@@ -173,7 +173,7 @@ void compare_with_reference(std::uint32_t seed, const batch_shape& shape, bool c
     if (columns < hidden_size)
       for (std::int64_t c = 0; c < columns; ++c) params.returned_token_ids.push_back(draw.between(0, hidden_size - 1));
     if (Method::kind == seqpool::method_kind::sequence && draw.chance(0.4)) params.spans = draw.spans(prompt_len);
-    p.r = test::whole("r" + std::to_string(i), pooler.task, prompt_len, params);
+    p.r = test::whole(test::id("r", i), pooler.task, prompt_len, params);
     if (draw.chance(0.5)) {
       p.narrow_token_ids.assign(p.token_ids.begin(), p.token_ids.end());
       p.r.prompt_token_ids = p.narrow_token_ids;

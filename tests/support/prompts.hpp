@@ -36,7 +36,7 @@ inline std::int64_t total_rows(const std::vector<std::int64_t>& prompt_lens) {
 inline seqpool::batch whole_prompts(seqpool::task pooling_task, const std::vector<std::int64_t>& prompt_lens) {
   seqpool::batch step;
   for (std::size_t i = 0; i < prompt_lens.size(); ++i)
-    step.requests.push_back(whole("r" + std::to_string(i), pooling_task, prompt_lens[i]));
+    step.requests.push_back(whole(test::id("r", i), pooling_task, prompt_lens[i]));
   return step;
 }
 

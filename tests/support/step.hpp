@@ -5,6 +5,8 @@
 #include <cstring>
 #include <optional>
 #include <span>
+#include <string>
+#include <string_view>
 #include <vector>
 
 #include <doctest/doctest.h>
@@ -108,6 +110,9 @@ results run_step(typename Pooler::space_type& space, Pooler& pooler,
                  const std::vector<T>& hidden) {
   return run_step(space, pooler, state, step, hidden, pooler.hidden_size());
 }
+
+/// A request id: `prefix` and a number.
+inline std::string id(std::string_view prefix, std::int64_t number) { return seqpool::detail::concat(prefix, number); }
 
 /// A request with everything scheduled at once.
 inline seqpool::request whole(std::string id, seqpool::task pooling_task, std::int64_t prompt_len,

@@ -180,7 +180,7 @@ struct pool_rows {
                                               std::int64_t position) const {
     const std::int64_t count = width - column;
     if (count <= 0) return;
-    float loaded[elements];
+    float loaded[elements] = {};  // the columns past `count` stay unread
     if (rows_aligned && count >= elements)
       to_floats<T>(load_once(row + column), loaded);
     else
