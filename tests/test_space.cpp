@@ -57,7 +57,7 @@ TEST_CASE_TEMPLATE("after reserve_upload a staged upload is one upload and nothi
   const std::span<std::byte> staged = space.stage(100);
   std::memset(staged.data(), 7, staged.size());
   const std::byte* uploaded = space.upload(staged);
-  CHECK(scope.counts() == seqpool::audit_counts{.uploads = 1});
+  CHECK(scope.counts() == seqpool::audit_counts{.uploads = 1, .upload_bytes = 100});
   CHECK(seqpool::keeps_sync_contract(scope.counts()));
   CHECK(std::to_integer<int>(uploaded[99]) == 7);
 }
@@ -142,7 +142,7 @@ TEST_CASE("a staging slot is settled outside the step, and only once its copy ha
     CHECK(scope.counts() == seqpool::audit_counts{.waits = 1});
     const seqpool::audit_scope step(space.audit());
     space.upload(space.stage(64));
-    CHECK(step.counts() == seqpool::audit_counts{.uploads = 1});
+    CHECK(step.counts() == seqpool::audit_counts{.uploads = 1, .upload_bytes = 64});
   }
   SUBCASE("growing a slot waits for its copy and frees it, which waits too") {
     space.reserve_upload(128);

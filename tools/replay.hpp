@@ -140,6 +140,7 @@ class replay {
     if (audit_log_.is_open())
       audit_log_ << nlohmann::ordered_json{{"step", index},
                                            {"uploads", counts.uploads},
+                                           {"upload_bytes", counts.upload_bytes},
                                            {"downloads", counts.downloads},
                                            {"waits", counts.waits},
                                            {"allocations", counts.allocations}}

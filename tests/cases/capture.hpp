@@ -169,9 +169,11 @@ TEST_CASE_TEMPLATE_DEFINE("a dispatcher step captured after the ring wrapped rep
     graph::begin(device.space);
     device.dispatcher.capture(captured_hidden, plan, device.state, output.span(), home);
     const graph replays(device.space);
-    // One upload, and every pooler's launches sized by the capacity: MEAN 1,
-    // MAX with its classifier 2, STEP 1, ALL with its classifier 2.
-    CHECK(scope.counts() == seqpool::audit_counts{.uploads = 1, .launches = 6});
+    // One upload of the capacity's image, and every pooler's launches sized by
+    // the capacity: MEAN 1, MAX with its classifier 2, STEP 1, ALL with its classifier 2.
+    CHECK(scope.counts() == seqpool::audit_counts{.uploads = 1,
+                                                  .upload_bytes = static_cast<std::int64_t>(home.bytes()),
+                                                  .launches = 6});
     replays.launch();
     home.mark_launched();
     check_same(results_of(device.space, plan, output), reference(batch, rows));

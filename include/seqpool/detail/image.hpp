@@ -27,7 +27,9 @@ struct record_counts {
   std::size_t tiles = 0;
   std::size_t works = 0;     ///< device kernels: blocks of the pooling launch
   std::size_t combines = 0;  ///< host algorithms: requests whose tile partials a pass of its own merges
-  std::size_t gathers = 0;
+  std::size_t gathers = 0;       ///< token methods: runs of rows
+  std::size_t gather_bases = 0;  ///< token methods: one more than the items or blocks of the gathering launch
+  std::size_t mask_words = 0;    ///< token methods: the bits of masked runs
   std::size_t columns = 0;
   std::size_t linears = 0;
 };
@@ -43,6 +45,8 @@ struct image_header {
   section<work_record> works;
   section<std::int32_t> combines;  ///< request record indices
   section<gather_record> gathers;
+  section<gather_base> gather_bases;
+  section<std::uint32_t> masks;
   section<std::int32_t> column_table;
   section<linear_record> linears;
 };
@@ -68,6 +72,8 @@ inline std::size_t lay_out_image(const record_counts& counts, image_header& head
   add(header.works, counts.works);
   add(header.combines, counts.combines);
   add(header.gathers, counts.gathers);
+  add(header.gather_bases, counts.gather_bases);
+  add(header.masks, counts.mask_words);
   add(header.column_table, counts.columns);
   add(header.linears, counts.linears);
   return bytes;

@@ -2,6 +2,8 @@
 #pragma once
 
 #include <algorithm>
+#include <bit>
+#include <concepts>
 #include <cstddef>
 #include <cstdint>
 #include <limits>
@@ -65,7 +67,11 @@ class planner {
     share_bounds most;
     most.records.requests = static_cast<std::size_t>(limits.requests);
     if (token_wise) {
-      most.records.gathers = static_cast<std::size_t>(limits.result_rows + limits.rows);
+      // Two runs a request, a bit a row for masked runs, and a base for each
+      // item or block of the gathering launch and one to end them.
+      most.records.gathers = static_cast<std::size_t>(2 * limits.requests);
+      most.records.mask_words = static_cast<std::size_t>(limits.rows / 32 + 1);
+      most.records.gather_bases = static_cast<std::size_t>(Algorithms::policy::gather_units + 1);
       most.records.columns = static_cast<std::size_t>(limits.columns);
       if (shape.has_linear) {
         most.records.linears = static_cast<std::size_t>(limits.result_rows);
@@ -97,6 +103,7 @@ class planner {
     std::size_t count = 0;         ///< windows (one per span, or one), or positions chosen in this chunk
     std::int64_t rows_before = 0;  ///< token methods: rows chosen in earlier chunks
     std::int64_t rows_total = 0;   ///< token methods: rows chosen over the whole prompt
+    bool every_row = false;        ///< token methods: the chunk's every row is chosen (no positions listed)
     std::span<const std::int64_t> columns;  ///< token methods: the columns kept (empty: all)
   };
 
@@ -170,19 +177,37 @@ class planner {
     d.width = d.columns.empty() ? shape_.hidden_size : static_cast<std::int64_t>(d.columns.size());
     d.out_width = head.output_width(index, r, d.width);
     const std::int64_t end = part.num_computed + part.num_scheduled;
-    d.first = positions_.size();
-    method.select(r, part.num_computed, end, positions_);
-    d.count = positions_.size() - d.first;
-    check_selection(method, index, r, part.num_computed, end, std::span(positions_).subspan(d.first, d.count));
-    d.rows_before = part.first_chunk() ? 0 : method.count(r, 0, part.num_computed);
-    const std::int64_t rows_through = d.rows_before + static_cast<std::int64_t>(d.count);
-    d.rows_total = part.finished() ? rows_through : rows_through + method.count(r, end, r.prompt_len);
+    if (keeps_every_row(method, r)) {
+      // Every position, known without listing one: no loop over the rows.
+      d.every_row = true;
+      d.count = static_cast<std::size_t>(part.num_scheduled);
+      d.rows_before = part.num_computed;
+      d.rows_total = r.prompt_len;
+    } else {
+      d.first = positions_.size();
+      method.select(r, part.num_computed, end, positions_);
+      d.count = positions_.size() - d.first;
+      check_selection(method, index, r, part.num_computed, end, std::span(positions_).subspan(d.first, d.count));
+      d.rows_before = part.first_chunk() ? 0 : method.count(r, 0, part.num_computed);
+      const std::int64_t rows_through = d.rows_before + static_cast<std::int64_t>(d.count);
+      d.rows_total = part.finished() ? rows_through : rows_through + method.count(r, end, r.prompt_len);
+    }
     // The prompt's rows at this width must be countable in floats, for the state
     // and for the result.
     const std::int64_t widest = std::max(d.width, d.out_width);
     if (d.rows_total > std::numeric_limits<std::int64_t>::max() / widest / 2)
       fail_request(index, r.id, "prompt_len", r.prompt_len, " rows of ", widest,
                    " columns are more floats than a step can count");
+  }
+
+  /// Whether a token method returns every row of the request (it says so
+  /// with keeps_every_row(); a method that does not say lists its positions).
+  template <class Method>
+  static bool keeps_every_row(const Method& method, const request& r) {
+    if constexpr (requires { { method.keeps_every_row(r) } -> std::convertible_to<bool>; })
+      return method.keeps_every_row(r);
+    else
+      return false;
   }
 
   /// What a chunked request's state is begun with under Method.
@@ -252,6 +277,7 @@ class planner {
       else
         add_pooled(decisions_[k], index, step.requests[index], chunks[index], Method::keeps_state);
     }
+    if constexpr (Method::kind == method_kind::token) lay_out_gather_bases();
     share_.output_values = output_end_ - output_begin_;
     for (const auto& result : share_.results)
       if (result) share_.result_rows += result->rows;
@@ -298,8 +324,10 @@ class planner {
     return keeps_state ? seen.num_computed > 0 : seen.num_scheduled == 0 && seen.finished();
   }
 
-  /// A token method's request: one gather per row it returns (earlier chunks'
-  /// rows from its state) or, before it finishes, per row it stashes in its state.
+  /// A token method's request: a run of the rows earlier chunks stashed in its
+  /// state, when it finishes, and a run of this chunk's rows it returns (or,
+  /// before it finishes, stashes): every row, or those a mask of a bit a row
+  /// keeps.
   void add_gathered(const decision& d, std::size_t index, const request& r, const chunk& part) {
     std::int64_t column_offset = -1;
     if (!d.columns.empty()) {
@@ -316,14 +344,89 @@ class planner {
                         : destination{target::state, 0, d.width, 0, d.width};
     direct(share_.records.requests[static_cast<std::size_t>(record)], to, 0, 0, d.out_width);
 
-    std::vector<gather_record>& gathers = share_.records.gathers;
-    if (part.finished())
-      for (std::int64_t k = 0; k < d.rows_before; ++k)
-        gathers.push_back({-1 - k * d.width, to.offset + k * to.row_stride, record});
+    if (part.finished() && d.rows_before > 0)
+      add_run({-1, to.offset, -1, static_cast<std::int32_t>(d.rows_before), record, static_cast<std::int32_t>(d.width)},
+              d.rows_before);
+    if (d.count == 0) return;
+    const std::int64_t offset = to.offset + d.rows_before * to.row_stride;
+    const auto count = static_cast<std::int64_t>(d.count);
+    if (d.every_row) {
+      add_run({part.first_row(), offset, -1, static_cast<std::int32_t>(count), record, 0}, count);
+      return;
+    }
+    // The chosen positions, from the first to the last: every row of that span,
+    // or those its mask keeps.
     const std::span<const std::int64_t> chosen = std::span(positions_).subspan(d.first, d.count);
-    for (std::size_t j = 0; j < chosen.size(); ++j) {
-      const std::int64_t k = d.rows_before + static_cast<std::int64_t>(j);
-      gathers.push_back({part.first_row() + (chosen[j] - part.num_computed), to.offset + k * to.row_stride, record});
+    const std::int64_t spanned = chosen.back() - chosen.front() + 1;
+    const std::int64_t first_row = part.first_row() + (chosen.front() - part.num_computed);
+    if (spanned == count) {
+      add_run({first_row, offset, -1, static_cast<std::int32_t>(count), record, 0}, count);
+      return;
+    }
+    const std::int64_t mask = mask_bits_;
+    mask_bits_ += spanned;
+    std::vector<std::uint32_t>& words = share_.records.masks;
+    words.resize(static_cast<std::size_t>((mask_bits_ + 31) / 32), 0);
+    for (const std::int64_t position : chosen) {
+      const std::int64_t bit = mask + (position - chosen.front());
+      words[static_cast<std::size_t>(bit / 32)] |= 1u << (bit % 32);
+    }
+    add_run({first_row, offset, static_cast<std::int32_t>(mask), static_cast<std::int32_t>(spanned), record, 0}, count);
+  }
+
+  /// A run of a request's rows, of which `returned` are returned.
+  void add_run(const gather_record& run, std::int64_t returned) {
+    share_.records.gathers.push_back(run);
+    run_returns_.push_back(returned);
+  }
+
+  /// An even share of the returned rows for each item or block of the
+  /// gathering launch (its base, and one base past the last): as many as the
+  /// family's policy launches, or fewer when there are fewer rows, and all of
+  /// them for a pooler with a capacity, whose launch the capacity sized. A base
+  /// is found without walking the rows: runs are skipped whole, a masked run
+  /// counted a mask word at a time.
+  void lay_out_gather_bases() {
+    std::int64_t total = 0;
+    for (const std::int64_t returned : run_returns_) total += returned;
+    if (total == 0 && !shape_.bounded) return;
+    const std::int64_t most = Algorithms::policy::gather_units;
+    const std::int64_t units = shape_.bounded ? most : std::min(most, total);
+    const std::vector<gather_record>& runs = share_.records.gathers;
+    gather_base at{0, 0, 0, 0};
+    for (std::int64_t unit = 0; unit <= units; ++unit) {
+      const std::int64_t target = units == 0 ? 0 : unit * total / units;
+      while (at.first < target) {
+        const gather_record& run = runs[static_cast<std::size_t>(at.run)];
+        const std::int64_t left = run_returns_[static_cast<std::size_t>(at.run)] - at.returned;
+        if (target - at.first >= left) {
+          at.first += left;
+          at = {at.first, 0, at.run + 1, 0};
+          continue;
+        }
+        const std::int64_t step = target - at.first;
+        at.source = run.mask < 0 ? at.source + step : after_kept(run.mask + at.source, step) - run.mask;
+        at.returned += static_cast<std::int32_t>(step);
+        at.first = target;
+      }
+      share_.records.gather_bases.push_back(at);
+    }
+  }
+
+  /// The bit just past the `count`-th set bit of the mask at or after `bit`.
+  std::int64_t after_kept(std::int64_t bit, std::int64_t count) const {
+    const std::vector<std::uint32_t>& words = share_.records.masks;
+    while (true) {
+      const std::uint32_t word = words[static_cast<std::size_t>(bit / 32)] >> (bit % 32);
+      const std::int64_t set = std::popcount(word);
+      if (set < count) {
+        count -= set;
+        bit += 32 - bit % 32;
+        continue;
+      }
+      std::uint32_t rest = word;
+      for (std::int64_t k = 1; k < count; ++k) rest &= rest - 1;  // the count-th set bit is now the lowest
+      return bit + std::countr_zero(rest) + 1;
     }
   }
 
@@ -410,6 +513,8 @@ class planner {
   std::vector<decision> decisions_;
   std::vector<row_window> windows_;
   std::vector<std::int64_t> positions_;
+  std::vector<std::int64_t> run_returns_;  ///< rows each run returns
+  std::int64_t mask_bits_ = 0;
   share share_;
   std::int64_t output_begin_;
   std::int64_t output_end_;

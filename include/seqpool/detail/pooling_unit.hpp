@@ -82,6 +82,8 @@ class pooling_unit {
     const record_counts counts = planned.records.counts();
     const bool within = counts.tiles <= bounds_.records.tiles && counts.works <= bounds_.records.works &&
                         counts.combines <= bounds_.records.combines && counts.gathers <= bounds_.records.gathers &&
+                        counts.gather_bases <= bounds_.records.gather_bases &&
+                        counts.mask_words <= bounds_.records.mask_words &&
                         counts.linears <= bounds_.records.linears && planned.image_bytes <= bounds_.image_bytes &&
                         planned.workspace_floats <= bounds_.workspace_floats && planned.arrivals <= bounds_.arrivals;
     if (!within) fail("capacity", "the step's records exceed what the capacity was sized for");

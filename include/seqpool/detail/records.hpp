@@ -90,11 +90,80 @@ struct tile_record {
   std::int32_t index;  ///< its place among the request's tiles
 };
 
-/// Token methods: one returned (or stashed) row.
+/// Token methods: a run of a request's rows, copied to consecutive rows of its
+/// target — rows of this step's hidden states (every one, or those its mask
+/// keeps), or rows an earlier chunk stashed in the request's state. A request
+/// has at most two: what its earlier chunks stashed, and what this chunk returns.
 struct gather_record {
-  std::int64_t source;  ///< a row of hidden states, or -1 - (float offset of a row in the request's state)
-  std::int64_t offset;  ///< where the row goes, in the request's target
+  std::int64_t source;  ///< its first hidden row, or -1 - (float offset of its first stashed row in the request's state)
+  std::int64_t offset;  ///< where its first returned row goes, in the request's target; the next follow a row apart
+  std::int32_t mask;    ///< the bit of the mask section that says whether its first row is returned; -1: every row is
+  std::int32_t rows;    ///< rows the run spans
   std::int32_t request;
+  std::int32_t stashed_width;  ///< stashed rows: the floats of each in the state; 0 for hidden rows
+};
+
+/// Token methods: where one work item's (host) or block's (device) even share
+/// of the returned rows starts; the next base says where it ends.
+struct gather_base {
+  std::int64_t first;     ///< its first returned row, counted over the share's runs
+  std::int64_t source;    ///< the place of that row in its run
+  std::int32_t run;       ///< the run that row is in
+  std::int32_t returned;  ///< rows of that run returned before it
+};
+
+/// One row a gather copies: from `source` (a hidden row, or -1 - the float
+/// offset of a stashed row) to `offset` in the request's target.
+struct row_copy {
+  std::int64_t source;
+  std::int64_t offset;
+  std::int32_t request;
+};
+
+/// Where a request's returned rows lie apart in its target: a row of the
+/// layer's kept outputs where its item passes them through the head's linear
+/// layer, a row of its width otherwise.
+SEQPOOL_HOST_DEVICE inline std::int64_t row_stride_of(const request_record& owner) {
+  return (owner.flags & through_linear) != 0 ? owner.linear_width : owner.width;
+}
+
+/// Walks a share's returned rows in order from a gather base: each next() is
+/// the next row's copy. A masked run's rows are found by the bits of its mask.
+struct gather_cursor {
+  const gather_record* runs;
+  const std::uint32_t* masks;
+  const request_record* requests;
+  std::int32_t run;
+  std::int64_t source;
+  std::int64_t returned;
+
+  SEQPOOL_HOST_DEVICE gather_cursor(const gather_record* all_runs, const std::uint32_t* all_masks,
+                                    const request_record* all_requests, const gather_base& base)
+      : runs(all_runs), masks(all_masks), requests(all_requests), run(base.run), source(base.source),
+        returned(base.returned) {}
+
+  /// The next returned row; the caller asks for no more than its share holds.
+  SEQPOOL_HOST_DEVICE row_copy next() {
+    while (true) {
+      const gather_record& at = runs[run];
+      if (at.mask >= 0)
+        while (source < at.rows && !kept(at.mask + source)) ++source;
+      if (source < at.rows) {
+        const request_record& owner = requests[at.request];
+        const std::int64_t from = at.source >= 0 ? at.source + source : at.source - source * at.stashed_width;
+        const row_copy copy{from, at.offset + returned * row_stride_of(owner), at.request};
+        ++source;
+        ++returned;
+        return copy;
+      }
+      ++run;
+      source = 0;
+      returned = 0;
+    }
+  }
+
+ private:
+  SEQPOOL_HOST_DEVICE bool kept(std::int64_t bit) const { return ((masks[bit / 32] >> (bit % 32)) & 1u) != 0; }
 };
 
 /// A result row computed by the head's linear layer from a pooled row.

@@ -34,12 +34,14 @@ struct share_records {
   std::vector<work_record> works;
   std::vector<std::int32_t> combines;
   std::vector<gather_record> gathers;
+  std::vector<gather_base> gather_bases;
+  std::vector<std::uint32_t> masks;
   std::vector<std::int32_t> column_table;
   std::vector<linear_record> linears;
 
   record_counts counts() const {
-    return {requests.size(), tiles.size(), works.size(), combines.size(), gathers.size(), column_table.size(),
-            linears.size()};
+    return {requests.size(), tiles.size(),   works.size(),        combines.size(), gathers.size(),
+            gather_bases.size(), masks.size(), column_table.size(), linears.size()};
   }
 };
 
@@ -84,6 +86,8 @@ struct share {
     copy(header.works, records.works, base);
     copy(header.combines, records.combines, base);
     copy(header.gathers, records.gathers, base);
+    copy(header.gather_bases, records.gather_bases, base);
+    copy(header.masks, records.masks, base);
     copy(header.column_table, records.column_table, base);
     copy(header.linears, records.linears, base);
   }

@@ -106,6 +106,9 @@ concept sequence_method = detail::declares_kind<M> && M::kind == method_kind::se
 /// there are without listing them (a long prompt's state is sized from it);
 /// columns() lists the columns to keep (empty: all); check() rejects knobs the
 /// method cannot serve; reads_token_ids makes the pooler require the prompt's ids.
+/// A method may also say, with `bool keeps_every_row(const request&) const`,
+/// that it returns every row of a request: the planner then lists no positions
+/// and walks no rows.
 // clang-format off
 template <class M>
 concept token_method = detail::declares_kind<M> && M::kind == method_kind::token &&

@@ -28,6 +28,9 @@ struct step {
                              ")");
   }
 
+  /// Without a tag, every row: the planner needs no positions listed.
+  bool keeps_every_row(const request& r) const { return !r.params.step_tag_id; }
+
   void select(const request& r, std::int64_t begin, std::int64_t end, std::vector<std::int64_t>& positions) const {
     const auto& tag = r.params.step_tag_id;
     for (std::int64_t position = begin; position < end; ++position)

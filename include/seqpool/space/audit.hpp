@@ -1,18 +1,20 @@
 // Counters of everything a memory space does that the sync contract limits.
 //
-// Spaces count every upload, download, host wait and allocation they perform,
-// and every launch of device work;
+// Spaces count every upload (and the bytes it moves), download, host wait and
+// allocation they perform, and every launch of device work;
 // an audit_scope reads the counts of one forward, which is how tests on a machine
 // without a GPU assert the contract for the very code path the GPU runs.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 namespace seqpool {
 
 struct audit_counts {
-  std::int64_t uploads = 0;      ///< host-to-device copies
-  std::int64_t downloads = 0;    ///< device-to-host copies
+  std::int64_t uploads = 0;       ///< host-to-device copies
+  std::int64_t upload_bytes = 0;  ///< the bytes they moved: what a step's image costs to send
+  std::int64_t downloads = 0;     ///< device-to-host copies
   std::int64_t waits = 0;        ///< host waits on a stream, event or the device
   std::int64_t allocations = 0;  ///< calls that allocate or free space memory
   std::int64_t launches = 0;     ///< kernels (device spaces) or parallel passes (host_space) queued
@@ -20,7 +22,8 @@ struct audit_counts {
   friend bool operator==(const audit_counts&, const audit_counts&) = default;
 
   friend audit_counts operator-(const audit_counts& later, const audit_counts& earlier) {
-    return {later.uploads - earlier.uploads, later.downloads - earlier.downloads, later.waits - earlier.waits,
+    return {later.uploads - earlier.uploads,         later.upload_bytes - earlier.upload_bytes,
+            later.downloads - earlier.downloads,     later.waits - earlier.waits,
             later.allocations - earlier.allocations, later.launches - earlier.launches};
   }
 };
@@ -32,7 +35,10 @@ constexpr bool keeps_sync_contract(const audit_counts& step) {
 
 class audit {
  public:
-  void count_upload() { ++counts_.uploads; }
+  void count_upload(std::size_t bytes) {
+    ++counts_.uploads;
+    counts_.upload_bytes += static_cast<std::int64_t>(bytes);
+  }
   void count_download() { ++counts_.downloads; }
   void count_wait() { ++counts_.waits; }
   void count_allocation() { ++counts_.allocations; }

@@ -166,7 +166,7 @@ class device_space {
   const std::byte* upload(std::span<const std::byte> staged) {
     staging_slot& slot = ring_[next_];
     if (staged.data() != slot.host) detail::fail("upload", "the image was not staged by the last stage() call");
-    audit_.count_upload();
+    audit_.count_upload(staged.size());
     backend_.copy_to_device(device_image_, staged.data(), staged.size());
     backend_.record(slot.copied);
     slot.in_flight = true;
@@ -213,7 +213,7 @@ class device_space {
 
   /// During a capture: the graph's upload of its whole slot, which each replay repeats.
   const std::byte* upload(graph_upload<Backend>& home) {
-    audit_.count_upload();
+    audit_.count_upload(home.bytes_);
     backend_.copy_to_device(home.device_, home.host_, home.bytes_);
     home.phase_ = graph_upload<Backend>::phase::staged;
     return home.device_;
@@ -239,7 +239,7 @@ class device_space {
   /// copy, so the host memory may change at once: never part of a step.
   template <class T>
   void copy_in(std::span<const T> from, cuda::std::span<T> to) {
-    audit_.count_upload();
+    audit_.count_upload(from.size_bytes());
     if (!from.empty()) backend_.copy_to_device(to.data(), from.data(), from.size_bytes());
     synchronize();
   }

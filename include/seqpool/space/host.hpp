@@ -83,7 +83,7 @@ class host_space {
 
   /// The step's one upload: host work reads the staged image in place.
   const std::byte* upload(std::span<const std::byte> staged) {
-    audit_.count_upload();
+    audit_.count_upload(staged.size());
     return staged.data();
   }
 
@@ -102,7 +102,7 @@ class host_space {
   /// Copies host data (weights, hidden states) into space memory: never part of a step.
   template <class T>
   void copy_in(std::span<const T> from, cuda::std::span<T> to) {
-    audit_.count_upload();
+    audit_.count_upload(from.size_bytes());
     if (!from.empty()) std::memcpy(to.data(), from.data(), from.size_bytes());
   }
 

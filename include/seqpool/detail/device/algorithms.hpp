@@ -110,8 +110,7 @@ struct algorithms {
     const T* rows = hidden.data_handle();
     const bool rows_aligned = is_aligned(rows) && hidden.stride(0) * static_cast<std::int64_t>(sizeof(T)) % 16 == 0;
     if constexpr (Method::kind == method_kind::token) {
-      const auto blocks = static_cast<std::int64_t>((counts.gathers + Policy::gathers_per_block - 1) /
-                                                    Policy::gathers_per_block);
+      const auto blocks = static_cast<std::int64_t>(counts.gather_bases) - 1;
       if (blocks > 0)
         space.launch(blocks, gather_rows<Head, T, Result, Policy>{head, rows, hidden.stride(0), rows_aligned, image,
                                                                   into.output, into.workspace});

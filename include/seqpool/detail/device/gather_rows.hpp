@@ -13,8 +13,9 @@
 
 namespace seqpool::detail::device {
 
-/// A block copies `gathers_per_block` rows, its warps taking them in turn: a
-/// warp per row, each lane a few runs of gather_run_elements elements of it
+/// A block copies an even share of the returned rows (from its gather base to
+/// the next): one thread walks the runs and hands each warp a row, a round at a
+/// time; a warp copies a row, each lane a few runs of gather_run_elements elements of it
 /// (16 bytes of float, 8 of a 16-bit type), loaded all at once, converted to
 /// float and stored as 16-byte vectors where the destination is aligned: the
 /// k-th store of a warp fills 512 neighbouring bytes, whole sectors. (Runs of 8
@@ -35,7 +36,9 @@ struct gather_rows {
   static constexpr int lane_runs = layout::vectors;
   using lane_row = lane_fragment<Policy::lane_floats>;
 
-  struct shared_storage {};
+  struct shared_storage {
+    row_copy rows[Policy::warps];  ///< a round's row for each warp
+  };
 
   Head head;
   const T* hidden;
@@ -46,21 +49,29 @@ struct gather_rows {
   float* workspace;
 
   template <class Block>
-  SEQPOOL_HOST_DEVICE void operator()(const Block& block, std::int64_t index, shared_storage&) const {
+  SEQPOOL_HOST_DEVICE void operator()(const Block& block, std::int64_t index, shared_storage& shared) const {
     const image_header& header = *reinterpret_cast<const image_header*>(image);
-    const auto count = static_cast<std::int64_t>(header.gathers.count);
-    const std::int64_t first = index * Policy::gathers_per_block;
-    if (first >= count) return;
-    const std::int64_t last = first + Policy::gathers_per_block < count ? first + Policy::gathers_per_block : count;
-    block.warps([&](const auto& warp) {
-      for (std::int64_t g = first + warp.index; g < last; g += Policy::warps)
-        gather(warp, header, header.gathers.in(image)[g]);
-    });
+    if (index + 1 >= static_cast<std::int64_t>(header.gather_bases.count)) return;
+    const gather_base* bases = header.gather_bases.in(image);
+    const std::int64_t rows = bases[index + 1].first - bases[index].first;
+    gather_cursor cursor(header.gathers.in(image), header.masks.in(image), header.requests.in(image), bases[index]);
+    for (std::int64_t done = 0; done < rows; done += Policy::warps) {
+      const std::int64_t round = rows - done < Policy::warps ? rows - done : Policy::warps;
+      block.threads([&](int warp, int lane) {
+        if (warp == 0 && lane == 0)
+          for (int w = 0; w < round; ++w) shared.rows[w] = cursor.next();
+      });
+      block.sync();
+      block.warps([&](const auto& warp) {
+        if (warp.index < round) gather(warp, header, shared.rows[warp.index]);
+      });
+      block.sync();
+    }
   }
 
  private:
   template <class Warp>
-  SEQPOOL_HOST_DEVICE void gather(const Warp& warp, const image_header& header, const gather_record row) const {
+  SEQPOOL_HOST_DEVICE void gather(const Warp& warp, const image_header& header, const row_copy row) const {
     const request_record owner = header.requests.in(image)[row.request];
     const step_memory<Result> step{output, workspace, header.state_table.in(image)};
     Result* rounded = nullptr;
@@ -75,7 +86,7 @@ struct gather_rows {
   }
 
   template <class Warp, class Destination>
-  SEQPOOL_HOST_DEVICE void gather_into(const Warp& warp, const image_header& header, const gather_record row,
+  SEQPOOL_HOST_DEVICE void gather_into(const Warp& warp, const image_header& header, const row_copy row,
                                        const request_record& owner, const Destination& result) const {
     const std::int64_t width = owner.width;
     const std::int32_t* chosen = owner.columns >= 0 ? header.column_table.in(image) + owner.columns : nullptr;

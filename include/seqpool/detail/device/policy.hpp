@@ -34,7 +34,9 @@ struct launch_policy {
   static constexpr int packed_vectors_in_flight = 8;  ///< vectors a packed lane loads before it accumulates
   static constexpr int split_rows_in_flight = 8;   ///< rows a split block's thread loads before it accumulates
 
-  static constexpr std::int64_t gathers_per_block = 32;  ///< token methods: rows a block copies, one warp each in turn
+  /// Token methods: blocks of the gathering launch, each an even share of the
+  /// returned rows, a warp a row: one wave on an H200 (132 SMs, four blocks each).
+  static constexpr std::int64_t gather_units = 132 * 4;
   /// Token methods: elements of a gathered row a lane loads as one run and
   /// stores as one 16-byte vector of floats, so that every store of a warp fills
   /// whole sectors (16 bytes of float, 8 of a 16-bit type).

@@ -87,11 +87,12 @@ struct algorithms {
         static_cast<std::size_t>(into.output_values) * sizeof(Result) >= Policy::streamed_output_bytes;
     const auto items = [](auto section) { return static_cast<std::int64_t>(section.count); };
     if constexpr (Method::kind == method_kind::token) {
-      if (items(at.gathers) > 0)
-        space.launch(items(at.gathers),
+      if (items(at.gather_bases) > 1)
+        space.launch(items(at.gather_bases) - 1,
                      gather_rows<Head, T, Result, Policy>{head, head.linear(), hidden.data_handle(), hidden.stride(0),
-                                                          at.gathers.in(image), requests, at.column_table.in(image),
-                                                          memory, items(at.gathers), stream_results});
+                                                          at.gathers.in(image), at.gather_bases.in(image),
+                                                          at.masks.in(image), requests, at.column_table.in(image),
+                                                          memory, stream_results});
     } else {
       if (items(at.tiles) > 0)
         space.launch(items(at.tiles), reduce_tiles<Method, Head, T, Result, Policy>{

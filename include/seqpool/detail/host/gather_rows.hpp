@@ -13,9 +13,10 @@
 
 namespace seqpool::detail::host {
 
-/// One item copies one row from the step's hidden states through the request's
-/// column table, or from rows an earlier chunk left in the state (which hold the
-/// chosen columns already), converting to float. A result row gets the head's
+/// One item copies an even share of the returned rows (from its gather base to
+/// the next), row after row: from the step's hidden states through the
+/// request's column table, or from rows an earlier chunk left in the state
+/// (which hold the chosen columns already), converting to float. A result row gets the head's
 /// epilogue in the same item, after its linear layer when flagged, and, when
 /// the pooler's results are streamed or 16-bit, is assembled in scratch and
 /// stored from there.
@@ -25,18 +26,33 @@ struct gather_rows {
   linear_layer layer;
   const T* hidden;
   std::int64_t row_stride;
-  const gather_record* gathers;
+  const gather_record* runs;
+  const gather_base* bases;
+  const std::uint32_t* masks;
   const request_record* requests;
   const std::int32_t* column_table;
   step_memory<Result> memory;
-  std::int64_t num_gathers;
   bool stream_results;
 
+  /// The item's share of the returned rows, from its base to the next.
   void operator()(std::int64_t item) const {
-    const gather_record gather = gathers[item];
+    const std::int64_t rows = bases[item + 1].first - bases[item].first;
+    if (rows == 0) return;
+    gather_cursor cursor(runs, masks, requests, bases[item]);
+    row_copy next = cursor.next();
+    for (std::int64_t k = 0; k < rows; ++k) {
+      const row_copy row = next;
+      if (k + 1 < rows) next = cursor.next();
+      copy(row, k + 1 < rows ? &next : nullptr);
+    }
+  }
+
+ private:
+  /// One row, asking meanwhile for the row `after` it, when there is one.
+  void copy(const row_copy& gather, const row_copy* after) const {
     const request_record owner = requests[gather.request];
     float* out = memory.at(owner.where, gather.offset, gather.request);
-    const T* ahead = row_ahead(item, gather, owner);
+    const T* ahead = row_ahead(gather, owner, after);
 
     const bool through = (owner.flags & through_linear) != 0;
     const bool to_output = owner.where == target::output;
@@ -57,7 +73,6 @@ struct gather_rows {
       store_row(memory.output + owner.result + (gather.offset - owner.offset), out, owner.width, stream_results);
   }
 
- private:
   void apply_epilogue(const request_record& owner, float* row) const {
     if ((owner.flags & epilogue) == 0) return;
     head::plain_row result{row, owner.width};
@@ -68,16 +83,15 @@ struct gather_rows {
   /// it is copied, wherever that row lies (every eighth for STEP, another
   /// request's in a mixed batch), which the hardware cannot guess. Null where
   /// there is none to ask for.
-  const T* row_ahead(std::int64_t item, gather_record gather, request_record owner) const {
-    if (item + 1 >= num_gathers || gather.source < 0 || owner.columns >= 0) return nullptr;
-    const gather_record after = gathers[item + 1];
-    if (after.source < 0 || requests[after.request].columns >= 0) return nullptr;
-    return hidden + after.source * row_stride;
+  const T* row_ahead(const row_copy& gather, const request_record& owner, const row_copy* after) const {
+    if (after == nullptr || gather.source < 0 || owner.columns >= 0) return nullptr;
+    if (after->source < 0 || requests[after->request].columns >= 0) return nullptr;
+    return hidden + after->source * row_stride;
   }
 
   /// Copies the gathered row to `out`, asking for the same lines of the row at
   /// `ahead`, when given, as it goes.
-  void copy_row(gather_record gather, request_record owner, float* __restrict__ out, const T* ahead) const {
+  void copy_row(const row_copy& gather, const request_record& owner, float* __restrict__ out, const T* ahead) const {
     const std::int64_t width = owner.width;
     if (gather.source < 0) {
       const float* __restrict__ stashed = memory.state[gather.request] + (-1 - gather.source);

@@ -29,6 +29,10 @@ struct launch_policy {
   /// scratch row. 16-bit results wider than this are drafted in the workspace.
   static constexpr std::int64_t held_row_floats = scratch_row_floats;
 
+  /// Token methods: items of the gathering pass, each an even share of the
+  /// returned rows; enough to keep every thread of a large server busy.
+  static constexpr std::int64_t gather_units = 1024;
+
   /// Results are streamed past the caches when a share's are at least this
   /// large, twice what a server core's L2 holds. Between steps the model's own
   /// passes flush the caches, so plain stores would fetch every result line from

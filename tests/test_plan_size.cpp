@@ -1,0 +1,94 @@
+// What a step's image costs to send, as the audit counts it: token methods send
+// nothing that grows with the rows they return (beyond a bit a row where a
+// mask keeps some), and a captured step's image grows with its capacity's
+// requests, not its rows. docs/PERFORMANCE.md (GPU) has the figures.
+#include <cstdint>
+#include <vector>
+
+#include <doctest/doctest.h>
+
+#include <seqpool/seqpool.hpp>
+
+#include "support/spaces.hpp"
+#include "support/step.hpp"
+
+namespace {
+
+using seqpool::task;
+namespace method = seqpool::method;
+namespace head = seqpool::head;
+constexpr std::int64_t hidden_size = 8;
+
+/// `requests` prompts of `prompt_len` rows, token ids tagging every eighth row with 7.
+struct prompts {
+  seqpool::batch step;
+  std::vector<std::int64_t> ids;
+
+  prompts(std::int64_t requests, std::int64_t prompt_len, task pooling_task, seqpool::pooling_params params = {}) {
+    for (std::int64_t t = 0; t < prompt_len; ++t) ids.push_back(t % 8 == 0 ? 7 : 1);
+    for (std::int64_t i = 0; i < requests; ++i) {
+      step.requests.push_back(test::whole(test::id("r", i), pooling_task, prompt_len, params));
+      step.requests.back().prompt_token_ids = ids;
+    }
+  }
+};
+
+/// The bytes one step of `batch` uploads.
+template <class Pooler>
+std::int64_t upload_bytes(typename Pooler::space_type& space, Pooler& pooler, const seqpool::batch& batch) {
+  seqpool::state_store<typename Pooler::space_type> state(space);
+  std::int64_t rows = 0;
+  for (const seqpool::request& r : batch.requests) rows += r.num_scheduled;
+  const auto hidden = test::to_space(space, std::vector<float>(static_cast<std::size_t>(rows * hidden_size), 1.0f));
+  const seqpool::step_plan plan = pooler.plan(batch, state);
+  pooler.reserve(plan, state);
+  seqpool::buffer<float, typename Pooler::space_type> output(space, static_cast<std::size_t>(plan.output_size));
+  const seqpool::audit_scope scope(space.audit());
+  pooler.forward(seqpool::make_hidden_view(hidden.data(), rows, hidden_size), plan, state, output.span());
+  return scope.counts().upload_bytes;
+}
+
+}  // namespace
+
+TEST_CASE_TEMPLATE("ALL and STEP send the same image for prompts of 16 rows and of 1024", Space, seqpool::host_space,
+                   seqpool::device_space<seqpool::omp_backend>) {
+  Space space;
+  seqpool::pooler<method::all, head::embed, Space> all(space, hidden_size);
+  CHECK(upload_bytes(space, all, prompts(64, 1024, task::token_embed).step) ==
+        upload_bytes(space, all, prompts(64, 16, task::token_embed).step));
+  seqpool::pooler<method::step, head::embed, Space> steps(space, hidden_size);
+  CHECK(upload_bytes(space, steps, prompts(64, 1024, task::token_embed).step) ==
+        upload_bytes(space, steps, prompts(64, 16, task::token_embed).step));
+  // Every eighth row tagged: a mask of a bit a row the tags span, and the bases
+  // of at most the policy's gathering units (fewer for fewer rows).
+  const seqpool::pooling_params tagged{.step_tag_id = 7};
+  const std::int64_t longer = upload_bytes(space, steps, prompts(64, 1024, task::token_embed, tagged).step);
+  const std::int64_t shorter = upload_bytes(space, steps, prompts(64, 16, task::token_embed, tagged).step);
+  constexpr std::int64_t units = seqpool::detail::algorithms_of<Space>::policy::gather_units;
+  CHECK(longer - shorter <= 64 * (1024 - 16) / 8 + 16 + (units + 1) * std::int64_t{sizeof(seqpool::detail::gather_base)});
+}
+
+TEST_CASE_TEMPLATE("a sequence method sends a fixed number of bytes a request, whatever its rows", Space,
+                   seqpool::host_space, seqpool::device_space<seqpool::omp_backend>) {
+  Space space;
+  seqpool::pooler<method::cls, head::embed, Space> cls(space, hidden_size);
+  const std::int64_t few = upload_bytes(space, cls, prompts(64, 1, task::embed).step);
+  const std::int64_t many = upload_bytes(space, cls, prompts(4096, 1, task::embed).step);
+  const std::int64_t per_request = (many - few) / (4096 - 64);
+  // Today's records: a request record (72 bytes), its state's entry (8), a tile
+  // (24) and a share of a block's work. The compact plan's goal is 32.
+  CHECK(per_request <= 106);
+  MESSAGE("CLS sends ", per_request, " bytes a request");
+}
+
+TEST_CASE("a captured token step's image grows with its capacity's requests, not with its rows") {
+  using device_omp = seqpool::device_space<seqpool::omp_backend>;
+  device_omp space;
+  const auto image = [&](std::int64_t rows) {
+    seqpool::pooler<method::step, head::embed, device_omp> steps(space, hidden_size);
+    steps.reserve_capacity({.requests = 64, .rows = rows, .result_rows = rows});
+    return static_cast<std::int64_t>(steps.reserve_graph().bytes());
+  };
+  // A mask bit a row, and nothing else more.
+  CHECK(image(65536) - image(1024) <= (65536 - 1024) / 8 + 16);
+}
