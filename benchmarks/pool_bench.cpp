@@ -217,7 +217,7 @@ class runner {
                              .result_rows = shape_.rows(),
                              .columns = 0});
     const double plan_seconds = bench::median_seconds(repeats_, [&] { (void)engine.plan(step, state); });
-    const auto plan = engine.plan(step, state);
+    seqpool::step_plan plan = engine.plan(step, state);
     engine.reserve(plan, state);
     seqpool::buffer<float, Space> output(space_, static_cast<std::size_t>(engine.output_capacity()));
     auto home = engine.reserve_graph();
@@ -231,11 +231,18 @@ class runner {
     bench::detail::check(cudaGraphLaunch(replay, stream), "cudaGraphLaunch");
     home.mark_launched();
     space_.synchronize();
-    const record timed = time_case("dispatcher graph", step, plan_seconds, output.data(), plan.output_size, [&] {
-      engine.restage(plan, state, home);
-      bench::detail::check(cudaGraphLaunch(replay, stream), "cudaGraphLaunch");
-      home.mark_launched();
-    });
+    const std::int64_t output_size = plan.output_size;
+    const record timed = time_case(
+        "dispatcher graph", step, plan_seconds, output.data(), output_size,
+        [&] {
+          plan = engine.plan(step, state);  // each step is planned anew, as an engine plans it
+          engine.reserve(plan, state);
+        },
+        [&] {
+          engine.restage(plan, state, home);
+          bench::detail::check(cudaGraphLaunch(replay, stream), "cudaGraphLaunch");
+          home.mark_launched();
+        });
     cudaGraphExecDestroy(replay);
     cudaGraphDestroy(graph);
     return timed;
@@ -259,38 +266,46 @@ class runner {
                                                                   head::classify(classifier())));
   }
 
-  /// One step of `pooler` (a pooler or a dispatcher), as an engine runs it: reserve, then forward.
+  /// One step of `pooler` (a pooler or a dispatcher), as an engine runs it:
+  /// planned (timed apart: on a GPU it overlaps the step before), then reserve
+  /// and forward.
   template <class Pooler>
   record measure(const std::string& name, Pooler& pooler, const seqpool::batch& step) {
     seqpool::state_store<Space> state(space_);
     const double plan_seconds = bench::median_seconds(repeats_, [&] { (void)pooler.plan(step, state); });
-    const auto plan = pooler.plan(step, state);
+    seqpool::step_plan plan = pooler.plan(step, state);
     pooler.reserve(plan, state);
     seqpool::buffer<typename Pooler::result_type, Space> output(space_, static_cast<std::size_t>(plan.output_size));
-    return time_case(name, step, plan_seconds, output.data(), plan.output_size, [&] {
-      pooler.reserve(plan, state);  // what an engine does before every step; nothing to allocate after the first
-      pooler.forward(view(), plan, state, output.span());
-    });
+    const std::int64_t output_size = plan.output_size;
+    return time_case(
+        name, step, plan_seconds, output.data(), output_size, [&] { plan = pooler.plan(step, state); },
+        [&] {
+          pooler.reserve(plan, state);  // what an engine does before every step; nothing to allocate after the first
+          pooler.forward(view(), plan, state, output.span());
+        });
   }
 
   /// Times `work` against the read ceiling of the input and the write ceiling of
-  /// the first `output_values` values at `output`, interleaved, every call after a cache flush.
-  template <class Result, class Work>
+  /// the first `output_values` values at `output`, interleaved, every call after
+  /// `prepare` (untimed: the step's plan) and a cache flush.
+  template <class Result, class Prepare, class Work>
   record time_case(const std::string& name, const seqpool::batch& step, double plan_seconds, Result* output,
-                   std::int64_t output_values, Work&& work) {
+                   std::int64_t output_values, Prepare&& prepare, Work&& work) {
     const auto* input = reinterpret_cast<const std::byte*>(hidden_.data());
     const std::size_t input_bytes = hidden_.size() * sizeof(T);
     auto* results = reinterpret_cast<std::byte*>(output);
     const std::size_t output_bytes = static_cast<std::size_t>(output_values) * sizeof(Result);
     using clock = typename bench::ceilings<Space>::clock;
+    const auto settle = [&] {
+      prepare();
+      bench::ceilings<Space>::evict(space_);
+    };
     const auto [seconds, read_seconds, write_seconds] = bench::interleaved_medians(
-        repeats_, clock{&space_}, [&] { bench::ceilings<Space>::evict(space_); },
-        work, [&] { bench::ceilings<Space>::read(space_, input, input_bytes); },
+        repeats_, clock{&space_}, settle, work, [&] { bench::ceilings<Space>::read(space_, input, input_bytes); },
         [&] { bench::ceilings<Space>::write(space_, results, output_bytes); });
     double latency = seconds;
     if constexpr (!std::is_same_v<clock, bench::synced_clock<Space>>)
-      latency = bench::interleaved_medians(repeats_, bench::synced_clock<Space>{&space_},
-                                           [&] { bench::ceilings<Space>::evict(space_); }, work)[0];
+      latency = bench::interleaved_medians(repeats_, bench::synced_clock<Space>{&space_}, settle, work)[0];
     const double ceiling = static_cast<double>(input_bytes) / read_seconds / 1e9;
     const double write_ceiling = output_bytes == 0 ? ceiling : static_cast<double>(output_bytes) / write_seconds / 1e9;
     const std::string used = name == "dispatcher graph" ? "dispatcher" : name;
