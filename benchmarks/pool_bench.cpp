@@ -99,10 +99,11 @@ std::vector<batch_shape> shapes() {
 /// floats for every 2-byte bf16 element it reads). `seconds` is what the step
 /// costs the memory it runs on (on a GPU: its GPU time, queued ahead);
 /// `latency_seconds`, from the call until the space has done it, as PyTorch is
-/// timed (on the host the two are one measurement).
+/// timed (on the host the two are one measurement). `upload_bytes` is what the
+/// step's image costs to send, as the audit counted it (for a graph, its slot).
 struct record {
   std::string method, space, dtype, result, shape;  ///< dtype: the hidden states'; result: the results'.
-  std::int64_t rows, hidden_size, requests;
+  std::int64_t rows, hidden_size, requests, upload_bytes;
   double seconds, latency_seconds, plan_seconds, read_bytes, write_bytes, ceiling_gbps, write_ceiling_gbps;
 
   double bytes() const { return read_bytes + write_bytes; }
@@ -121,6 +122,7 @@ struct record {
             {"rows", rows},
             {"hidden_size", hidden_size},
             {"requests", requests},
+            {"upload_bytes", upload_bytes},
             {"seconds", seconds},
             {"latency_seconds", latency_seconds},
             {"plan_seconds", plan_seconds},
@@ -232,7 +234,7 @@ class runner {
     home.mark_launched();
     space_.synchronize();
     const std::int64_t output_size = plan.output_size;
-    const record timed = time_case(
+    record timed = time_case(
         "dispatcher graph", step, plan_seconds, output.data(), output_size,
         [&] {
           plan = engine.plan(step, state);  // each step is planned anew, as an engine plans it
@@ -245,6 +247,7 @@ class runner {
         });
     cudaGraphExecDestroy(replay);
     cudaGraphDestroy(graph);
+    timed.upload_bytes = static_cast<std::int64_t>(home.bytes());  // every replay copies the whole slot
     return timed;
   }
 #endif
@@ -309,6 +312,10 @@ class runner {
     const double ceiling = static_cast<double>(input_bytes) / read_seconds / 1e9;
     const double write_ceiling = output_bytes == 0 ? ceiling : static_cast<double>(output_bytes) / write_seconds / 1e9;
     const std::string used = name == "dispatcher graph" ? "dispatcher" : name;
+    prepare();
+    const seqpool::audit_scope uploaded(space_.audit());
+    work();
+    space_.synchronize();
     return {name,
             space_name_,
             dtype_,
@@ -317,6 +324,7 @@ class runner {
             shape_.rows(),
             shape_.hidden_size,
             static_cast<std::int64_t>(step.requests.size()),
+            uploaded.counts().upload_bytes,
             seconds,
             latency,
             plan_seconds,
@@ -364,9 +372,10 @@ void run_space(const char* space_name, const char* dtype, const batch_shape& sha
     const record& r = records.back();
     std::printf(
         "%-10s %-6s %-5s %-6s %-7s %8.3f ms %7.2f GB/s  ceiling %6.2f GB/s  %5.2f  bound %5.2f  (plan %.3f ms, "
-        "latency %.3f ms)\n",
+        "%lld bytes uploaded, latency %.3f ms)\n",
         r.method.c_str(), r.space.c_str(), r.dtype.c_str(), r.result.c_str(), r.shape.c_str(), r.seconds * 1e3,
-        r.gbps(), r.ceiling_gbps, r.fraction(), r.bound_fraction(), r.plan_seconds * 1e3, r.latency_seconds * 1e3);
+        r.gbps(), r.ceiling_gbps, r.fraction(), r.bound_fraction(), r.plan_seconds * 1e3,
+        static_cast<long long>(r.upload_bytes), r.latency_seconds * 1e3);
     std::fflush(stdout);
   };
   add("cls", [&] { return run.pooler_case("cls", method::cls{}, normalise); });

@@ -65,8 +65,10 @@ def main():
     # synchronisation. On the host the two times are one.
     device = space == "device"
     print("| method | dtype | shape | seqpool ms |" + (" latency ms |" if device else "") +
-          " plan ms | GB/s | read ceiling | fraction | r+w bound | PyTorch ms | fraction | speedup (with plan) |")
-    print("|---|---|---|---:|" + ("---:|" if device else "") + "---:|---:|---:|---:|---:|---:|---:|---:|")
+          " plan ms | uploaded | GB/s | read ceiling | fraction |" + (" predicted |" if device else "") +
+          " r+w bound | PyTorch ms | fraction | speedup (with plan) |")
+    print("|---|---|---|---:|" + ("---:|" if device else "") + "---:|---:|---:|---:|---:|" +
+          ("---:|" if device else "") + "---:|---:|---:|---:|")
     for dtype in ("fp32", "bf16"):
         for shape in SHAPES:
             for method in METHODS + SIXTEEN_BIT + (["dispatcher graph"] if device else []):
@@ -76,14 +78,51 @@ def main():
                     continue
                 latency = ours_record.get("latency_seconds", ours_record["seconds"])
                 step_seconds = latency + ours_record["plan_seconds"]
+                predicted = predicted_fraction(ours_record) if device else None
+                uploaded = ours_record.get("upload_bytes")
                 print(f"| {method} | {dtype} | {shape} | {ours_record['seconds'] * 1e3:.3f} | " +
                       (f"{latency * 1e3:.3f} | " if device else "") +
-                      f"{ours_record['plan_seconds'] * 1e3:.3f} | {ours_record['gbps']:.1f} | "
-                      f"{ours_record['ceiling_gbps']:.1f} | {ours_record['fraction']:.2f} | "
+                      f"{ours_record['plan_seconds'] * 1e3:.3f} | " +
+                      (f"{uploaded / 1e3:.1f} kB | " if uploaded is not None else "— | ") +
+                      f"{ours_record['gbps']:.1f} | {ours_record['ceiling_gbps']:.1f} | {ours_record['fraction']:.2f} | " +
+                      ((f"{predicted:.2f} | " if predicted is not None else "— | ") if device else "") +
                       f"{ours_record['bound_fraction']:.2f} | " +
                       (f"{torch['seconds'] * 1e3:.3f} | {torch['fraction']:.2f} | "
                        f"{torch['seconds'] / latency:.1f}x ({torch['seconds'] / step_seconds:.1f}x) |" if torch else
                        "— | — | — |"))
+
+# The model of a device step that the first H200 run was fitted with (docs/PERFORMANCE.md,
+# GPU): a fixed cost, the plan's upload at the speed a small copy reaches, the data at
+# 0.8 of the read ceiling, and the serial L2 round trips of the kernel's tail, each ~0.2 µs.
+STEP_FIXED_SECONDS = 10e-6
+UPLOAD_BYTES_PER_SECOND = 55e9
+STREAMING_SHARE = 0.8
+ROUND_TRIP_SECONDS = 0.2e-6
+SPLIT_ELEMENTS, TILE_ROWS, WARPS, LANES = 32768, 512, 8, 32
+
+
+def tail_round_trips(record, lengths):
+    """A MEAN or MAX step's serial round trips after its last streaming load: a split
+    request's partials merged by the last tile (a warp reads its share of them in turn),
+    then its L2 norm in memory, a warp's lane a column of 32 at a time."""
+    width = record["hidden_size"]
+    longest = max(lengths)
+    if longest * width <= SPLIT_ELEMENTS:
+        return 2  # packed: the row is finished in registers
+    tiles = -(-longest // TILE_ROWS)
+    return -(-tiles // WARPS) + width // LANES + 2
+
+
+def predicted_fraction(record):
+    """The model's fraction of the read ceiling for a MEAN or MAX step on the device, or None."""
+    if record["method"] not in ("mean", "max") or "upload_bytes" not in record:
+        return None
+    lengths = [record["rows"] // record["requests"]] * record["requests"]
+    ideal = record["read_bytes"] / (record["ceiling_gbps"] * 1e9)
+    seconds = (STEP_FIXED_SECONDS + record["upload_bytes"] / UPLOAD_BYTES_PER_SECOND + ideal / STREAMING_SHARE +
+               ROUND_TRIP_SECONDS * tail_round_trips(record, lengths))
+    return ideal / seconds
+
 
 def row_name(record):
     """The method, and where its results are not float32, what they are."""
