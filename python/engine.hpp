@@ -1,0 +1,106 @@
+// The Python module's engine: one dispatcher of runtime-chosen methods, its state
+// store and its space, behind an interface that names no template, so that the
+// bindings (compiled once, by the host compiler) reach engines built for each
+// result type and space in translation units of their own (nvcc's for CUDA).
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <dlpack/dlpack.h>
+
+#include <seqpool/batch.hpp>
+#include <seqpool/capacity.hpp>
+#include <seqpool/float16.hpp>
+#include <seqpool/head/classify.hpp>
+#include <seqpool/plan.hpp>
+#include <seqpool/space/audit.hpp>
+
+namespace seqpool::python {
+
+/// A linear layer's weights, [rows, cols] row-major, as the caller handed them over.
+struct layer_weights {
+  std::vector<float> weight;
+  std::vector<float> bias;  ///< empty: none
+  std::int64_t rows = 0;
+  std::int64_t cols = 0;
+};
+
+/// What a dispatcher is made of: a method name per task (none: the task is not
+/// served), the heads' layers and knobs, and the type of its results.
+struct engine_config {
+  std::int64_t hidden_size = 0;
+  std::array<std::optional<std::string>, 4> methods;  ///< by seqpool::task
+  std::optional<layer_weights> projector;
+  std::optional<layer_weights> classifier;
+  head::problem_type problem = head::problem_type::single_label;
+  std::optional<head::platt_scaling> platt;
+};
+
+/// Memory a step's output lives in, owned by whoever holds it last (the Python
+/// object that wraps it).
+class output_memory {
+ public:
+  virtual ~output_memory() = default;
+  virtual void* data() = 0;
+};
+
+/// A graph_upload, behind the same kind of interface (CUDA engines only).
+class captured_upload {
+ public:
+  virtual ~captured_upload() = default;
+  virtual std::size_t bytes() const = 0;
+  virtual void mark_launched() = 0;
+};
+
+/// One dispatcher, its state store and its space; every call may throw
+/// seqpool::error (bad input) or seqpool::device_error.
+class engine {
+ public:
+  virtual ~engine() = default;
+
+  virtual std::int64_t hidden_size() const = 0;
+  virtual DLDataType result_type() const = 0;
+  virtual DLDeviceType device_type() const = 0;
+  virtual bool serves(task pooling_task) const = 0;
+
+  virtual step_plan plan(const batch& step) const = 0;
+  /// reserve() for the plan, and an output of plan.output_size values in the space.
+  virtual std::unique_ptr<output_memory> reserve(const step_plan& plan) = 0;
+  virtual void forward(const DLTensor& hidden, const step_plan& plan, DLTensor& output) = 0;
+
+  virtual void reserve_capacity(const capacity& limits) = 0;
+  /// Values a captured step's output holds: what reserve_capacity() sized.
+  virtual std::int64_t output_capacity() const = 0;
+  virtual std::unique_ptr<captured_upload> reserve_graph() = 0;
+  virtual void capture(const DLTensor& hidden, const step_plan& plan, DLTensor& output, captured_upload& home) = 0;
+  virtual void restage(const step_plan& plan, captured_upload& home) = 0;
+  virtual void synchronize() = 0;
+
+  /// What the space counted since the engine was made.
+  virtual audit_counts audit() const = 0;
+  virtual void release(std::string_view id) = 0;
+  virtual std::int64_t num_computed(std::string_view id) const = 0;
+};
+
+/// Results of each type: float32, float16 and bfloat16 (DLPack's codes).
+enum class result_kind : std::uint8_t { float32, float16, bfloat16 };
+
+std::unique_ptr<engine> make_host_engine(const engine_config& config, result_kind result);
+/// Each made in engine_part.cpp (host) or engine_part.cu (CUDA), explicitly
+/// instantiated there for float, half and bfloat16.
+template <class Result>
+std::unique_ptr<engine> make_host_engine_of(const engine_config& config);
+template <class Result>
+std::unique_ptr<engine> make_cuda_engine_of(const engine_config& config, std::uintptr_t stream);
+/// Work queued on `stream` (a cudaStream_t); null where the module was built without CUDA.
+std::unique_ptr<engine> make_cuda_engine(const engine_config& config, result_kind result, std::uintptr_t stream);
+/// Whether this build of the module has CUDA engines.
+bool has_cuda();
+
+}  // namespace seqpool::python

@@ -1,0 +1,171 @@
+// The engine for one space and one result type: a dispatcher of the configurable
+// table, its state store, and the layers its heads read, copied into the space.
+// Each engine part (engine_part.cpp, engine_part.cu) instantiates it.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <utility>
+
+#include <seqpool/configurable.hpp>
+#include <seqpool/dlpack.hpp>
+#include <seqpool/seqpool.hpp>
+
+#include "engine.hpp"
+
+namespace seqpool::python {
+
+/// The runtime method `name` names, or seqpool::error listing what the task takes.
+template <class Runtime>
+Runtime method_named(const std::string& name, task pooling_task) {
+  if (std::optional<Runtime> found = Runtime::from_name(name)) return *found;
+  std::string expected;
+  for (std::size_t i = 0; i < Runtime::names.size(); ++i)
+    expected += std::string(i == 0 ? "" : i + 1 == Runtime::names.size() ? " or " : ", ") +
+                std::string(Runtime::names[i]);
+  detail::fail(seqpool::name(pooling_task), "method \"", name, "\" cannot serve it (expected ", expected, ")");
+}
+
+/// A layer's weights in the space's memory.
+template <class Space>
+class layer_memory {
+ public:
+  layer_memory(Space& space, const layer_weights& given)
+      : weight_(copy_in(space, given.weight)), bias_(copy_in(space, given.bias)) {
+    layer_ = {weight_.data(), given.bias.empty() ? nullptr : bias_.data(), given.rows, given.cols};
+  }
+  linear_layer layer() const { return layer_; }
+
+ private:
+  static buffer<float, Space> copy_in(Space& space, const std::vector<float>& values) {
+    buffer<float, Space> copy(space, values.size());
+    if (!values.empty()) space.copy_in(std::span<const float>(values), copy.span());
+    return copy;
+  }
+  buffer<float, Space> weight_;
+  buffer<float, Space> bias_;
+  linear_layer layer_;
+};
+
+template <class Space, class Result>
+class output_buffer final : public output_memory {
+ public:
+  output_buffer(Space& space, std::int64_t values) : values_(space, static_cast<std::size_t>(values)) {}
+  void* data() override { return values_.data(); }
+
+ private:
+  buffer<Result, Space> values_;
+};
+
+template <class Space>
+class graph_home final : public captured_upload {
+ public:
+  explicit graph_home(graph_upload<typename Space::backend_type> home) : home_(std::move(home)) {}
+  std::size_t bytes() const override { return home_.bytes(); }
+  void mark_launched() override { home_.mark_launched(); }
+  graph_upload<typename Space::backend_type>& home() { return home_; }
+
+ private:
+  graph_upload<typename Space::backend_type> home_;
+};
+
+template <class Space, class Result>
+class engine_of final : public engine {
+  using table = configurable_table<Space, Result>;
+  using runner = dispatcher<table>;
+
+ public:
+  template <class... SpaceArgs>
+  explicit engine_of(const engine_config& config, SpaceArgs&&... space_args)
+      : config_(config), space_(std::forward<SpaceArgs>(space_args)...), state_(space_), dispatcher_(make()) {}
+
+  std::int64_t hidden_size() const override { return config_.hidden_size; }
+  DLDataType result_type() const override { return dlpack::detail::dtype_of<Result>(); }
+  DLDeviceType device_type() const override { return dlpack::memory<Space>::devices[0]; }
+  bool serves(task pooling_task) const override {
+    return config_.methods[static_cast<std::size_t>(pooling_task)].has_value();
+  }
+
+  step_plan plan(const batch& step) const override { return dispatcher_.plan(step, state_); }
+
+  std::unique_ptr<output_memory> reserve(const step_plan& plan) override {
+    dispatcher_.reserve(plan, state_);
+    return std::make_unique<output_buffer<Space, Result>>(space_, plan.output_size);
+  }
+
+  void forward(const DLTensor& hidden, const step_plan& plan, DLTensor& output) override {
+    const cuda::std::span<Result> out = dlpack::output<Space, Result>(output);
+    dlpack::visit_hidden<Space>(hidden, [&](auto view) { dispatcher_.forward(view, plan, state_, out); });
+  }
+
+  void reserve_capacity(const capacity& limits) override { dispatcher_.reserve_capacity(limits); }
+  std::int64_t output_capacity() const override { return dispatcher_.output_capacity(); }
+
+  std::unique_ptr<captured_upload> reserve_graph() override {
+    if constexpr (Space::family == algorithm_family::device)
+      return std::make_unique<graph_home<Space>>(dispatcher_.reserve_graph());
+    else
+      detail::fail("capture", "a captured step runs on a CUDA stream: make the pooler with device=\"cuda\"");
+  }
+
+  void capture(const DLTensor& hidden, const step_plan& plan, DLTensor& output, captured_upload& home) override {
+    if constexpr (Space::family == algorithm_family::device) {
+      const cuda::std::span<Result> out = dlpack::output<Space, Result>(output);
+      dlpack::visit_hidden<Space>(
+          hidden, [&](auto view) { dispatcher_.capture(view, plan, state_, out, home_of(home)); });
+    } else {
+      detail::fail("capture", "a captured step runs on a CUDA stream: make the pooler with device=\"cuda\"");
+    }
+  }
+
+  void restage(const step_plan& plan, captured_upload& home) override {
+    if constexpr (Space::family == algorithm_family::device)
+      dispatcher_.restage(plan, state_, home_of(home));
+    else
+      detail::fail("restage", "a captured step runs on a CUDA stream: make the pooler with device=\"cuda\"");
+  }
+
+  void synchronize() override {
+    if constexpr (Space::family == algorithm_family::device) space_.synchronize();
+  }
+
+  audit_counts audit() const override { return space_.audit().counts(); }
+  void release(std::string_view id) override { state_.release(id); }
+  std::int64_t num_computed(std::string_view id) const override { return state_.num_computed(id); }
+
+ private:
+  auto& home_of(captured_upload& home) { return dynamic_cast<graph_home<Space>&>(home).home(); }
+
+  runner make() {
+    if (config_.projector) projector_.emplace(space_, *config_.projector);
+    if (config_.classifier) classifier_.emplace(space_, *config_.classifier);
+    const head::embed embed_head = projector_ ? head::embed(projector_->layer()) : head::embed();
+    const head::classify classify_head(classifier_ ? std::optional(classifier_->layer()) : std::nullopt,
+                                       config_.problem, config_.platt);
+    return runner(space_, entry<method::any_sequence>(task::embed, embed_head),
+                  entry<method::any_sequence>(task::classify, classify_head),
+                  entry<method::any_token>(task::token_embed, embed_head),
+                  entry<method::any_token>(task::token_classify, classify_head));
+  }
+
+  template <class Method, class Head>
+  std::optional<pooler<Method, Head, Space, Result>> entry(task pooling_task, const Head& pooling_head) {
+    const std::optional<std::string>& name = config_.methods[static_cast<std::size_t>(pooling_task)];
+    if (!name) return std::nullopt;
+    return pooler<Method, Head, Space, Result>(space_, config_.hidden_size, method_named<Method>(*name, pooling_task),
+                                               pooling_head);
+  }
+
+  engine_config config_;
+  Space space_;
+  std::optional<layer_memory<Space>> projector_;
+  std::optional<layer_memory<Space>> classifier_;
+  state_store<Space> state_;
+  runner dispatcher_;
+};
+
+}  // namespace seqpool::python

@@ -1,0 +1,35 @@
+// One result type's engines (SEQPOOL_PY_RESULT: 0 float32, 1 float16, 2 bfloat16),
+// so that no translation unit instantiates them all. Under nvcc (engine_part.cu)
+// the CUDA engine, otherwise the host one.
+#include "engine_impl.hpp"
+
+#ifndef SEQPOOL_PY_RESULT
+#error "compile engine_part.cpp with SEQPOOL_PY_RESULT=0, 1 or 2"
+#endif
+
+namespace seqpool::python {
+
+#if SEQPOOL_PY_RESULT == 0
+using result_type = float;
+#elif SEQPOOL_PY_RESULT == 1
+using result_type = half;
+#else
+using result_type = bfloat16;
+#endif
+
+#if defined(__CUDACC__)
+template <class Result>
+std::unique_ptr<engine> make_cuda_engine_of(const engine_config& config, std::uintptr_t stream) {
+  return std::make_unique<engine_of<device_space<cuda_backend>, Result>>(
+      config, cuda_backend(reinterpret_cast<cudaStream_t>(stream)));
+}
+template std::unique_ptr<engine> make_cuda_engine_of<result_type>(const engine_config&, std::uintptr_t);
+#else
+template <class Result>
+std::unique_ptr<engine> make_host_engine_of(const engine_config& config) {
+  return std::make_unique<engine_of<host_space, Result>>(config);
+}
+template std::unique_ptr<engine> make_host_engine_of<result_type>(const engine_config&);
+#endif
+
+}  // namespace seqpool::python

@@ -1,0 +1,2 @@
+// The CUDA engines of one result type: engine_part.cpp under nvcc.
+#include "engine_part.cpp"

@@ -1,0 +1,531 @@
+// seqpool._seqpool: the bindings. Tensors cross as DLPack (nanobind's ndarray
+// takes anything with __dlpack__ or the buffer protocol), a step is given as an
+// engine holds it (arrays of lengths, ids, params), and seqpool's errors become
+// ValueError (bad input) and seqpool.DeviceError. The Python layer
+// (seqpool/__init__.py) adds the conveniences.
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <nanobind/nanobind.h>
+#include <nanobind/ndarray.h>
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/pair.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/tuple.h>
+#include <nanobind/stl/unique_ptr.h>
+#include <nanobind/stl/vector.h>
+
+#include <seqpool/dlpack.hpp>
+#include <seqpool/error.hpp>
+
+#include "engine.hpp"
+
+namespace nb = nanobind;
+using namespace nb::literals;
+
+namespace seqpool::python {
+namespace {
+
+/// Any tensor nanobind can import (DLPack or the buffer protocol), unconverted.
+using any_tensor = nb::ndarray<nb::ro>;
+
+/// The tensor as DLPack describes it; it points into `tensor`, which must outlive it.
+template <class... Constraints>
+DLTensor describe(const nb::ndarray<Constraints...>& tensor) {
+  DLTensor view{};
+  view.data = const_cast<void*>(tensor.data());
+  view.device = {static_cast<DLDeviceType>(tensor.device_type()), static_cast<std::int32_t>(tensor.device_id())};
+  view.ndim = static_cast<std::int32_t>(tensor.ndim());
+  const nb::dlpack::dtype type = tensor.dtype();
+  view.dtype = {type.code, type.bits, type.lanes};
+  view.shape = const_cast<std::int64_t*>(tensor.shape_ptr());
+  view.strides = const_cast<std::int64_t*>(tensor.stride_ptr());
+  return view;
+}
+
+[[noreturn]] void refuse(const std::string& field, const std::string& what) { detail::fail(field, what); }
+
+/// Integers from a 1-D int32/int64 host tensor or a sequence of Python ints.
+std::vector<std::int64_t> read_integers(nb::handle given, const char* field) {
+  std::vector<std::int64_t> values;
+  any_tensor tensor;
+  if (nb::try_cast(given, tensor, false)) {
+    const DLTensor view = describe(tensor);
+    if (view.device.device_type != kDLCPU && view.device.device_type != kDLCUDAHost)
+      refuse(field, "must be in host memory (the plan is made on the host), not on " +
+                        dlpack::detail::device_name(view.device.device_type));
+    if (view.ndim != 1) refuse(field, "must be one-dimensional, got shape " + dlpack::detail::shape_name(view));
+    const bool wide = dlpack::detail::holds<std::int64_t>(view.dtype);
+    if (!wide && !dlpack::detail::holds<std::int32_t>(view.dtype))
+      refuse(field, "must hold int64 or int32, got " + dlpack::detail::dtype_name(view.dtype));
+    const std::int64_t stride = view.strides != nullptr ? view.strides[0] : 1;
+    values.resize(static_cast<std::size_t>(view.shape[0]));
+    for (std::size_t i = 0; i < values.size(); ++i) {
+      const auto at = static_cast<std::int64_t>(i) * stride;
+      values[i] = wide ? static_cast<const std::int64_t*>(view.data)[at] : static_cast<const std::int32_t*>(view.data)[at];
+    }
+    return values;
+  }
+  if (!nb::isinstance<nb::sequence>(given) || nb::isinstance<nb::str>(given))
+    refuse(field, "must be a sequence of ints or a 1-D int tensor");
+  const nb::sequence items = nb::borrow<nb::sequence>(given);
+  values.reserve(nb::len(items));
+  for (nb::handle item : items) {
+    std::int64_t value = 0;
+    if (!nb::try_cast(item, value)) refuse(field, "must hold ints, got " + nb::cast<std::string>(nb::repr(item)));
+    values.push_back(value);
+  }
+  return values;
+}
+
+void check_count(std::size_t found, std::size_t expected, const char* field) {
+  if (found != expected)
+    refuse(field, "has " + std::to_string(found) + " entries for " + std::to_string(expected) + " requests");
+}
+
+std::optional<task> task_named(std::string_view text) {
+  for (const task candidate : {task::embed, task::classify, task::token_embed, task::token_classify})
+    if (name(candidate) == text) return candidate;
+  return std::nullopt;
+}
+
+task read_task(nb::handle given) {
+  std::string text;
+  if (nb::try_cast(given, text))
+    if (const std::optional<task> found = task_named(text)) return *found;
+  refuse("tasks", "expected \"embed\", \"classify\", \"token_embed\" or \"token_classify\", got " +
+                      nb::cast<std::string>(nb::repr(given)));
+}
+
+/// A plan and what it needs until its step has run: the token ids its requests
+/// point into, and the output reserve() made for it.
+struct plan_object {
+  step_plan plan;
+  std::vector<bool> matrices;  ///< per request: a result of rows (token tasks, spans) or one vector
+  nb::list kept;               ///< token id tensors the plan reads
+  std::unique_ptr<output_memory> output;
+  bool reserved = false;
+  bool ran = false;
+};
+
+/// A graph_upload, as Python holds it.
+struct graph_object {
+  std::unique_ptr<captured_upload> home;
+};
+
+std::vector<float> read_floats(const nb::ndarray<const float, nb::c_contig, nb::device::cpu>& array) {
+  const auto* first = array.data();
+  return std::vector<float>(first, first + array.size());
+}
+
+std::optional<layer_weights> read_layer(std::optional<nb::ndarray<const float, nb::ndim<2>, nb::c_contig, nb::device::cpu>> weight,
+                                        std::optional<nb::ndarray<const float, nb::c_contig, nb::device::cpu>> bias,
+                                        const char* what) {
+  if (!weight) {
+    if (bias) refuse(std::string(what) + "_bias", std::string("is given without a ") + what);
+    return std::nullopt;
+  }
+  layer_weights layer;
+  layer.rows = static_cast<std::int64_t>(weight->shape(0));
+  layer.cols = static_cast<std::int64_t>(weight->shape(1));
+  layer.weight.assign(weight->data(), weight->data() + weight->size());
+  if (bias) {
+    if (bias->ndim() != 1 || static_cast<std::int64_t>(bias->shape(0)) != layer.rows)
+      refuse(std::string(what) + "_bias", "must have shape [" + std::to_string(layer.rows) + "] (the weight's rows)");
+    layer.bias.assign(bias->data(), bias->data() + bias->size());
+  }
+  return layer;
+}
+
+result_kind result_named(const std::string& name) {
+  if (name == "float32") return result_kind::float32;
+  if (name == "float16") return result_kind::float16;
+  if (name == "bfloat16") return result_kind::bfloat16;
+  refuse("result_dtype", "expected \"float32\", \"float16\" or \"bfloat16\", got \"" + name + "\"");
+}
+
+head::problem_type problem_named(const std::string& name) {
+  if (name == "single_label") return head::problem_type::single_label;
+  if (name == "multi_label") return head::problem_type::multi_label;
+  if (name == "regression") return head::problem_type::regression;
+  refuse("problem", "expected \"single_label\", \"multi_label\" or \"regression\", got \"" + name + "\"");
+}
+
+/// The Python-facing dispatcher: an engine and the GIL rules around it.
+class dispatcher_object {
+ public:
+  dispatcher_object(std::int64_t hidden_size, std::optional<std::string> embed, std::optional<std::string> classify,
+                    std::optional<std::string> token_embed, std::optional<std::string> token_classify,
+                    std::optional<nb::ndarray<const float, nb::ndim<2>, nb::c_contig, nb::device::cpu>> projector,
+                    std::optional<nb::ndarray<const float, nb::c_contig, nb::device::cpu>> projector_bias,
+                    std::optional<nb::ndarray<const float, nb::ndim<2>, nb::c_contig, nb::device::cpu>> classifier,
+                    std::optional<nb::ndarray<const float, nb::c_contig, nb::device::cpu>> classifier_bias,
+                    const std::string& problem, std::optional<float> logit_mean, std::optional<float> logit_sigma,
+                    const std::string& result_dtype, const std::string& device, std::uintptr_t stream) {
+    engine_config config;
+    config.hidden_size = hidden_size;
+    config.methods = {std::move(embed), std::move(classify), std::move(token_embed), std::move(token_classify)};
+    config.projector = read_layer(std::move(projector), std::move(projector_bias), "projector");
+    config.classifier = read_layer(std::move(classifier), std::move(classifier_bias), "classifier");
+    config.problem = problem_named(problem);
+    if (logit_mean.has_value() != logit_sigma.has_value())
+      refuse("logit_mean", "and logit_sigma are given together (Platt scaling), or neither");
+    if (logit_mean) config.platt = head::platt_scaling{*logit_mean, *logit_sigma};
+    const result_kind result = result_named(result_dtype);
+    if (device == "cpu") {
+      engine_ = make_host_engine(config, result);
+    } else if (device == "cuda") {
+      if (!has_cuda())
+        refuse("device", "this build of seqpool has no CUDA module (install it where nvcc is found)");
+      engine_ = make_cuda_engine(config, result, stream);
+    } else {
+      refuse("device", "expected \"cpu\" or \"cuda\", got \"" + device + "\"");
+    }
+    for (const task t : {task::embed, task::classify, task::token_embed, task::token_classify})
+      if (engine_->serves(t)) served_.push_back(t);
+  }
+
+  std::int64_t hidden_size() const { return engine_->hidden_size(); }
+
+  std::unique_ptr<plan_object> plan(nb::handle prompt_lens, nb::handle num_scheduled, nb::handle num_computed,
+                                    nb::handle ids, nb::handle tasks, nb::handle token_ids, nb::handle params,
+                                    std::optional<std::int64_t> sequence_length, const std::string& padding) {
+    auto made = std::make_unique<plan_object>();
+    batch step;
+    const std::vector<std::int64_t> lengths = read_integers(prompt_lens, "prompt_lens");
+    const std::size_t count = lengths.size();
+    step.requests.resize(count);
+    std::vector<std::int64_t> computed(count, 0);
+    if (!num_computed.is_none()) {
+      computed = read_integers(num_computed, "num_computed");
+      check_count(computed.size(), count, "num_computed");
+    }
+    std::vector<std::int64_t> scheduled;
+    if (!num_scheduled.is_none()) {
+      scheduled = read_integers(num_scheduled, "num_scheduled");
+      check_count(scheduled.size(), count, "num_scheduled");
+    }
+    for (std::size_t i = 0; i < count; ++i) {
+      request& r = step.requests[i];
+      r.prompt_len = lengths[i];
+      r.num_computed = computed[i];
+      r.num_scheduled = scheduled.empty() ? lengths[i] - computed[i] : scheduled[i];
+    }
+    read_ids(ids, step);
+    read_tasks(tasks, step);
+    read_params(params, step);
+    read_token_ids(token_ids, step, made->kept);
+    if (sequence_length) {
+      if (padding != "right" && padding != "left")
+        refuse("padding", "expected \"right\" or \"left\", got \"" + padding + "\"");
+      step.padded = padded_rows{.sequence_length = *sequence_length,
+                                .padding = padding == "right" ? padding::right : padding::left};
+    }
+    made->plan = engine_->plan(step);
+    made->matrices.resize(count);
+    for (std::size_t i = 0; i < count; ++i)
+      made->matrices[i] = is_token_task(step.requests[i].task) || !step.requests[i].params.spans.empty();
+    return made;
+  }
+
+  void reserve(plan_object& planned) {
+    planned.output = engine_->reserve(planned.plan);
+    planned.reserved = true;
+  }
+
+  /// The step, into `out`, or into the output reserve() made (returned, owning it).
+  nb::object forward(const any_tensor& hidden, plan_object& planned, nb::handle out) {
+    if (!planned.reserved) refuse("reserve", "call reserve(plan) before forward(hidden, plan)");
+    const DLTensor hidden_view = describe(hidden);
+    DLTensor output_view{};
+    std::int64_t size = planned.plan.output_size;
+    nb::ndarray<> given;
+    if (!out.is_none()) {
+      if (!nb::try_cast(out, given, false)) refuse("output", "must be a writable tensor");
+      output_view = describe(given);
+    } else {
+      if (!planned.output) refuse("forward", "this plan's output was handed out by an earlier forward()");
+      output_view = output_of(planned.output->data(), &size);
+    }
+    {
+      nb::gil_scoped_release unlocked;
+      engine_->forward(hidden_view, planned.plan, output_view);
+    }
+    planned.ran = true;
+    if (!out.is_none()) return nb::borrow(out);
+    return hand_out(std::move(planned.output), size);
+  }
+
+  void reserve_capacity(std::int64_t requests, std::int64_t rows, std::int64_t result_rows, std::int64_t columns) {
+    engine_->reserve_capacity({.requests = requests, .rows = rows, .result_rows = result_rows, .columns = columns});
+  }
+  std::int64_t output_capacity() const { return engine_->output_capacity(); }
+  std::unique_ptr<graph_object> reserve_graph() { return std::make_unique<graph_object>(engine_->reserve_graph()); }
+
+  void capture(const any_tensor& hidden, plan_object& planned, const nb::ndarray<>& out, graph_object& home) {
+    const DLTensor hidden_view = describe(hidden);
+    DLTensor output_view = describe(out);
+    engine_->capture(hidden_view, planned.plan, output_view, *home.home);
+    planned.ran = true;
+  }
+
+  void restage(plan_object& planned, graph_object& home) {
+    engine_->restage(planned.plan, *home.home);
+    planned.ran = true;
+  }
+
+  void synchronize() {
+    nb::gil_scoped_release unlocked;
+    engine_->synchronize();
+  }
+
+  nb::dict audit() const {
+    const audit_counts counts = engine_->audit();
+    nb::dict found;
+    found["uploads"] = counts.uploads;
+    found["upload_bytes"] = counts.upload_bytes;
+    found["downloads"] = counts.downloads;
+    found["waits"] = counts.waits;
+    found["allocations"] = counts.allocations;
+    found["launches"] = counts.launches;
+    return found;
+  }
+
+  void release(nb::handle id) { engine_->release(id_text(id)); }
+  std::int64_t num_computed(nb::handle id) const { return engine_->num_computed(id_text(id)); }
+
+  std::string result_dtype() const { return dlpack::detail::dtype_name(engine_->result_type()); }
+  std::string device() const { return engine_->device_type() == kDLCUDA ? "cuda" : "cpu"; }
+
+ private:
+  static std::string id_text(nb::handle id) {
+    if (nb::isinstance<nb::str>(id)) return nb::cast<std::string>(id);
+    std::int64_t number = 0;
+    if (nb::try_cast(id, number)) return std::to_string(number);
+    refuse("ids", "a request id is a str or an int, got " + nb::cast<std::string>(nb::repr(id)));
+  }
+
+  static void read_ids(nb::handle ids, batch& step) {
+    const std::size_t count = step.requests.size();
+    if (ids.is_none()) {
+      for (std::size_t i = 0; i < count; ++i) step.requests[i].id = std::to_string(i);
+      return;
+    }
+    any_tensor tensor;
+    if (nb::try_cast(ids, tensor, false)) {
+      const std::vector<std::int64_t> numbers = read_integers(ids, "ids");
+      check_count(numbers.size(), count, "ids");
+      for (std::size_t i = 0; i < count; ++i) step.requests[i].id = std::to_string(numbers[i]);
+      return;
+    }
+    if (!nb::isinstance<nb::sequence>(ids) || nb::isinstance<nb::str>(ids))
+      refuse("ids", "must be a sequence of str or int ids, or a 1-D int tensor");
+    const nb::sequence items = nb::borrow<nb::sequence>(ids);
+    check_count(nb::len(items), count, "ids");
+    std::size_t i = 0;
+    for (nb::handle item : items) step.requests[i++].id = id_text(item);
+  }
+
+  void read_tasks(nb::handle tasks, batch& step) const {
+    if (tasks.is_none()) {
+      if (served_.size() != 1)
+        refuse("tasks", "say each request's task: this dispatcher serves " + std::to_string(served_.size()) + " tasks");
+      for (request& r : step.requests) r.task = served_[0];
+      return;
+    }
+    if (nb::isinstance<nb::str>(tasks)) {
+      const task all = read_task(tasks);
+      for (request& r : step.requests) r.task = all;
+      return;
+    }
+    if (!nb::isinstance<nb::sequence>(tasks)) refuse("tasks", "must be a task name or a sequence of them");
+    const nb::sequence items = nb::borrow<nb::sequence>(tasks);
+    check_count(nb::len(items), step.requests.size(), "tasks");
+    std::size_t i = 0;
+    for (nb::handle item : items) step.requests[i++].task = read_task(item);
+  }
+
+  static void read_params(nb::handle params, batch& step) {
+    if (params.is_none()) return;
+    pooling_params one;
+    if (nb::try_cast(params, one)) {
+      for (request& r : step.requests) r.params = one;
+      return;
+    }
+    if (!nb::isinstance<nb::sequence>(params))
+      refuse("params", "must be a PoolingParams, or a sequence of them (None for the defaults)");
+    const nb::sequence items = nb::borrow<nb::sequence>(params);
+    check_count(nb::len(items), step.requests.size(), "params");
+    std::size_t i = 0;
+    for (nb::handle item : items) {
+      if (!item.is_none()) {
+        const pooling_params* given = nullptr;
+        if (!nb::try_cast(item, given) || given == nullptr)
+          refuse("params", "entry " + std::to_string(i) + " is not a PoolingParams or None");
+        step.requests[i].params = *given;
+      }
+      ++i;
+    }
+  }
+
+  static void read_token_ids(nb::handle token_ids, batch& step, nb::list& kept) {
+    if (token_ids.is_none()) return;
+    if (!nb::isinstance<nb::sequence>(token_ids))
+      refuse("token_ids", "must be a sequence of 1-D int tensors (None where a request has none)");
+    const nb::sequence items = nb::borrow<nb::sequence>(token_ids);
+    check_count(nb::len(items), step.requests.size(), "token_ids");
+    std::size_t i = 0;
+    for (nb::handle item : items) {
+      if (!item.is_none()) {
+        any_tensor tensor;
+        if (!nb::try_cast(item, tensor, false))
+          refuse("token_ids", "entry " + std::to_string(i) + " is not a tensor (an int32 or int64 array)");
+        kept.append(item);
+        step.requests[i].prompt_token_ids = dlpack::token_ids(describe(tensor));
+      }
+      ++i;
+    }
+  }
+
+  DLTensor output_of(void* data, std::int64_t* size) const {
+    DLTensor view{};
+    view.data = data;
+    view.device = {engine_->device_type(), 0};
+    view.ndim = 1;
+    view.dtype = engine_->result_type();
+    view.shape = size;
+    return view;
+  }
+
+  /// The reserved output as a tensor that owns it: an object with __dlpack__ and
+  /// __dlpack_device__ (numpy.from_dlpack, torch.from_dlpack, …).
+  nb::object hand_out(std::unique_ptr<output_memory> memory, std::int64_t size) const {
+    void* data = memory->data();
+    nb::capsule owner(memory.release(), [](void* held) noexcept { delete static_cast<output_memory*>(held); });
+    const DLDataType type = engine_->result_type();
+    const std::size_t shape[1] = {static_cast<std::size_t>(size)};
+    return nb::cast(nb::ndarray<nb::array_api>(data, 1, shape, owner, nullptr,
+                                               nb::dlpack::dtype{type.code, type.bits, type.lanes},
+                                               engine_->device_type(), 0));
+  }
+
+  std::unique_ptr<engine> engine_;
+  std::vector<task> served_;
+};
+
+std::vector<std::pair<std::int64_t, std::int64_t>> spans_of(const pooling_params& params) {
+  std::vector<std::pair<std::int64_t, std::int64_t>> spans;
+  for (const token_span& span : params.spans) spans.emplace_back(span.begin, span.end);
+  return spans;
+}
+
+}  // namespace
+}  // namespace seqpool::python
+
+NB_MODULE(_seqpool, m) {
+  using namespace seqpool::python;
+  m.doc() = "seqpool's bindings; use the seqpool package.";
+
+  static nb::exception<seqpool::device_error> device_error(m, "DeviceError", PyExc_RuntimeError);
+  nb::register_exception_translator([](const std::exception_ptr& thrown, void*) {
+    try {
+      std::rethrow_exception(thrown);
+    } catch (const seqpool::error& bad_input) {
+      PyErr_SetString(PyExc_ValueError, bad_input.what());
+    }
+  });
+
+  nb::class_<seqpool::pooling_params>(m, "PoolingParams")
+      .def(
+          "__init__",
+          [](seqpool::pooling_params* made, bool use_activation, std::optional<std::int64_t> dimensions,
+             std::optional<std::int64_t> step_tag_id, std::vector<std::int64_t> returned_token_ids,
+             std::vector<std::pair<std::int64_t, std::int64_t>> spans) {
+            new (made) seqpool::pooling_params{};
+            made->use_activation = use_activation;
+            made->dimensions = dimensions;
+            made->step_tag_id = step_tag_id;
+            made->returned_token_ids = std::move(returned_token_ids);
+            for (const auto& [begin, end] : spans) made->spans.push_back({begin, end});
+          },
+          nb::kw_only(), "use_activation"_a = true, "dimensions"_a = nb::none(), "step_tag_id"_a = nb::none(),
+          "returned_token_ids"_a = std::vector<std::int64_t>{},
+          "spans"_a = std::vector<std::pair<std::int64_t, std::int64_t>>{})
+      .def_rw("use_activation", &seqpool::pooling_params::use_activation)
+      .def_rw("dimensions", &seqpool::pooling_params::dimensions)
+      .def_rw("step_tag_id", &seqpool::pooling_params::step_tag_id)
+      .def_rw("returned_token_ids", &seqpool::pooling_params::returned_token_ids)
+      .def_prop_ro("spans", &spans_of)
+      .def("__eq__", [](const seqpool::pooling_params& a, const seqpool::pooling_params& b) { return a == b; })
+      .def("__repr__", [](const seqpool::pooling_params& params) {
+        std::string text = "PoolingParams(use_activation=" + std::string(params.use_activation ? "True" : "False");
+        if (params.dimensions) text += ", dimensions=" + std::to_string(*params.dimensions);
+        if (params.step_tag_id) text += ", step_tag_id=" + std::to_string(*params.step_tag_id);
+        if (!params.returned_token_ids.empty())
+          text += ", returned_token_ids=[" + std::to_string(params.returned_token_ids.size()) + " ids]";
+        if (!params.spans.empty()) text += ", spans=[" + std::to_string(params.spans.size()) + " spans]";
+        return text + ")";
+      });
+
+  nb::class_<plan_object>(m, "Plan")
+      .def_prop_ro("output_size", [](const plan_object& p) { return p.plan.output_size; })
+      .def_prop_ro("num_rows", [](const plan_object& p) { return p.plan.num_rows; })
+      .def_prop_ro("results",
+                   [](const plan_object& p) {
+                     nb::list found;
+                     for (const auto& slice : p.plan.results) {
+                       if (slice)
+                         found.append(nb::make_tuple(slice->offset, slice->rows, slice->cols));
+                       else
+                         found.append(nb::none());
+                     }
+                     return found;
+                   },
+                   "Per request: (offset, rows, cols) of its result in the step's output, or None.")
+      .def_prop_ro("matrices", [](const plan_object& p) { return std::vector<bool>(p.matrices); },
+                   "Per request: whether its result is a matrix (token task, or spans) rather than one vector.");
+
+  nb::class_<graph_object>(m, "GraphUpload")
+      .def_prop_ro("bytes", [](const graph_object& g) { return g.home->bytes(); })
+      .def("mark_launched", [](graph_object& g) { g.home->mark_launched(); });
+
+  nb::class_<dispatcher_object>(m, "Dispatcher")
+      .def(nb::init<std::int64_t, std::optional<std::string>, std::optional<std::string>, std::optional<std::string>,
+                    std::optional<std::string>,
+                    std::optional<nb::ndarray<const float, nb::ndim<2>, nb::c_contig, nb::device::cpu>>,
+                    std::optional<nb::ndarray<const float, nb::c_contig, nb::device::cpu>>,
+                    std::optional<nb::ndarray<const float, nb::ndim<2>, nb::c_contig, nb::device::cpu>>,
+                    std::optional<nb::ndarray<const float, nb::c_contig, nb::device::cpu>>, const std::string&,
+                    std::optional<float>, std::optional<float>, const std::string&, const std::string&,
+                    std::uintptr_t>(),
+           "hidden_size"_a, nb::kw_only(), "embed"_a = nb::none(), "classify"_a = nb::none(),
+           "token_embed"_a = nb::none(), "token_classify"_a = nb::none(), "projector"_a = nb::none(),
+           "projector_bias"_a = nb::none(), "classifier"_a = nb::none(), "classifier_bias"_a = nb::none(),
+           "problem"_a = "single_label", "logit_mean"_a = nb::none(), "logit_sigma"_a = nb::none(),
+           "result_dtype"_a = "float32", "device"_a = "cpu", "stream"_a = 0)
+      .def_prop_ro("hidden_size", &dispatcher_object::hidden_size)
+      .def_prop_ro("result_dtype", &dispatcher_object::result_dtype)
+      .def_prop_ro("device", &dispatcher_object::device)
+      .def("plan", &dispatcher_object::plan, "prompt_lens"_a, "num_scheduled"_a = nb::none(),
+           "num_computed"_a = nb::none(), nb::kw_only(), "ids"_a = nb::none(), "tasks"_a = nb::none(),
+           "token_ids"_a = nb::none(), "params"_a = nb::none(), "sequence_length"_a = nb::none(),
+           "padding"_a = "right")
+      .def("reserve", &dispatcher_object::reserve, "plan"_a)
+      .def("forward", &dispatcher_object::forward, "hidden"_a, "plan"_a, "out"_a = nb::none())
+      .def("reserve_capacity", &dispatcher_object::reserve_capacity, nb::kw_only(), "requests"_a, "rows"_a,
+           "result_rows"_a = 0, "columns"_a = 0)
+      .def_prop_ro("output_capacity", &dispatcher_object::output_capacity)
+      .def("reserve_graph", &dispatcher_object::reserve_graph)
+      .def("capture", &dispatcher_object::capture, "hidden"_a, "plan"_a, "out"_a, "home"_a)
+      .def("restage", &dispatcher_object::restage, "plan"_a, "home"_a)
+      .def("synchronize", &dispatcher_object::synchronize)
+      .def("audit", &dispatcher_object::audit)
+      .def("release", &dispatcher_object::release, "id"_a)
+      .def("num_computed", &dispatcher_object::num_computed, "id"_a);
+
+  m.def("has_cuda", &has_cuda);
+}

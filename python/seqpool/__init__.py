@@ -1,0 +1,88 @@
+"""seqpool from Python: pools the hidden states of a packed, ragged batch of
+requests into per-request results (embeddings, class scores, token vectors),
+with no host-device synchronisation inside a step.
+
+    import numpy as np, seqpool
+    pooler = seqpool.pooler(hidden_size=4, method="mean")      # embed task
+    results = seqpool.pool(pooler, hidden, prompt_lens=[2, 4])  # a list of arrays
+
+Engines call the three phases themselves (SPEC section 12):
+
+    plan = dispatcher.plan(prompt_lens, num_scheduled, num_computed, ids=..., tasks=..., params=...)
+    dispatcher.reserve(plan)                # may allocate; outside the step
+    out = dispatcher.forward(hidden, plan)  # the step: no sync, no allocation
+    rows = seqpool.split(torch.from_dlpack(out), plan)
+"""
+from ._seqpool import DeviceError, Dispatcher, GraphUpload, Plan, PoolingParams, has_cuda
+
+__all__ = ["DeviceError", "Dispatcher", "GraphUpload", "Plan", "PoolingParams", "has_cuda", "pooler", "pool", "split"]
+
+TOKEN_METHODS = ("all", "step")
+
+
+def pooler(hidden_size, method, *, task=None, **heads):
+    """A Dispatcher serving one task with `method`: "embed" for a sequence method,
+    "token_embed" for a token method ("all", "step") unless `task` says otherwise.
+    `heads` are Dispatcher's other keywords (projector, classifier, result_dtype, device, ...)."""
+    if task is None:
+        task = "token_embed" if method in TOKEN_METHODS else "embed"
+    if task not in ("embed", "classify", "token_embed", "token_classify"):
+        raise ValueError(f'task: expected "embed", "classify", "token_embed" or "token_classify", got {task!r}')
+    return Dispatcher(hidden_size, **{task: method}, **heads)
+
+
+def _framework_of(tensor):
+    """The module whose from_dlpack makes tensors like `tensor`: torch, numpy, cupy, jax.numpy, ..."""
+    module = type(tensor).__module__.split(".")[0]
+    if module == "numpy":
+        import numpy
+        return numpy
+    if module == "torch":
+        import torch
+        return torch
+    if module == "cupy":
+        import cupy
+        return cupy
+    if module in ("jax", "jaxlib"):
+        import jax.numpy
+        return jax.numpy
+    return None
+
+
+def split(output, plan):
+    """Per request, in batch order: a view of its result in `output` (a tensor the
+    step wrote: a vector, or a [rows, cols] matrix for token tasks and spans), or
+    None for a request that does not finish this step."""
+    found = []
+    for slice_, matrix in zip(plan.results, plan.matrices):
+        if slice_ is None:
+            found.append(None)
+            continue
+        offset, rows, cols = slice_
+        values = output[offset:offset + rows * cols]
+        found.append(values.reshape(rows, cols) if matrix else values)
+    return found
+
+
+def pool(dispatcher, hidden, prompt_lens=None, **step):
+    """Plans, reserves and runs one step, and returns split() of its output as
+    tensors of `hidden`'s kind (numpy in, numpy out; torch in, torch out). A
+    padded [B, S, H] `hidden` needs no prompt_lens (each request's is S unless
+    given) and says its sequence length itself; `step` takes plan()'s other
+    arguments (num_scheduled, num_computed, ids, tasks, token_ids, params, padding)."""
+    shape = tuple(hidden.shape)
+    if len(shape) == 3:
+        step.setdefault("sequence_length", shape[1])
+        if prompt_lens is None:
+            prompt_lens = [shape[1]] * shape[0]
+    if prompt_lens is None:
+        raise ValueError("prompt_lens: give each request's prompt length (hidden holds the rows of all of them)")
+    plan = dispatcher.plan(prompt_lens, **step)
+    dispatcher.reserve(plan)
+    out = dispatcher.forward(hidden, plan)
+    framework = _framework_of(hidden)
+    if framework is not None:
+        if framework.__name__ == "numpy" and dispatcher.result_dtype == "bfloat16":
+            raise ValueError("result_dtype: numpy has no bfloat16; pool torch tensors, or ask for float32 or float16")
+        out = framework.from_dlpack(out)
+    return split(out, plan)
