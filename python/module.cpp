@@ -117,11 +117,6 @@ struct graph_object {
   std::unique_ptr<captured_upload> home;
 };
 
-std::vector<float> read_floats(const nb::ndarray<const float, nb::c_contig, nb::device::cpu>& array) {
-  const auto* first = array.data();
-  return std::vector<float>(first, first + array.size());
-}
-
 std::optional<layer_weights> read_layer(std::optional<nb::ndarray<const float, nb::ndim<2>, nb::c_contig, nb::device::cpu>> weight,
                                         std::optional<nb::ndarray<const float, nb::c_contig, nb::device::cpu>> bias,
                                         const char* what) {

@@ -6,7 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 packages=(g++ meson ninja-build pkg-config cmake doctest-dev nlohmann-json3-dev libcli11-dev libomp-dev
-          libdlpack-dev python3 python3-numpy clang libclang-rt-14-dev)
+          libdlpack-dev python3 python3-dev python3-pip python3-numpy python3-pytest clang libclang-rt-14-dev)
 missing=()
 for package in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q 'install ok installed' || missing+=("$package")
@@ -50,6 +50,16 @@ if [ "${SEQPOOL_CCCL_FROM_PYPI:-0}" = 1 ] ||
   python3 -m pip download --quiet --no-deps --dest .deps/wheels nvidia-cuda-cccl==13.0.85 nvidia-cuda-runtime==13.0.96 \
     nvidia-cuda-crt==13.0.88
   unpack_wheels .deps/wheels include .deps/cuda/include
+fi
+
+# nanobind, for the Python module the suite builds and tests: PyPI's wheel (pure
+# Python and sources, no Debian package) unpacked into .deps/python, where
+# python/meson.build looks.
+if [ ! -f .deps/python/nanobind/__init__.py ]; then
+  echo "seqpool: fetching nanobind from PyPI into .deps/python"
+  python3 -m pip download --quiet --no-deps --dest .deps/wheels nanobind==3.1.0
+  mkdir -p .deps/python
+  python3 -m zipfile -e .deps/wheels/nanobind-3.1.0-py3-none-any.whl .deps/python
 fi
 
 # cuobjdump and nvdisasm, for the test that reads the kernels' machine code:

@@ -1,0 +1,313 @@
+"""seqpool from Python, against the numpy reference of tests/cli/batches.py (written
+from docs/SPEC.md): every method and head, torch tensors, 16-bit inputs and results,
+padded batches, chunked requests, mixed tasks, refusals, and a leak check."""
+import gc
+import os
+import pathlib
+import sys
+import threading
+import tracemalloc
+
+import numpy as np
+import pytest
+
+import seqpool
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "tests" / "cli"))
+from batches import Batch, expected, request, stored  # noqa: E402
+
+SEQUENCE = ["cls", "last", "mean", "max", "weighted_mean"]
+TOKEN = ["all", "step"]
+TASKS = ["embed", "classify", "token_embed", "token_classify"]
+
+
+def close(found, wanted, dtype="float32"):
+    tolerance = {"float32": 2e-5, "float16": 2e-3, "bfloat16": 1.6e-2}[dtype]
+    np.testing.assert_allclose(np.asarray(found, np.float64), np.asarray(wanted, np.float64),
+                               rtol=tolerance, atol=tolerance)
+
+
+def draw_heads(rng, hidden_size, task):
+    """Keywords for the Dispatcher and the reference's head config, for `task`."""
+    kwargs, config = {}, {}
+    if task in ("embed", "token_embed") and rng.random() < 0.5:
+        out = int(rng.integers(1, hidden_size + 4))
+        weight = (rng.normal(size=(out, hidden_size)) / np.sqrt(hidden_size)).astype(np.float32)
+        bias = rng.normal(size=out).astype(np.float32) if rng.random() < 0.5 else None
+        kwargs.update(projector=weight, projector_bias=bias)
+        config["projector"] = (weight, bias)
+    if task in ("classify", "token_classify"):
+        problem = str(rng.choice(["single_label", "multi_label", "regression"]))
+        kwargs["problem"] = problem
+        config["problem_type"] = problem
+        if rng.random() < 0.5:
+            labels = int(rng.choice([1, 2, 5]))
+            weight = (rng.normal(size=(labels, hidden_size)) / np.sqrt(hidden_size)).astype(np.float32)
+            bias = rng.normal(size=labels).astype(np.float32) if rng.random() < 0.5 else None
+            kwargs.update(classifier=weight, classifier_bias=bias)
+            config["classifier"] = (weight, bias)
+        if rng.random() < 0.5:
+            mean, sigma = float(rng.normal()), float(rng.choice([0.5, -2.0]))
+            kwargs.update(logit_mean=mean, logit_sigma=sigma)
+            config["platt"] = (mean, sigma)
+    return kwargs, config
+
+
+def draw_knobs(rng, method, task, hidden_size, config):
+    """A request's knobs, as the reference's dict (seqpool.PoolingParams(**knobs) gives them)."""
+    knobs = {"use_activation": bool(rng.random() < 0.8)}
+    has_layer = "projector" in config or "classifier" in config
+    if method == "step":
+        if rng.random() < 0.7:
+            knobs["step_tag_id"] = 3
+        if rng.random() < 0.5 and not has_layer:  # a layer must match the columns returned
+            knobs["returned_token_ids"] = sorted(rng.choice(hidden_size, size=min(hidden_size, 2),
+                                                            replace=False).tolist())
+    if task.endswith("embed") and "returned_token_ids" not in knobs and rng.random() < 0.3:
+        width = config["projector"][0].shape[0] if "projector" in config else hidden_size
+        knobs["dimensions"] = int(rng.integers(1, width + 1))
+    return knobs
+
+
+@pytest.mark.parametrize("method", SEQUENCE + TOKEN)
+@pytest.mark.parametrize("head", ["embed", "classify"])
+@pytest.mark.parametrize("seed", range(3))
+def test_every_method_and_head_on_numpy(method, head, seed):
+    rng = np.random.default_rng([seed, SEQUENCE.index(method) if method in SEQUENCE else 10 + TOKEN.index(method)])
+    task = head if method in SEQUENCE else "token_" + head
+    hidden_size = int(rng.choice([1, 3, 16, 130]))
+    kwargs, config = draw_heads(rng, hidden_size, task)
+    dispatcher = seqpool.Dispatcher(hidden_size, **{task: method}, **kwargs)
+    lengths = rng.integers(1, 40, size=int(rng.integers(1, 9)))
+    hidden = rng.normal(size=(int(lengths.sum()), hidden_size)).astype(np.float32)
+    token_ids = [rng.integers(0, 5, size=n).astype(rng.choice([np.int32, np.int64])) for n in lengths]
+    knobs = [draw_knobs(rng, method, task, hidden_size, config) for _ in lengths]
+    params = [seqpool.PoolingParams(**k) for k in knobs]
+    results = seqpool.pool(dispatcher, hidden, lengths, token_ids=token_ids, params=params)
+    starts = np.concatenate([[0], np.cumsum(lengths)])
+    for i, n in enumerate(lengths):
+        prompt = hidden[starts[i]:starts[i] + n]
+        wanted = expected(method, task, prompt, knobs[i], token_ids[i], **config)
+        assert results[i].shape == np.shape(wanted)
+        close(results[i], wanted)
+
+
+def test_results_are_bit_for_bit_the_cpp_api():
+    """seqpool-run (the C++ API behind a file format) and the module give the same bits."""
+    tool = os.environ.get("SEQPOOL_RUN")
+    if not tool or not pathlib.Path(tool).exists():
+        pytest.skip("SEQPOOL_RUN names no seqpool-run (meson test sets it)")
+    rng = np.random.default_rng(7)
+    hidden_size = 33
+    lengths = [5, 17, 1, 64]
+    hidden = rng.normal(size=(sum(lengths), hidden_size)).astype(np.float32)
+    projector = (rng.normal(size=(20, hidden_size)).astype(np.float32), rng.normal(size=20).astype(np.float32))
+    batch = Batch(hidden_size, {"embed": "mean"}, projector=projector)
+    batch.step(hidden, [request(f"r{i}", "embed", n) for i, n in enumerate(lengths)])
+    batch.run()
+    dispatcher = seqpool.Dispatcher(hidden_size, embed="mean", projector=projector[0], projector_bias=projector[1])
+    results = seqpool.pool(dispatcher, hidden, lengths)
+    for i in range(len(lengths)):
+        assert np.array_equal(results[i].view(np.uint32), batch.result(f"r{i}").view(np.uint32))
+
+
+def need_torch():
+    return pytest.importorskip("torch")
+
+
+@pytest.mark.parametrize("hidden_dtype", ["float32", "float16", "bfloat16"])
+@pytest.mark.parametrize("result_dtype", ["float32", "float16", "bfloat16"])
+def test_torch_tensors_and_16_bit(hidden_dtype, result_dtype):
+    torch = need_torch()
+    rng = np.random.default_rng(11)
+    hidden_size = 24
+    lengths = [3, 9, 1, 30]
+    values = stored(rng.normal(size=(sum(lengths), hidden_size)), hidden_dtype)
+    hidden = torch.from_numpy(values).to(getattr(torch, hidden_dtype))
+    dispatcher = seqpool.Dispatcher(hidden_size, embed="max", token_embed="all", result_dtype=result_dtype)
+    tasks = ["embed", "token_embed", "embed", "token_embed"]
+    results = seqpool.pool(dispatcher, hidden, lengths, tasks=tasks)
+    starts = np.concatenate([[0], np.cumsum(lengths)])
+    for i, n in enumerate(lengths):
+        assert results[i].dtype == getattr(torch, result_dtype)
+        method = "max" if tasks[i] == "embed" else "all"
+        wanted = expected(method, tasks[i], values[starts[i]:starts[i] + n], {})
+        # A 16-bit result is the float result rounded once, as it is stored.
+        close(results[i].float().numpy(), stored(wanted, result_dtype), result_dtype)
+
+
+@pytest.mark.parametrize("padding", ["right", "left"])
+def test_padded_batches(padding):
+    rng = np.random.default_rng(3)
+    hidden_size, length = 8, 12
+    lengths = [12, 5, 1]
+    padded = rng.normal(size=(3, length, hidden_size)).astype(np.float32)
+    dispatcher = seqpool.pooler(hidden_size, "mean")
+    results = seqpool.pool(dispatcher, padded, lengths, padding=padding)
+    for i, n in enumerate(lengths):
+        rows = padded[i, :n] if padding == "right" else padded[i, length - n:]
+        close(results[i], expected("mean", "embed", rows, {}))
+
+
+@pytest.mark.parametrize("method", SEQUENCE + TOKEN)
+def test_chunked_requests_equal_whole_ones(method):
+    rng = np.random.default_rng(5)
+    hidden_size = 16
+    task = "embed" if method in SEQUENCE else "token_embed"
+    prompts = [rng.normal(size=(n, hidden_size)).astype(np.float32) for n in (20, 7, 33)]
+    token_ids = [rng.integers(0, 5, size=len(p)).astype(np.int64) for p in prompts]
+    params = seqpool.PoolingParams(step_tag_id=3) if method == "step" else None
+    whole = seqpool.Dispatcher(hidden_size, **{task: method})
+    wanted = seqpool.pool(whole, np.concatenate(prompts), [len(p) for p in prompts], ids=["a", "b", "c"],
+                          token_ids=token_ids, params=params)
+    chunked = seqpool.Dispatcher(hidden_size, **{task: method})
+    done = [0, 0, 0]
+    found = [None, None, None]
+    for chunk in (6, 9, 40):
+        live = [i for i in range(3) if done[i] < len(prompts[i])]
+        scheduled = [min(chunk, len(prompts[i]) - done[i]) for i in live]
+        hidden = np.concatenate([prompts[i][done[i]:done[i] + s] for i, s in zip(live, scheduled)])
+        results = seqpool.pool(chunked, hidden, [len(prompts[i]) for i in live], num_scheduled=scheduled,
+                               num_computed=np.array([done[i] for i in live]), ids=[["a", "b", "c"][i] for i in live],
+                               token_ids=[token_ids[i] for i in live], params=params)
+        for i, s, result in zip(live, scheduled, results):
+            done[i] += s
+            assert (result is None) == (done[i] < len(prompts[i]))
+            if result is not None:
+                found[i] = result
+        for i in live:
+            assert chunked.num_computed(["a", "b", "c"][i]) == (done[i] if done[i] < len(prompts[i]) else 0)
+    for f, w in zip(found, wanted):
+        close(f, w)
+
+
+def test_a_dispatcher_with_mixed_tasks_and_integer_ids():
+    rng = np.random.default_rng(9)
+    hidden_size = 10
+    classifier = rng.normal(size=(3, hidden_size)).astype(np.float32)
+    dispatcher = seqpool.Dispatcher(hidden_size, embed="cls", classify="mean", token_embed="all",
+                                    token_classify="step", classifier=classifier)
+    lengths = np.array([4, 6, 2, 5, 3], dtype=np.int32)
+    tasks = ["classify", "embed", "token_classify", "embed", "token_embed"]
+    methods = {"embed": "cls", "classify": "mean", "token_embed": "all", "token_classify": "step"}
+    hidden = rng.normal(size=(int(lengths.sum()), hidden_size)).astype(np.float32)
+    token_ids = [None, None, np.zeros(2, np.int32), None, None]  # STEP reads the ids of its prompts
+    plan = dispatcher.plan(lengths, ids=np.arange(100, 105), tasks=tasks, token_ids=token_ids)
+    assert plan.num_rows == lengths.sum()
+    dispatcher.reserve(plan)
+    out = np.from_dlpack(dispatcher.forward(hidden, plan))
+    assert out.shape == (plan.output_size,)
+    results = seqpool.split(out, plan)
+    starts = np.concatenate([[0], np.cumsum(lengths)])
+    for i, n in enumerate(lengths):
+        config = {"classifier": (classifier, None)} if tasks[i].endswith("classify") else {}
+        close(results[i], expected(methods[tasks[i]], tasks[i], hidden[starts[i]:starts[i] + n], {}, **config))
+    # into a caller's tensor
+    plan = dispatcher.plan(lengths, ids=[1, 2, 3, 4, 5], tasks=tasks, token_ids=token_ids)
+    dispatcher.reserve(plan)
+    given = np.zeros(plan.output_size, np.float32)
+    assert dispatcher.forward(hidden, plan, out=given) is given
+    for a, b in zip(seqpool.split(given, plan), results):
+        assert np.array_equal(a, b)
+
+
+def test_the_sync_contract_holds_and_the_audit_is_readable():
+    dispatcher = seqpool.pooler(8, "mean")
+    hidden = np.ones((10, 8), np.float32)
+    plan = dispatcher.plan([4, 6])
+    dispatcher.reserve(plan)
+    before = dispatcher.audit()
+    out = dispatcher.forward(hidden, plan)  # held: freeing it is an allocation call, after the step
+    after = dispatcher.audit()
+    del out
+    step = {key: after[key] - before[key] for key in after}
+    assert step["uploads"] == 1 and step["upload_bytes"] > 0
+    assert step["downloads"] == 0 and step["waits"] == 0 and step["allocations"] == 0
+
+
+def refuses(message, call, *args, **kwargs):
+    with pytest.raises(ValueError) as raised:
+        call(*args, **kwargs)
+    assert message in str(raised.value), str(raised.value)
+
+
+def test_refusals_raise_value_error_with_seqpools_message():
+    refuses('method "all" cannot serve it', seqpool.Dispatcher, 4, embed="all")
+    refuses("result_dtype", seqpool.Dispatcher, 4, embed="mean", result_dtype="int8")
+    refuses("device", seqpool.Dispatcher, 4, embed="mean", device="tpu")
+    refuses("logit_mean", seqpool.Dispatcher, 4, classify="cls", logit_mean=1.0)
+    refuses("projector_bias", seqpool.Dispatcher, 4, embed="cls", projector_bias=np.ones(2, np.float32))
+    if not seqpool.has_cuda():
+        refuses("no CUDA module", seqpool.Dispatcher, 4, embed="mean", device="cuda")
+    dispatcher = seqpool.pooler(4, "mean")
+    refuses("prompt_len: must be at least 1, got 0", dispatcher.plan, [2, 0])
+    refuses("num_scheduled", dispatcher.plan, [2, 3], [1])
+    refuses("tasks", dispatcher.plan, [2], tasks=["sort"])
+    refuses("task", dispatcher.plan, [2], tasks="classify")
+    refuses("ids", dispatcher.plan, [2], ids=[1.5])
+    refuses("params", dispatcher.plan, [2], params=["mean"])
+    refuses("prompt_lens", dispatcher.plan, np.array([[2]]))
+    refuses("prompt_lens", dispatcher.plan, np.array([2.0]))
+    plan = dispatcher.plan([2, 3])
+    refuses("reserve", dispatcher.forward, np.ones((5, 4), np.float32), plan)
+    dispatcher.reserve(plan)
+    refuses("hidden", dispatcher.forward, np.ones((5, 3), np.float32), plan)
+    refuses("hidden", dispatcher.forward, np.ones((5, 4), np.float64), plan)
+    refuses("output", dispatcher.forward, np.ones((5, 4), np.float32), plan, out=np.ones(3, np.float32))
+    dispatcher.forward(np.ones((5, 4), np.float32), plan)
+    refuses("", dispatcher.forward, np.ones((5, 4), np.float32), plan)  # a plan runs once
+    refuses("capture", dispatcher.reserve_graph)
+    assert issubclass(seqpool.DeviceError, RuntimeError)
+
+
+def test_many_steps_leak_nothing():
+    """10,000 steps leave no Python object behind, and 2,000 more no memory."""
+    dispatcher = seqpool.pooler(16, "step")
+    hidden = np.ones((12, 16), np.float32)
+    token_ids = [np.arange(5, dtype=np.int64), np.arange(7, dtype=np.int32)]
+    params = seqpool.PoolingParams(step_tag_id=2)
+
+    def step():
+        results = seqpool.pool(dispatcher, hidden, [5, 7], token_ids=token_ids, params=params, ids=["x", 9])
+        assert results[0].shape == (1, 16)
+
+    for _ in range(100):
+        step()
+    gc.collect()
+    objects, references = len(gc.get_objects()), sys.getrefcount(token_ids[0])
+    for _ in range(10_000):
+        step()
+    gc.collect()
+    objects_after, references_after = len(gc.get_objects()), sys.getrefcount(token_ids[0])
+    assert objects_after <= objects + 10
+    assert references_after == references
+    tracemalloc.start()
+    before = tracemalloc.get_traced_memory()[0]
+    for _ in range(2_000):
+        step()
+    gc.collect()
+    grown = tracemalloc.get_traced_memory()[0] - before
+    tracemalloc.stop()
+    assert grown < 64 * 1024, grown
+
+
+def test_threads_pool_at_once():
+    """forward() lets go of the GIL: dispatchers in several threads give their own results."""
+    rng = np.random.default_rng(1)
+    hidden = rng.normal(size=(4000, 64)).astype(np.float32)
+    wanted = seqpool.pool(seqpool.pooler(64, "mean"), hidden, [1000] * 4)
+    failures = []
+
+    def work():
+        dispatcher = seqpool.pooler(64, "mean")
+        for _ in range(20):
+            for a, b in zip(seqpool.pool(dispatcher, hidden, [1000] * 4), wanted):
+                if not np.array_equal(a, b):
+                    failures.append(1)
+
+    threads = [threading.Thread(target=work) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not failures
