@@ -3,6 +3,7 @@
 // engine holds it (arrays of lengths, ids, params), and seqpool's errors become
 // ValueError (bad input) and seqpool.DeviceError. The Python layer
 // (seqpool/__init__.py) adds the conveniences.
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -190,42 +191,36 @@ class dispatcher_object {
                                     nb::handle ids, nb::handle tasks, nb::handle token_ids, nb::handle params,
                                     std::optional<std::int64_t> sequence_length, const std::string& padding) {
     auto made = std::make_unique<plan_object>();
-    batch step;
-    const std::vector<std::int64_t> lengths = read_integers(prompt_lens, "prompt_lens");
-    const std::size_t count = lengths.size();
-    step.requests.resize(count);
-    std::vector<std::int64_t> computed(count, 0);
-    if (!num_computed.is_none()) {
-      computed = read_integers(num_computed, "num_computed");
-      check_count(computed.size(), count, "num_computed");
-    }
-    std::vector<std::int64_t> scheduled;
-    if (!num_scheduled.is_none()) {
-      scheduled = read_integers(num_scheduled, "num_scheduled");
-      check_count(scheduled.size(), count, "num_scheduled");
-    }
-    for (std::size_t i = 0; i < count; ++i) {
-      request& r = step.requests[i];
-      r.prompt_len = lengths[i];
-      r.num_computed = computed[i];
-      r.num_scheduled = scheduled.empty() ? lengths[i] - computed[i] : scheduled[i];
-    }
-    read_ids(ids, step);
-    read_tasks(tasks, step);
-    read_params(params, step);
-    read_token_ids(token_ids, step, made->kept);
-    if (sequence_length) {
-      if (padding != "right" && padding != "left")
-        refuse("padding", "expected \"right\" or \"left\", got \"" + padding + "\"");
-      step.padded = padded_rows{.sequence_length = *sequence_length,
-                                .padding = padding == "right" ? padding::right : padding::left};
-    }
+    const batch step = read_batch(prompt_lens, num_scheduled, num_computed, ids, tasks, token_ids, params,
+                                  sequence_length, padding, made->kept);
     made->plan = engine_->plan(step);
-    made->matrices.resize(count);
-    for (std::size_t i = 0; i < count; ++i)
+    made->matrices.resize(step.requests.size());
+    for (std::size_t i = 0; i < step.requests.size(); ++i)
       made->matrices[i] = is_token_task(step.requests[i].task) || !step.requests[i].params.spans.empty();
     return made;
   }
+
+  /// What the same step costs through the C++ API alone: seconds per plan,
+  /// reserve and forward of the batch these arguments make, averaged over
+  /// `repeats` (the binding's own cost is the rest of a Python call's).
+  double native_step_seconds(const any_tensor& hidden, nb::handle prompt_lens, nb::handle ids, nb::handle tasks,
+                             std::int64_t repeats) {
+    nb::list kept;
+    const batch step = read_batch(prompt_lens, nb::none(), nb::none(), ids, tasks, nb::none(), nb::none(),
+                                  std::nullopt, "right", kept);
+    const DLTensor hidden_view = describe(hidden);
+    nb::gil_scoped_release unlocked;
+    const auto start = std::chrono::steady_clock::now();
+    for (std::int64_t i = 0; i < repeats; ++i) {
+      const step_plan planned = engine_->plan(step);
+      const std::unique_ptr<output_memory> output = engine_->reserve(planned);
+      std::int64_t size = planned.output_size;
+      DLTensor output_view = output_of(output->data(), &size);
+      engine_->forward(hidden_view, planned, output_view);
+    }
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() / static_cast<double>(repeats);
+  }
+
 
   void reserve(plan_object& planned) {
     planned.output = engine_->reserve(planned.plan);
@@ -297,6 +292,42 @@ class dispatcher_object {
   std::string device() const { return engine_->device_type() == kDLCUDA ? "cuda" : "cpu"; }
 
  private:
+  batch read_batch(nb::handle prompt_lens, nb::handle num_scheduled, nb::handle num_computed, nb::handle ids,
+                   nb::handle tasks, nb::handle token_ids, nb::handle params, std::optional<std::int64_t> sequence_length,
+                   const std::string& padding, nb::list& kept) const {
+    batch step;
+    const std::vector<std::int64_t> lengths = read_integers(prompt_lens, "prompt_lens");
+    const std::size_t count = lengths.size();
+    step.requests.resize(count);
+    std::vector<std::int64_t> computed(count, 0);
+    if (!num_computed.is_none()) {
+      computed = read_integers(num_computed, "num_computed");
+      check_count(computed.size(), count, "num_computed");
+    }
+    std::vector<std::int64_t> scheduled;
+    if (!num_scheduled.is_none()) {
+      scheduled = read_integers(num_scheduled, "num_scheduled");
+      check_count(scheduled.size(), count, "num_scheduled");
+    }
+    for (std::size_t i = 0; i < count; ++i) {
+      request& r = step.requests[i];
+      r.prompt_len = lengths[i];
+      r.num_computed = computed[i];
+      r.num_scheduled = scheduled.empty() ? lengths[i] - computed[i] : scheduled[i];
+    }
+    read_ids(ids, step);
+    read_tasks(tasks, step);
+    read_params(params, step);
+    read_token_ids(token_ids, step, kept);
+    if (sequence_length) {
+      if (padding != "right" && padding != "left")
+        refuse("padding", "expected \"right\" or \"left\", got \"" + padding + "\"");
+      step.padded = padded_rows{.sequence_length = *sequence_length,
+                                .padding = padding == "right" ? padding::right : padding::left};
+    }
+    return step;
+  }
+
   static std::string id_text(nb::handle id) {
     if (nb::isinstance<nb::str>(id)) return nb::cast<std::string>(id);
     std::int64_t number = 0;
@@ -520,7 +551,9 @@ NB_MODULE(_seqpool, m) {
       .def("synchronize", &dispatcher_object::synchronize)
       .def("audit", &dispatcher_object::audit)
       .def("release", &dispatcher_object::release, "id"_a)
-      .def("num_computed", &dispatcher_object::num_computed, "id"_a);
+      .def("num_computed", &dispatcher_object::num_computed, "id"_a)
+      .def("_native_step_seconds", &dispatcher_object::native_step_seconds, "hidden"_a, "prompt_lens"_a,
+           "ids"_a = nb::none(), "tasks"_a = nb::none(), "repeats"_a = 100);
 
   m.def("has_cuda", &has_cuda);
 }
