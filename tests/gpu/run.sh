@@ -12,7 +12,9 @@
 #   both examples and seqpool-run's black-box tests on CUDA;
 #   100 eager steps with an LD_PRELOAD shim that counts waits, synchronous copies and allocations;
 #   compute-sanitizer memcheck and racecheck over the CUDA tests (random batches left out);
-#   the device benchmark (pool_bench_cuda) and the vLLM-style PyTorch pooler on the same GPU.
+#   the device benchmark (pool_bench_cuda) and the vLLM-style PyTorch pooler on the same GPU;
+#   the Python module built with CUDA, its pytest cases on torch.cuda tensors, and seqpool from
+#   Python against the PyTorch pooler.
 # Writes JSON and logs to $OUT (default build-gpu/out); exits non-zero if any part fails.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -85,6 +87,17 @@ part "memcheck" timeout 90 compute-sanitizer --tool memcheck --error-exitcode 1 
   "$bin/test_cuda" -tce='random*'
 part "racecheck" timeout 60 compute-sanitizer --tool racecheck --error-exitcode 1 --log-file "$out/racecheck.log" \
   "$bin/test_cuda" -tce='random*'
+# The Python module with its CUDA engines, built here for this machine's python3
+# (nanobind from its pip; DLPack's header from python/third_party), its CUDA
+# tests on torch.cuda tensors (a torch.cuda.graph capture among them), and
+# seqpool from Python against the PyTorch pooler.
+part "Python module build" timeout 300 bash -c "meson setup build-gpu-py --buildtype=release -Dpython=enabled \
+  -Dpython_cuda=enabled -Dcuda=enabled -Dgpu_arch=$arch > '$out/python-setup.log' 2>&1 && ninja -C build-gpu-py \
+  > '$out/python-build.log' 2>&1 || { tail -30 '$out/python-setup.log' '$out/python-build.log'; exit 1; }"
+part "Python on CUDA (pytest)" env PYTHONPATH="$PWD/build-gpu-py/python" timeout 120 python3 -m pytest -q \
+  -p no:cacheprovider python/tests
+part "seqpool from Python against the PyTorch pooler" env PYTHONPATH="$PWD/build-gpu-py/python" timeout 90 \
+  python3 python/benchmarks/torch_vs_seqpool.py --device cuda --repeats 5 --json "$out/python-cuda.json"
 if [ -f "$out/gpu-bench.json" ] && [ -f "$out/torch-cuda.json" ]; then
   python3 benchmarks/report.py "$out/gpu-bench.json" "$out/torch-cuda.json" --space device --json "$out/gpu-report.json" \
     > "$out/gpu-tables.md" && cat "$out/gpu-tables.md"

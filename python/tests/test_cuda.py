@@ -1,0 +1,86 @@
+"""seqpool from Python on a GPU: torch.cuda tensors give the CPU's results, a step
+keeps the sync contract, and a step captured in torch.cuda.graph replays for
+changing batches. Skipped where the module has no CUDA engines or torch no GPU
+(tests/gpu/run.sh runs them on the H200)."""
+import numpy as np
+import pytest
+
+import seqpool
+
+torch = pytest.importorskip("torch")
+pytestmark = pytest.mark.skipif(not (seqpool.has_cuda() and torch.cuda.is_available()),
+                                reason="no CUDA module or no GPU")
+
+SEQUENCE = ["cls", "last", "mean", "max", "weighted_mean"]
+TOKEN = ["all", "step"]
+
+
+def both(hidden_size, **config):
+    """The same dispatcher on the CPU and on the GPU's current stream."""
+    stream = torch.cuda.current_stream().cuda_stream
+    return (seqpool.Dispatcher(hidden_size, **config),
+            seqpool.Dispatcher(hidden_size, device="cuda", stream=stream, **config))
+
+
+@pytest.mark.parametrize("method", SEQUENCE + TOKEN)
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_every_method_on_cuda_tensors_gives_the_cpus_results(method, dtype):
+    rng = np.random.default_rng(4)
+    hidden_size = 130
+    task = "embed" if method in SEQUENCE else "token_embed"
+    lengths = [1, 17, 300, 5, 64]
+    values = torch.from_numpy(rng.normal(size=(sum(lengths), hidden_size)).astype(np.float32)).to(getattr(torch, dtype))
+    token_ids = [torch.from_numpy(rng.integers(0, 4, size=n)) for n in lengths]
+    params = seqpool.PoolingParams(step_tag_id=2) if method == "step" else None
+    host, device = both(hidden_size, **{task: method}, result_dtype=dtype)
+    wanted = seqpool.pool(host, values, lengths, token_ids=token_ids, params=params)
+    found = seqpool.pool(device, values.cuda(), lengths, token_ids=token_ids, params=params)
+    for f, w in zip(found, wanted):
+        assert f.is_cuda
+        tolerance = 2e-5 if dtype == "float32" else 1.6e-2
+        torch.testing.assert_close(f.cpu().float(), w.float(), rtol=tolerance, atol=tolerance)
+
+
+def test_a_cuda_step_keeps_the_sync_contract():
+    _, device = both(64, embed="mean")
+    hidden = torch.ones(40, 64, device="cuda")
+    plan = device.plan([10, 30])
+    device.reserve(plan)
+    before = device.audit()
+    out = device.forward(hidden, plan)
+    step = {key: value - before[key] for key, value in device.audit().items()}
+    assert step["uploads"] == 1 and step["downloads"] == 0 and step["waits"] == 0 and step["allocations"] == 0
+    assert torch.from_dlpack(out).is_cuda
+
+
+def test_a_step_captured_in_a_torch_cuda_graph_replays_for_changing_batches():
+    rng = np.random.default_rng(8)
+    hidden_size, capacity_rows = 96, 512
+    stream = torch.cuda.Stream()
+    config = {"embed": "mean", "token_embed": "all"}
+    host = seqpool.Dispatcher(hidden_size, **config)
+    device = seqpool.Dispatcher(hidden_size, device="cuda", stream=stream.cuda_stream, **config)
+    device.reserve_capacity(requests=8, rows=capacity_rows, result_rows=capacity_rows)
+    hidden = torch.zeros(capacity_rows, hidden_size, device="cuda")
+    out = torch.zeros(device.output_capacity, device="cuda")
+    home = device.reserve_graph()
+    graph = torch.cuda.CUDAGraph()
+    batches = [([30, 2, 100], ["embed", "token_embed", "embed"]), ([7], ["token_embed"]),
+               ([200, 1, 1, 50, 9], ["embed", "embed", "token_embed", "token_embed", "embed"])]
+    for step, (lengths, tasks) in enumerate(batches):
+        values = torch.from_numpy(rng.normal(size=(sum(lengths), hidden_size)).astype(np.float32))
+        plan = device.plan(lengths, ids=[f"{step}-{i}" for i in range(len(lengths))], tasks=tasks)
+        device.reserve(plan)
+        with torch.cuda.stream(stream):
+            hidden[:sum(lengths)].copy_(values.cuda())
+            if step == 0:
+                with torch.cuda.graph(graph, stream=stream):
+                    device.capture(hidden, plan, out, home)
+            else:
+                device.restage(plan, home)
+            graph.replay()
+            home.mark_launched()
+        stream.synchronize()
+        wanted = seqpool.pool(host, values.numpy(), lengths, tasks=tasks)
+        for found, expected in zip(seqpool.split(out, plan), wanted):
+            np.testing.assert_allclose(found.cpu().numpy(), expected, rtol=2e-5, atol=2e-5)
