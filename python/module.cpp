@@ -3,6 +3,7 @@
 // engine holds it (arrays of lengths, ids, params), and seqpool's errors become
 // ValueError (bad input) and seqpool.DeviceError. The Python layer
 // (seqpool/__init__.py) adds the conveniences.
+#include <charconv>
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -191,7 +192,7 @@ class dispatcher_object {
                                     nb::handle ids, nb::handle tasks, nb::handle token_ids, nb::handle params,
                                     std::optional<std::int64_t> sequence_length, const std::string& padding) {
     auto made = std::make_unique<plan_object>();
-    const batch step = read_batch(prompt_lens, num_scheduled, num_computed, ids, tasks, token_ids, params,
+    const batch& step = read_batch(prompt_lens, num_scheduled, num_computed, ids, tasks, token_ids, params,
                                   sequence_length, padding, made->kept);
     made->plan = engine_->plan(step);
     made->matrices.resize(step.requests.size());
@@ -206,7 +207,7 @@ class dispatcher_object {
   double native_step_seconds(const any_tensor& hidden, nb::handle prompt_lens, nb::handle ids, nb::handle tasks,
                              std::int64_t repeats) {
     nb::list kept;
-    const batch step = read_batch(prompt_lens, nb::none(), nb::none(), ids, tasks, nb::none(), nb::none(),
+    const batch& step = read_batch(prompt_lens, nb::none(), nb::none(), ids, tasks, nb::none(), nb::none(),
                                   std::nullopt, "right", kept);
     const DLTensor hidden_view = describe(hidden);
     nb::gil_scoped_release unlocked;
@@ -292,13 +293,16 @@ class dispatcher_object {
   std::string device() const { return engine_->device_type() == kDLCUDA ? "cuda" : "cpu"; }
 
  private:
-  batch read_batch(nb::handle prompt_lens, nb::handle num_scheduled, nb::handle num_computed, nb::handle ids,
-                   nb::handle tasks, nb::handle token_ids, nb::handle params, std::optional<std::int64_t> sequence_length,
-                   const std::string& padding, nb::list& kept) const {
-    batch step;
+  /// The step these arguments describe, in a batch kept from call to call, so
+  /// that its requests (their ids' storage, their knobs) are reused, not rebuilt.
+  const batch& read_batch(nb::handle prompt_lens, nb::handle num_scheduled, nb::handle num_computed, nb::handle ids,
+                          nb::handle tasks, nb::handle token_ids, nb::handle params,
+                          std::optional<std::int64_t> sequence_length, const std::string& padding, nb::list& kept) {
+    batch& step = step_;
     const std::vector<std::int64_t> lengths = read_integers(prompt_lens, "prompt_lens");
     const std::size_t count = lengths.size();
     step.requests.resize(count);
+    step.padded.reset();
     std::vector<std::int64_t> computed(count, 0);
     if (!num_computed.is_none()) {
       computed = read_integers(num_computed, "num_computed");
@@ -314,6 +318,8 @@ class dispatcher_object {
       r.prompt_len = lengths[i];
       r.num_computed = computed[i];
       r.num_scheduled = scheduled.empty() ? lengths[i] - computed[i] : scheduled[i];
+      r.prompt_token_ids = {};
+      if (!(r.params == pooling_params{})) r.params = {};
     }
     read_ids(ids, step);
     read_tasks(tasks, step);
@@ -335,17 +341,39 @@ class dispatcher_object {
     refuse("ids", "a request id is a str or an int, got " + nb::cast<std::string>(nb::repr(id)));
   }
 
+  /// A request id from a list entry, into the id's own storage.
+  static void read_id(std::string& id, nb::handle given) {
+    if (nb::isinstance<nb::str>(given)) {
+      Py_ssize_t size = 0;
+      const char* text = PyUnicode_AsUTF8AndSize(given.ptr(), &size);
+      if (text == nullptr) throw nb::python_error();
+      id.assign(text, static_cast<std::size_t>(size));
+      return;
+    }
+    std::int64_t number = 0;
+    if (!nb::try_cast(given, number))
+      refuse("ids", "a request id is a str or an int, got " + nb::cast<std::string>(nb::repr(given)));
+    write_id(id, number);
+  }
+
+  /// Writes an integer id as its decimal text, into the id's own storage.
+  static void write_id(std::string& id, std::int64_t number) {
+    char text[24];
+    const auto written = std::to_chars(text, text + sizeof text, number);
+    id.assign(text, written.ptr);
+  }
+
   static void read_ids(nb::handle ids, batch& step) {
     const std::size_t count = step.requests.size();
     if (ids.is_none()) {
-      for (std::size_t i = 0; i < count; ++i) step.requests[i].id = std::to_string(i);
+      for (std::size_t i = 0; i < count; ++i) write_id(step.requests[i].id, static_cast<std::int64_t>(i));
       return;
     }
     any_tensor tensor;
     if (nb::try_cast(ids, tensor, false)) {
       const std::vector<std::int64_t> numbers = read_integers(ids, "ids");
       check_count(numbers.size(), count, "ids");
-      for (std::size_t i = 0; i < count; ++i) step.requests[i].id = std::to_string(numbers[i]);
+      for (std::size_t i = 0; i < count; ++i) write_id(step.requests[i].id, numbers[i]);
       return;
     }
     if (!nb::isinstance<nb::sequence>(ids) || nb::isinstance<nb::str>(ids))
@@ -353,7 +381,7 @@ class dispatcher_object {
     const nb::sequence items = nb::borrow<nb::sequence>(ids);
     check_count(nb::len(items), count, "ids");
     std::size_t i = 0;
-    for (nb::handle item : items) step.requests[i++].id = id_text(item);
+    for (nb::handle item : items) read_id(step.requests[i++].id, item);
   }
 
   void read_tasks(nb::handle tasks, batch& step) const {
@@ -441,6 +469,7 @@ class dispatcher_object {
 
   std::unique_ptr<engine> engine_;
   std::vector<task> served_;
+  batch step_;
 };
 
 std::vector<std::pair<std::int64_t, std::int64_t>> spans_of(const pooling_params& params) {

@@ -311,3 +311,16 @@ def test_threads_pool_at_once():
     for t in threads:
         t.join()
     assert not failures
+
+
+def test_spans_pool_each_passage_into_a_row_of_its_own():
+    rng = np.random.default_rng(12)
+    hidden = rng.normal(size=(20, 6)).astype(np.float32)
+    spans = [(0, 5), (5, 12), (15, 20)]
+    params = seqpool.PoolingParams(spans=spans)
+    assert params.spans == spans and params == seqpool.PoolingParams(spans=spans)
+    (result,) = seqpool.pool(seqpool.pooler(6, "mean"), hidden, [20], params=params)
+    assert result.shape == (3, 6)
+    for row, (begin, end) in zip(result, spans):
+        close(row, expected("mean", "embed", hidden[begin:end], {}))
+    refuses("spans", seqpool.pooler(6, "mean").plan, [20], params=seqpool.PoolingParams(spans=[(5, 5)]))
