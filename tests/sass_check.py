@@ -1,9 +1,19 @@
-"""Reads the sm_90 machine code of the MEAN and MAX pooling kernels, bf16 and fp32,
-and of MEAN from bf16 rows into bf16 results.
+"""Reads the sm_90 machine code of the device kernels (tests/sass/pool_kernels.cu):
+the MEAN and MAX pooling kernels, bf16 and fp32, MEAN from bf16 rows into bf16
+results, the gathering kernel (ALL, STEP) for fp32 and bf16 rows, and the linear
+layer.
 
-Each must load hidden states with 128-bit global loads (LDG.E...128) and keep
-its values in registers: ptxas reports no stack frame and no spills. The kernel
-of bf16 results must also store them with 128-bit global stores (STG.E...128).
+Every kernel keeps its values in registers: ptxas reports no stack frame and no
+spills. Those that read hidden states do so with 128-bit global loads
+(LDG.E...128), but for the bf16 gather, whose lanes load runs of four elements
+(64-bit loads) so that each stores 16 bytes of float; the kernel of bf16 results
+stores them with 128-bit global stores (STG.E...128). From ptxas's registers and
+shared memory it prints, per kernel, the blocks of 256 threads an H100/H200 SM
+holds (65,536 registers, 228 KB of shared memory, 64 warps) and the bytes of
+global loads an SM can have in flight (what each thread loads before it uses a
+loaded value, times the SM's threads), and fails when either falls below what the
+kernels have today: a guard of the design for when no GPU is at hand
+(docs/PERFORMANCE.md, GPU).
 
 usage: sass_check.py CUOBJDUMP SOURCE OUTDIR -- NVCC [ARGS...]
 """
@@ -20,6 +30,49 @@ KERNELS = {
 }
 # MEAN of bf16 rows into bf16 results (seqpool::bfloat16).
 KERNELS["mean bf16 to bf16"] = re.compile(r"pool_rowsINS_6method4meanENS_4head5embedE13__nv_bfloat16NS_8bfloat16E")
+KERNELS["gather fp32"] = re.compile(r"gather_rowsINS_4head5embedEffNS")
+KERNELS["gather bf16"] = re.compile(r"gather_rowsINS_4head5embedE13__nv_bfloat16fNS")
+KERNELS["linear"] = re.compile(r"apply_linearINS_4head5embedEfNS")
+WIDE_LOADS = [k for k in KERNELS if k not in ("linear", "gather bf16")]
+
+# Today's values, the floor each kernel must keep: blocks of 256 threads an SM
+# holds, and bytes of loads an SM has in flight (see the docstring).
+THREADS = 256
+BLOCKS_AT_LEAST = {kernel: 6 if kernel == "linear" else 2 for kernel in KERNELS}
+KB = 1024
+BYTES_IN_FLIGHT_AT_LEAST = {"mean fp32": 128 * KB, "max fp32": 128 * KB, "mean bf16": 64 * KB, "max bf16": 64 * KB,
+                            "mean bf16 to bf16": 64 * KB, "gather fp32": 64 * KB, "gather bf16": 32 * KB}
+
+
+def blocks_per_sm(registers, shared_bytes):
+    """Blocks of THREADS threads one sm_90 SM holds: registers are given out per
+    warp in units of 256, up to 65,536 an SM; 228 KB of shared memory (1 KB of
+    it reserved per block); 64 warps."""
+    per_warp = -(-registers * 32 // 256) * 256
+    by_registers = 65536 // (per_warp * (THREADS // 32))
+    by_shared = (228 * 1024) // (shared_bytes + 1024)
+    return min(by_registers, by_shared, 64 // (THREADS // 32), 32)
+
+
+def bytes_before_use(code):
+    """The most bytes of global loads a thread issues before the first
+    instruction that uses a value one of them loaded: its loads in flight at once."""
+    longest = run = 0
+    loaded = set()
+    for line in code.splitlines():
+        found = re.search(r"LDG\.E[A-Z.]*?(?:\.(64|128))?\s+(R\d+)", line)
+        if found:
+            width = int(found.group(1) or 32) // 8
+            run += width
+            first = int(found.group(2)[1:])
+            loaded.update(f"R{first + k}" for k in range(width // 4))
+            continue
+        operands = re.findall(r"\bR\d+\b", line.split(";")[0])
+        if loaded and any(register in loaded for register in operands[1:]):
+            longest = max(longest, run)
+            run = 0
+            loaded.clear()
+    return max(longest, run)
 
 
 def main():
@@ -59,14 +112,26 @@ def main():
             continue
         code = "\n".join(functions[names[0]])
         wide = len(re.findall(r"LDG\.E[A-Z.]*\.128", code))
-        if wide == 0:
+        if kernel in WIDE_LOADS and wide == 0:
             failures.append(f"{kernel}: no 128-bit global load")
+        if kernel == "gather bf16" and not re.search(r"LDG\.E[A-Z.]*\.64", code):
+            failures.append(f"{kernel}: its runs of four bf16 elements are not loaded 8 bytes at a time")
         if kernel.endswith("to bf16") and not re.search(r"STG\.E[A-Z.]*\.128", code):
             failures.append(f"{kernel}: its rounded results are not stored 16 bytes at a time")
         used = resources.get(names[0], "")
         if "0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads" not in used:
             failures.append(f"{kernel}: local memory used ({used or 'no ptxas report'})")
-        print(f"{kernel}: {wide} 128-bit loads; {used}")
+        registers = int(re.search(r"Used (\d+) registers", used).group(1)) if "registers" in used else 255
+        found_shared = re.search(r"(\d+) bytes smem", used)
+        blocks = blocks_per_sm(registers, int(found_shared.group(1)) if found_shared else 0)
+        in_flight = bytes_before_use(code) * blocks * THREADS
+        if blocks < BLOCKS_AT_LEAST[kernel]:
+            failures.append(f"{kernel}: {blocks} blocks an SM, fewer than {BLOCKS_AT_LEAST[kernel]}")
+        if in_flight < BYTES_IN_FLIGHT_AT_LEAST.get(kernel, 0):
+            failures.append(f"{kernel}: {in_flight // KB} KB of loads in flight an SM, fewer than "
+                            f"{BYTES_IN_FLIGHT_AT_LEAST[kernel] // KB}")
+        print(f"{kernel}: {wide} 128-bit loads; {registers} registers, {blocks} blocks ({blocks * THREADS // 32} warps) "
+              f"an SM, {in_flight // KB} KB of loads in flight an SM; {used}")
     if failures:
         sys.exit("\n".join(failures))
 

@@ -1,15 +1,22 @@
-// The device pooling kernels whose machine code tests/sass_check.py reads:
-// MEAN and MAX over bf16 and fp32 rows into float results, and MEAN over bf16
-// rows into bf16 results, as seqpool launches them.
+// The device kernels whose machine code tests/sass_check.py reads, as seqpool
+// launches them: pooling (MEAN and MAX over bf16 and fp32 rows into float
+// results, MEAN over bf16 rows into bf16 results), gathering (ALL's and STEP's
+// rows, fp32 and bf16) and the linear layer.
 #include <seqpool/seqpool.hpp>
 
 namespace device = seqpool::detail::device;
+using seqpool::head::embed;
 
 template <class Method, class T, class Result = float>
-using pooling = device::pool_rows<Method, seqpool::head::embed, T, Result, device::launch_policy>;
+using pooling = device::pool_rows<Method, embed, T, Result, device::launch_policy>;
+template <class T>
+using gathering = device::gather_rows<embed, T, float, device::launch_policy>;
 
 template __global__ void device::run_blocks(pooling<seqpool::method::mean, __nv_bfloat16>);
 template __global__ void device::run_blocks(pooling<seqpool::method::mean, float>);
 template __global__ void device::run_blocks(pooling<seqpool::method::max, __nv_bfloat16>);
 template __global__ void device::run_blocks(pooling<seqpool::method::max, float>);
 template __global__ void device::run_blocks(pooling<seqpool::method::mean, __nv_bfloat16, seqpool::bfloat16>);
+template __global__ void device::run_blocks(gathering<float>);
+template __global__ void device::run_blocks(gathering<__nv_bfloat16>);
+template __global__ void device::run_blocks(device::apply_linear<embed, float, device::launch_policy>);
