@@ -252,6 +252,7 @@ class step_runner {
     std::int64_t result_rows = 0;
     std::int64_t columns = 0;
     std::vector<std::size_t> chosen;
+    chosen.reserve(step.requests.size());
     for_each_unit([&](std::size_t entry, const auto& unit) {
       chosen.clear();
       for (std::size_t i = 0; i < step.requests.size(); ++i)

@@ -128,6 +128,7 @@ class planner {
   void decide(const Method& method, const Head& head, const batch& step, std::span<const chunk> chunks,
               std::span<const std::size_t> chosen, const State& state) {
     decisions_.reserve(chosen.size());
+    if constexpr (Method::kind == method_kind::sequence) windows_.reserve(chosen.size());
     for (const std::size_t index : chosen) {
       const request& r = step.requests[index];
       const chunk& part = chunks[index];
@@ -270,6 +271,11 @@ class planner {
     share_.requests.assign(chosen.begin(), chosen.end());
     share_.results.reserve(chosen.size());
     share_.records.requests.reserve(chosen.size());
+    if constexpr (Method::kind == method_kind::sequence) {
+      // A tile a request at least, and a work item at most (more only for split requests).
+      share_.records.tiles.reserve(chosen.size());
+      share_.records.works.reserve(chosen.size());
+    }
     for (std::size_t k = 0; k < chosen.size(); ++k) {
       const std::size_t index = chosen[k];
       if constexpr (Method::kind == method_kind::token)
