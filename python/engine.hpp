@@ -42,18 +42,19 @@ struct engine_config {
   std::optional<head::platt_scaling> platt;
 };
 
-/// Memory a step's output lives in, owned by whoever holds it last (the Python
-/// object that wraps it).
+/// Memory a step's output lives in, in the engine's space: whoever holds it
+/// must keep the engine alive until it is freed (the bindings hold both).
 class output_memory {
  public:
   virtual ~output_memory() = default;
   virtual void* data() = 0;
 };
 
-/// A graph_upload, behind the same kind of interface (CUDA engines only).
-class captured_upload {
+/// A graph_upload behind an interface (CUDA engines only); like an output, it
+/// must not outlive its engine.
+class graph_upload_handle {
  public:
-  virtual ~captured_upload() = default;
+  virtual ~graph_upload_handle() = default;
   virtual std::size_t bytes() const = 0;
   virtual void mark_launched() = 0;
 };
@@ -67,6 +68,8 @@ class engine {
   virtual std::int64_t hidden_size() const = 0;
   virtual DLDataType result_type() const = 0;
   virtual DLDeviceType device_type() const = 0;
+  /// The device the engine's memory and stream are on (0 on the host).
+  virtual std::int32_t device_id() const = 0;
   virtual bool serves(task pooling_task) const = 0;
 
   virtual step_plan plan(const batch& step) const = 0;
@@ -77,9 +80,9 @@ class engine {
   virtual void reserve_capacity(const capacity& limits) = 0;
   /// Values a captured step's output holds: what reserve_capacity() sized.
   virtual std::int64_t output_capacity() const = 0;
-  virtual std::unique_ptr<captured_upload> reserve_graph() = 0;
-  virtual void capture(const DLTensor& hidden, const step_plan& plan, DLTensor& output, captured_upload& home) = 0;
-  virtual void restage(const step_plan& plan, captured_upload& home) = 0;
+  virtual std::unique_ptr<graph_upload_handle> reserve_graph() = 0;
+  virtual void capture(const DLTensor& hidden, const step_plan& plan, DLTensor& output, graph_upload_handle& home) = 0;
+  virtual void restage(const step_plan& plan, graph_upload_handle& home) = 0;
   virtual void synchronize() = 0;
 
   /// What the space counted since the engine was made.

@@ -62,9 +62,9 @@ class output_buffer final : public output_memory {
 };
 
 template <class Space>
-class graph_home final : public captured_upload {
+class graph_upload_handle_of final : public graph_upload_handle {
  public:
-  explicit graph_home(graph_upload<typename Space::backend_type> home) : home_(std::move(home)) {}
+  explicit graph_upload_handle_of(graph_upload<typename Space::backend_type> home) : home_(std::move(home)) {}
   std::size_t bytes() const override { return home_.bytes(); }
   void mark_launched() override { home_.mark_launched(); }
   graph_upload<typename Space::backend_type>& home() { return home_; }
@@ -80,12 +80,21 @@ class engine_of final : public engine {
 
  public:
   template <class... SpaceArgs>
-  explicit engine_of(const engine_config& config, SpaceArgs&&... space_args)
-      : config_(config), space_(std::forward<SpaceArgs>(space_args)...), state_(space_), dispatcher_(make()) {}
+  explicit engine_of(const engine_config& config, std::int32_t device_id, SpaceArgs&&... space_args)
+      : config_(config),
+        device_id_(device_id),
+        space_(std::forward<SpaceArgs>(space_args)...),
+        state_(space_),
+        dispatcher_(make()) {
+    // The weights are in the space now: the host copies are not kept.
+    config_.projector.reset();
+    config_.classifier.reset();
+  }
 
   std::int64_t hidden_size() const override { return config_.hidden_size; }
   DLDataType result_type() const override { return dlpack::detail::dtype_of<Result>(); }
   DLDeviceType device_type() const override { return dlpack::memory<Space>::devices[0]; }
+  std::int32_t device_id() const override { return device_id_; }
   bool serves(task pooling_task) const override {
     return config_.methods[static_cast<std::size_t>(pooling_task)].has_value();
   }
@@ -105,14 +114,14 @@ class engine_of final : public engine {
   void reserve_capacity(const capacity& limits) override { dispatcher_.reserve_capacity(limits); }
   std::int64_t output_capacity() const override { return dispatcher_.output_capacity(); }
 
-  std::unique_ptr<captured_upload> reserve_graph() override {
+  std::unique_ptr<graph_upload_handle> reserve_graph() override {
     if constexpr (Space::family == algorithm_family::device)
-      return std::make_unique<graph_home<Space>>(dispatcher_.reserve_graph());
+      return std::make_unique<graph_upload_handle_of<Space>>(dispatcher_.reserve_graph());
     else
       detail::fail("capture", "a captured step runs on a CUDA stream: make the pooler with device=\"cuda\"");
   }
 
-  void capture(const DLTensor& hidden, const step_plan& plan, DLTensor& output, captured_upload& home) override {
+  void capture(const DLTensor& hidden, const step_plan& plan, DLTensor& output, graph_upload_handle& home) override {
     if constexpr (Space::family == algorithm_family::device) {
       const cuda::std::span<Result> out = dlpack::output<Space, Result>(output);
       dlpack::visit_hidden<Space>(
@@ -122,7 +131,7 @@ class engine_of final : public engine {
     }
   }
 
-  void restage(const step_plan& plan, captured_upload& home) override {
+  void restage(const step_plan& plan, graph_upload_handle& home) override {
     if constexpr (Space::family == algorithm_family::device)
       dispatcher_.restage(plan, state_, home_of(home));
     else
@@ -138,7 +147,7 @@ class engine_of final : public engine {
   std::int64_t num_computed(std::string_view id) const override { return state_.num_computed(id); }
 
  private:
-  auto& home_of(captured_upload& home) { return dynamic_cast<graph_home<Space>&>(home).home(); }
+  auto& home_of(graph_upload_handle& home) { return dynamic_cast<graph_upload_handle_of<Space>&>(home).home(); }
 
   runner make() {
     if (config_.projector) projector_.emplace(space_, *config_.projector);
@@ -160,7 +169,8 @@ class engine_of final : public engine {
                                                pooling_head);
   }
 
-  engine_config config_;
+  engine_config config_;  ///< without the layers' weights, once made
+  std::int32_t device_id_;
   Space space_;
   std::optional<layer_memory<Space>> projector_;
   std::optional<layer_memory<Space>> classifier_;

@@ -20,14 +20,16 @@ using result_type = bfloat16;
 #if defined(__CUDACC__)
 template <class Result>
 std::unique_ptr<engine> make_cuda_engine_of(const engine_config& config, std::uintptr_t stream) {
+  int device = 0;
+  if (cudaGetDevice(&device) != cudaSuccess) throw device_error("cudaGetDevice failed: no usable CUDA device");
   return std::make_unique<engine_of<device_space<cuda_backend>, Result>>(
-      config, cuda_backend(reinterpret_cast<cudaStream_t>(stream)));
+      config, device, cuda_backend(reinterpret_cast<cudaStream_t>(stream)));
 }
 template std::unique_ptr<engine> make_cuda_engine_of<result_type>(const engine_config&, std::uintptr_t);
 #else
 template <class Result>
 std::unique_ptr<engine> make_host_engine_of(const engine_config& config) {
-  return std::make_unique<engine_of<host_space, Result>>(config);
+  return std::make_unique<engine_of<host_space, Result>>(config, 0);
 }
 template std::unique_ptr<engine> make_host_engine_of<result_type>(const engine_config&);
 #endif

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <utility>
@@ -49,8 +50,6 @@ DLTensor describe(const nb::ndarray<Constraints...>& tensor) {
   return view;
 }
 
-[[noreturn]] void refuse(const std::string& field, const std::string& what) { detail::fail(field, what); }
-
 /// Integers from a 1-D int32/int64 host tensor or a sequence of Python ints.
 std::vector<std::int64_t> read_integers(nb::handle given, const char* field) {
   std::vector<std::int64_t> values;
@@ -58,12 +57,12 @@ std::vector<std::int64_t> read_integers(nb::handle given, const char* field) {
   if (nb::try_cast(given, tensor, false)) {
     const DLTensor view = describe(tensor);
     if (view.device.device_type != kDLCPU && view.device.device_type != kDLCUDAHost)
-      refuse(field, "must be in host memory (the plan is made on the host), not on " +
+      detail::fail(field, "must be in host memory (the plan is made on the host), not on " +
                         dlpack::detail::device_name(view.device.device_type));
-    if (view.ndim != 1) refuse(field, "must be one-dimensional, got shape " + dlpack::detail::shape_name(view));
+    if (view.ndim != 1) detail::fail(field, "must be one-dimensional, got shape " + dlpack::detail::shape_name(view));
     const bool wide = dlpack::detail::holds<std::int64_t>(view.dtype);
     if (!wide && !dlpack::detail::holds<std::int32_t>(view.dtype))
-      refuse(field, "must hold int64 or int32, got " + dlpack::detail::dtype_name(view.dtype));
+      detail::fail(field, "must hold int64 or int32, got " + dlpack::detail::dtype_name(view.dtype));
     const std::int64_t stride = view.strides != nullptr ? view.strides[0] : 1;
     values.resize(static_cast<std::size_t>(view.shape[0]));
     for (std::size_t i = 0; i < values.size(); ++i) {
@@ -73,12 +72,12 @@ std::vector<std::int64_t> read_integers(nb::handle given, const char* field) {
     return values;
   }
   if (!nb::isinstance<nb::sequence>(given) || nb::isinstance<nb::str>(given))
-    refuse(field, "must be a sequence of ints or a 1-D int tensor");
+    detail::fail(field, "must be a sequence of ints or a 1-D int tensor");
   const nb::sequence items = nb::borrow<nb::sequence>(given);
   values.reserve(nb::len(items));
   for (nb::handle item : items) {
     std::int64_t value = 0;
-    if (!nb::try_cast(item, value)) refuse(field, "must hold ints, got " + nb::cast<std::string>(nb::repr(item)));
+    if (!nb::try_cast(item, value)) detail::fail(field, "must hold ints, got " + nb::cast<std::string>(nb::repr(item)));
     values.push_back(value);
   }
   return values;
@@ -86,7 +85,7 @@ std::vector<std::int64_t> read_integers(nb::handle given, const char* field) {
 
 void check_count(std::size_t found, std::size_t expected, const char* field) {
   if (found != expected)
-    refuse(field, "has " + std::to_string(found) + " entries for " + std::to_string(expected) + " requests");
+    detail::fail(field, "has " + std::to_string(found) + " entries for " + std::to_string(expected) + " requests");
 }
 
 std::optional<task> task_named(std::string_view text) {
@@ -99,41 +98,70 @@ task read_task(nb::handle given) {
   std::string text;
   if (nb::try_cast(given, text))
     if (const std::optional<task> found = task_named(text)) return *found;
-  refuse("tasks", "expected \"embed\", \"classify\", \"token_embed\" or \"token_classify\", got " +
+  detail::fail("tasks", "expected \"embed\", \"classify\", \"token_embed\" or \"token_classify\", got " +
                       nb::cast<std::string>(nb::repr(given)));
 }
 
-/// A plan and what it needs until its step has run: the token ids its requests
-/// point into, and the output reserve() made for it.
+/// A plan and what it needs until its step has run: the token id tensors its
+/// requests' ids were read from (the C++ contract keeps them alive as long as
+/// the plan), and the output reserve() made for it, with the engine it lives in
+/// (declared first, so freed last).
 struct plan_object {
+  std::shared_ptr<engine> owner;
   step_plan plan;
   std::vector<bool> matrices;  ///< per request: a result of rows (token tasks, spans) or one vector
-  nb::list kept;               ///< token id tensors the plan reads
+  nb::list kept;
   std::unique_ptr<output_memory> output;
   bool reserved = false;
-  bool ran = false;
 };
 
-/// A graph_upload, as Python holds it.
-struct graph_object {
-  std::unique_ptr<captured_upload> home;
+/// A graph_upload as Python holds it (GraphUpload), with its engine.
+struct graph_upload_object {
+  std::shared_ptr<engine> owner;
+  std::unique_ptr<graph_upload_handle> home;
 };
 
-std::optional<layer_weights> read_layer(std::optional<nb::ndarray<const float, nb::ndim<2>, nb::c_contig, nb::device::cpu>> weight,
-                                        std::optional<nb::ndarray<const float, nb::c_contig, nb::device::cpu>> bias,
-                                        const char* what) {
+/// An output handed to Python, with its engine: what the returned tensor's capsule owns.
+struct handed_output {
+  std::shared_ptr<engine> owner;
+  std::unique_ptr<output_memory> memory;
+};
+
+/// A float32 host tensor of `ndim` dimensions, row-major, as its values.
+std::vector<float> read_floats(const any_tensor& tensor, std::int32_t ndim, const std::string& field) {
+  const DLTensor view = describe(tensor);
+  if (view.device.device_type != kDLCPU && view.device.device_type != kDLCUDAHost)
+    detail::fail(field, "must be in host memory (it is copied into the dispatcher's space), not on ",
+                 dlpack::detail::device_name(view.device.device_type));
+  if (!dlpack::detail::holds<float>(view.dtype)) detail::fail(field, "must hold float32, got ", dlpack::detail::dtype_name(view.dtype));
+  if (view.ndim != ndim)
+    detail::fail(field, "must have ", ndim, ndim == 2 ? " dimensions [out, in]" : " dimension", ", got shape ",
+                 dlpack::detail::shape_name(view));
+  const std::int64_t size = dlpack::detail::compact_size(view, field.c_str());
+  std::int64_t stride = 1;
+  for (std::int32_t d = view.ndim - 1; d >= 0; --d) {
+    if (view.strides != nullptr && view.shape[d] > 1 && view.strides[d] != stride)
+      detail::fail(field, "must be contiguous (row-major)");
+    stride *= view.shape[d];
+  }
+  const auto* first = static_cast<const float*>(view.data);
+  return std::vector<float>(first, first + size);
+}
+
+std::optional<layer_weights> read_layer(std::optional<any_tensor> weight, std::optional<any_tensor> bias,
+                                        const std::string& what) {
   if (!weight) {
-    if (bias) refuse(std::string(what) + "_bias", std::string("is given without a ") + what);
+    if (bias) detail::fail(what + "_bias", "is given without a ", what);
     return std::nullopt;
   }
   layer_weights layer;
+  layer.weight = read_floats(*weight, 2, what);
   layer.rows = static_cast<std::int64_t>(weight->shape(0));
   layer.cols = static_cast<std::int64_t>(weight->shape(1));
-  layer.weight.assign(weight->data(), weight->data() + weight->size());
   if (bias) {
-    if (bias->ndim() != 1 || static_cast<std::int64_t>(bias->shape(0)) != layer.rows)
-      refuse(std::string(what) + "_bias", "must have shape [" + std::to_string(layer.rows) + "] (the weight's rows)");
-    layer.bias.assign(bias->data(), bias->data() + bias->size());
+    layer.bias = read_floats(*bias, 1, what + "_bias");
+    if (std::cmp_not_equal(layer.bias.size(), layer.rows))
+      detail::fail(what + "_bias", "must have shape [", layer.rows, "] (the weight's rows), got [", layer.bias.size(), "]");
   }
   return layer;
 }
@@ -142,14 +170,14 @@ result_kind result_named(const std::string& name) {
   if (name == "float32") return result_kind::float32;
   if (name == "float16") return result_kind::float16;
   if (name == "bfloat16") return result_kind::bfloat16;
-  refuse("result_dtype", "expected \"float32\", \"float16\" or \"bfloat16\", got \"" + name + "\"");
+  detail::fail("result_dtype", "expected \"float32\", \"float16\" or \"bfloat16\", got \"" + name + "\"");
 }
 
 head::problem_type problem_named(const std::string& name) {
   if (name == "single_label") return head::problem_type::single_label;
   if (name == "multi_label") return head::problem_type::multi_label;
   if (name == "regression") return head::problem_type::regression;
-  refuse("problem", "expected \"single_label\", \"multi_label\" or \"regression\", got \"" + name + "\"");
+  detail::fail("problem", "expected \"single_label\", \"multi_label\" or \"regression\", got \"" + name + "\"");
 }
 
 /// The Python-facing dispatcher: an engine and the GIL rules around it.
@@ -157,10 +185,8 @@ class dispatcher_object {
  public:
   dispatcher_object(std::int64_t hidden_size, std::optional<std::string> embed, std::optional<std::string> classify,
                     std::optional<std::string> token_embed, std::optional<std::string> token_classify,
-                    std::optional<nb::ndarray<const float, nb::ndim<2>, nb::c_contig, nb::device::cpu>> projector,
-                    std::optional<nb::ndarray<const float, nb::c_contig, nb::device::cpu>> projector_bias,
-                    std::optional<nb::ndarray<const float, nb::ndim<2>, nb::c_contig, nb::device::cpu>> classifier,
-                    std::optional<nb::ndarray<const float, nb::c_contig, nb::device::cpu>> classifier_bias,
+                    std::optional<any_tensor> projector, std::optional<any_tensor> projector_bias,
+                    std::optional<any_tensor> classifier, std::optional<any_tensor> classifier_bias,
                     const std::string& problem, std::optional<float> logit_mean, std::optional<float> logit_sigma,
                     const std::string& result_dtype, const std::string& device, std::uintptr_t stream) {
     engine_config config;
@@ -170,17 +196,17 @@ class dispatcher_object {
     config.classifier = read_layer(std::move(classifier), std::move(classifier_bias), "classifier");
     config.problem = problem_named(problem);
     if (logit_mean.has_value() != logit_sigma.has_value())
-      refuse("logit_mean", "and logit_sigma are given together (Platt scaling), or neither");
+      detail::fail("logit_mean", "and logit_sigma are given together (Platt scaling), or neither");
     if (logit_mean) config.platt = head::platt_scaling{*logit_mean, *logit_sigma};
     const result_kind result = result_named(result_dtype);
     if (device == "cpu") {
       engine_ = make_host_engine(config, result);
     } else if (device == "cuda") {
       if (!has_cuda())
-        refuse("device", "this build of seqpool has no CUDA module (install it where nvcc is found)");
+        detail::fail("device", "this build of seqpool has no CUDA module (install it where nvcc is found)");
       engine_ = make_cuda_engine(config, result, stream);
     } else {
-      refuse("device", "expected \"cpu\" or \"cuda\", got \"" + device + "\"");
+      detail::fail("device", "expected \"cpu\" or \"cuda\", got \"" + device + "\"");
     }
     for (const task t : {task::embed, task::classify, task::token_embed, task::token_classify})
       if (engine_->serves(t)) served_.push_back(t);
@@ -191,9 +217,11 @@ class dispatcher_object {
   std::unique_ptr<plan_object> plan(nb::handle prompt_lens, nb::handle num_scheduled, nb::handle num_computed,
                                     nb::handle ids, nb::handle tasks, nb::handle token_ids, nb::handle params,
                                     std::optional<std::int64_t> sequence_length, const std::string& padding) {
+    const std::unique_lock<std::mutex> held = hold();
     auto made = std::make_unique<plan_object>();
+    made->owner = engine_;
     const batch& step = read_batch(prompt_lens, num_scheduled, num_computed, ids, tasks, token_ids, params,
-                                  sequence_length, padding, made->kept);
+                                   sequence_length, padding, made->kept);
     made->plan = engine_->plan(step);
     made->matrices.resize(step.requests.size());
     for (std::size_t i = 0; i < step.requests.size(); ++i)
@@ -206,10 +234,12 @@ class dispatcher_object {
   /// `repeats` (the binding's own cost is the rest of a Python call's).
   double native_step_seconds(const any_tensor& hidden, nb::handle prompt_lens, nb::handle ids, nb::handle tasks,
                              std::int64_t repeats) {
+    if (repeats < 1) detail::fail("repeats", "must be at least 1, got ", repeats);
+    const std::unique_lock<std::mutex> held = hold();
     nb::list kept;
     const batch& step = read_batch(prompt_lens, nb::none(), nb::none(), ids, tasks, nb::none(), nb::none(),
-                                  std::nullopt, "right", kept);
-    const DLTensor hidden_view = describe(hidden);
+                                   std::nullopt, "right", kept);
+    const DLTensor hidden_view = on_this_device(describe(hidden), "hidden states");
     nb::gil_scoped_release unlocked;
     const auto start = std::chrono::steady_clock::now();
     for (std::int64_t i = 0; i < repeats; ++i) {
@@ -222,60 +252,69 @@ class dispatcher_object {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() / static_cast<double>(repeats);
   }
 
-
   void reserve(plan_object& planned) {
+    const std::unique_lock<std::mutex> held = hold();
     planned.output = engine_->reserve(planned.plan);
     planned.reserved = true;
   }
 
   /// The step, into `out`, or into the output reserve() made (returned, owning it).
   nb::object forward(const any_tensor& hidden, plan_object& planned, nb::handle out) {
-    if (!planned.reserved) refuse("reserve", "call reserve(plan) before forward(hidden, plan)");
-    const DLTensor hidden_view = describe(hidden);
+    const std::unique_lock<std::mutex> held = hold();
+    if (!planned.reserved) detail::fail("reserve", "call reserve(plan) before forward(hidden, plan)");
+    const DLTensor hidden_view = on_this_device(describe(hidden), "hidden states");
     DLTensor output_view{};
     std::int64_t size = planned.plan.output_size;
     nb::ndarray<> given;
     if (!out.is_none()) {
-      if (!nb::try_cast(out, given, false)) refuse("output", "must be a writable tensor");
-      output_view = describe(given);
+      if (!nb::try_cast(out, given, false)) detail::fail("output", "must be a writable tensor");
+      output_view = on_this_device(describe(given), "output");
     } else {
-      if (!planned.output) refuse("forward", "this plan's output was handed out by an earlier forward()");
+      if (!planned.output) detail::fail("plan", "it ran already (a plan runs once; its output was handed out then): plan the step again");
       output_view = output_of(planned.output->data(), &size);
     }
     {
       nb::gil_scoped_release unlocked;
       engine_->forward(hidden_view, planned.plan, output_view);
     }
-    planned.ran = true;
     if (!out.is_none()) return nb::borrow(out);
     return hand_out(std::move(planned.output), size);
   }
 
   void reserve_capacity(std::int64_t requests, std::int64_t rows, std::int64_t result_rows, std::int64_t columns) {
+    const std::unique_lock<std::mutex> held = hold();
     engine_->reserve_capacity({.requests = requests, .rows = rows, .result_rows = result_rows, .columns = columns});
   }
   std::int64_t output_capacity() const { return engine_->output_capacity(); }
-  std::unique_ptr<graph_object> reserve_graph() { return std::make_unique<graph_object>(engine_->reserve_graph()); }
 
-  void capture(const any_tensor& hidden, plan_object& planned, const nb::ndarray<>& out, graph_object& home) {
-    const DLTensor hidden_view = describe(hidden);
-    DLTensor output_view = describe(out);
-    engine_->capture(hidden_view, planned.plan, output_view, *home.home);
-    planned.ran = true;
+  std::unique_ptr<graph_upload_object> reserve_graph() {
+    const std::unique_lock<std::mutex> held = hold();
+    return std::make_unique<graph_upload_object>(graph_upload_object{engine_, engine_->reserve_graph()});
   }
 
-  void restage(plan_object& planned, graph_object& home) {
+  void capture(const any_tensor& hidden, plan_object& planned, const nb::ndarray<>& out, graph_upload_object& home) {
+    const std::unique_lock<std::mutex> held = hold();
+    const DLTensor hidden_view = on_this_device(describe(hidden), "hidden states");
+    DLTensor output_view = on_this_device(describe(out), "output");
+    engine_->capture(hidden_view, planned.plan, output_view, *home.home);
+  }
+
+  void restage(plan_object& planned, graph_upload_object& home) {
+    const std::unique_lock<std::mutex> held = hold();
     engine_->restage(planned.plan, *home.home);
-    planned.ran = true;
   }
 
   void synchronize() {
+    const std::unique_lock<std::mutex> held = hold();
     nb::gil_scoped_release unlocked;
     engine_->synchronize();
   }
 
-  nb::dict audit() const {
-    const audit_counts counts = engine_->audit();
+  nb::dict audit() {
+    const audit_counts counts = [&] {
+      const std::unique_lock<std::mutex> held = hold();
+      return engine_->audit();
+    }();
     nb::dict found;
     found["uploads"] = counts.uploads;
     found["upload_bytes"] = counts.upload_bytes;
@@ -286,8 +325,19 @@ class dispatcher_object {
     return found;
   }
 
-  void release(nb::handle id) { engine_->release(id_text(id)); }
-  std::int64_t num_computed(nb::handle id) const { return engine_->num_computed(id_text(id)); }
+  void release(nb::handle id) {
+    std::string text;
+    read_id(text, id);
+    const std::unique_lock<std::mutex> held = hold();
+    engine_->release(text);
+  }
+
+  std::int64_t num_computed(nb::handle id) {
+    std::string text;
+    read_id(text, id);
+    const std::unique_lock<std::mutex> held = hold();
+    return engine_->num_computed(text);
+  }
 
   std::string result_dtype() const { return dlpack::detail::dtype_name(engine_->result_type()); }
   std::string device() const { return engine_->device_type() == kDLCUDA ? "cuda" : "cpu"; }
@@ -303,6 +353,8 @@ class dispatcher_object {
     const std::size_t count = lengths.size();
     step.requests.resize(count);
     step.padded.reset();
+    if (padding != "right" && padding != "left")
+      detail::fail("padding", "expected \"right\" or \"left\", got \"", padding, "\"");
     std::vector<std::int64_t> computed(count, 0);
     if (!num_computed.is_none()) {
       computed = read_integers(num_computed, "num_computed");
@@ -326,19 +378,10 @@ class dispatcher_object {
     read_params(params, step);
     read_token_ids(token_ids, step, kept);
     if (sequence_length) {
-      if (padding != "right" && padding != "left")
-        refuse("padding", "expected \"right\" or \"left\", got \"" + padding + "\"");
       step.padded = padded_rows{.sequence_length = *sequence_length,
                                 .padding = padding == "right" ? padding::right : padding::left};
     }
     return step;
-  }
-
-  static std::string id_text(nb::handle id) {
-    if (nb::isinstance<nb::str>(id)) return nb::cast<std::string>(id);
-    std::int64_t number = 0;
-    if (nb::try_cast(id, number)) return std::to_string(number);
-    refuse("ids", "a request id is a str or an int, got " + nb::cast<std::string>(nb::repr(id)));
   }
 
   /// A request id from a list entry, into the id's own storage.
@@ -352,7 +395,7 @@ class dispatcher_object {
     }
     std::int64_t number = 0;
     if (!nb::try_cast(given, number))
-      refuse("ids", "a request id is a str or an int, got " + nb::cast<std::string>(nb::repr(given)));
+      detail::fail("ids", "a request id is a str or an int, got " + nb::cast<std::string>(nb::repr(given)));
     write_id(id, number);
   }
 
@@ -377,7 +420,7 @@ class dispatcher_object {
       return;
     }
     if (!nb::isinstance<nb::sequence>(ids) || nb::isinstance<nb::str>(ids))
-      refuse("ids", "must be a sequence of str or int ids, or a 1-D int tensor");
+      detail::fail("ids", "must be a sequence of str or int ids, or a 1-D int tensor");
     const nb::sequence items = nb::borrow<nb::sequence>(ids);
     check_count(nb::len(items), count, "ids");
     std::size_t i = 0;
@@ -387,7 +430,7 @@ class dispatcher_object {
   void read_tasks(nb::handle tasks, batch& step) const {
     if (tasks.is_none()) {
       if (served_.size() != 1)
-        refuse("tasks", "say each request's task: this dispatcher serves " + std::to_string(served_.size()) + " tasks");
+        detail::fail("tasks", "say each request's task: this dispatcher serves " + std::to_string(served_.size()) + " tasks");
       for (request& r : step.requests) r.task = served_[0];
       return;
     }
@@ -396,7 +439,7 @@ class dispatcher_object {
       for (request& r : step.requests) r.task = all;
       return;
     }
-    if (!nb::isinstance<nb::sequence>(tasks)) refuse("tasks", "must be a task name or a sequence of them");
+    if (!nb::isinstance<nb::sequence>(tasks)) detail::fail("tasks", "must be a task name or a sequence of them");
     const nb::sequence items = nb::borrow<nb::sequence>(tasks);
     check_count(nb::len(items), step.requests.size(), "tasks");
     std::size_t i = 0;
@@ -411,7 +454,7 @@ class dispatcher_object {
       return;
     }
     if (!nb::isinstance<nb::sequence>(params))
-      refuse("params", "must be a PoolingParams, or a sequence of them (None for the defaults)");
+      detail::fail("params", "must be a PoolingParams, or a sequence of them (None for the defaults)");
     const nb::sequence items = nb::borrow<nb::sequence>(params);
     check_count(nb::len(items), step.requests.size(), "params");
     std::size_t i = 0;
@@ -419,7 +462,7 @@ class dispatcher_object {
       if (!item.is_none()) {
         const pooling_params* given = nullptr;
         if (!nb::try_cast(item, given) || given == nullptr)
-          refuse("params", "entry " + std::to_string(i) + " is not a PoolingParams or None");
+          detail::fail("params", "entry " + std::to_string(i) + " is not a PoolingParams or None");
         step.requests[i].params = *given;
       }
       ++i;
@@ -429,7 +472,7 @@ class dispatcher_object {
   static void read_token_ids(nb::handle token_ids, batch& step, nb::list& kept) {
     if (token_ids.is_none()) return;
     if (!nb::isinstance<nb::sequence>(token_ids))
-      refuse("token_ids", "must be a sequence of 1-D int tensors (None where a request has none)");
+      detail::fail("token_ids", "must be a sequence of 1-D int tensors (None where a request has none)");
     const nb::sequence items = nb::borrow<nb::sequence>(token_ids);
     check_count(nb::len(items), step.requests.size(), "token_ids");
     std::size_t i = 0;
@@ -437,7 +480,7 @@ class dispatcher_object {
       if (!item.is_none()) {
         any_tensor tensor;
         if (!nb::try_cast(item, tensor, false))
-          refuse("token_ids", "entry " + std::to_string(i) + " is not a tensor (an int32 or int64 array)");
+          detail::fail("token_ids", "entry " + std::to_string(i) + " is not a tensor (an int32 or int64 array)");
         kept.append(item);
         step.requests[i].prompt_token_ids = dlpack::token_ids(describe(tensor));
       }
@@ -445,10 +488,26 @@ class dispatcher_object {
     }
   }
 
+  /// Waits for the dispatcher, with the GIL let go meanwhile: a thread that
+  /// holds the dispatcher never waits for the GIL while another waits for it
+  /// holding the GIL. One step at a time: the engine, its state store, staging
+  /// and the kept batch are not for two threads at once.
+  std::unique_lock<std::mutex> hold() {
+    nb::gil_scoped_release unlocked;
+    return std::unique_lock<std::mutex>(busy_);
+  }
+
+  /// A tensor on a CUDA device must be on the dispatcher's (the DLPack views check the device's kind).
+  DLTensor on_this_device(const DLTensor& view, const char* what) const {
+    if (view.device.device_type == kDLCUDA && view.device.device_id != engine_->device_id())
+      detail::fail(what, "is on cuda:", view.device.device_id, "; this dispatcher runs on cuda:", engine_->device_id());
+    return view;
+  }
+
   DLTensor output_of(void* data, std::int64_t* size) const {
     DLTensor view{};
     view.data = data;
-    view.device = {engine_->device_type(), 0};
+    view.device = {engine_->device_type(), engine_->device_id()};
     view.ndim = 1;
     view.dtype = engine_->result_type();
     view.shape = size;
@@ -459,15 +518,18 @@ class dispatcher_object {
   /// __dlpack_device__ (numpy.from_dlpack, torch.from_dlpack, …).
   nb::object hand_out(std::unique_ptr<output_memory> memory, std::int64_t size) const {
     void* data = memory->data();
-    nb::capsule owner(memory.release(), [](void* held) noexcept { delete static_cast<output_memory*>(held); });
+    auto held = std::make_unique<handed_output>(handed_output{engine_, std::move(memory)});
+    nb::capsule owner(held.get(), [](void* given) noexcept { delete static_cast<handed_output*>(given); });
+    held.release();  // the capsule owns it now
     const DLDataType type = engine_->result_type();
     const std::size_t shape[1] = {static_cast<std::size_t>(size)};
     return nb::cast(nb::ndarray<nb::array_api>(data, 1, shape, owner, nullptr,
                                                nb::dlpack::dtype{type.code, type.bits, type.lanes},
-                                               engine_->device_type(), 0));
+                                               engine_->device_type(), engine_->device_id()));
   }
 
-  std::unique_ptr<engine> engine_;
+  std::shared_ptr<engine> engine_;
+  std::mutex busy_;
   std::vector<task> served_;
   batch step_;
 };
@@ -544,17 +606,14 @@ NB_MODULE(_seqpool, m) {
       .def_prop_ro("matrices", [](const plan_object& p) { return std::vector<bool>(p.matrices); },
                    "Per request: whether its result is a matrix (token task, or spans) rather than one vector.");
 
-  nb::class_<graph_object>(m, "GraphUpload")
-      .def_prop_ro("bytes", [](const graph_object& g) { return g.home->bytes(); })
-      .def("mark_launched", [](graph_object& g) { g.home->mark_launched(); });
+  nb::class_<graph_upload_object>(m, "GraphUpload")
+      .def_prop_ro("bytes", [](const graph_upload_object& g) { return g.home->bytes(); })
+      .def("mark_launched", [](graph_upload_object& g) { g.home->mark_launched(); });
 
   nb::class_<dispatcher_object>(m, "Dispatcher")
       .def(nb::init<std::int64_t, std::optional<std::string>, std::optional<std::string>, std::optional<std::string>,
-                    std::optional<std::string>,
-                    std::optional<nb::ndarray<const float, nb::ndim<2>, nb::c_contig, nb::device::cpu>>,
-                    std::optional<nb::ndarray<const float, nb::c_contig, nb::device::cpu>>,
-                    std::optional<nb::ndarray<const float, nb::ndim<2>, nb::c_contig, nb::device::cpu>>,
-                    std::optional<nb::ndarray<const float, nb::c_contig, nb::device::cpu>>, const std::string&,
+                    std::optional<std::string>, std::optional<any_tensor>, std::optional<any_tensor>,
+                    std::optional<any_tensor>, std::optional<any_tensor>, const std::string&,
                     std::optional<float>, std::optional<float>, const std::string&, const std::string&,
                     std::uintptr_t>(),
            "hidden_size"_a, nb::kw_only(), "embed"_a = nb::none(), "classify"_a = nb::none(),

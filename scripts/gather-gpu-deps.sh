@@ -3,6 +3,7 @@
 # no package registry and has none of Debian's -dev packages) into .gpu-deps/,
 # a git-ignored folder to carry along with the working tree:
 #   include/  the headers of doctest, nlohmann-json and CLI11 from Debian's packages;
+#   python/   pytest, unpacked from PyPI's wheels for the GPU machine's python3;
 #   bin/      the GPU programs (and the shared CUDA runtime sync_steps links against), built here for sm_${GPU_ARCH:-90} in build-gpu/, so
 #             that the GPU's time goes to running them (run.sh builds them itself
 #             when bin/ is absent or its programs do not load there).
@@ -24,6 +25,11 @@ programs=(tests/test_cuda examples/embed_batch_cuda examples/custom_method_cuda 
 ninja -C build-gpu "${programs[@]}"
 for program in "${programs[@]}"; do cp "build-gpu/$program" .gpu-deps/bin/; done
 tests/gpu/build-sync-steps.sh .gpu-deps/bin "$arch"
+# pytest for the Python module's cases there (its python3 is 3.12; pure-Python
+# wheels, unpacked), in case that machine lacks it.
+mkdir -p .gpu-deps/python .gpu-deps/wheels
+python3 -m pip download --quiet --only-binary=:all: --python-version 3.12 --dest .gpu-deps/wheels pytest
+for wheel in .gpu-deps/wheels/*.whl; do python3 -m zipfile -e "$wheel" .gpu-deps/python; done
 # The shared runtime sync_steps is linked against, in case the GPU machine keeps its own elsewhere.
 cp -L /usr/local/cuda/lib64/libcudart.so.13 .gpu-deps/bin/
 echo "seqpool: gathered $(du -sh .gpu-deps | cut -f1) into .gpu-deps/ for tests/gpu/run.sh"

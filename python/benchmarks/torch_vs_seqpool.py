@@ -51,6 +51,7 @@ def main():
             continue
         rows = sum(lengths)
         lengths_t = torch.tensor(lengths, device=device)
+        prompt_lens = torch.tensor(lengths)  # the host's copy, as an engine holds it
         ids = torch.tensor([STEP_TAG if t % 8 == 7 else t % 5 for t in range(rows)])
         starts = [0]
         for n in lengths[:-1]:
@@ -66,7 +67,7 @@ def main():
                 request_ids = torch.arange(len(lengths))
 
                 def with_seqpool():
-                    plan = pooler.plan(lengths_t.cpu(), ids=request_ids, token_ids=prompt_ids if token else None,
+                    plan = pooler.plan(prompt_lens, ids=request_ids, token_ids=prompt_ids if token else None,
                                        params=params)
                     pooler.reserve(plan)
                     return pooler.forward(hidden, plan)

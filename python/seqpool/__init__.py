@@ -32,11 +32,9 @@ def pooler(hidden_size, method, *, task=None, **heads):
 
 
 def _framework_of(tensor):
-    """The module whose from_dlpack makes tensors like `tensor`: torch, numpy, cupy, jax.numpy, ..."""
+    """The module whose from_dlpack makes tensors like `tensor`: torch, cupy,
+    jax.numpy, or numpy (for NumPy arrays and anything else: buffers, ...)."""
     module = type(tensor).__module__.split(".")[0]
-    if module == "numpy":
-        import numpy
-        return numpy
     if module == "torch":
         import torch
         return torch
@@ -46,7 +44,8 @@ def _framework_of(tensor):
     if module in ("jax", "jaxlib"):
         import jax.numpy
         return jax.numpy
-    return None
+    import numpy
+    return numpy
 
 
 def split(output, plan):
@@ -77,12 +76,9 @@ def pool(dispatcher, hidden, prompt_lens=None, **step):
             prompt_lens = [shape[1]] * shape[0]
     if prompt_lens is None:
         raise ValueError("prompt_lens: give each request's prompt length (hidden holds the rows of all of them)")
+    framework = _framework_of(hidden)
+    if framework.__name__ == "numpy" and dispatcher.result_dtype == "bfloat16":
+        raise ValueError("result_dtype: numpy has no bfloat16; pool torch tensors, or ask for float32 or float16")
     plan = dispatcher.plan(prompt_lens, **step)
     dispatcher.reserve(plan)
-    out = dispatcher.forward(hidden, plan)
-    framework = _framework_of(hidden)
-    if framework is not None:
-        if framework.__name__ == "numpy" and dispatcher.result_dtype == "bfloat16":
-            raise ValueError("result_dtype: numpy has no bfloat16; pool torch tensors, or ask for float32 or float16")
-        out = framework.from_dlpack(out)
-    return split(out, plan)
+    return split(framework.from_dlpack(dispatcher.forward(hidden, plan)), plan)

@@ -243,7 +243,12 @@ def test_refusals_raise_value_error_with_seqpools_message():
     refuses("prompt_len: must be at least 1, got 0", dispatcher.plan, [2, 0])
     refuses("num_scheduled", dispatcher.plan, [2, 3], [1])
     refuses("tasks", dispatcher.plan, [2], tasks=["sort"])
-    refuses("task", dispatcher.plan, [2], tasks="classify")
+    refuses("task: classify has no pooler", dispatcher.plan, [2], tasks="classify")
+    refuses("padding", dispatcher.plan, [2], padding="middle")
+    refuses("projector: must have 2 dimensions", seqpool.Dispatcher, 4, embed="cls", projector=np.ones(4, np.float32))
+    refuses("projector: must hold float32", seqpool.Dispatcher, 4, embed="cls", projector=np.ones((2, 4)))
+    refuses("projector_bias: must have shape [2]", seqpool.Dispatcher, 4, embed="cls",
+            projector=np.ones((2, 4), np.float32), projector_bias=np.ones(3, np.float32))
     refuses("ids", dispatcher.plan, [2], ids=[1.5])
     refuses("params", dispatcher.plan, [2], params=["mean"])
     refuses("prompt_lens", dispatcher.plan, np.array([[2]]))
@@ -254,14 +259,26 @@ def test_refusals_raise_value_error_with_seqpools_message():
     refuses("hidden", dispatcher.forward, np.ones((5, 3), np.float32), plan)
     refuses("hidden", dispatcher.forward, np.ones((5, 4), np.float64), plan)
     refuses("output", dispatcher.forward, np.ones((5, 4), np.float32), plan, out=np.ones(3, np.float32))
-    dispatcher.forward(np.ones((5, 4), np.float32), plan)
-    refuses("", dispatcher.forward, np.ones((5, 4), np.float32), plan)  # a plan runs once
+    given = np.zeros(plan.output_size, np.float32)
+    dispatcher.forward(np.ones((5, 4), np.float32), plan, out=given)
+    refuses("a plan runs once", dispatcher.forward, np.ones((5, 4), np.float32), plan, out=given)
+    handed = dispatcher.plan([2, 3])
+    dispatcher.reserve(handed)
+    out = dispatcher.forward(np.ones((5, 4), np.float32), handed)
+    refuses("a plan runs once", dispatcher.forward, np.ones((5, 4), np.float32), handed)
+    del out
     refuses("capture", dispatcher.reserve_graph)
     assert issubclass(seqpool.DeviceError, RuntimeError)
 
 
+def resident_bytes():
+    with open("/proc/self/statm") as statm:
+        return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
 def test_many_steps_leak_nothing():
-    """10,000 steps leave no Python object behind, and 2,000 more no memory."""
+    """10,000 steps leave no Python object or reference behind, no memory the
+    process holds (outputs and plans are C++ memory), and 2,000 more no Python memory."""
     dispatcher = seqpool.pooler(16, "step")
     hidden = np.ones((12, 16), np.float32)
     token_ids = [np.arange(5, dtype=np.int64), np.arange(7, dtype=np.int32)]
@@ -274,13 +291,14 @@ def test_many_steps_leak_nothing():
     for _ in range(100):
         step()
     gc.collect()
-    objects, references = len(gc.get_objects()), sys.getrefcount(token_ids[0])
+    objects, references, resident = len(gc.get_objects()), sys.getrefcount(token_ids[0]), resident_bytes()
     for _ in range(10_000):
         step()
     gc.collect()
     objects_after, references_after = len(gc.get_objects()), sys.getrefcount(token_ids[0])
     assert objects_after <= objects + 10
     assert references_after == references
+    assert resident_bytes() - resident < 4 << 20
     tracemalloc.start()
     before = tracemalloc.get_traced_memory()[0]
     for _ in range(2_000):
@@ -289,6 +307,58 @@ def test_many_steps_leak_nothing():
     grown = tracemalloc.get_traced_memory()[0] - before
     tracemalloc.stop()
     assert grown < 64 * 1024, grown
+
+
+def test_outputs_and_plans_outlive_their_dispatcher():
+    """An output keeps the memory it lives in, and a plan the dispatcher it needs."""
+    hidden = np.arange(20, dtype=np.float32).reshape(5, 4)
+    dispatcher = seqpool.pooler(4, "mean")
+    plan = dispatcher.plan([2, 3])
+    dispatcher.reserve(plan)
+    out = dispatcher.forward(hidden, plan)
+    unused = dispatcher.plan([5])
+    dispatcher.reserve(unused)
+    del dispatcher
+    gc.collect()
+    first = np.from_dlpack(out)[:4]
+    close(first, expected("mean", "embed", hidden[:2], {}))
+    del out, unused, first
+    gc.collect()
+    (row,) = seqpool.pool(seqpool.pooler(4, "cls"), hidden, [5])  # the README's one-call form
+    close(row, expected("cls", "embed", hidden, {}))
+
+
+def test_one_dispatcher_shared_by_threads_never_crashes():
+    """A dispatcher serves one engine thread (SPEC 10): steps interleaved from
+    several threads each either pool correctly or are refused with seqpool's
+    message (a plan whose reserve() another thread's replaced), never corrupt
+    memory: the module runs one call of a dispatcher at a time."""
+    rng = np.random.default_rng(2)
+    hidden = rng.normal(size=(3000, 32)).astype(np.float32)
+    dispatcher = seqpool.pooler(32, "max")
+    wanted = seqpool.pool(seqpool.pooler(32, "max"), hidden, [1000] * 3)
+    pooled, refused, failures = [], [], []
+
+    def work():
+        for _ in range(30):
+            try:
+                results = seqpool.pool(dispatcher, hidden, [1000] * 3)
+            except ValueError as refusal:
+                refused.append(str(refusal))
+                continue
+            except Exception as failure:  # noqa: BLE001 — anything else fails the test
+                failures.append(repr(failure))
+                continue
+            pooled.append(all(np.array_equal(a, b) for a, b in zip(results, wanted)))
+
+    threads = [threading.Thread(target=work) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not failures
+    assert len(pooled) + len(refused) == 120 and all(pooled)
+    assert all("plan" in message or "reserve" in message for message in refused), refused[:3]
 
 
 def test_threads_pool_at_once():

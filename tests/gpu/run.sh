@@ -94,7 +94,7 @@ part "racecheck" timeout 60 compute-sanitizer --tool racecheck --error-exitcode 
 part "Python module build" timeout 300 bash -c "meson setup build-gpu-py --buildtype=release -Dpython=enabled \
   -Dpython_cuda=enabled -Dcuda=enabled -Dgpu_arch=$arch > '$out/python-setup.log' 2>&1 && ninja -C build-gpu-py \
   > '$out/python-build.log' 2>&1 || { tail -30 '$out/python-setup.log' '$out/python-build.log'; exit 1; }"
-part "Python on CUDA (pytest)" env PYTHONPATH="$PWD/build-gpu-py/python" timeout 120 python3 -m pytest -q \
+part "Python on CUDA (pytest)" env PYTHONPATH="$PWD/build-gpu-py/python:$PWD/.gpu-deps/python" timeout 120 python3 -m pytest -q \
   -p no:cacheprovider python/tests
 part "seqpool from Python against the PyTorch pooler" env PYTHONPATH="$PWD/build-gpu-py/python" timeout 90 \
   python3 python/benchmarks/torch_vs_seqpool.py --device cuda --repeats 5 --json "$out/python-cuda.json"
