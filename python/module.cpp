@@ -453,37 +453,36 @@ class dispatcher_object {
       for (request& r : step.requests) r.params = one;
       return;
     }
-    if (!nb::isinstance<nb::sequence>(params))
-      detail::fail("params", "must be a PoolingParams, or a sequence of them (None for the defaults)");
-    const nb::sequence items = nb::borrow<nb::sequence>(params);
-    check_count(nb::len(items), step.requests.size(), "params");
-    std::size_t i = 0;
-    for (nb::handle item : items) {
-      if (!item.is_none()) {
-        const pooling_params* given = nullptr;
-        if (!nb::try_cast(item, given) || given == nullptr)
-          detail::fail("params", "entry " + std::to_string(i) + " is not a PoolingParams or None");
-        step.requests[i].params = *given;
-      }
-      ++i;
-    }
+    for_each_given(params, step.requests.size(), "params", "a PoolingParams, or a sequence of them (None for the defaults)",
+                   [&](std::size_t i, nb::handle item) {
+                     const pooling_params* given = nullptr;
+                     if (!nb::try_cast(item, given) || given == nullptr)
+                       detail::fail("params", "entry ", i, " is not a PoolingParams or None");
+                     step.requests[i].params = *given;
+                   });
   }
 
   static void read_token_ids(nb::handle token_ids, batch& step, nb::list& kept) {
     if (token_ids.is_none()) return;
-    if (!nb::isinstance<nb::sequence>(token_ids))
-      detail::fail("token_ids", "must be a sequence of 1-D int tensors (None where a request has none)");
-    const nb::sequence items = nb::borrow<nb::sequence>(token_ids);
-    check_count(nb::len(items), step.requests.size(), "token_ids");
+    for_each_given(token_ids, step.requests.size(), "token_ids",
+                   "a sequence of 1-D int tensors (None where a request has none)", [&](std::size_t i, nb::handle item) {
+                     any_tensor tensor;
+                     if (!nb::try_cast(item, tensor, false))
+                       detail::fail("token_ids", "entry ", i, " is not a tensor (an int32 or int64 array)");
+                     kept.append(item);
+                     step.requests[i].prompt_token_ids = dlpack::token_ids(describe(tensor));
+                   });
+  }
+
+  /// Calls `read(i, entry)` for each entry of a per-request sequence that is not None.
+  template <class Read>
+  static void for_each_given(nb::handle given, std::size_t count, const char* field, const char* expected, Read read) {
+    if (!nb::isinstance<nb::sequence>(given) || nb::isinstance<nb::str>(given)) detail::fail(field, "must be ", expected);
+    const nb::sequence items = nb::borrow<nb::sequence>(given);
+    check_count(nb::len(items), count, field);
     std::size_t i = 0;
     for (nb::handle item : items) {
-      if (!item.is_none()) {
-        any_tensor tensor;
-        if (!nb::try_cast(item, tensor, false))
-          detail::fail("token_ids", "entry " + std::to_string(i) + " is not a tensor (an int32 or int64 array)");
-        kept.append(item);
-        step.requests[i].prompt_token_ids = dlpack::token_ids(describe(tensor));
-      }
+      if (!item.is_none()) read(i, item);
       ++i;
     }
   }

@@ -328,6 +328,25 @@ def test_outputs_and_plans_outlive_their_dispatcher():
     close(row, expected("cls", "embed", hidden, {}))
 
 
+def run_threads(work, count=4):
+    """Runs `work` in `count` threads at once; an exception in any fails the caller."""
+    raised = []
+
+    def guarded():
+        try:
+            work()
+        except BaseException as failure:  # noqa: BLE001 — handed to the test's thread
+            raised.append(failure)
+
+    threads = [threading.Thread(target=guarded) for _ in range(count)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if raised:
+        raise raised[0]
+
+
 def test_one_dispatcher_shared_by_threads_never_crashes():
     """A dispatcher serves one engine thread (SPEC 10): steps interleaved from
     several threads each either pool correctly or are refused with seqpool's
@@ -337,7 +356,7 @@ def test_one_dispatcher_shared_by_threads_never_crashes():
     hidden = rng.normal(size=(3000, 32)).astype(np.float32)
     dispatcher = seqpool.pooler(32, "max")
     wanted = seqpool.pool(seqpool.pooler(32, "max"), hidden, [1000] * 3)
-    pooled, refused, failures = [], [], []
+    pooled, refused = [], []
 
     def work():
         for _ in range(30):
@@ -346,17 +365,9 @@ def test_one_dispatcher_shared_by_threads_never_crashes():
             except ValueError as refusal:
                 refused.append(str(refusal))
                 continue
-            except Exception as failure:  # noqa: BLE001 — anything else fails the test
-                failures.append(repr(failure))
-                continue
             pooled.append(all(np.array_equal(a, b) for a, b in zip(results, wanted)))
 
-    threads = [threading.Thread(target=work) for _ in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert not failures
+    run_threads(work)
     assert len(pooled) + len(refused) == 120 and all(pooled)
     assert all("plan" in message or "reserve" in message for message in refused), refused[:3]
 
@@ -366,21 +377,14 @@ def test_threads_pool_at_once():
     rng = np.random.default_rng(1)
     hidden = rng.normal(size=(4000, 64)).astype(np.float32)
     wanted = seqpool.pool(seqpool.pooler(64, "mean"), hidden, [1000] * 4)
-    failures = []
 
     def work():
         dispatcher = seqpool.pooler(64, "mean")
         for _ in range(20):
             for a, b in zip(seqpool.pool(dispatcher, hidden, [1000] * 4), wanted):
-                if not np.array_equal(a, b):
-                    failures.append(1)
+                assert np.array_equal(a, b)
 
-    threads = [threading.Thread(target=work) for _ in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert not failures
+    run_threads(work)
 
 
 def test_spans_pool_each_passage_into_a_row_of_its_own():
