@@ -1,7 +1,8 @@
 """Reads the sm_90 machine code of the device kernels (tests/sass/pool_kernels.cu):
 the MEAN and MAX pooling kernels, bf16 and fp32, MEAN from bf16 rows into bf16
-results, the gathering kernel (ALL, STEP) for fp32 and bf16 rows, and the linear
-layer.
+results, the gathering kernel (ALL, STEP) for fp32 and bf16 rows, the linear
+layer, and the upload of a captured step (copy_pieces, which reads the pinned
+slot over the host link).
 
 Every kernel keeps its values in registers: ptxas reports no stack frame and no
 spills. Those that read hidden states do so with 128-bit global loads
@@ -33,15 +34,17 @@ KERNELS["mean bf16 to bf16"] = re.compile(r"pool_rowsINS_6method4meanENS_4head5e
 KERNELS["gather fp32"] = re.compile(r"gather_rowsINS_4head5embedEffNS")
 KERNELS["gather bf16"] = re.compile(r"gather_rowsINS_4head5embedE13__nv_bfloat16fNS")
 KERNELS["linear"] = re.compile(r"apply_linearINS_4head5embedEfNS")
+KERNELS["copy"] = re.compile(r"copy_pieces")
 WIDE_LOADS = [k for k in KERNELS if k not in ("linear", "gather bf16")]
 
 # Today's values, the floor each kernel must keep: blocks of 256 threads an SM
 # holds, and bytes of loads an SM has in flight (see the docstring).
 THREADS = 256
-BLOCKS_AT_LEAST = {kernel: 6 if kernel == "linear" else 2 for kernel in KERNELS}
+BLOCKS_AT_LEAST = {kernel: {"linear": 6, "copy": 1}.get(kernel, 2) for kernel in KERNELS}
 KB = 1024
 BYTES_IN_FLIGHT_AT_LEAST = {"mean fp32": 128 * KB, "max fp32": 128 * KB, "mean bf16": 64 * KB, "max bf16": 64 * KB,
-                            "mean bf16 to bf16": 64 * KB, "gather fp32": 64 * KB, "gather bf16": 32 * KB}
+                            "mean bf16 to bf16": 64 * KB, "gather fp32": 64 * KB, "gather bf16": 32 * KB,
+                            "copy": 64 * KB}
 
 
 def blocks_per_sm(registers, shared_bytes):
@@ -60,9 +63,10 @@ def bytes_before_use(code):
     longest = run = 0
     loaded = set()
     for line in code.splitlines():
-        found = re.search(r"LDG\.E[A-Z.]*?(?:\.(64|128))?\s+(R\d+)", line)
+        found = re.search(r"LDG\.E((?:\.[A-Z0-9]+)*)\s+(R\d+)", line)
         if found:
-            width = int(found.group(1) or 32) // 8
+            size = re.search(r"\.(64|128)\b", found.group(1))
+            width = int(size.group(1) if size else 32) // 8
             run += width
             first = int(found.group(2)[1:])
             loaded.update(f"R{first + k}" for k in range(width // 4))

@@ -1,14 +1,17 @@
 // What a step's image costs to send, as the audit counts it: token methods send
 // nothing that grows with the rows they return (beyond a bit a row where a
-// mask keeps some), and a captured step's image grows with its capacity's
-// requests, not its rows. docs/PERFORMANCE.md (GPU) has the figures.
+// mask keeps some), a captured step's image grows with its capacity's
+// requests, not its rows, and each launch of its graph sends what its batch
+// uses, not the capacity. docs/PERFORMANCE.md (GPU) has the figures.
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include <doctest/doctest.h>
 
 #include <seqpool/seqpool.hpp>
 
+#include "support/graph.hpp"
 #include "support/spaces.hpp"
 #include "support/step.hpp"
 
@@ -91,4 +94,46 @@ TEST_CASE("a captured token step's image grows with its capacity's requests, not
   };
   // A mask bit a row, and nothing else more.
   CHECK(image(65536) - image(1024) <= (65536 - 1024) / 8 + 16);
+}
+
+TEST_CASE("a captured step uploads what its batch uses of the capacity's image, as an eager step does") {
+  using device_omp = seqpool::device_space<seqpool::omp_backend>;
+  using graph = test::captured_graph<device_omp>;
+  device_omp space(graph::backend());
+  seqpool::state_store<device_omp> state(space);
+  seqpool::pooler<method::cls, head::embed, device_omp> eager(space, hidden_size);
+  seqpool::pooler<method::cls, head::embed, device_omp> captured(space, hidden_size);
+  const seqpool::capacity limits{.requests = 4096, .rows = 4096};
+  captured.reserve_capacity(limits);
+  auto home = captured.reserve_graph();
+  seqpool::buffer<float, device_omp> hidden(space, static_cast<std::size_t>(limits.rows * hidden_size));
+  seqpool::buffer<float, device_omp> output(space, static_cast<std::size_t>(captured.output_capacity()));
+  const auto view = seqpool::make_hidden_view(hidden.data(), limits.rows, hidden_size);
+
+  const seqpool::batch first = prompts(1, 1, task::embed).step;
+  seqpool::step_plan plan = captured.plan(first, state);
+  captured.reserve(plan, state);
+  std::int64_t sent = 0;
+  std::optional<graph> replays;
+  {
+    const seqpool::audit_scope scope(space.audit());
+    graph::begin(space);
+    captured.capture(view, plan, state, output.span(), home);
+    replays.emplace(space);
+    sent = scope.counts().upload_bytes;
+  }
+  CHECK(sent == upload_bytes(space, eager, first));
+  replays->launch();
+  home.mark_launched();
+  // The capacity's image is over 400 KB; a batch of 64 requests sends its own.
+  const seqpool::batch next = prompts(64, 1, task::embed).step;
+  plan = captured.plan(next, state);
+  captured.reserve(plan, state);
+  {
+    const seqpool::audit_scope scope(space.audit());
+    captured.restage(plan, state, home);
+    sent = scope.counts().upload_bytes;
+  }
+  CHECK(sent == upload_bytes(space, eager, next));
+  CHECK(static_cast<std::size_t>(sent) * 50 < home.bytes());
 }

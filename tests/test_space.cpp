@@ -182,6 +182,75 @@ TEST_CASE("the capture stand-in refuses what CUDA refuses during a capture, and 
   }
 }
 
+TEST_CASE("a graph's upload copies the pieces its slot lists at each launch, and no piece outside the image") {
+  device_omp space;
+  constexpr std::size_t image_bytes = 4 * 1024;
+  auto home = space.reserve_graph(image_bytes, 2, 7);
+  seqpool::buffer<std::byte, device_omp> unused(space, 16);  // the device image is not the only allocation
+  using piece = decltype(home)::piece;
+  const auto fill = [](std::span<std::byte> image, int value) {
+    for (std::size_t k = 0; k < image.size(); ++k) image[k] = static_cast<std::byte>((k + value) % 251);
+  };
+  const auto read_back = [&](const std::byte* device) {
+    std::vector<std::byte> bytes(image_bytes);
+    space.copy_out(cuda::std::span<const std::byte>(device, image_bytes), std::span<std::byte>(bytes));
+    return bytes;
+  };
+
+  space.backend().begin_capture();
+  const std::vector<piece> listed{{0, 64}, {1024, 2048}};
+  CHECK_THROWS_WITH_AS(space.stage(home, std::vector<piece>{{0, 64}}),
+                       doctest::Contains("made for images of 2 pieces, given 1"), seqpool::error);
+  CHECK_THROWS_AS(space.stage(home, std::vector<piece>{{0, 64}, {4096 - 16, 32}}), seqpool::error);
+  CHECK_THROWS_AS(space.stage(home, std::vector<piece>{{8, 64}, {1024, 16}}), seqpool::error);
+  fill(space.stage(home, listed), 0);
+  const std::byte* device = space.upload(home);
+  const seqpool::omp_backend::graph graph = space.backend().end_capture();
+  graph.launch();
+  home.mark_launched();
+  std::vector<std::byte> expected(image_bytes);
+  fill(expected, 0);
+  std::vector<std::byte> copied = read_back(device);
+  // Each piece copied, every byte outside them left alone (the device image
+  // begins as whatever the allocation held: compare only inside the pieces).
+  CHECK(std::equal(copied.begin(), copied.begin() + 64, expected.begin()));
+  CHECK(std::equal(copied.begin() + 1024, copied.begin() + 3072, expected.begin() + 1024));
+
+  // Restaged with other pieces: the next launch copies those, over what was there.
+  const std::vector<piece> next{{512, 16}, {3072, 1024}};
+  std::vector<std::byte> before = copied;
+  const seqpool::audit_scope scope(space.audit());
+  fill(space.restage(home, next), 3);
+  CHECK(scope.counts() == seqpool::audit_counts{.uploads = 1, .upload_bytes = 16 + 1024});
+  graph.launch();
+  home.mark_launched();
+  copied = read_back(device);
+  fill(expected, 3);
+  CHECK(std::equal(copied.begin(), copied.begin() + 512, before.begin()));
+  CHECK(std::equal(copied.begin() + 512, copied.begin() + 528, expected.begin() + 512));
+  CHECK(std::equal(copied.begin() + 528, copied.begin() + 3072, before.begin() + 528));
+  CHECK(std::equal(copied.begin() + 3072, copied.end(), expected.begin() + 3072));
+  CHECK_THROWS_WITH_AS(space.reserve_graph(64, 33, 7), doctest::Contains("1 to 32 pieces"), seqpool::error);
+}
+
+TEST_CASE("the stand-in's wave: every grid runs every block index once, whatever its size") {
+  for (const std::int64_t wave : {1, 3, 64}) {
+    CAPTURE(wave);
+    seqpool::device_space<seqpool::omp_backend> space{seqpool::omp_backend(wave)};
+    auto home = space.reserve_graph(16 * 1024, 1, 1);
+    space.backend().begin_capture();
+    const std::vector<decltype(home)::piece> whole{{0, 16 * 1024}};
+    std::span<std::byte> image = space.stage(home, whole);
+    for (std::size_t k = 0; k < image.size(); ++k) image[k] = static_cast<std::byte>(k % 253);
+    const std::byte* device = space.upload(home);
+    space.backend().end_capture().launch();
+    std::vector<std::byte> copied(image.size());
+    space.copy_out(cuda::std::span<const std::byte>(device, copied.size()), std::span<std::byte>(copied));
+    CHECK(std::equal(copied.begin(), copied.end(), image.begin()));
+  }
+  CHECK_THROWS_AS(seqpool::omp_backend(0), seqpool::device_error);
+}
+
 TEST_CASE("upload takes only the image the last stage() handed out") {
   device_omp space;
   space.reserve_upload(32);

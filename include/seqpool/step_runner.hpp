@@ -166,13 +166,16 @@ class step_runner {
   /// which only this runner captures and restages with.
   auto reserve_graph() requires(Space::family == algorithm_family::device) {
     require_capacity("reserve_graph");
-    return space_->reserve_graph(capacity_image_bytes_, id_);
+    int pieces = 0;
+    for_each_unit([&](std::size_t, const auto&) { ++pieces; });
+    return space_->reserve_graph(capacity_image_bytes_, pieces, id_);
   }
 
-  /// Records the step into the stream capture in progress: the upload of the
-  /// whole capacity's image from `home`, and every entry's launches sized by the
-  /// capacity (a task absent from this step included, so that later batches
-  /// may hold it). The graph reads `hidden` (capacity.rows rows) and writes
+  /// Records the step into the stream capture in progress: the upload from
+  /// `home`, which at each launch copies what that launch's batch uses of the
+  /// capacity's image (each entry's region up to its image), and every entry's
+  /// launches sized by the capacity (a task absent from this step included, so
+  /// that later batches may hold it). The graph reads `hidden` (capacity.rows rows) and writes
   /// `output` (output_capacity() values) at every replay: they, `home`, this
   /// runner and the state store must outlive it. Launch the graph, then call
   /// home.mark_launched(); each later step is restage() and the same.
@@ -184,7 +187,7 @@ class step_runner {
     detail::check_captured_views(hidden, hidden_size_, capacity_->rows, output_capacity_, output);
     check_for_capacity(program, home);
     check_reserved(program, state);
-    encode(program, state, space_->stage(home));
+    encode(program, state, space_->stage(home, pieces_of<Upload>(program)));
     const std::byte* image = space_->upload(home);
     for_each_unit([&](std::size_t entry, auto& unit) {
       unit.launch(hidden, unit.bounds().records, image + regions_[entry], output.data(), output_capacity_);
@@ -202,7 +205,7 @@ class step_runner {
     require_capacity("restage");
     check_for_capacity(program, home);
     check_reserved(program, state);
-    encode(program, state, space_->restage(home));
+    encode(program, state, space_->restage(home, pieces_of<Upload>(program)));
     advance(program, state);
   }
 
@@ -349,6 +352,22 @@ class step_runner {
         for (std::int32_t k = 0; k < use.records; ++k)
           state_table[use.request + k] = state.data(use.owner.id) + k * use.record_floats;
     }
+  }
+
+  /// What a captured step writes of the capacity's image, which its upload
+  /// copies: each present entry's region, up to its share's image or, without
+  /// one, its empty header.
+  template <class Upload>
+  std::vector<typename Upload::piece> pieces_of(const detail::step_program& program) const {
+    std::vector<typename Upload::piece> pieces;
+    pieces.reserve(entries);
+    for_each_unit([&](std::size_t entry, const auto&) {
+      std::size_t used = detail::align_bytes(sizeof(detail::image_header));
+      for (const detail::share& planned : program.shares)
+        if (planned.entry == entry) used = planned.image_bytes;
+      pieces.push_back({regions_[entry], used});
+    });
+    return pieces;
   }
 
   /// After launching: chunked requests have pooled this step's tokens, and the plan has run.

@@ -22,6 +22,8 @@ struct matrix {
   std::vector<float> values;
 
   float at(std::int64_t row, std::int64_t col) const { return values[row * cols + col]; }
+
+  friend bool operator==(const matrix&, const matrix&) = default;  ///< bit for bit (but for NaNs and signed zeros)
 };
 
 using results = std::vector<std::optional<matrix>>;

@@ -5,6 +5,7 @@
 #error "seqpool/space/cuda_backend.hpp is for nvcc translation units: its device work is CUDA code"
 #endif
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <limits>
@@ -18,12 +19,25 @@ namespace seqpool {
 
 namespace detail::device {
 
-/// The kernel every device launch runs: one block of Kernel::threads threads,
-/// its shared memory, and the block's index.
+/// The kernel every device launch runs, for `blocks` block indices of
+/// Kernel::threads threads each. A Kernel::one_wave launch has a grid of at
+/// most one wave, whose blocks take the indices in turn (blockIdx.x, then a
+/// grid further on), so that no block waits for a slot on an SM and each pays
+/// its prologue once; between two indices the block meets at a barrier, after
+/// which the last one's shared memory is read no more. Any other has a block
+/// an index. (The indices count in 32 bits, as a grid's do: in 64 bits they
+/// cost the linear layer's kernel the registers of one block an SM.)
 template <class Kernel>
-__global__ void __launch_bounds__(Kernel::threads) run_blocks(const Kernel kernel) {
+__global__ void __launch_bounds__(Kernel::threads) run_blocks(const Kernel kernel, const unsigned blocks) {
   __shared__ typename Kernel::shared_storage shared;
-  kernel(cuda_block<Kernel::threads / warp_lanes>{}, static_cast<std::int64_t>(blockIdx.x), shared);
+  if constexpr (Kernel::one_wave) {
+    for (unsigned index = blockIdx.x; index < blocks; index += gridDim.x) {
+      if (index != blockIdx.x) __syncthreads();
+      kernel(cuda_block<Kernel::threads / warp_lanes>{}, index, shared);
+    }
+  } else {
+    kernel(cuda_block<Kernel::threads / warp_lanes>{}, blockIdx.x, shared);
+  }
 }
 
 }  // namespace detail::device
@@ -35,8 +49,13 @@ class cuda_backend {
  public:
   using event = cudaEvent_t;
 
-  /// The stream must not be the legacy default stream if steps are to be captured.
-  explicit cuda_backend(cudaStream_t stream = nullptr) : stream_(stream) {}
+  /// The stream must not be the legacy default stream if steps are to be
+  /// captured. Its device is the current one, whose SMs size every launch's wave.
+  explicit cuda_backend(cudaStream_t stream = nullptr) : stream_(stream) {
+    int device = 0;
+    check(cudaGetDevice(&device), "cudaGetDevice");
+    check(cudaDeviceGetAttribute(&multiprocessors_, cudaDevAttrMultiProcessorCount, device), "cudaDeviceGetAttribute");
+  }
 
   cudaStream_t stream() const { return stream_; }
 
@@ -94,13 +113,30 @@ class cuda_backend {
     return status == cudaStreamCaptureStatusActive;
   }
 
-  /// Launches `kernel` on `blocks` blocks of Kernel::threads threads.
+  /// Launches `kernel` for `blocks` block indices, a Kernel::one_wave kernel on
+  /// a grid of at most one wave: the SMs times the blocks of it an SM holds.
   template <class Kernel>
   void launch(std::int64_t blocks, const Kernel& kernel) {
     if (blocks > std::numeric_limits<int>::max())
       throw device_error(detail::concat("kernel launch: ", blocks, " blocks are more than a grid holds"));
-    detail::device::run_blocks<<<static_cast<unsigned>(blocks), Kernel::threads, 0, stream_>>>(kernel);
+    const std::int64_t grid = Kernel::one_wave ? std::min(blocks, wave<Kernel>()) : blocks;
+    detail::device::run_blocks<<<static_cast<unsigned>(grid), Kernel::threads, 0, stream_>>>(
+        kernel, static_cast<unsigned>(blocks));
     check(cudaGetLastError(), "kernel launch");
+  }
+
+  /// The blocks of Kernel all SMs hold at once. The occupancy is asked once a
+  /// process (a device of another architecture only gets a grid sized for the
+  /// first; every grid size gives the same results).
+  template <class Kernel>
+  std::int64_t wave() const {
+    static const int resident = [] {
+      int blocks = 0;
+      check(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, detail::device::run_blocks<Kernel>, Kernel::threads, 0),
+            "cudaOccupancyMaxActiveBlocksPerMultiprocessor");
+      return std::max(blocks, 1);
+    }();
+    return static_cast<std::int64_t>(resident) * multiprocessors_;
   }
 
  private:
@@ -114,6 +150,7 @@ class cuda_backend {
   }
 
   cudaStream_t stream_;
+  int multiprocessors_ = 0;
 };
 
 }  // namespace seqpool

@@ -3,12 +3,14 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <span>
 #include <utility>
 #include <vector>
 
 #include <cuda/std/span>
 
+#include <seqpool/detail/device/copy_pieces.hpp>
 #include <seqpool/detail/device/policy.hpp>
 #include <seqpool/error.hpp>
 #include <seqpool/space/audit.hpp>
@@ -25,20 +27,28 @@ class device_space;
 
 /// Where a captured step's image lives: a pinned staging slot and device memory
 /// at fixed addresses, which the graph's upload and kernels read at every
-/// replay. A pooler's or dispatcher's reserve_graph() makes one for its
-/// capacity, and only that pooler or dispatcher captures and restages with it;
-/// it must outlive every graph captured with it, and serves one graph.
+/// replay. The slot starts with a list of the image's pieces the step uses
+/// (each of the runner's regions, up to what its batch wrote), and the graph's
+/// upload is a kernel that reads the list and copies those pieces: a replay
+/// moves what its batch uses, not the whole capacity. A pooler's or
+/// dispatcher's reserve_graph() makes one for its capacity, and only that
+/// pooler or dispatcher captures and restages with it; it must outlive every
+/// graph captured with it, and serves one graph.
 ///
 ///     capture() (during stream capture) → launch the graph → mark_launched()
 ///     restage() (plans the next batch into the slot) → launch the graph → mark_launched() …
 template <class Backend>
 class graph_upload {
  public:
+  /// A part of the image that each launch copies.
+  using piece = detail::device::image_piece;
+
   graph_upload(graph_upload&& other) noexcept
       : space_(std::exchange(other.space_, nullptr)),
         host_(other.host_),
         device_(other.device_),
         bytes_(other.bytes_),
+        pieces_(other.pieces_),
         owner_(other.owner_),
         copied_(other.copied_),
         phase_(other.phase_) {}
@@ -50,7 +60,11 @@ class graph_upload {
     if (space_ != nullptr) space_->release(*this);
   }
 
+  /// The image's bytes: the most one launch copies.
   std::size_t bytes() const { return bytes_; }
+
+  /// The pieces every stage lists.
+  int pieces() const { return pieces_; }
 
   /// The serial number of the pooler or dispatcher it was made for.
   std::uint64_t owner() const { return owner_; }
@@ -71,14 +85,19 @@ class graph_upload {
 
   enum class phase { fresh, staged, launched };
 
-  graph_upload(device_space<Backend>& space, std::byte* host, std::byte* device, std::size_t bytes,
+  graph_upload(device_space<Backend>& space, std::byte* host, std::byte* device, std::size_t bytes, int pieces,
                std::uint64_t owner, typename Backend::event copied)
-      : space_(&space), host_(host), device_(device), bytes_(bytes), owner_(owner), copied_(copied) {}
+      : space_(&space), host_(host), device_(device), bytes_(bytes), pieces_(pieces), owner_(owner), copied_(copied) {}
+
+  /// The slot: the list of pieces, then the image.
+  std::size_t slot_bytes() const { return pieces_ * sizeof(piece) + bytes_; }
+  std::byte* staged_image() const { return host_ + pieces_ * sizeof(piece); }
 
   device_space<Backend>* space_;
   std::byte* host_;
   std::byte* device_;
   std::size_t bytes_;
+  int pieces_;
   std::uint64_t owner_;
   typename Backend::event copied_;
   phase phase_ = phase::fresh;
@@ -184,44 +203,54 @@ class device_space {
   /// Whether the stream is being captured into a graph.
   bool capturing() const { return backend_.is_capturing(); }
 
-  /// Outside any capture: a pinned slot and device memory of `bytes` for one
-  /// captured step of the pooler or dispatcher `owner` (see graph_upload). The
-  /// audit counts both allocations.
-  graph_upload<Backend> reserve_graph(std::size_t bytes, std::uint64_t owner) {
+  /// Outside any capture: a pinned slot and device memory for an image of
+  /// `bytes` in `pieces` parts, for one captured step of the pooler or
+  /// dispatcher `owner` (see graph_upload). The audit counts both allocations.
+  graph_upload<Backend> reserve_graph(std::size_t bytes, int pieces, std::uint64_t owner) {
     refuse_in_capture("reserve_graph");
+    if (pieces < 1 || pieces > detail::device::most_image_pieces)
+      detail::fail("reserve_graph", "a graph's image has 1 to ", detail::device::most_image_pieces,
+                   " pieces (a pooler's each); asked for ", pieces);
+    const std::size_t slot_bytes = pieces * sizeof(detail::device::image_piece) + bytes;
     audit_.count_allocation();
-    auto* host = static_cast<std::byte*>(backend_.allocate_pinned(bytes));
+    auto* host = static_cast<std::byte*>(backend_.allocate_pinned(slot_bytes));
     std::byte* device = nullptr;
     try {
       device = static_cast<std::byte*>(allocate_bytes(bytes));
-      return graph_upload<Backend>(*this, host, device, bytes, owner, backend_.create_event());
+      return graph_upload<Backend>(*this, host, device, bytes, pieces, owner, backend_.create_event());
     } catch (...) {
       if (device != nullptr) deallocate_bytes(device, bytes);
-      backend_.deallocate_pinned(host, bytes);
+      backend_.deallocate_pinned(host, slot_bytes);
       throw;
     }
   }
 
-  /// During a capture: the slot of a graph_upload that has served no graph yet.
-  std::span<std::byte> stage(graph_upload<Backend>& home) {
+  /// During a capture: the image in the slot of a graph_upload that has served
+  /// no graph yet, whose upload will copy `pieces` of it.
+  std::span<std::byte> stage(graph_upload<Backend>& home, std::span<const detail::device::image_piece> pieces) {
     check_home(home);
     if (!capturing()) detail::fail("capture", "the stream is not being captured: call it between begin and end");
     if (home.phase_ != graph_upload<Backend>::phase::fresh)
       detail::fail("capture", "this graph_upload already serves a graph; reserve_graph() one per graph");
-    return {home.host_, home.bytes_};
+    list_pieces(home, pieces);
+    return {home.staged_image(), home.bytes_};
   }
 
-  /// During a capture: the graph's upload of its whole slot, which each replay repeats.
+  /// During a capture: the graph's upload, a kernel that copies the pieces the
+  /// slot lists at each replay; the audit counts the bytes of this step's pieces.
   const std::byte* upload(graph_upload<Backend>& home) {
-    audit_.count_upload(home.bytes_);
-    backend_.copy_to_device(home.device_, home.host_, home.bytes_);
+    audit_.count_upload(listed_bytes(home));
+    backend_.launch(detail::device::staging_policy::copy_blocks,
+                    detail::device::copy_pieces{home.host_, home.device_, home.pieces_,
+                                                detail::device::staging_policy::copy_blocks});
     home.phase_ = graph_upload<Backend>::phase::staged;
     return home.device_;
   }
 
-  /// Between replays: the graph's slot, once the last launch's copy has read it
-  /// (waiting, and counting the wait, only if it has not).
-  std::span<std::byte> restage(graph_upload<Backend>& home) {
+  /// Between replays: the image in the graph's slot, once the last launch's
+  /// upload has read it (waiting, and counting the wait, only if it has not),
+  /// whose next launch will copy `pieces` of it: the audit counts their bytes.
+  std::span<std::byte> restage(graph_upload<Backend>& home, std::span<const detail::device::image_piece> pieces) {
     check_home(home);
     refuse_in_capture("restage");
     if (home.phase_ != graph_upload<Backend>::phase::launched)
@@ -231,8 +260,10 @@ class device_space {
       audit_.count_wait();
       backend_.wait(home.copied_);
     }
+    list_pieces(home, pieces);
+    audit_.count_upload(listed_bytes(home));
     home.phase_ = graph_upload<Backend>::phase::staged;
-    return {home.host_, home.bytes_};
+    return {home.staged_image(), home.bytes_};
   }
 
   /// Copies host data (weights, hidden states) to the device and waits for the
@@ -280,6 +311,26 @@ class device_space {
     if (home.space_ != this) detail::fail("graph_upload", "it was made by another space");
   }
 
+  /// Writes the list of pieces at the head of the slot: one a piece the
+  /// graph_upload was made for, each within its image, on 16-byte boundaries.
+  static void list_pieces(graph_upload<Backend>& home, std::span<const detail::device::image_piece> pieces) {
+    if (pieces.size() != static_cast<std::size_t>(home.pieces_))
+      detail::fail("graph_upload", "it was made for images of ", home.pieces_, " pieces, given ", pieces.size());
+    for (const detail::device::image_piece& piece : pieces)
+      if (piece.offset % 16 != 0 || piece.bytes % 16 != 0 || piece.offset > home.bytes_ ||
+          piece.bytes > home.bytes_ - piece.offset)
+        detail::fail("graph_upload", "a piece of ", piece.bytes, " bytes from ", piece.offset,
+                     " is not 16-byte aligned within its image of ", home.bytes_, " bytes");
+    std::memcpy(home.host_, pieces.data(), pieces.size_bytes());
+  }
+
+  static std::size_t listed_bytes(const graph_upload<Backend>& home) {
+    const auto* pieces = reinterpret_cast<const detail::device::image_piece*>(home.host_);
+    std::size_t bytes = 0;
+    for (int k = 0; k < home.pieces_; ++k) bytes += pieces[k].bytes;
+    return bytes;
+  }
+
   /// Makes sure no copy still reads the slot, waiting (and counting the wait)
   /// only if its last copy has not completed.
   void settle(staging_slot& slot) {
@@ -310,7 +361,7 @@ class device_space {
   void release(graph_upload<Backend>& home) noexcept {
     backend_.destroy_event(home.copied_);
     audit_.count_allocation();
-    backend_.deallocate_pinned(home.host_, home.bytes_);
+    backend_.deallocate_pinned(home.host_, home.slot_bytes());
     deallocate_bytes(home.device_, home.bytes_);
   }
 

@@ -1,6 +1,7 @@
 // omp_backend: the device stand-in that plain g++ builds run device_space on.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -17,9 +18,11 @@
 
 namespace seqpool {
 
-/// Runs the device kernels on the CPU: each block on an OpenMP thread, its
-/// threads in turn between barriers, so CPU tests run the GPU's code, tiles and
-/// merge order. Copies finish at once, so every event is complete when recorded.
+/// Runs the device kernels on the CPU as the GPU runs them: a wave of blocks,
+/// each on an OpenMP thread, taking the launch's block indices in turn, a
+/// block's threads in turn between barriers, so CPU tests run the GPU's code,
+/// tiles and merge order. Copies finish at once, so every event is complete
+/// when recorded.
 ///
 /// It also models stream capture in cudaStreamCaptureModeGlobal: between
 /// begin_capture() and end_capture(), copies and launches are recorded, not
@@ -44,7 +47,13 @@ class omp_backend {
     std::vector<std::function<void()>> steps_;
   };
 
-  omp_backend() = default;
+  /// A wave of `wave` blocks, as many as a GPU's SMs hold at once: what each
+  /// launch's grid is cut to (by default, fewer than most steps' blocks, so
+  /// that blocks take several indices; every wave gives the same results).
+  explicit omp_backend(std::int64_t wave) : wave_(wave) {
+    if (wave < 1) throw device_error(detail::concat("omp_backend: a wave of ", wave, " blocks; it needs at least one"));
+  }
+  omp_backend() : omp_backend(16) {}
   omp_backend(omp_backend&&) noexcept = default;
   omp_backend& operator=(omp_backend&&) noexcept = default;
 
@@ -103,10 +112,12 @@ class omp_backend {
   void wait(const event&) { refuse_in_capture("cudaEventSynchronize"); }
   void synchronize() { refuse_in_capture("cudaStreamSynchronize"); }
 
-  /// Runs `kernel` on `blocks` blocks, as cuda_backend launches it on the GPU.
+  /// Runs `kernel` for `blocks` block indices, a Kernel::one_wave kernel on a
+  /// grid of at most one wave, as cuda_backend launches it on the GPU.
   template <class Kernel>
   void launch(std::int64_t blocks, const Kernel& kernel) {
-    run_or_record([blocks, kernel] { run_blocks(blocks, kernel); });
+    const std::int64_t grid = Kernel::one_wave ? std::min(blocks, wave_) : blocks;
+    run_or_record([blocks, grid, kernel] { run_blocks(blocks, grid, kernel); });
   }
 
  private:
@@ -117,13 +128,16 @@ class omp_backend {
     return memory;
   }
 
+  /// Block b of the grid takes indices b, b + grid, …: a block's threads run in
+  /// turn, so one index is done before its next begins.
   template <class Kernel>
-  static void run_blocks(std::int64_t blocks, const Kernel& kernel) {
+  static void run_blocks(std::int64_t blocks, std::int64_t grid, const Kernel& kernel) {
     constexpr int warps = Kernel::threads / detail::device::warp_lanes;
 #pragma omp parallel for schedule(dynamic)
-    for (std::int64_t index = 0; index < blocks; ++index) {
+    for (std::int64_t block = 0; block < grid; ++block) {
       auto shared = std::make_unique<typename Kernel::shared_storage>();
-      kernel(detail::device::host_block<warps>{}, index, *shared);
+      for (std::int64_t index = block; index < blocks; index += grid)
+        kernel(detail::device::host_block<warps>{}, index, *shared);
     }
   }
 
@@ -146,6 +160,7 @@ class omp_backend {
       refused_free_ = detail::concat(call, ": operation not permitted when stream is capturing");
   }
 
+  std::int64_t wave_;
   std::unique_ptr<graph> capture_;  ///< the graph being recorded, during a capture
   std::string refused_free_;        ///< a free attempted during the capture, reported at its end
 };

@@ -22,6 +22,7 @@ namespace seqpool::detail::device {
 template <class Head, class Result, class Policy>
 struct apply_linear {
   static constexpr int threads = Policy::threads;
+  static constexpr bool one_wave = true;
   static_assert(Policy::linear_rows <= Policy::warps, "a warp runs the epilogue of each row");
 
   struct shared_storage {
@@ -70,9 +71,9 @@ struct apply_linear {
       if (warp.index >= rows) return;
       const linear_record row = records[warp.index];
       float* finished = row_of(row);
-      memory_row<std::remove_cvref_t<decltype(warp)>> result{warp, finished, row.width};
+      memory_row<std::remove_cvref_t<decltype(warp)>, Policy::warp_row_vectors_in_flight> result{warp, finished, row.width};
       head.epilogue(result, header.requests.in(image)[row.request].knobs);
-      if (row.draft >= 0) round_into(warp, output + row.offset, finished, row.width);
+      if (row.draft >= 0) round_into<Policy::warp_row_vectors_in_flight>(warp, output + row.offset, finished, row.width);
     });
   }
 

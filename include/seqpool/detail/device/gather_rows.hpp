@@ -30,6 +30,7 @@ namespace seqpool::detail::device {
 template <class Head, class T, class Result, class Policy>
 struct gather_rows {
   static constexpr int threads = Policy::threads;
+  static constexpr bool one_wave = true;
   static constexpr int elements = Policy::gather_run_elements;  ///< a lane's run: loaded at once, stored as one vector
   static constexpr int load_bytes = elements * static_cast<int>(sizeof(T));
   using layout = lane_layout<elements, Policy::lane_floats>;
@@ -79,10 +80,12 @@ struct gather_rows {
       if (owner.where == target::output) rounded = output + row.offset;
     float* out = step.at(owner.where, row.offset, row.request);
     gather_into(warp, header, row, owner,
-                warp_result<Warp, elements, Policy::lane_floats, Result>{out, rounded, owner.width,
+                warp_result<Warp, elements, Policy::lane_floats, Policy::warp_row_vectors_in_flight, Result>{
+                    out, rounded, owner.width,
                                                                          (owner.flags & epilogue) != 0});
     if ((owner.flags & drafted) != 0)
-      round_into(warp, output + owner.result + (row.offset - owner.offset), out, owner.width);
+      round_into<Policy::warp_row_vectors_in_flight>(warp, output + owner.result + (row.offset - owner.offset), out,
+                                                 owner.width);
   }
 
   template <class Warp, class Destination>

@@ -33,6 +33,13 @@ struct launch_policy {
   static constexpr std::int64_t held_row_floats = 32 * lane_floats;
   static constexpr int packed_vectors_in_flight = 8;  ///< vectors a packed lane loads before it accumulates
   static constexpr int split_rows_in_flight = 8;   ///< rows a split block's thread loads before it accumulates
+  /// 16-byte vectors of a result row in memory a thread loads at once where a
+  /// block (split requests) or a warp (rows wider than a strip, the linear
+  /// layer's rows) finishes it: a block reads a row of 4096 floats in two round
+  /// trips to L2, a warp in 32. More would cost the pooling kernel registers,
+  /// and with them a block an SM, which its main loop needs more.
+  static constexpr int block_row_vectors_in_flight = 2;
+  static constexpr int warp_row_vectors_in_flight = 1;
 
   /// Token methods: blocks of the gathering launch, each an even share of the
   /// returned rows, a warp a row: one wave on an H200 (132 SMs, four blocks each).
@@ -48,11 +55,17 @@ struct launch_policy {
   static constexpr int linear_shared_floats = 8192;
 };
 
-/// How far the host may run ahead of the device: the eager step's upload comes
-/// from a ring of this many pinned staging slots, and reserve() waits only when
-/// the copy from the slot it settles, this many steps ago, is still pending.
+/// How a step's image reaches the device. How far the host may run ahead: the
+/// eager step's upload comes from a ring of this many pinned staging slots, and
+/// reserve() waits only when the copy from the slot it settles, this many steps
+/// ago, is still pending. A captured step's upload is a kernel that reads the
+/// graph's slot over the host link: a block an H200 SM, each thread with a few
+/// 16-byte loads in flight.
 struct staging_policy {
   static constexpr std::size_t slots = 4;
+  static constexpr std::int64_t copy_blocks = 132;
+  static constexpr int copy_threads = 256;
+  static constexpr int copy_vectors_in_flight = 4;
 };
 
 }  // namespace seqpool::detail::device

@@ -20,18 +20,21 @@ namespace seqpool::detail::device {
 /// method's finish and the head's epilogue run while the row is still in the
 /// lanes' registers (where it is one strip wide). A split block reduces one slab
 /// of columns of one tile of a long request, its warps taking neighbouring runs
-/// of rows, and writes a
-/// partial row; the last block of the slab to arrive merges the partials in tile
-/// order, and the last slab of the row to arrive runs the epilogue. Every merge
-/// has a fixed order, whichever block arrives last, so results repeat bit for
-/// bit. The head's linear layer, where there is one, is a launch of its own
-/// (apply_linear) over the pooled rows this one leaves in the workspace.
-/// 16-bit results are rounded as a warp stores them from its registers, or,
-/// drafted in the workspace (split requests, wide rows), by the warp that runs
-/// the epilogue.
+/// of rows, and writes a partial row; the last block of the slab to arrive
+/// merges the partials in tile order, and the last slab of the row to arrive
+/// runs the epilogue, the whole block on the row in memory (block_memory_row).
+/// Every merge and every reduction of the epilogue has a fixed order, whichever
+/// block arrives last, so results repeat bit for bit. The head's linear layer,
+/// where there is one, is a launch of its own (apply_linear) over the pooled
+/// rows this one leaves in the workspace. 16-bit results are rounded as a warp
+/// stores them from its registers, or, drafted in the workspace (split
+/// requests, wide rows), by the warp or block that runs the epilogue.
 template <class Method, class Head, class T, class Result, class Policy>
 struct pool_rows {
   static constexpr int threads = Policy::threads;
+  /// A block an index: around this kernel, the loop of a one-wave grid costs
+  /// the split path half the loads it keeps in flight (tests/sass_check.py).
+  static constexpr bool one_wave = false;
   static constexpr int elements = vector_elements<T>;
   using layout = lane_layout<elements, Policy::lane_floats>;  ///< packed: how a warp's lanes hold a row
   static constexpr int lane_vectors = layout::vectors;
@@ -94,11 +97,12 @@ struct pool_rows {
     if constexpr (!std::is_same_v<Result, float>)
       if (owner.where == target::output) rounded = step.output + owner.offset;
     pool_whole_into(warp, tile, owner, init,
-                    warp_result<Warp, elements, Policy::lane_floats, Result>{
+                    warp_result<Warp, elements, Policy::lane_floats, Policy::warp_row_vectors_in_flight, Result>{
                         step.at(owner.where, owner.offset, tile.request), rounded, owner.width,
                         (owner.flags & epilogue) != 0});
     if ((owner.flags & drafted) != 0)
-      round_into(warp, step.output + owner.result, step.workspace + owner.offset, owner.width);
+      round_into<Policy::warp_row_vectors_in_flight>(warp, step.output + owner.result, step.workspace + owner.offset,
+                                                 owner.width);
   }
 
   template <class Warp, class Destination>
@@ -259,12 +263,9 @@ struct pool_rows {
     } else {
       block.sync();
     }
-    block.warps([&](const auto& warp) {
-      if (warp.index != 0) return;
-      memory_row<std::remove_cvref_t<decltype(warp)>> row{warp, out, width};
-      head.epilogue(row, owner.knobs);
-      if ((owner.flags & drafted) != 0) round_into(warp, step.output + owner.result, out, width);
-    });
+    block_memory_row<Block, threads, Policy::block_row_vectors_in_flight> row{block, out, width};
+    head.epilogue(row, owner.knobs);
+    if ((owner.flags & drafted) != 0) row.round_into(step.output + owner.result);
   }
 
   /// Warp 0's lane after merging, in order, every warp's run that held rows.

@@ -1,4 +1,5 @@
-// A result row spread over the lanes of a warp, as a head's epilogue sees it.
+// A result row spread over the lanes of a warp, or in memory that a warp or a
+// block finishes, as a head's epilogue sees it.
 #pragma once
 
 #include <cmath>
@@ -88,9 +89,46 @@ struct fragment_row {
   }
 };
 
-/// A row in memory that one warp finishes, lane `lane` taking columns lane,
-/// lane + 32, …: rows too wide for registers, and rows other blocks wrote.
-template <class Warp>
+/// Calls visit(value, column) on each column of the float row at `row` that
+/// thread `thread` of `Threads` takes, writing the value back where `Writes`.
+/// Where the row starts on a 16-byte boundary the thread takes its vectors
+/// thread, thread + Threads, …, `InFlight` loads issued before it visits the
+/// first, then the columns past the last whole vector one at a time; otherwise
+/// every Threads-th column. The row's values were written by other blocks
+/// before they arrived: every load reads them past the SM's own L1.
+template <int Threads, int InFlight, bool Writes, class Float, class Visit>
+SEQPOOL_HOST_DEVICE void visit_columns(Float* row, std::int64_t columns, int thread, Visit&& visit) {
+  constexpr int floats = vector_bytes / static_cast<int>(sizeof(float));
+  std::int64_t loose = 0;  // the first column past the whole vectors
+  if (is_aligned(row)) {
+    const std::int64_t vectors = columns / floats;
+    for (std::int64_t v = thread; v < vectors; v += InFlight * Threads) {
+      float values[InFlight][floats];
+      SEQPOOL_UNROLL
+      for (int u = 0; u < InFlight; ++u)
+        if (v + u * Threads < vectors) to_floats<float>(load_fresh(row + (v + u * Threads) * floats), values[u]);
+      SEQPOOL_UNROLL
+      for (int u = 0; u < InFlight; ++u) {
+        if (v + u * Threads >= vectors) continue;
+        const std::int64_t first = (v + u * Threads) * floats;
+        SEQPOOL_UNROLL
+        for (int e = 0; e < floats; ++e) visit(values[u][e], first + e);
+        if constexpr (Writes) store_values<floats>(row + first, values[u], floats, true);
+      }
+    }
+    loose = vectors * floats;
+  }
+  for (std::int64_t c = loose + thread; c < columns; c += Threads) {
+    float value = read_fresh(row + c);
+    visit(value, c);
+    if constexpr (Writes) row[c] = value;
+  }
+}
+
+/// A row in memory that one warp finishes, each lane taking the columns
+/// visit_columns gives it: rows too wide for registers, and rows other warps
+/// or blocks wrote.
+template <class Warp, int InFlight>
 struct memory_row {
   const Warp& warp;
   float* row;
@@ -101,7 +139,7 @@ struct memory_row {
   template <class F>
   SEQPOOL_HOST_DEVICE void transform(F&& f) {
     warp.lanes([&](int lane) {
-      for (std::int64_t c = lane; c < columns; c += warp_lanes) row[c] = f(read_fresh(row + c));
+      visit_columns<warp_lanes, InFlight, true>(row, columns, lane, [&](float& value, std::int64_t) { value = f(value); });
     });
   }
 
@@ -109,7 +147,8 @@ struct memory_row {
   SEQPOOL_HOST_DEVICE float sum(F&& f) {
     return warp.sum([&](int lane) {
       float total = 0.0f;
-      for (std::int64_t c = lane; c < columns; c += warp_lanes) total += f(read_fresh(row + c));
+      visit_columns<warp_lanes, InFlight, false>(row, columns, lane,
+                                                 [&](float& value, std::int64_t) { total += f(value); });
       return total;
     });
   }
@@ -118,8 +157,62 @@ struct memory_row {
   SEQPOOL_HOST_DEVICE float max(F&& f) {
     return warp.max([&](int lane) {
       float largest = -__builtin_huge_valf();
-      for (std::int64_t c = lane; c < columns; c += warp_lanes) largest = fmaxf(largest, f(read_fresh(row + c)));
+      visit_columns<warp_lanes, InFlight, false>(row, columns, lane,
+                                                 [&](float& value, std::int64_t) { largest = fmaxf(largest, f(value)); });
       return largest;
+    });
+  }
+};
+
+/// A row in memory that a whole block finishes, each thread taking the columns
+/// visit_columns gives it, sums and maxima over the block in a fixed order:
+/// the rows of split requests, which the last block to arrive finishes in a
+/// few round trips to memory however wide they are. A thread transforms only
+/// the columns it reads, so its next reduction needs no barrier before it.
+template <class Block, int Threads, int InFlight>
+struct block_memory_row {
+  const Block& block;
+  float* row;
+  std::int64_t columns;
+
+  SEQPOOL_HOST_DEVICE std::int64_t width() const { return columns; }
+
+  template <class F>
+  SEQPOOL_HOST_DEVICE void transform(F&& f) {
+    block.threads([&](int warp, int lane) {
+      visit_columns<Threads, InFlight, true>(row, columns, warp * warp_lanes + lane,
+                                             [&](float& value, std::int64_t) { value = f(value); });
+    });
+  }
+
+  template <class F>
+  SEQPOOL_HOST_DEVICE float sum(F&& f) {
+    return block.sum([&](int warp, int lane) {
+      float total = 0.0f;
+      visit_columns<Threads, InFlight, false>(row, columns, warp * warp_lanes + lane,
+                                              [&](float& value, std::int64_t) { total += f(value); });
+      return total;
+    });
+  }
+
+  template <class F>
+  SEQPOOL_HOST_DEVICE float max(F&& f) {
+    return block.max([&](int warp, int lane) {
+      float largest = -__builtin_huge_valf();
+      visit_columns<Threads, InFlight, false>(row, columns, warp * warp_lanes + lane,
+                                              [&](float& value, std::int64_t) { largest = fmaxf(largest, f(value)); });
+      return largest;
+    });
+  }
+
+  /// Rounds the row, finished in float, into 16-bit results at `to`: each
+  /// thread the columns it finished.
+  template <class Result>
+  SEQPOOL_HOST_DEVICE void round_into(Result* to) const {
+    block.threads([&](int warp, int lane) {
+      visit_columns<Threads, InFlight, false>(
+          row, columns, warp * warp_lanes + lane,
+          [&](float& value, std::int64_t column) { to[column] = round_to<Result>(value); });
     });
   }
 };
@@ -132,7 +225,7 @@ struct memory_row {
 /// since the plan sends a warp no wider one (launch_policy::held_row_floats),
 /// and rounded as it is stored. One code path serves both, so that a kernel of
 /// 16-bit results holds no more registers than one of float results.
-template <class Warp, int E, int Floats, class Result = float>
+template <class Warp, int E, int Floats, int InFlight, class Result = float>
 struct warp_result {
   using layout = lane_layout<E, Floats>;
 
@@ -174,7 +267,7 @@ struct warp_result {
       });
     } else if (has_epilogue) {
       warp.sync();  // the strips stored the row in another lane order
-      memory_row<Warp> in_memory{warp, row, width};
+      memory_row<Warp, InFlight> in_memory{warp, row, width};
       head.epilogue(in_memory, knobs);
     }
   }
@@ -182,11 +275,12 @@ struct warp_result {
 
 /// A row of 16-bit results the warp finished in float in a draft row at `from`,
 /// rounded into the output at `to`.
-template <class Warp, class Result>
+template <int InFlight, class Warp, class Result>
 SEQPOOL_HOST_DEVICE void round_into(const Warp& warp, Result* to, const float* from, std::int64_t width) {
   warp.sync();  // the row was written in another lane order
   warp.lanes([&](int lane) {
-    for (std::int64_t c = lane; c < width; c += warp_lanes) to[c] = round_to<Result>(read_fresh(from + c));
+    visit_columns<warp_lanes, InFlight, false>(
+        from, width, lane, [&](const float& value, std::int64_t column) { to[column] = round_to<Result>(value); });
   });
 }
 

@@ -104,6 +104,17 @@ struct host_block {
 
   SEQPOOL_HOST_DEVICE void sync() const {}
 
+  /// The sum over the block's threads of `value(warp, lane)`, which every
+  /// thread receives: each warp's butterfly, then the warps' totals in order.
+  template <class Value>
+  SEQPOOL_HOST_DEVICE float sum(Value&& value) const {
+    return reduce(value, sum_of{});
+  }
+  template <class Value>
+  SEQPOOL_HOST_DEVICE float max(Value&& value) const {
+    return reduce(value, max_of{});
+  }
+
   /// Counts this block's arrival at `counter`, after every write it made; true
   /// for the last of `expected` blocks, which then sees every write the others
   /// made before they arrived, and which resets the counter for the next launch.
@@ -117,6 +128,19 @@ struct host_block {
     (void)expected;
     return false;
 #endif
+  }
+
+ private:
+  template <class Value, class Combine>
+  SEQPOOL_HOST_DEVICE static float reduce(Value& value, Combine combine) {
+    float total = 0.0f;
+    for (int warp = 0; warp < Warps; ++warp) {
+      float each[warp_lanes];
+      for (int lane = 0; lane < warp_lanes; ++lane) each[lane] = value(warp, lane);
+      const float warp_total = butterfly(each, combine);
+      total = warp == 0 ? warp_total : combine(total, warp_total);
+    }
+    return total;
   }
 };
 
@@ -170,6 +194,15 @@ struct cuda_block {
 
   __device__ void sync() const { __syncthreads(); }
 
+  template <class Value>
+  __device__ float sum(Value&& value) const {
+    return reduce(value, sum_of{});
+  }
+  template <class Value>
+  __device__ float max(Value&& value) const {
+    return reduce(value, max_of{});
+  }
+
   /// The threadFenceReduction pattern: every thread fences its writes, one
   /// thread counts the block in, and the block learns through shared memory
   /// whether it came last.
@@ -186,6 +219,24 @@ struct cuda_block {
     }
     __syncthreads();
     return last != 0;
+  }
+
+ private:
+  /// Each warp's butterfly, then the warps' totals in order, as on the host;
+  /// the second barrier keeps the totals until every thread has read them.
+  template <class Value, class Combine>
+  __device__ static float reduce(Value& value, Combine combine) {
+    __shared__ float totals[Warps];
+    const int warp = static_cast<int>(threadIdx.x / warp_lanes);
+    float mine = value(warp, static_cast<int>(threadIdx.x % warp_lanes));
+    for (int distance = warp_lanes / 2; distance > 0; distance /= 2)
+      mine = combine(mine, __shfl_xor_sync(0xffffffffu, mine, distance));
+    if (threadIdx.x % warp_lanes == 0) totals[warp] = mine;
+    __syncthreads();
+    float total = totals[0];
+    for (int other = 1; other < Warps; ++other) total = combine(total, totals[other]);
+    __syncthreads();
+    return total;
   }
 };
 #endif

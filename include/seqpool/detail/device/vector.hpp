@@ -54,6 +54,47 @@ SEQPOOL_HOST_DEVICE raw_bytes<Bytes> load_once(const void* address) {
   return loaded;
 }
 
+/// One 16-byte load of memory the host rewrites between launches (a pinned
+/// staging slot): on the GPU it is fetched again, past every cache.
+SEQPOOL_HOST_DEVICE inline raw_vector load_uncached(const void* address) {
+  raw_vector loaded;
+#if defined(__CUDA_ARCH__)
+  const uint4 words = __ldcv(static_cast<const uint4*>(address));
+  loaded.words[0] = words.x;
+  loaded.words[1] = words.y;
+  loaded.words[2] = words.z;
+  loaded.words[3] = words.w;
+#else
+  std::memcpy(&loaded, address, sizeof loaded);
+#endif
+  return loaded;
+}
+
+/// One 16-byte load of floats that another block wrote before it arrived: on
+/// the GPU from L2, past the SM's own L1, which does not see other SMs' writes.
+SEQPOOL_HOST_DEVICE inline raw_vector load_fresh(const float* address) {
+  raw_vector loaded;
+#if defined(__CUDA_ARCH__)
+  const uint4 words = __ldcg(reinterpret_cast<const uint4*>(address));
+  loaded.words[0] = words.x;
+  loaded.words[1] = words.y;
+  loaded.words[2] = words.z;
+  loaded.words[3] = words.w;
+#else
+  std::memcpy(&loaded, address, sizeof loaded);
+#endif
+  return loaded;
+}
+
+/// Stores one 16-byte vector at `to`, a 16-byte boundary.
+SEQPOOL_HOST_DEVICE inline void store_vector(void* to, const raw_vector& vector) {
+#if defined(__CUDA_ARCH__)
+  *static_cast<raw_vector*>(to) = vector;
+#else
+  std::memcpy(to, &vector, sizeof vector);
+#endif
+}
+
 /// The loaded elements as floats.
 template <class T, int Bytes>
 SEQPOOL_HOST_DEVICE void to_floats(const raw_bytes<Bytes>& raw, float* out) {
