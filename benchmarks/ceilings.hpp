@@ -2,6 +2,7 @@
 #pragma once
 
 #include <atomic>
+#include <concepts>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -94,9 +95,10 @@ inline unsigned filling_blocks() {
 /// Device memory: a streaming-read kernel of 16-byte loads and a streaming-write
 /// kernel, enough blocks to fill the GPU, and every call timed with CUDA events
 /// on the space's stream, held until the call is queued.
-template <>
-struct ceilings<seqpool::device_space<seqpool::cuda_backend>> {
-  using space = seqpool::device_space<seqpool::cuda_backend>;
+template <class Backend>
+  requires std::derived_from<Backend, seqpool::cuda_backend>
+struct ceilings<seqpool::device_space<Backend>> {
+  using space = seqpool::device_space<Backend>;
 
   static void read(space& device, const std::byte* data, std::size_t bytes) {
     static unsigned* sink = [] {

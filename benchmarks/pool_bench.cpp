@@ -33,11 +33,23 @@ namespace head = seqpool::head;
 constexpr std::int64_t step_tag = 7;  // every eighth token ends a reasoning step
 
 // A g++ build measures the device code path on its OpenMP stand-in; the nvcc build
-// (pool_bench_cuda) measures it on the GPU.
-#if defined(__CUDACC__)
-using device_under_test = seqpool::device_space<seqpool::cuda_backend>;
+// (pool_bench_cuda) measures it on the GPU, its kernels cut by the launch policy
+// that SEQPOOL_BENCH_POLICY names (pool_bench_cuda_<name>: the sweep's
+// candidates, detail/device/policy.hpp) or by the default.
+#if defined(__CUDACC__) && defined(SEQPOOL_BENCH_POLICY)
+using device_backend = seqpool::with_policy<seqpool::cuda_backend, seqpool::detail::device::SEQPOOL_BENCH_POLICY>;
+#elif defined(__CUDACC__)
+using device_backend = seqpool::cuda_backend;
 #else
-using device_under_test = seqpool::device_space<seqpool::omp_backend>;
+using device_backend = seqpool::omp_backend;
+#endif
+using device_under_test = seqpool::device_space<device_backend>;
+#define SEQPOOL_BENCH_NAME(policy) #policy
+#define SEQPOOL_BENCH_NAMED(policy) SEQPOOL_BENCH_NAME(policy)
+#if defined(SEQPOOL_BENCH_POLICY)
+constexpr const char* device_policy = SEQPOOL_BENCH_NAMED(SEQPOOL_BENCH_POLICY);
+#else
+constexpr const char* device_policy = "launch_policy";
 #endif
 
 /// A space for one case. A CUDA space gets a stream of its own: the legacy
@@ -45,13 +57,13 @@ using device_under_test = seqpool::device_space<seqpool::omp_backend>;
 template <class Space>
 Space make_space() {
 #if defined(__CUDACC__)
-  if constexpr (std::is_same_v<Space, seqpool::device_space<seqpool::cuda_backend>>) {
+  if constexpr (std::is_same_v<Space, device_under_test>) {
     static const cudaStream_t stream = [] {
       cudaStream_t created = nullptr;
       bench::detail::check(cudaStreamCreateWithFlags(&created, cudaStreamNonBlocking), "cudaStreamCreate");
       return created;
     }();
-    return Space(seqpool::cuda_backend(stream));
+    return Space(device_backend(stream));
   }
 #endif
   return Space();
@@ -100,9 +112,10 @@ std::vector<batch_shape> shapes() {
 /// costs the memory it runs on (on a GPU: its GPU time, queued ahead);
 /// `latency_seconds`, from the call until the space has done it, as PyTorch is
 /// timed (on the host the two are one measurement). `upload_bytes` is what the
-/// step's image costs to send, as the audit counted it (for a graph, its slot).
+/// step's image costs to send, as the audit counted it (for a graph, what the
+/// batch uses of its slot). `policy`: the launch policy of the device kernels.
 struct record {
-  std::string method, space, dtype, result, shape;  ///< dtype: the hidden states'; result: the results'.
+  std::string method, space, policy, dtype, result, shape;  ///< dtype: the hidden states'; result: the results'.
   std::int64_t rows, hidden_size, requests, upload_bytes;
   double seconds, latency_seconds, plan_seconds, read_bytes, write_bytes, ceiling_gbps, write_ceiling_gbps;
 
@@ -116,6 +129,7 @@ struct record {
   nlohmann::ordered_json json() const {
     return {{"method", method},
             {"space", space},
+            {"policy", policy},
             {"dtype", dtype},
             {"result", result},
             {"shape", shape},
@@ -318,6 +332,7 @@ class runner {
     space_.synchronize();
     return {name,
             space_name_,
+            std::is_same_v<Space, seqpool::host_space> ? "host" : device_policy,
             dtype_,
             std::is_same_v<Result, float> ? "fp32" : "bf16",
             shape_.name,

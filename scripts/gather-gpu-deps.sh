@@ -20,8 +20,7 @@ deps="$PWD/.gpu-deps/include"
 if [ ! -f build-gpu/build.ninja ]; then
   meson setup build-gpu --buildtype=release -Dtests=true -Dexamples=true -Dbenchmarks=true -Dtools=true -Dcuda=enabled -Dgpu_programs=true -Dgpu_arch="$arch" -Dcpp_args="-I$deps" -Dcuda_args="-I$deps"
 fi
-programs=(tests/test_cuda examples/embed_batch_cuda examples/custom_method_cuda examples/padded_batch_cuda
-  tools/seqpool-run-cuda benchmarks/pool_bench_cuda)
+source tests/gpu/programs.sh
 ninja -C build-gpu "${programs[@]}"
 for program in "${programs[@]}"; do cp "build-gpu/$program" .gpu-deps/bin/; done
 tests/gpu/build-sync-steps.sh .gpu-deps/bin "$arch"

@@ -13,6 +13,7 @@
 #   100 eager steps with an LD_PRELOAD shim that counts waits, synchronous copies and allocations;
 #   compute-sanitizer memcheck and racecheck over the CUDA tests (random batches left out);
 #   the device benchmark (pool_bench_cuda) and the vLLM-style PyTorch pooler on the same GPU;
+#   the sweep: the pooling cases again under each candidate launch policy (pool_bench_cuda_<policy>);
 #   the Python module built with CUDA, its pytest cases on torch.cuda tensors, and seqpool from
 #   Python against the PyTorch pooler.
 # Writes JSON and logs to $OUT (default build-gpu/out); exits non-zero if any part fails.
@@ -46,8 +47,7 @@ export CPATH="$deps${CPATH:+:$CPATH}"
 
 # The programs carried in .gpu-deps/bin are used when every one of them loads
 # here; otherwise they are built in build-gpu/.
-programs=(tests/test_cuda examples/embed_batch_cuda examples/custom_method_cuda examples/padded_batch_cuda
-  tools/seqpool-run-cuda benchmarks/pool_bench_cuda)
+source tests/gpu/programs.sh
 bin=.gpu-deps/bin
 carried=yes
 for program in "${programs[@]##*/}" sync_steps libcount_sync.so; do
@@ -79,6 +79,14 @@ part "main example on CUDA" timeout 30 "$bin/embed_batch_cuda"
 part "custom method on CUDA" timeout 30 "$bin/custom_method_cuda"
 part "padded batch through DLPack on CUDA" timeout 30 "$bin/padded_batch_cuda"
 part "device benchmark" timeout 90 "$bin/pool_bench_cuda" --space device --repeats 5 --json "$out/gpu-bench.json"
+# The sweep: MEAN (packed and split), ALL and the mixed step under each
+# candidate policy, fp32 and bf16, three repeats: about a minute each.
+for policy in "${policies[@]}"; do
+  for method in mean all dispatcher; do
+    part "sweep: $policy, $method" timeout 40 "$bin/pool_bench_cuda_$policy" --space device --method "$method" \
+      --repeats 3 --json "$out/sweep-$policy-$method.json"
+  done
+done
 part "PyTorch pooler on CUDA" timeout 60 python3 benchmarks/torch_baseline.py --device cuda --repeats 3 \
   --json "$out/torch-cuda.json"
 part "seqpool-run on CUDA" env SEQPOOL_RUN="$PWD/$bin/seqpool-run-cuda" timeout 60 \

@@ -25,6 +25,15 @@ namespace seqpool {
 template <class Backend>
 class device_space;
 
+/// A device backend whose kernels are cut by Policy instead of the default
+/// launch policy: how the sweep runs the candidate policies
+/// (detail/device/policy.hpp), and how a caller pins one a sweep chose.
+template <class Backend, class Policy>
+struct with_policy : Backend {
+  using launch_policy = Policy;
+  using Backend::Backend;
+};
+
 /// Where a captured step's image lives: a pinned staging slot and device memory
 /// at fixed addresses, which the graph's upload and kernels read at every
 /// replay. The slot starts with a list of the image's pieces the step uses

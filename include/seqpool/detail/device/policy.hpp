@@ -55,6 +55,44 @@ struct launch_policy {
   static constexpr int linear_shared_floats = 8192;
 };
 
+/// The candidates a sweep on the GPU measures against launch_policy
+/// (`pool_bench_cuda_<name>`, tests/gpu/run.sh), each a change of one kind;
+/// the CPU tests run every one (tests/test_policies.cpp), so whichever the
+/// sweep chooses is known to give the same results. A space runs one through
+/// a backend that names it (seqpool::with_policy).
+
+/// Twice the loads a thread keeps in flight, at the registers of one of its
+/// two blocks an SM.
+struct deep_loads_policy : launch_policy {
+  static constexpr int packed_vectors_in_flight = 16;
+  static constexpr int split_rows_in_flight = 16;
+};
+
+/// Blocks of four warps: twice the blocks for the same work, a split tile's
+/// rows shared by half the warps, a linear block's rows by a warp each.
+struct small_blocks_policy : launch_policy {
+  static constexpr int warps = 4;
+  static constexpr int threads = warps * 32;
+  static constexpr std::int64_t gather_units = 132 * 8;
+  static constexpr int linear_rows = warps;
+};
+
+/// Split tiles of 1024 rows: half the partial rows to merge, half the blocks.
+struct long_tiles_policy : launch_policy {
+  static constexpr std::int64_t tile_rows = 1024;
+};
+
+/// The launch policy of a device backend: the one it names, or launch_policy.
+template <class Backend>
+struct policy_of {
+  using type = launch_policy;
+};
+template <class Backend>
+  requires requires { typename Backend::launch_policy; }
+struct policy_of<Backend> {
+  using type = typename Backend::launch_policy;
+};
+
 /// How a step's image reaches the device. How far the host may run ahead: the
 /// eager step's upload comes from a ring of this many pinned staging slots, and
 /// reserve() waits only when the copy from the slot it settles, this many steps

@@ -1,0 +1,94 @@
+// Every candidate launch policy of the device kernels (detail/device/policy.hpp),
+// run through the stand-in against host_space: whichever a sweep on the GPU
+// chooses pools as the default does, across its own packed, tile and slab
+// boundaries.
+#include <cstdint>
+#include <type_traits>
+#include <vector>
+
+#include <doctest/doctest.h>
+
+#include <seqpool/seqpool.hpp>
+
+#include "support/prompts.hpp"
+#include "support/step.hpp"
+
+namespace {
+
+using seqpool::task;
+using seqpool::task_entry;
+namespace method = seqpool::method;
+namespace head = seqpool::head;
+namespace device = seqpool::detail::device;
+
+// Two slabs of 256 columns a split row; a request of more than 109 rows is split.
+constexpr std::int64_t hidden_size = 300;
+constexpr std::int64_t labels = 3;
+constexpr std::int64_t step_tag = 7;
+
+/// A pooler for every task, two with a linear layer: each kernel of the family.
+template <class Space>
+struct every_kernel {
+  using table = seqpool::dispatch_table<
+      task_entry<task::embed, seqpool::pooler<method::mean, head::embed, Space>>,
+      task_entry<task::classify, seqpool::pooler<method::max, head::classify, Space>>,
+      task_entry<task::token_embed, seqpool::pooler<method::step, head::embed, Space>>,
+      task_entry<task::token_classify, seqpool::pooler<method::all, head::classify, Space>>>;
+
+  Space space;
+  seqpool::state_store<Space> state{space};
+  seqpool::buffer<float, Space> classifier;
+  seqpool::dispatcher<table> dispatcher;
+
+  explicit every_kernel(const std::vector<float>& weights)
+      : classifier(test::to_space(space, weights)),
+        dispatcher(space, seqpool::pooler<method::mean, head::embed, Space>(space, hidden_size),
+                   seqpool::pooler<method::max, head::classify, Space>(space, hidden_size, method::max{},
+                                                                      head::classify(layer())),
+                   seqpool::pooler<method::step, head::embed, Space>(space, hidden_size),
+                   seqpool::pooler<method::all, head::classify, Space>(space, hidden_size, method::all{},
+                                                                      head::classify(layer()))) {}
+
+  seqpool::linear_layer layer() const { return {classifier.data(), nullptr, labels, hidden_size}; }
+};
+
+/// Two steps: short and long requests of every task, one of 2500 rows in two chunks.
+std::vector<seqpool::batch> steps(const std::vector<std::int64_t>& ids) {
+  const seqpool::pooling_params tagged{.step_tag_id = step_tag};
+  std::vector<seqpool::batch> planned{
+      {{test::whole("a", task::embed, 1), test::whole("b", task::classify, 700),
+        test::part("c", task::embed, 2500, 0, 1300), test::whole("d", task::token_embed, 90, tagged),
+        test::whole("e", task::token_classify, 40)}},
+      {{test::part("c", task::embed, 2500, 1300, 1200), test::whole("f", task::classify, 2100),
+        test::whole("g", task::embed, 109), test::whole("h", task::token_embed, 1500, tagged)}}};
+  for (seqpool::batch& step : planned)
+    for (seqpool::request& r : step.requests) r.prompt_token_ids = std::span(ids).first(r.prompt_len);
+  return planned;
+}
+
+}  // namespace
+
+TEST_CASE_TEMPLATE("every candidate launch policy pools as the host does", Policy, device::launch_policy,
+                   device::deep_loads_policy, device::small_blocks_policy, device::long_tiles_policy) {
+  using Space = seqpool::device_space<seqpool::with_policy<seqpool::omp_backend, Policy>>;
+  static_assert(std::is_same_v<typename seqpool::detail::algorithms_of<Space>::policy, Policy>);
+  const std::vector<float> weights = test::drawn_values(labels * hidden_size, 3, 0.1f);
+  every_kernel<Space> candidate(weights);
+  every_kernel<seqpool::host_space> host(weights);
+  std::vector<std::int64_t> ids;
+  for (std::int64_t t = 0; t < 2500; ++t) ids.push_back(t % 8 == 7 ? step_tag : t % 5);
+  std::uint32_t seed = 11;
+  for (const seqpool::batch& step : steps(ids)) {
+    std::int64_t rows = 0;
+    for (const seqpool::request& r : step.requests) rows += r.num_scheduled;
+    const std::vector<float> hidden = test::drawn_values(rows * hidden_size, seed++);
+    const test::results expected = test::run_step(host.space, host.dispatcher, host.state, step, hidden);
+    const test::results actual = test::run_step(candidate.space, candidate.dispatcher, candidate.state, step, hidden);
+    REQUIRE(actual.size() == expected.size());
+    for (std::size_t i = 0; i < expected.size(); ++i) {
+      CAPTURE(i);
+      REQUIRE(actual[i].has_value() == expected[i].has_value());
+      if (expected[i]) test::check_close(*actual[i], *expected[i], 1e-5);
+    }
+  }
+}
