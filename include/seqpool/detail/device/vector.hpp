@@ -30,60 +30,47 @@ SEQPOOL_HOST_DEVICE inline bool is_aligned(const void* address) {
   return reinterpret_cast<std::uintptr_t>(address) % vector_bytes == 0;
 }
 
+/// The bytes at `address`, as the host reads them: a plain copy.
+template <int Bytes>
+inline raw_bytes<Bytes> copied(const void* address) {
+  raw_bytes<Bytes> loaded;
+  std::memcpy(&loaded, address, sizeof loaded);
+  return loaded;
+}
+
 /// One load of 16 (or 8) bytes of data read once (hidden states): on the GPU a
 /// streaming load, which leaves L2 to what is read again.
 template <int Bytes = vector_bytes>
 SEQPOOL_HOST_DEVICE raw_bytes<Bytes> load_once(const void* address) {
   static_assert(Bytes == 16 || Bytes == 8, "16- or 8-byte loads");
-  raw_bytes<Bytes> loaded;
 #if defined(__CUDA_ARCH__)
-  if constexpr (Bytes == 16) {
-    const uint4 words = __ldcs(static_cast<const uint4*>(address));
-    loaded.words[0] = words.x;
-    loaded.words[1] = words.y;
-    loaded.words[2] = words.z;
-    loaded.words[3] = words.w;
-  } else {
-    const uint2 words = __ldcs(static_cast<const uint2*>(address));
-    loaded.words[0] = words.x;
-    loaded.words[1] = words.y;
-  }
+  if constexpr (Bytes == 16)
+    return cuda::std::bit_cast<raw_bytes<16>>(__ldcs(static_cast<const uint4*>(address)));
+  else
+    return cuda::std::bit_cast<raw_bytes<8>>(__ldcs(static_cast<const uint2*>(address)));
 #else
-  std::memcpy(&loaded, address, sizeof loaded);
+  return copied<Bytes>(address);
 #endif
-  return loaded;
 }
 
 /// One 16-byte load of memory the host rewrites between launches (a pinned
 /// staging slot): on the GPU it is fetched again, past every cache.
 SEQPOOL_HOST_DEVICE inline raw_vector load_uncached(const void* address) {
-  raw_vector loaded;
 #if defined(__CUDA_ARCH__)
-  const uint4 words = __ldcv(static_cast<const uint4*>(address));
-  loaded.words[0] = words.x;
-  loaded.words[1] = words.y;
-  loaded.words[2] = words.z;
-  loaded.words[3] = words.w;
+  return cuda::std::bit_cast<raw_vector>(__ldcv(static_cast<const uint4*>(address)));
 #else
-  std::memcpy(&loaded, address, sizeof loaded);
+  return copied<vector_bytes>(address);
 #endif
-  return loaded;
 }
 
 /// One 16-byte load of floats that another block wrote before it arrived: on
 /// the GPU from L2, past the SM's own L1, which does not see other SMs' writes.
 SEQPOOL_HOST_DEVICE inline raw_vector load_fresh(const float* address) {
-  raw_vector loaded;
 #if defined(__CUDA_ARCH__)
-  const uint4 words = __ldcg(reinterpret_cast<const uint4*>(address));
-  loaded.words[0] = words.x;
-  loaded.words[1] = words.y;
-  loaded.words[2] = words.z;
-  loaded.words[3] = words.w;
+  return cuda::std::bit_cast<raw_vector>(__ldcg(reinterpret_cast<const uint4*>(address)));
 #else
-  std::memcpy(&loaded, address, sizeof loaded);
+  return copied<vector_bytes>(address);
 #endif
-  return loaded;
 }
 
 /// Stores one 16-byte vector at `to`, a 16-byte boundary.
