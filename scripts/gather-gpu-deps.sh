@@ -22,7 +22,8 @@ if [ ! -f build-gpu/build.ninja ]; then
 fi
 source tests/gpu/programs.sh
 ninja -C build-gpu "${programs[@]}"
-for program in "${programs[@]}"; do cp "build-gpu/$program" .gpu-deps/bin/; done
+# Stripped of their host symbols: what is carried is held to 64 MiB in all.
+for program in "${programs[@]}"; do strip -o ".gpu-deps/bin/${program##*/}" "build-gpu/$program"; done
 tests/gpu/build-sync-steps.sh .gpu-deps/bin "$arch"
 # pytest for the Python module's cases there (its python3 is 3.12; pure-Python
 # wheels, unpacked), in case that machine lacks it.
