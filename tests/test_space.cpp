@@ -197,7 +197,9 @@ TEST_CASE("a graph's upload copies the pieces its slot lists at each launch, and
     return bytes;
   };
 
+  CHECK_THROWS_WITH_AS(space.upload(home), doctest::Contains("during a capture, after stage()"), seqpool::error);
   space.backend().begin_capture();
+  CHECK_THROWS_WITH_AS(space.upload(home), doctest::Contains("after stage() listed its pieces"), seqpool::error);
   const std::vector<piece> listed{{0, 64}, {1024, 2048}};
   CHECK_THROWS_WITH_AS(space.stage(home, std::vector<piece>{{0, 64}}),
                        doctest::Contains("made for images of 2 pieces, given 1"), seqpool::error);

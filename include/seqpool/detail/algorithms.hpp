@@ -1,7 +1,6 @@
 // The family of algorithms a memory space runs.
 #pragma once
 
-
 #include <seqpool/detail/device/algorithms.hpp>
 #include <seqpool/detail/host/algorithms.hpp>
 #include <seqpool/space/memory_space.hpp>

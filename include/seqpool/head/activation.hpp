@@ -8,7 +8,7 @@
 namespace seqpool::head {
 
 // Each takes a row as plain_row describes one: contiguous on the host, spread
-// over a warp's lanes on the device.
+// over a warp's lanes or a block's threads on the device.
 
 /// x / max(‖x‖₂, 1e-12): a zero row stays zero instead of becoming NaN. The
 /// scaling multiplies by the reciprocal, within an ulp of dividing.

@@ -62,9 +62,12 @@ inline std::int64_t width_after(const linear_layer& layer, const char* field, st
 /// a request's knobs on the host and returns the width of its result rows.
 /// epilogue(row, knobs) is a template over the row it finishes, told the
 /// request's knobs (request_knobs): the host hands it a head::plain_row, the
-/// device kernels a row spread over a warp's lanes that offers the same
-/// width(), transform(), sum() and max(); so it is SEQPOOL_HOST_DEVICE, and the
-/// head is copied into device work, so it is trivially copyable.
+/// device kernels a row spread over a warp's lanes or a block's threads that
+/// offers the same width(), transform(), sum() and max(); so it is
+/// SEQPOOL_HOST_DEVICE, every thread of the warp or block runs it and reaches
+/// each of those calls (they may meet at a barrier: none may sit under a
+/// condition that differs between threads), and the head is copied into device
+/// work, so it is trivially copyable.
 // clang-format off
 template <class Head>
 concept pooling_head = std::is_trivially_copyable_v<Head> &&

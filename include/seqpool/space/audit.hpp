@@ -17,7 +17,8 @@ struct audit_counts {
   std::int64_t downloads = 0;     ///< device-to-host copies
   std::int64_t waits = 0;        ///< host waits on a stream, event or the device
   std::int64_t allocations = 0;  ///< calls that allocate or free space memory
-  std::int64_t launches = 0;     ///< kernels (device spaces) or parallel passes (host_space) queued
+  std::int64_t launches = 0;     ///< kernels (device spaces) or parallel passes (host_space) queued; a captured
+                                 ///< step's upload, a kernel, counts as its upload
 
   friend bool operator==(const audit_counts&, const audit_counts&) = default;
 

@@ -72,9 +72,6 @@ class graph_upload {
   /// The image's bytes: the most one launch copies.
   std::size_t bytes() const { return bytes_; }
 
-  /// The pieces every stage lists.
-  int pieces() const { return pieces_; }
-
   /// The serial number of the pooler or dispatcher it was made for.
   std::uint64_t owner() const { return owner_; }
 
@@ -92,7 +89,9 @@ class graph_upload {
  private:
   friend class device_space<Backend>;
 
-  enum class phase { fresh, staged, launched };
+  /// fresh → listed (stage() during the capture) → staged (the upload recorded,
+  /// or restage()) → launched (mark_launched()) → staged → …
+  enum class phase { fresh, listed, staged, launched };
 
   graph_upload(device_space<Backend>& space, std::byte* host, std::byte* device, std::size_t bytes, int pieces,
                std::uint64_t owner, typename Backend::event copied)
@@ -242,12 +241,17 @@ class device_space {
     if (home.phase_ != graph_upload<Backend>::phase::fresh)
       detail::fail("capture", "this graph_upload already serves a graph; reserve_graph() one per graph");
     list_pieces(home, pieces);
+    home.phase_ = graph_upload<Backend>::phase::listed;
     return {home.staged_image(), home.bytes_};
   }
 
-  /// During a capture: the graph's upload, a kernel that copies the pieces the
-  /// slot lists at each replay; the audit counts the bytes of this step's pieces.
+  /// During a capture, after stage(): the graph's upload, a kernel that copies
+  /// the pieces the slot lists at each replay; the audit counts the bytes of
+  /// this step's pieces.
   const std::byte* upload(graph_upload<Backend>& home) {
+    check_home(home);
+    if (!capturing() || home.phase_ != graph_upload<Backend>::phase::listed)
+      detail::fail("capture", "the graph's upload is recorded during a capture, after stage() listed its pieces");
     audit_.count_upload(listed_bytes(home));
     backend_.launch(detail::device::staging_policy::copy_blocks,
                     detail::device::copy_pieces{home.host_, home.device_, home.pieces_,

@@ -18,9 +18,9 @@
 
 namespace seqpool {
 
-/// Runs the device kernels on the CPU as the GPU runs them: a wave of blocks,
-/// each on an OpenMP thread, taking the launch's block indices in turn, a
-/// block's threads in turn between barriers, so CPU tests run the GPU's code,
+/// Runs the device kernels on the CPU as the GPU runs them: each block on an
+/// OpenMP thread (for a one-wave kernel, a wave of blocks taking the launch's
+/// block indices in turn), a block's threads in turn between barriers, so CPU tests run the GPU's code,
 /// tiles and merge order. Copies finish at once, so every event is complete
 /// when recorded.
 ///
