@@ -29,6 +29,7 @@ using capture_cases::labels;
 
 TEST_CASE_TEMPLATE_APPLY(dispatcher_capture, std::tuple<device_omp>);
 TEST_CASE_TEMPLATE_APPLY(pooler_capture, std::tuple<device_omp>);
+TEST_CASE_TEMPLATE_APPLY(any_wave, std::tuple<device_omp>);
 
 TEST_CASE("capture and replay refuse what would break the graph, before anything is queued") {
   const seqpool::capacity limits{.requests = 2, .rows = 16};
@@ -240,21 +241,4 @@ TEST_CASE("each pooler makes one launch, two with a linear layer, and none with 
   // LAST before a prompt's last chunk reads nothing and keeps nothing.
   seqpool::pooler<method::last, head::embed, device_omp> last(space, hidden_size);
   CHECK(launches(last, seqpool::batch{{test::part("l", task::embed, 9, 0, 4)}}) == 0);
-}
-
-TEST_CASE("the device kernels give the same results, bit for bit, whatever the wave their grids are cut to") {
-  using namespace capture_cases;
-  const seqpool::capacity limits{.requests = 8, .rows = 1600};
-  const std::vector<float> weights = classifier_weights();
-  engine<device_omp> one(weights, method::mean{}, method::step{}, seqpool::omp_backend(1));
-  engine<device_omp> few(weights, method::mean{}, method::step{}, seqpool::omp_backend(3));
-  engine<device_omp> all(weights, method::mean{}, method::step{}, seqpool::omp_backend(100000));
-  batches drawn(20261201);
-  for (int step = 0; step < 8; ++step) {
-    CAPTURE(step);
-    const auto [batch, rows] = drawn.next(limits);
-    const test::results expected = test::run_step(all.space, all.dispatcher, all.state, batch, rows);
-    CHECK(test::run_step(one.space, one.dispatcher, one.state, batch, rows) == expected);
-    CHECK(test::run_step(few.space, few.dispatcher, few.state, batch, rows) == expected);
-  }
 }

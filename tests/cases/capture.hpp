@@ -275,3 +275,21 @@ TEST_CASE_TEMPLATE_DEFINE("a pooler step captured once replays for batches of ot
   capture_cases::pooler_capture_with<Space, seqpool::bfloat16>();
 }
 
+TEST_CASE_TEMPLATE_DEFINE("the device kernels give the same results, bit for bit, whatever the wave their grids are cut to",
+                          Space, any_wave) {
+  using namespace capture_cases;
+  using graph = test::captured_graph<Space>;
+  const seqpool::capacity limits{.requests = 8, .rows = 1600};
+  const std::vector<float> weights = classifier_weights();
+  engine<Space> one(weights, method::mean{}, method::step{}, graph::backend(1));
+  engine<Space> few(weights, method::mean{}, method::step{}, graph::backend(3));
+  engine<Space> all(weights, method::mean{}, method::step{}, graph::backend(100000));
+  batches drawn(20261201);
+  for (int step = 0; step < 8; ++step) {
+    CAPTURE(step);
+    const auto [batch, rows] = drawn.next(limits);
+    const test::results expected = test::run_step(all.space, all.dispatcher, all.state, batch, rows);
+    CHECK(test::run_step(one.space, one.dispatcher, one.state, batch, rows) == expected);
+    CHECK(test::run_step(few.space, few.dispatcher, few.state, batch, rows) == expected);
+  }
+}

@@ -18,6 +18,8 @@ class captured_graph<seqpool::device_space<seqpool::omp_backend>> {
   using space = seqpool::device_space<seqpool::omp_backend>;
 
   static seqpool::omp_backend backend() { return {}; }
+  /// A backend whose grids are cut to `wave` blocks.
+  static seqpool::omp_backend backend(std::int64_t wave) { return seqpool::omp_backend(wave); }
   static void begin(space& device) { device.backend().begin_capture(); }
 
   /// Ends the capture begun on `device`.
@@ -37,13 +39,14 @@ class captured_graph<seqpool::device_space<seqpool::cuda_backend>> {
  public:
   using space = seqpool::device_space<seqpool::cuda_backend>;
 
-  static seqpool::cuda_backend backend() {
+  /// A backend whose grids are cut to `wave` blocks (0: one wave of the GPU).
+  static seqpool::cuda_backend backend(std::int64_t wave = 0) {
     static const cudaStream_t stream = [] {
       cudaStream_t created = nullptr;
       REQUIRE(cudaStreamCreateWithFlags(&created, cudaStreamNonBlocking) == cudaSuccess);
       return created;
     }();
-    return seqpool::cuda_backend(stream);
+    return seqpool::cuda_backend(stream, wave);
   }
 
   static void begin(space& device) {

@@ -50,8 +50,11 @@ class cuda_backend {
   using event = cudaEvent_t;
 
   /// The stream must not be the legacy default stream if steps are to be
-  /// captured. Its device is the current one, whose SMs size every launch's wave.
-  explicit cuda_backend(cudaStream_t stream = nullptr) : stream_(stream) {
+  /// captured. Its device is the current one, whose SMs size every launch's
+  /// wave; `most_blocks`, when positive, cuts waves to that many blocks (tests
+  /// use it to make blocks take several indices under the sanitizers).
+  explicit cuda_backend(cudaStream_t stream = nullptr, std::int64_t most_blocks = 0)
+      : stream_(stream), most_blocks_(most_blocks) {
     int device = 0;
     check(cudaGetDevice(&device), "cudaGetDevice");
     check(cudaDeviceGetAttribute(&multiprocessors_, cudaDevAttrMultiProcessorCount, device), "cudaDeviceGetAttribute");
@@ -136,7 +139,8 @@ class cuda_backend {
             "cudaOccupancyMaxActiveBlocksPerMultiprocessor");
       return std::max(blocks, 1);
     }();
-    return static_cast<std::int64_t>(resident) * multiprocessors_;
+    const std::int64_t all = static_cast<std::int64_t>(resident) * multiprocessors_;
+    return most_blocks_ > 0 ? std::min(all, most_blocks_) : all;
   }
 
  private:
@@ -150,6 +154,7 @@ class cuda_backend {
   }
 
   cudaStream_t stream_;
+  std::int64_t most_blocks_;
   int multiprocessors_ = 0;
 };
 
