@@ -20,9 +20,9 @@ namespace seqpool {
 
 /// Runs the device kernels on the CPU as the GPU runs them: each block on an
 /// OpenMP thread (for a one-wave kernel, a wave of blocks taking the launch's
-/// block indices in turn), a block's threads in turn between barriers, so CPU tests run the GPU's code,
-/// tiles and merge order. Copies finish at once, so every event is complete
-/// when recorded.
+/// block indices in turn), a block's threads in turn between barriers, so CPU
+/// tests run the GPU's code, tiles and merge order. Copies finish at once, so
+/// every event is complete when recorded.
 ///
 /// It also models stream capture in cudaStreamCaptureModeGlobal: between
 /// begin_capture() and end_capture(), copies and launches are recorded, not
@@ -47,9 +47,10 @@ class omp_backend {
     std::vector<std::function<void()>> steps_;
   };
 
-  /// A wave of `wave` blocks, as many as a GPU's SMs hold at once: what each
-  /// launch's grid is cut to (by default, fewer than most steps' blocks, so
-  /// that blocks take several indices; every wave gives the same results).
+  /// A wave of `wave` blocks, as many as a GPU's SMs hold at once: what a
+  /// one-wave kernel's grid is cut to (by default, fewer than most steps'
+  /// blocks, so that blocks take several indices; every wave gives the same
+  /// results).
   explicit omp_backend(std::int64_t wave) : wave_(wave) {
     if (wave < 1) throw device_error(detail::concat("omp_backend: a wave of ", wave, " blocks; it needs at least one"));
   }
