@@ -23,11 +23,8 @@ namespace seqpool::python {
 template <class Runtime>
 Runtime method_named(const std::string& name, task pooling_task) {
   if (std::optional<Runtime> found = Runtime::from_name(name)) return *found;
-  std::string expected;
-  for (std::size_t i = 0; i < Runtime::names.size(); ++i)
-    expected += std::string(i == 0 ? "" : i + 1 == Runtime::names.size() ? " or " : ", ") +
-                std::string(Runtime::names[i]);
-  detail::fail(seqpool::name(pooling_task), "method \"", name, "\" cannot serve it (expected ", expected, ")");
+  detail::fail(seqpool::name(pooling_task), "method \"", name, "\" cannot serve it (expected ", Runtime::listed_names(),
+               ")");
 }
 
 /// A layer's weights in the space's memory.

@@ -176,11 +176,7 @@ template <class Runtime>
 Runtime read_method(const object_reader& poolers, const std::string& key) {
   const std::string wanted = poolers.string(key);
   if (std::optional<Runtime> found = Runtime::from_name(wanted)) return *found;
-  constexpr auto& names = Runtime::names;
-  std::string expected;
-  for (std::size_t i = 0; i < names.size(); ++i)
-    expected += std::string(i == 0 ? "" : i + 1 == names.size() ? " or " : ", ") + std::string(names[i]);
-  poolers.fail_at(key, "method \"" + wanted + "\" cannot serve " + key + " (expected " + expected + ")");
+  poolers.fail_at(key, "method \"" + wanted + "\" cannot serve " + key + " (expected " + Runtime::listed_names() + ")");
 }
 
 inline npy_array read_layer_array(const object_reader& layer, std::string_view key,

@@ -11,7 +11,7 @@ torch = pytest.importorskip("torch")
 pytestmark = pytest.mark.skipif(not (seqpool.has_cuda() and torch.cuda.is_available()),
                                 reason="no CUDA module or no GPU")
 
-SEQUENCE = ["cls", "last", "mean", "max", "weighted_mean"]
+SEQUENCE = ["cls", "last", "mean", "max", "weighted_mean", "mean_sqrt_len"]
 TOKEN = ["all", "step"]
 
 

@@ -16,7 +16,7 @@ import seqpool
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "tests" / "cli"))
 from batches import Batch, expected, request, stored  # noqa: E402
 
-SEQUENCE = ["cls", "last", "mean", "max", "weighted_mean"]
+SEQUENCE = ["cls", "last", "mean", "max", "weighted_mean", "mean_sqrt_len"]
 TOKEN = ["all", "step"]
 TASKS = ["embed", "classify", "token_embed", "token_classify"]
 

@@ -147,6 +147,25 @@ TEST_CASE_TEMPLATE_DEFINE("case 23: weighted MEAN weighs row t by t + 1, chunked
   test::check_equal(*second[0], 1, 2, {2, 1.5f});
 }
 
+TEST_CASE_TEMPLATE_DEFINE("case 26: MEAN_SQRT_LEN divides the sum by the square root of the length, chunked or whole",
+                          Space, case_26_mean_sqrt_len) {
+  using namespace methods_cases;
+  // Rows [1, 2], [3, 4], [5, 6], [7, 8]: [16, 20] / √4 = [8, 10]; one row [3, -4]: itself.
+  const std::vector<float> rows{1, 2, 3, 4, 5, 6, 7, 8};
+  test::check_equal(*pool_whole<method::mean_sqrt_len, Space>(rows, 2, {4})[0], 1, 2, {8, 10});
+  test::check_equal(*pool_whole<method::mean_sqrt_len, Space>({3, -4}, 2, {1})[0], 1, 2, {3, -4});
+  // The same four rows in chunks of 1 and 3: the sum is kept, √4 taken at the end.
+  Space space;
+  seqpool::state_store<Space> state(space);
+  raw_pooler<method::mean_sqrt_len, Space> pooler(space, 2);
+  const auto first = test::run_step(space, pooler, state, seqpool::batch{{test::part("s", task::embed, 4, 0, 1, raw)}},
+                                    std::vector<float>(rows.begin(), rows.begin() + 2));
+  CHECK_FALSE(first[0].has_value());
+  const auto second = test::run_step(space, pooler, state, seqpool::batch{{test::part("s", task::embed, 4, 1, 3, raw)}},
+                                     std::vector<float>(rows.begin() + 2, rows.end()));
+  test::check_equal(*second[0], 1, 2, {8, 10});
+}
+
 TEST_CASE_TEMPLATE_DEFINE("case 24: 16-bit results are rounded once, to nearest even", Space, case_24_16_bit_results) {
   using namespace methods_cases;
   // Each mean lies halfway between two 16-bit values and rounds to the even one.

@@ -138,6 +138,8 @@ def pool(method, prompt, params, token_ids=None):
     if method == "weighted_mean":  # row t weighs t + 1 (SGPT)
         weights = np.arange(1, len(prompt) + 1, dtype=np.float64)
         return weights @ prompt / weights.sum()
+    if method == "mean_sqrt_len":  # the sum over √prompt_len (sentence-transformers)
+        return prompt.sum(axis=0) / np.sqrt(len(prompt))
     rows = prompt
     if method == "step":
         tag = params.get("step_tag_id")

@@ -70,6 +70,17 @@ class Cases:
         self.replay(batch)
         np.testing.assert_array_equal(batch.result("w"), [2, 1.5])
 
+    def test_case_26_mean_sqrt_len(self):
+        # [16, 20] / √4, whole and in chunks of 1 and 3 rows; one row is itself.
+        rows = np.array([[1, 2], [3, 4], [5, 6], [7, 8]], np.float32)
+        np.testing.assert_array_equal(self.whole("mean_sqrt_len", rows, [4])[0], [8, 10])
+        np.testing.assert_array_equal(self.whole("mean_sqrt_len", np.array([[3, -4]], np.float32), [1])[0], [3, -4])
+        batch = Batch(2, {"embed": "mean_sqrt_len"})
+        batch.step(rows[:1], [request("s", "embed", 4, 1, **RAW)])
+        batch.step(rows[1:], [request("s", "embed", 4, 3, 1, **RAW)])
+        self.replay(batch)
+        np.testing.assert_array_equal(batch.result("s"), [8, 10])
+
     def test_case_5_mean_of_one_and_of_equal_rows(self):
         np.testing.assert_array_equal(self.whole("mean", np.array([[0.25, -3]], np.float32), [1])[0], [0.25, -3])
         np.testing.assert_allclose(self.whole("mean", np.full((3, 2), 0.1, np.float32), [3])[0], [0.1, 0.1], rtol=1e-6)

@@ -286,12 +286,13 @@ class Errors(unittest.TestCase):
 
     def test_methods_that_cannot_serve(self):
         self.config_error(lambda s: s["poolers"].update(embed="all"),
-                          'poolers.embed: method "all" cannot serve embed (expected cls, last, mean, max or weighted_mean)')
+                          'poolers.embed: method "all" cannot serve embed (expected cls, last, mean, max, weighted_mean '
+                          'or mean_sqrt_len)')
         self.config_error(lambda s: s["poolers"].update(token_embed="mean"),
                           'poolers.token_embed: method "mean" cannot serve token_embed (expected all or step)')
         self.config_error(lambda s: s["poolers"].update(classify="step"),
-                          'poolers.classify: method "step" cannot serve classify (expected cls, last, mean, max or '
-                          'weighted_mean)')
+                          'poolers.classify: method "step" cannot serve classify (expected cls, last, mean, max, '
+                          'weighted_mean or mean_sqrt_len)')
         self.config_error(lambda s: s["poolers"].update(token_classify="weighted_mean"),
                           'poolers.token_classify: method "weighted_mean" cannot serve token_classify (expected all or '
                           'step)')

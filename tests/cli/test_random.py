@@ -6,7 +6,7 @@ import numpy as np
 
 from batches import Batch, expected, request, stored
 
-SEQUENCE = ["cls", "last", "mean", "max", "weighted_mean"]
+SEQUENCE = ["cls", "last", "mean", "max", "weighted_mean", "mean_sqrt_len"]
 TOKEN = ["all", "step"]
 TASKS = ["embed", "classify", "token_embed", "token_classify"]
 

@@ -56,6 +56,13 @@ inline std::vector<std::vector<double>> reference_rows(std::string_view method, 
     for (double& value : pooled) value /= weights;
     return {pooled};
   }
+  if (method == "mean_sqrt_len") {  // the sum over √prompt_len (sentence-transformers)
+    std::vector<double> pooled(hidden_size, 0.0);
+    for (std::int64_t t = 0; t < prompt_len; ++t)
+      for (std::int64_t c = 0; c < hidden_size; ++c) pooled[c] += prompt[t * hidden_size + c];
+    for (double& value : pooled) value /= std::sqrt(static_cast<double>(prompt_len));
+    return {pooled};
+  }
   std::vector<std::vector<double>> rows;  // all, step
   const auto& tag = r.params.step_tag_id;
   const auto& columns = r.params.returned_token_ids;

@@ -6,6 +6,7 @@
 #include <seqpool/method/last.hpp>
 #include <seqpool/method/max.hpp>
 #include <seqpool/method/mean.hpp>
+#include <seqpool/method/mean_sqrt_len.hpp>
 #include <seqpool/method/runtime.hpp>
 #include <seqpool/method/step.hpp>
 #include <seqpool/method/weighted_mean.hpp>
@@ -17,8 +18,8 @@ namespace seqpool::method {
 // run every method take it from these lists, and a CLI test holds SPEC
 // section 9's list of names to them.
 
-/// Any built-in sequence method (CLS, LAST, MEAN, MAX, weighted MEAN).
-using any_sequence = runtime_method<cls, last, mean, max, weighted_mean>;
+/// Any built-in sequence method (CLS, LAST, MEAN, MAX, weighted MEAN, MEAN_SQRT_LEN).
+using any_sequence = runtime_method<cls, last, mean, max, weighted_mean, mean_sqrt_len>;
 
 /// Any built-in token method (ALL, STEP).
 using any_token = runtime_method<all, step>;

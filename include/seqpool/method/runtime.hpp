@@ -2,7 +2,9 @@
 #pragma once
 
 #include <array>
+#include <cstddef>
 #include <optional>
+#include <string>
 #include <string_view>
 #include <tuple>
 #include <type_traits>
@@ -34,6 +36,14 @@ class runtime_method {
 
   template <class Method>
   requires(std::is_same_v<Method, Methods> || ...) runtime_method(Method chosen) : chosen_(std::move(chosen)) {}
+
+  /// The names, for a message: "a, b or c".
+  static std::string listed_names() {
+    std::string listed;
+    for (std::size_t i = 0; i < names.size(); ++i)
+      listed.append(i == 0 ? "" : i + 1 == names.size() ? " or " : ", ").append(names[i]);
+    return listed;
+  }
 
   /// The method whose `name` is `wanted`, or nothing when no alternative has it.
   static std::optional<runtime_method> from_name(std::string_view wanted) {
