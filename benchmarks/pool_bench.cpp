@@ -232,8 +232,8 @@ class runner {
                              .rows = shape_.rows(),
                              .result_rows = shape_.rows(),
                              .columns = 0});
-    const double plan_seconds = bench::median_seconds(repeats_, [&] { (void)engine.plan(step, state); });
-    seqpool::step_plan plan = engine.plan(step, state);
+    seqpool::step_plan plan;  // every step's, its storage reused
+    const double plan_seconds = bench::median_seconds(repeats_, [&] { engine.plan(step, state, plan); });
     engine.reserve(plan, state);
     seqpool::buffer<float, Space> output(space_, static_cast<std::size_t>(engine.output_capacity()));
     auto home = engine.reserve_graph();
@@ -248,10 +248,10 @@ class runner {
     home.mark_launched();
     space_.synchronize();
     const std::int64_t output_size = plan.output_size;
-    record timed = time_case(
+    const record timed = time_case(
         "dispatcher graph", step, plan_seconds, output.data(), output_size,
         [&] {
-          plan = engine.plan(step, state);  // each step is planned anew, as an engine plans it
+          engine.plan(step, state, plan);  // each step is planned anew, as an engine plans it
           engine.reserve(plan, state);
         },
         [&] {
@@ -261,7 +261,6 @@ class runner {
         });
     cudaGraphExecDestroy(replay);
     cudaGraphDestroy(graph);
-    timed.upload_bytes = static_cast<std::int64_t>(home.bytes());  // every replay copies the whole slot
     return timed;
   }
 #endif
@@ -284,18 +283,18 @@ class runner {
   }
 
   /// One step of `pooler` (a pooler or a dispatcher), as an engine runs it:
-  /// planned (timed apart: on a GPU it overlaps the step before), then reserve
-  /// and forward.
+  /// planned into the plan of the step before (timed apart: on a GPU it
+  /// overlaps the step before), then reserve and forward.
   template <class Pooler>
   record measure(const std::string& name, Pooler& pooler, const seqpool::batch& step) {
     seqpool::state_store<Space> state(space_);
-    const double plan_seconds = bench::median_seconds(repeats_, [&] { (void)pooler.plan(step, state); });
-    seqpool::step_plan plan = pooler.plan(step, state);
+    seqpool::step_plan plan;  // every step's, its storage reused
+    const double plan_seconds = bench::median_seconds(repeats_, [&] { pooler.plan(step, state, plan); });
     pooler.reserve(plan, state);
     seqpool::buffer<typename Pooler::result_type, Space> output(space_, static_cast<std::size_t>(plan.output_size));
     const std::int64_t output_size = plan.output_size;
     return time_case(
-        name, step, plan_seconds, output.data(), output_size, [&] { plan = pooler.plan(step, state); },
+        name, step, plan_seconds, output.data(), output_size, [&] { pooler.plan(step, state, plan); },
         [&] {
           pooler.reserve(plan, state);  // what an engine does before every step; nothing to allocate after the first
           pooler.forward(view(), plan, state, output.span());

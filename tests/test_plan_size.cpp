@@ -2,9 +2,15 @@
 // nothing that grows with the rows they return (beyond a bit a row where a
 // mask keeps some), a captured step's image grows with its capacity's
 // requests, not its rows, and each launch of its graph sends what its batch
-// uses, not the capacity. docs/PERFORMANCE.md (GPU) has the figures.
+// uses, not the capacity. docs/PERFORMANCE.md (GPU) has the figures. And what
+// planning costs the host: a plan made into one that has held as large a step
+// allocates nothing (this program counts operator new).
+#include <atomic>
 #include <cstdint>
+#include <cstdlib>
+#include <new>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include <doctest/doctest.h>
@@ -36,6 +42,9 @@ struct prompts {
   }
 };
 
+/// Calls to operator new, from every thread of this program.
+std::atomic<std::int64_t> allocations{0};
+
 /// The bytes one step of `batch` uploads.
 template <class Pooler>
 std::int64_t upload_bytes(typename Pooler::space_type& space, Pooler& pooler, const seqpool::batch& batch) {
@@ -52,6 +61,15 @@ std::int64_t upload_bytes(typename Pooler::space_type& space, Pooler& pooler, co
 }
 
 }  // namespace
+
+// Not inlined: g++ would otherwise see free() meet a pointer from operator new.
+[[gnu::noinline]] void* operator new(std::size_t bytes) {
+  allocations.fetch_add(1, std::memory_order_relaxed);
+  if (void* memory = std::malloc(bytes == 0 ? 1 : bytes)) return memory;
+  throw std::bad_alloc();
+}
+[[gnu::noinline]] void operator delete(void* memory) noexcept { std::free(memory); }
+[[gnu::noinline]] void operator delete(void* memory, std::size_t) noexcept { std::free(memory); }
 
 TEST_CASE_TEMPLATE("ALL and STEP send the same image for prompts of 16 rows and of 1024", Space, seqpool::host_space,
                    seqpool::device_space<seqpool::omp_backend>) {
@@ -136,4 +154,55 @@ TEST_CASE("a captured step uploads what its batch uses of the capacity's image, 
   }
   CHECK(sent == upload_bytes(space, eager, next));
   CHECK(static_cast<std::size_t>(sent) * 50 < home.bytes());
+}
+
+TEST_CASE_TEMPLATE("a plan made into one that has held as large a step allocates nothing", Space, seqpool::host_space,
+                   seqpool::device_space<seqpool::omp_backend>) {
+  Space space;
+  seqpool::state_store<Space> state(space);
+  seqpool::dispatcher<seqpool::configurable_table<Space>> engine(
+      space,
+      seqpool::pooler<method::any_sequence, head::embed, Space>(space, hidden_size,
+                                                                *method::any_sequence::from_name("mean")),
+      seqpool::pooler<method::any_sequence, head::classify, Space>(space, hidden_size,
+                                                                   *method::any_sequence::from_name("max")),
+      seqpool::pooler<method::any_token, head::embed, Space>(space, hidden_size, *method::any_token::from_name("all")),
+      seqpool::pooler<method::any_token, head::classify, Space>(space, hidden_size,
+                                                                *method::any_token::from_name("step")));
+  std::vector<std::int64_t> ids(16, 1);
+  for (std::size_t t = 0; t < ids.size(); t += 3) ids[t] = 7;
+  const seqpool::pooling_params spans{.spans = {{0, 3}, {3, 8}}};
+  const seqpool::pooling_params steps{.step_tag_id = 7, .returned_token_ids = {1, 2}};
+  // Every task, chunked requests with ids longer than a string holds inline,
+  // spans and kept columns, and requests of one row: the first or the second
+  // half of round `round`'s prompts.
+  const auto batch_of = [&](int round, bool second) {
+    const std::string prefix = "a-request-id-longer-than-sixteen-" + std::to_string(round) + "-";
+    const std::int64_t half = second ? 1 : 0;
+    seqpool::batch step{{test::part(prefix + "e", task::embed, 8, 4 * half, 4, spans),
+                         test::part(prefix + "c", task::classify, 6, 3 * half, 3),
+                         test::part(prefix + "a", task::token_embed, 6, 3 * half, 3),
+                         test::part(prefix + "s", task::token_classify, 16, 8 * half, 8, steps)}};
+    step.requests.back().prompt_token_ids = ids;
+    for (int k = 0; k < 8; ++k) step.requests.push_back(test::whole(prefix + std::to_string(k), task::embed, 1));
+    return step;
+  };
+  seqpool::step_plan plan;
+  // Plans a step into `plan`, runs it, and returns the allocations planning made.
+  const auto allocations_of = [&](const seqpool::batch& step) {
+    const std::int64_t before = allocations.load();
+    engine.plan(step, state, plan);
+    const std::int64_t made = allocations.load() - before;
+    engine.reserve(plan, state);
+    const auto hidden =
+        test::to_space(space, std::vector<float>(static_cast<std::size_t>(plan.num_rows * hidden_size), 1.0f));
+    seqpool::buffer<float, Space> output(space, static_cast<std::size_t>(plan.output_size));
+    engine.forward(seqpool::make_hidden_view(hidden.data(), plan.num_rows, hidden_size), plan, state, output.span());
+    return made;
+  };
+  CHECK(allocations_of(batch_of(1, false)) > 0);
+  allocations_of(batch_of(1, true));
+  CHECK(allocations_of(batch_of(2, false)) == 0);
+  CHECK(allocations_of(batch_of(2, true)) == 0);
+  CHECK(state.size() == 0);
 }

@@ -1,7 +1,8 @@
 // A long run of a simulated scheduler through one dispatcher and one state store:
 // requests of every task arrive, are cut into chunks by a token budget, some are
 // abandoned and released mid-prompt; every finished result must equal pooling the
-// whole prompt at once, and the store must be empty at the end.
+// whole prompt at once, and the store must be empty at the end. Every step is
+// planned into the same plan, as an engine reuses one.
 //
 // The suite runs a few hundred steps; SEQPOOL_SOAK_STEPS=10000 runs the long soak.
 #include <cstdint>
@@ -72,6 +73,7 @@ void soak(int steps, std::uint32_t seed) {
   auto engine = engine_of(space, sequence, classify, token);
   auto alone = engine_of(space, sequence, classify, token);  // pools each finished prompt whole
   seqpool::state_store<Space> alone_state(space);
+  seqpool::step_plan plan;  // every step's, its storage reused
 
   std::vector<flight> flights;
   int serial = 0, finished = 0, abandoned = 0;
@@ -120,7 +122,7 @@ void soak(int steps, std::uint32_t seed) {
       scheduled.push_back(&f);
     }
     if (batch.requests.empty()) continue;
-    const test::results out = test::run_step(space, engine, state, batch, hidden);
+    const test::results out = test::run_step(space, engine, state, batch, hidden, hidden_size, plan);
     for (std::size_t i = 0; i < scheduled.size(); ++i) {
       const flight& f = *scheduled[i];
       REQUIRE(out[i].has_value() == (f.done == f.r.prompt_len));

@@ -124,7 +124,8 @@ class replay {
     const element_type element = element_of(where, step, hidden);
 
     check_restarts(where, requests);
-    const seqpool::step_plan plan = dispatcher_.plan(requests, state_);
+    seqpool::step_plan& plan = plan_;
+    dispatcher_.plan(requests, state_, plan);
     dispatcher_.reserve(plan, state_);
     seqpool::buffer<Result, Space> output(space_, static_cast<std::size_t>(plan.output_size));
     seqpool::audit_counts counts;
@@ -238,6 +239,7 @@ class replay {
   std::optional<layer_memory<Space>> classifier_;
   seqpool::dispatcher<seqpool::configurable_table<Space, Result>> dispatcher_;
   seqpool::state_store<Space> state_{space_};
+  seqpool::step_plan plan_;  ///< every step's, planned into the last one's storage as an engine plans
   std::ofstream audit_log_;
 };
 

@@ -154,12 +154,13 @@ namespace detail {
 
 /// Throws for the first of `count` requests, in order, whose id an earlier one
 /// already has; the k-th is requests[index_of(k)], and messages name that index.
-/// An open-addressing table allocates once, where a hash map would allocate a
-/// node per request.
+/// An open-addressing table in `buckets` (whose storage it reuses) allocates at
+/// most once, where a hash map would allocate a node per request.
 template <class IndexOf>
-void check_unique_ids(std::span<const request> requests, std::size_t count, IndexOf index_of) {
+void check_unique_ids(std::span<const request> requests, std::size_t count, IndexOf index_of,
+                      std::vector<std::size_t>& buckets) {
   const std::size_t size = std::bit_ceil(std::max<std::size_t>(2 * count, 16));
-  std::vector<std::size_t> buckets(size, 0);  // 1 + the k of the request whose id sits there
+  buckets.assign(size, 0);  // 1 + the k of the request whose id sits there
   for (std::size_t k = 0; k < count; ++k) {
     const std::size_t index = index_of(k);
     const std::string_view id = requests[index].id;
@@ -172,13 +173,11 @@ void check_unique_ids(std::span<const request> requests, std::size_t count, Inde
   }
 }
 
-}  // namespace detail
-
-/// Checks the metadata every pooler relies on and derives the step's layout:
-/// rows packed in request order, or `padded`. Throws seqpool::error naming the
-/// request, its id and the field.
-inline step_layout lay_out(std::span<const request> requests, std::optional<padded_rows> padded = std::nullopt) {
-  step_layout layout;
+/// lay_out() into `layout`, reusing its storage and that of `id_table` (the check of unique ids).
+inline void lay_out_into(std::span<const request> requests, std::optional<padded_rows> padded, step_layout& layout,
+                         std::vector<std::size_t>& id_table) {
+  layout.chunks.clear();
+  layout.groups.clear();
   layout.chunks.reserve(requests.size());
   if (padded) {
     if (padded->sequence_length < 1)
@@ -224,20 +223,30 @@ inline step_layout lay_out(std::span<const request> requests, std::optional<padd
     packed_rows += r.num_scheduled;
   }
   layout.num_rows = padded ? static_cast<std::int64_t>(requests.size()) * padded->sequence_length : packed_rows;
-  detail::check_unique_ids(requests, requests.size(), [](std::size_t k) { return k; });
+  detail::check_unique_ids(requests, requests.size(), [](std::size_t k) { return k; }, id_table);
+}
+
+/// The layout's chunks with rows counted from the start of the step's hidden
+/// states rather than of their task group, the rows a launch reads, into `chunks`.
+inline void chunks_in_step(const step_layout& layout, std::vector<chunk>& chunks) {
+  chunks = layout.chunks;
+  for (const task_group& group : layout.groups)
+    for (std::size_t i = group.first_request; i < group.first_request + group.num_requests; ++i)
+      chunks[i].row_begin += group.row_begin;
+}
+
+}  // namespace detail
+
+/// Checks the metadata every pooler relies on and derives the step's layout:
+/// rows packed in request order, or `padded`. Throws seqpool::error naming the
+/// request, its id and the field.
+inline step_layout lay_out(std::span<const request> requests, std::optional<padded_rows> padded = std::nullopt) {
+  step_layout layout;
+  std::vector<std::size_t> id_table;
+  detail::lay_out_into(requests, padded, layout, id_table);
   return layout;
 }
 
 inline step_layout lay_out(const batch& step) { return lay_out(std::span<const request>(step.requests), step.padded); }
-
-/// The layout's chunks with rows counted from the start of the step's hidden
-/// states rather than of their task group: the rows a launch reads.
-inline std::vector<chunk> chunks_in_step(const step_layout& layout) {
-  std::vector<chunk> chunks = layout.chunks;
-  for (const task_group& group : layout.groups)
-    for (std::size_t i = group.first_request; i < group.first_request + group.num_requests; ++i)
-      chunks[i].row_begin += group.row_begin;
-  return chunks;
-}
 
 }  // namespace seqpool

@@ -3,7 +3,6 @@
 
 #include <cstdint>
 #include <optional>
-#include <utility>
 #include <vector>
 
 #include <seqpool/batch.hpp>
@@ -18,15 +17,17 @@ namespace detail {
 
 /// How poolers and dispatchers reach the part of a plan only they read.
 struct plan_access {
-  static step_plan make(step_program&& program);
   static const step_program& program(const step_plan& plan);
+  static step_program& program(step_plan& plan);
 };
 
 }  // namespace detail
 
 /// Made by a pooler's or dispatcher's plan() on the host; its forward() runs
 /// exactly this, once, after a reserve() for it. What a caller reads is public;
-/// the records the step uploads are its own.
+/// the records the step uploads are its own. Planning into a plan that has run
+/// (plan(step, state, into)) reuses its storage: an engine that plans every
+/// step into the same plan allocates nothing once it has planned its largest.
 class step_plan {
  public:
   /// Per request, in batch order: where its result lies in the step's output,
@@ -45,17 +46,8 @@ class step_plan {
 
 namespace detail {
 
-inline step_plan plan_access::make(step_program&& program) {
-  step_plan plan;
-  plan.results = std::move(program.results);
-  plan.groups = std::move(program.groups);
-  plan.output_size = program.output_size;
-  plan.num_rows = program.num_rows;
-  plan.program_ = std::move(program);
-  return plan;
-}
-
 inline const step_program& plan_access::program(const step_plan& plan) { return plan.program_; }
+inline step_program& plan_access::program(step_plan& plan) { return plan.program_; }
 
 }  // namespace detail
 

@@ -77,7 +77,19 @@ class step_runner {
   /// Host only: checks the whole batch, then plans every entry's share.
   /// Throws seqpool::error, before anything is planned, if a task has no entry.
   step_plan plan(const batch& step, const state_store<Space>& state) const {
-    return detail::plan_access::make(plan_program(step, state));
+    step_plan planned;
+    plan(step, state, planned);
+    return planned;
+  }
+
+  /// plan() into `into`, reusing the storage of whatever it held (a plan that
+  /// ran, or one never reserved): once it has held an engine's largest step,
+  /// planning another allocates nothing. If it throws, `into` holds no plan.
+  void plan(const batch& step, const state_store<Space>& state, step_plan& into) const {
+    detail::step_program& program = detail::plan_access::program(into);
+    program.maker = 0;
+    plan_program(step, state, into, program);
+    program.maker = id_;
   }
 
   /// Outside the step: the state of chunked requests, room for the one upload,
@@ -233,9 +245,13 @@ class step_runner {
   }
 
  private:
-  /// The step's program: the whole batch checked, then every entry's detail::share planned.
-  detail::step_program plan_program(const batch& step, const state_store<Space>& state) const {
-    const step_layout layout = lay_out(step);
+  /// The step's program, into `program` (that of `into`): the whole batch
+  /// checked, then every entry's detail::share planned.
+  void plan_program(const batch& step, const state_store<Space>& state, step_plan& into,
+                    detail::step_program& program) const {
+    detail::plan_scratch& scratch = program.scratch;
+    detail::lay_out_into(step.requests, step.padded, scratch.layout, scratch.id_table);
+    const step_layout& layout = scratch.layout;
     for (const task_group& group : layout.groups)
       if (!entry_of(group.task))
         detail::fail_request(group.first_request, step.requests[group.first_request].id, "task", name(group.task),
@@ -244,41 +260,42 @@ class step_runner {
       detail::check_limit("requests", static_cast<std::int64_t>(step.requests.size()), capacity_->requests);
       detail::check_limit("rows", layout.num_rows, capacity_->rows);
     }
-    detail::step_program program;
-    program.maker = id_;
     program.serial = detail::next_serial();
     program.hidden_size = hidden_size_;
     program.num_rows = layout.num_rows;
-    program.results.resize(step.requests.size());
-    program.groups = layout.groups;
-    const std::vector<chunk> chunks = chunks_in_step(layout);
+    program.output_size = 0;
+    program.image_bytes = 0;
+    program.shares.clear();
+    into.results.assign(step.requests.size(), std::nullopt);
+    into.groups = layout.groups;
+    detail::chunks_in_step(layout, scratch.chunks);
     std::int64_t result_rows = 0;
     std::int64_t columns = 0;
-    std::vector<std::size_t> chosen;
-    chosen.reserve(step.requests.size());
+    std::vector<std::size_t>& chosen = scratch.chosen;
     for_each_unit([&](std::size_t entry, const auto& unit) {
       chosen.clear();
       for (std::size_t i = 0; i < step.requests.size(); ++i)
         if (step.requests[i].task == tasks[entry]) chosen.push_back(i);
       if (chosen.empty()) return;
       const std::int64_t output_begin = detail::align_values(program.output_size, sizeof(Result));
-      detail::share planned = unit.plan(step, chunks, chosen, state, output_begin, capacity_.has_value());
+      detail::share& planned = program.shares.next();
+      unit.plan(step, scratch.chunks, chosen, state, output_begin, capacity_.has_value(), planned, scratch.planner);
       if (capacity_) unit.check_fits(planned);
       planned.entry = entry;
       planned.image_offset = capacity_ ? regions_[entry] : detail::align_bytes(program.image_bytes);
       program.image_bytes = std::max(program.image_bytes, planned.image_offset + planned.image_bytes);
       program.output_size = output_begin + planned.output_values;
-      for (std::size_t k = 0; k < planned.requests.size(); ++k) program.results[planned.requests[k]] = planned.results[k];
+      for (std::size_t k = 0; k < planned.requests.size(); ++k) into.results[planned.requests[k]] = planned.results[k];
       if (unit.token_wise) result_rows += planned.result_rows;
       columns += static_cast<std::int64_t>(planned.records.column_table.size());
-      program.shares.push_back(std::move(planned));
     });
     if (capacity_) {
       detail::check_limit("result_rows", result_rows, capacity_->result_rows);
       detail::check_limit("columns", columns, capacity_->columns);
       program.image_bytes = capacity_image_bytes_;  // every entry's region, each with a header to write
     }
-    return program;
+    into.output_size = program.output_size;
+    into.num_rows = program.num_rows;
   }
 
   void require_capacity(const char* call) const {
@@ -288,6 +305,8 @@ class step_runner {
   /// A plan's records are sized for the runner that made it: any other would
   /// read and write past them.
   void check_maker(const detail::step_program& program) const {
+    if (program.maker == 0)
+      detail::fail("plan", "it holds no plan (plan() never planned into it, or threw): plan the step again");
     if (program.maker != id_)
       detail::fail("plan", "it was made by another pooler (hidden_size ", program.hidden_size,
            "); plan the step with the pooler that runs it");

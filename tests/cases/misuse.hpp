@@ -126,7 +126,8 @@ TEST_CASE_TEMPLATE_DEFINE("a chunked request continues only with the method, wid
   CHECK_FALSE(state.contains("s"));
 }
 
-TEST_CASE_TEMPLATE_DEFINE("a plan runs once, against the state it was planned with", Space, stale_plans) {
+TEST_CASE_TEMPLATE_DEFINE("a plan runs once, against the state it was planned with, and only once planned whole", Space,
+                          stale_plans) {
   using namespace misuse_cases;
   Space space;
   seqpool::state_store<Space> state(space);
@@ -147,6 +148,20 @@ TEST_CASE_TEMPLATE_DEFINE("a plan runs once, against the state it was planned wi
                        "step once, against the state it runs with",
                        seqpool::error);
   CHECK_FALSE(state.contains("c"));
+
+  // A plan holds a step only once plan() has planned one into it whole.
+  const char* const empty = "plan: it holds no plan (plan() never planned into it, or threw): plan the step again";
+  seqpool::step_plan reused;
+  CHECK_THROWS_WITH_AS(pooler.reserve(reused, state), empty, seqpool::error);
+  pooler.plan(seqpool::batch{{test::part("r", task::embed, 4, 0, 2, raw)}}, state, reused);
+  run(space, pooler, state, reused);
+  CHECK_THROWS_AS(pooler.plan(seqpool::batch{{test::part("r", task::embed, 4, 1, 3, raw)}}, state, reused),
+                  seqpool::error);
+  CHECK_THROWS_WITH_AS(pooler.reserve(reused, state), empty, seqpool::error);
+  pooler.plan(seqpool::batch{{test::part("r", task::embed, 4, 2, 2, raw)}}, state, reused);
+  run(space, pooler, state, reused);
+  CHECK(reused.results[0].has_value());
+  CHECK_FALSE(state.contains("r"));
 }
 
 TEST_CASE_TEMPLATE_DEFINE("what a caller or a user method hands the pooler is checked", Space, checked_inputs) {

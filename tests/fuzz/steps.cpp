@@ -3,7 +3,8 @@
 // go through one dispatcher on host_space and one on device_space<omp_backend>.
 // Both must refuse the same steps with the same message, or both run them; every
 // result must equal the other space's and the plain reference over the whole
-// prompt. Anything else aborts.
+// prompt. Each dispatcher plans every step into one plan, reused after refusals
+// too. Anything else aborts.
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -35,6 +36,7 @@ struct engine {
   Space space;
   seqpool::state_store<Space> state{space};
   seqpool::dispatcher<seqpool::configurable_table<Space>> dispatcher;
+  seqpool::step_plan plan;  // every step's, refused ones included: its storage reused
 
   engine(std::int64_t hidden_size, const char* sequence, const char* token)
       : dispatcher(space,
@@ -52,7 +54,7 @@ struct engine {
                                                                                       const std::vector<float>& rows,
                                                                                       std::int64_t hidden_size) {
     try {
-      const auto plan = dispatcher.plan(step, state);
+      dispatcher.plan(step, state, plan);
       dispatcher.reserve(plan, state);
       const auto hidden = test::to_space(space, rows);
       seqpool::buffer<float, Space> output(space, static_cast<std::size_t>(plan.output_size));

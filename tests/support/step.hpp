@@ -84,16 +84,17 @@ results slice(const Plan& plan, const std::vector<Result>& output) {
   return sliced;
 }
 
-/// One step through a pooler or a dispatcher: plan, reserve, then forward under the audit, which must show the
-/// sync contract kept. `hidden` is row-major with `row_stride` elements a row,
-/// the first hidden_size of which are the row.
+/// One step through a pooler or a dispatcher: plan (into `plan`, reusing it),
+/// reserve, then forward under the audit, which must show the sync contract
+/// kept. `hidden` is row-major with `row_stride` elements a row, the first
+/// hidden_size of which are the row.
 template <class Pooler, class T>
 results run_step(typename Pooler::space_type& space, Pooler& pooler,
                  seqpool::state_store<typename Pooler::space_type>& state, const seqpool::batch& step,
-                 const std::vector<T>& hidden, std::int64_t row_stride) {
+                 const std::vector<T>& hidden, std::int64_t row_stride, seqpool::step_plan& plan) {
   using Space = typename Pooler::space_type;
   const auto on_device = to_space(space, hidden);
-  const auto plan = pooler.plan(step, state);
+  pooler.plan(step, state, plan);
   pooler.reserve(plan, state);
   seqpool::buffer<typename Pooler::result_type, Space> output(space, static_cast<std::size_t>(plan.output_size));
   const std::int64_t rows = static_cast<std::int64_t>(hidden.size()) / row_stride;
@@ -104,6 +105,14 @@ results run_step(typename Pooler::space_type& space, Pooler& pooler,
     check_sync_contract(scope.counts());
   }
   return slice(plan, to_host(space, output));
+}
+
+template <class Pooler, class T>
+results run_step(typename Pooler::space_type& space, Pooler& pooler,
+                 seqpool::state_store<typename Pooler::space_type>& state, const seqpool::batch& step,
+                 const std::vector<T>& hidden, std::int64_t row_stride) {
+  seqpool::step_plan plan;
+  return run_step(space, pooler, state, step, hidden, row_stride, plan);
 }
 
 template <class Pooler, class T>

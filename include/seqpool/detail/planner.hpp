@@ -33,6 +33,30 @@ struct pooler_shape {
   bool bounded = false;           ///< the pooler has a capacity (a captured step): it pools no spans
 };
 
+/// What the checks decided about one request, which building follows.
+struct request_decision {
+  std::int64_t width = 0;        ///< columns pooled or gathered
+  std::int64_t out_width = 0;    ///< columns of each result row
+  std::size_t first = 0;         ///< sequence methods: its first window; token methods: its first chosen position
+  std::size_t count = 0;         ///< windows (one per span, or one), or positions chosen in this chunk
+  std::int64_t rows_before = 0;  ///< token methods: rows chosen in earlier chunks
+  std::int64_t rows_total = 0;   ///< token methods: rows chosen over the whole prompt
+  bool every_row = false;        ///< token methods: the chunk's every row is chosen (no positions listed)
+  std::span<const std::int64_t> columns;  ///< token methods: the columns kept (empty: all)
+};
+
+/// What the planner works in, which a plan keeps for the next plan made into
+/// it: once they have grown to a step's size, planning another allocates nothing.
+struct planner_scratch {
+  std::vector<request_decision> decisions;  ///< per chosen request
+  /// Per chosen request that is chunked, what its state is begun with; never
+  /// shrunk, so that each key's knobs keep their storage.
+  std::vector<state_key> keys;
+  std::vector<row_window> windows;
+  std::vector<std::int64_t> positions;
+  std::vector<std::int64_t> run_returns;  ///< rows each run returns
+};
+
 /// Every size, offset and index of a step is decided here, on the host, from
 /// metadata the host has; device work only follows the records. plan() first
 /// checks every request, in batch order, and decides what each needs (its
@@ -44,16 +68,16 @@ class planner {
  public:
   /// Plans the requests `chosen` of a step (batch indices, in batch order),
   /// whose chunks count rows from the start of the step's hidden states, with
-  /// Method (a concrete method) and Head, against `state` (a state_store).
-  /// Results go from value `output_begin` (a 16-byte boundary) of the step's output.
+  /// Method (a concrete method) and Head, against `state` (a state_store), into
+  /// `into` (cleared), working in `scratch`. Results go from value
+  /// `output_begin` (a 16-byte boundary) of the step's output.
   template <class Method, class Head, class State>
-  static share plan(const Method& method, const Head& head, const pooler_shape& shape, const batch& step,
-                    std::span<const chunk> chunks, std::span<const std::size_t> chosen, const State& state,
-                    std::int64_t output_begin) {
-    planner planned(shape, output_begin);
+  static void plan(const Method& method, const Head& head, const pooler_shape& shape, const batch& step,
+                   std::span<const chunk> chunks, std::span<const std::size_t> chosen, const State& state,
+                   std::int64_t output_begin, share& into, planner_scratch& scratch) {
+    planner planned(shape, output_begin, into, scratch);
     planned.decide(method, head, step, chunks, chosen, state);
     planned.template build<Method>(step, chunks, chosen);
-    return std::move(planned.share_);
   }
 
   /// The most a share within `limits` can need of what plan() counts, for rows
@@ -94,18 +118,7 @@ class planner {
   }
 
  private:
-  /// What the checks decided about one request, which building follows.
-  struct decision {
-    state_key key;                 ///< what its state is begun with (chunked requests)
-    std::int64_t width = 0;        ///< columns pooled or gathered
-    std::int64_t out_width = 0;    ///< columns of each result row
-    std::size_t first = 0;         ///< sequence methods: its first window; token methods: its first chosen position
-    std::size_t count = 0;         ///< windows (one per span, or one), or positions chosen in this chunk
-    std::int64_t rows_before = 0;  ///< token methods: rows chosen in earlier chunks
-    std::int64_t rows_total = 0;   ///< token methods: rows chosen over the whole prompt
-    bool every_row = false;        ///< token methods: the chunk's every row is chosen (no positions listed)
-    std::span<const std::int64_t> columns;  ///< token methods: the columns kept (empty: all)
-  };
+  using decision = request_decision;
 
   /// Where a request's rows go this step, how wide they are, the flags that say
   /// what to do there, and how far apart they lie.
@@ -119,8 +132,22 @@ class planner {
     std::int64_t linear_width = 0;  ///< through_linear: the layer's outputs kept
   };
 
-  planner(const pooler_shape& shape, std::int64_t output_begin)
-      : shape_(shape), output_begin_(output_begin), output_end_(output_begin) {}
+  planner(const pooler_shape& shape, std::int64_t output_begin, share& into, planner_scratch& scratch)
+      : shape_(shape),
+        decisions_(scratch.decisions),
+        keys_(scratch.keys),
+        windows_(scratch.windows),
+        positions_(scratch.positions),
+        run_returns_(scratch.run_returns),
+        share_(into),
+        output_begin_(output_begin),
+        output_end_(output_begin) {
+    share_.clear();
+    decisions_.clear();
+    windows_.clear();
+    positions_.clear();
+    run_returns_.clear();
+  }
 
   // Checking.
 
@@ -128,13 +155,15 @@ class planner {
   void decide(const Method& method, const Head& head, const batch& step, std::span<const chunk> chunks,
               std::span<const std::size_t> chosen, const State& state) {
     decisions_.reserve(chosen.size());
+    if (keys_.size() < chosen.size()) keys_.resize(chosen.size());
     if constexpr (Method::kind == method_kind::sequence) windows_.reserve(chosen.size());
     for (const std::size_t index : chosen) {
       const request& r = step.requests[index];
       const chunk& part = chunks[index];
+      state_key& key = keys_[decisions_.size()];
       decision& d = decisions_.emplace_back();
-      if (part.chunked()) d.key = key_of<Method>(r);
-      state.check(index, r, d.key);
+      if (part.chunked()) begin_key<Method>(key, r);
+      state.check(index, r, key);
       if constexpr (Method::kind == method_kind::token)
         decide_tokens(method, head, index, r, part, d);
       else
@@ -211,17 +240,21 @@ class planner {
       return false;
   }
 
-  /// What a chunked request's state is begun with under Method.
+  /// Writes into `key` what a chunked request's state is begun with under
+  /// Method (assigned member by member: its knobs keep their storage).
   template <class Method>
-  state_key key_of(const request& r) const {
-    std::string_view name = "a user method";
-    if constexpr (requires { Method::name; }) name = Method::name;
-    std::uint64_t ids = 0;
+  void begin_key(state_key& key, const request& r) const {
+    key.method = &method_tag<Method>;
+    key.method_name = "a user method";
+    if constexpr (requires { Method::name; }) key.method_name = Method::name;
+    key.hidden_size = shape_.hidden_size;
+    key.params = r.params;
+    key.token_ids = 0;
     if constexpr (Method::kind == method_kind::token) {
       if constexpr (Method::reads_token_ids)
-        ids = hash_ids(r.prompt_token_ids.first(std::min(r.prompt_token_ids.size(), static_cast<std::size_t>(r.prompt_len))));
+        key.token_ids = hash_ids(
+            r.prompt_token_ids.first(std::min(r.prompt_token_ids.size(), static_cast<std::size_t>(r.prompt_len))));
     }
-    return {&method_tag<Method>, name, shape_.hidden_size, r.params, ids};
   }
 
   /// Spans must lie in the prompt, each non-empty, in order, touching at most.
@@ -279,9 +312,9 @@ class planner {
     for (std::size_t k = 0; k < chosen.size(); ++k) {
       const std::size_t index = chosen[k];
       if constexpr (Method::kind == method_kind::token)
-        add_gathered(decisions_[k], index, step.requests[index], chunks[index]);
+        add_gathered(decisions_[k], keys_[k], index, step.requests[index], chunks[index]);
       else
-        add_pooled(decisions_[k], index, step.requests[index], chunks[index], Method::keeps_state);
+        add_pooled(decisions_[k], keys_[k], index, step.requests[index], chunks[index], Method::keeps_state);
     }
     if constexpr (Method::kind == method_kind::token) lay_out_gather_bases();
     share_.output_values = output_end_ - output_begin_;
@@ -296,7 +329,7 @@ class planner {
   /// A span that ends before the request does keeps its reduction, unfinished,
   /// in the state, whatever the method keeps otherwise, and is finished from
   /// there with the request.
-  void add_pooled(const decision& d, std::size_t index, const request& r, const chunk& part, bool keeps_state) {
+  void add_pooled(const decision& d, const state_key& key, std::size_t index, const request& r, const chunk& part, bool keeps_state) {
     const std::span<const token_span> spans = r.params.spans;
     const std::span<const row_window> windows = std::span(windows_).subspan(d.first, d.count);
     const auto count = static_cast<std::int64_t>(d.count);
@@ -306,7 +339,7 @@ class planner {
     for (const row_window window : windows) held = std::min(held, Algorithms::held_width(window, d.out_width));
     const std::size_t result = take_result();
     const std::int32_t first = add_records(r, count, -1);
-    if (part.chunked()) keep_state(first, index, r, keeps ? count * hidden_size : 0, d.key, count, hidden_size);
+    if (part.chunked()) keep_state(first, index, r, keeps ? count * hidden_size : 0, key, count, hidden_size);
     const destination to = part.finished() ? route_results(first, result, count, hidden_size, d.out_width, held)
                                            : destination{target::state, 0, hidden_size, 0, 0};
     for (std::int64_t k = 0; k < count; ++k) {
@@ -334,7 +367,7 @@ class planner {
   /// state, when it finishes, and a run of this chunk's rows it returns (or,
   /// before it finishes, stashes): every row, or those a mask of a bit a row
   /// keeps.
-  void add_gathered(const decision& d, std::size_t index, const request& r, const chunk& part) {
+  void add_gathered(const decision& d, const state_key& key, std::size_t index, const request& r, const chunk& part) {
     std::int64_t column_offset = -1;
     if (!d.columns.empty()) {
       column_offset = static_cast<std::int64_t>(share_.records.column_table.size());
@@ -343,7 +376,7 @@ class planner {
     }
     const std::size_t result = take_result();
     const std::int32_t record = add_records(r, 1, column_offset);
-    if (part.chunked()) keep_state(record, index, r, d.rows_total * d.width, d.key, 1, 0);
+    if (part.chunked()) keep_state(record, index, r, d.rows_total * d.width, key, 1, 0);
     const std::int64_t rows = d.rows_before + static_cast<std::int64_t>(d.count);
     const destination to =
         part.finished() ? route_results(record, result, rows, d.width, d.out_width, Algorithms::policy::held_row_floats)
@@ -477,10 +510,15 @@ class planner {
   /// `record` on share, each `record_floats` after the last.
   void keep_state(std::int32_t record, std::size_t index, const request& r, std::int64_t floats, const state_key& key,
                   std::int64_t records, std::int64_t record_floats) {
-    seqpool::request owner = r;
-    owner.prompt_token_ids = {};
-    share_.stateful.push_back({record, index, std::move(owner), static_cast<std::size_t>(floats), key,
-                               static_cast<std::int32_t>(records), record_floats});
+    state_use& use = share_.stateful.next();  // assigned member by member: its strings and knobs keep their storage
+    use.request = record;
+    use.batch_index = index;
+    use.owner = r;
+    use.owner.prompt_token_ids = {};
+    use.floats = static_cast<std::size_t>(floats);
+    use.key = key;
+    use.records = static_cast<std::int32_t>(records);
+    use.record_floats = record_floats;
   }
 
   /// Reserves a finishing request's `rows` result rows, from a 16-byte boundary.
@@ -516,12 +554,13 @@ class planner {
   }
 
   pooler_shape shape_;
-  std::vector<decision> decisions_;
-  std::vector<row_window> windows_;
-  std::vector<std::int64_t> positions_;
-  std::vector<std::int64_t> run_returns_;  ///< rows each run returns
+  std::vector<decision>& decisions_;
+  std::vector<state_key>& keys_;
+  std::vector<row_window>& windows_;
+  std::vector<std::int64_t>& positions_;
+  std::vector<std::int64_t>& run_returns_;  ///< rows each run returns
   std::int64_t mask_bits_ = 0;
-  share share_;
+  share& share_;
   std::int64_t output_begin_;
   std::int64_t output_end_;
 };

@@ -53,17 +53,15 @@ class pooling_unit {
   const Method& method() const { return method_; }
   const Head& head() const { return head_; }
 
-  /// Plans the requests `chosen` of a step, with results from `output_begin`.
-  /// `bounded`: the pooler has a capacity.
+  /// Plans the requests `chosen` of a step into `into`, with results from
+  /// `output_begin`, working in `scratch`. `bounded`: the pooler has a capacity.
   template <class State>
-  share plan(const batch& step, std::span<const chunk> chunks, std::span<const std::size_t> chosen,
-             const State& state, std::int64_t output_begin, bool bounded) const {
+  void plan(const batch& step, std::span<const chunk> chunks, std::span<const std::size_t> chosen, const State& state,
+            std::int64_t output_begin, bool bounded, share& into, planner_scratch& scratch) const {
     const pooler_shape shape = shape_of(bounded);
-    share planned;
     with_method([&]<class M>(const M& method) {
-      planned = planner<algorithms>::plan(method, head_, shape, step, chunks, chosen, state, output_begin);
+      planner<algorithms>::plan(method, head_, shape, step, chunks, chosen, state, output_begin, into, scratch);
     });
-    return planned;
   }
 
   /// Sizes the unit for every share within `limits`, outside any step, so that

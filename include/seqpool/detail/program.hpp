@@ -3,28 +3,38 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <optional>
 #include <vector>
 
 #include <seqpool/batch.hpp>
+#include <seqpool/detail/planner.hpp>
+#include <seqpool/detail/reused_list.hpp>
 #include <seqpool/detail/share.hpp>
-#include <seqpool/result_slice.hpp>
 
 namespace seqpool::detail {
 
+/// What planning a step works in besides its shares, kept for the next plan
+/// made into the same step_plan.
+struct plan_scratch {
+  step_layout layout;
+  std::vector<std::size_t> id_table;  ///< the layout's check of unique ids
+  std::vector<chunk> chunks;          ///< the layout's chunks, rows counted from the step's first row
+  std::vector<std::size_t> chosen;    ///< one entry's requests
+  planner_scratch planner;
+};
+
 /// A planned step: one share per pooler that has requests in it, their images
 /// packed into the step's one image and their results into one output. The
-/// public step_plan carries it, opaque.
+/// public step_plan carries it, opaque, with the storage the next plan into
+/// it reuses.
 struct step_program {
-  std::uint64_t maker = 0;   ///< the runner that made it, which alone may run it
+  std::uint64_t maker = 0;   ///< the runner that made it, which alone may run it; 0 while none has
   std::uint64_t serial = 0;  ///< this plan, which runs once, after the reserve() made for it
   std::int64_t hidden_size = 0;
   std::int64_t num_rows = 0;     ///< rows the step's hidden states must have
   std::int64_t output_size = 0;  ///< values the step's output must hold
   std::size_t image_bytes = 0;
-  std::vector<std::optional<result_slice>> results;  ///< per request in batch order, until the plan takes them
-  std::vector<task_group> groups;                    ///< until the plan takes them
-  std::vector<share> shares;
+  reused_list<share> shares;
+  plan_scratch scratch;
 };
 
 }  // namespace seqpool::detail

@@ -10,6 +10,7 @@
 #include <seqpool/batch.hpp>
 #include <seqpool/detail/image.hpp>
 #include <seqpool/detail/records.hpp>
+#include <seqpool/detail/reused_list.hpp>
 #include <seqpool/result_slice.hpp>
 #include <seqpool/state_key.hpp>
 
@@ -43,11 +44,25 @@ struct share_records {
     return {requests.size(), tiles.size(),   works.size(),        combines.size(), gathers.size(),
             gather_bases.size(), masks.size(), column_table.size(), linears.size()};
   }
+
+  /// Empties every section, keeping its storage for the next plan.
+  void clear() {
+    requests.clear();
+    tiles.clear();
+    works.clear();
+    combines.clear();
+    gathers.clear();
+    gather_bases.clear();
+    masks.clear();
+    column_table.clear();
+    linears.clear();
+  }
 };
 
 /// One pooler's part of a step: its requests, in batch order, from every task
 /// group of its task; their records, laid out as an image of their own within
-/// the step's; and what running them needs.
+/// the step's; and what running them needs. A plan keeps its shares, and their
+/// storage, for the next plan made into it (clear()).
 struct share {
   std::size_t entry = 0;                ///< the pooler's place in its table
   std::vector<std::size_t> requests;    ///< batch indices, in batch order
@@ -60,7 +75,23 @@ struct share {
   std::int64_t workspace_floats = 0;
   std::int64_t arrivals = 0;  ///< arrival counters the device kernels need
   std::int64_t result_rows = 0;
-  std::vector<state_use> stateful;
+  reused_list<state_use> stateful;
+
+  /// Empties the share for the next plan, keeping the storage of every list.
+  void clear() {
+    entry = 0;
+    requests.clear();
+    results.clear();
+    records.clear();
+    header = {};
+    image_bytes = 0;
+    image_offset = 0;
+    output_values = 0;
+    workspace_floats = 0;
+    arrivals = 0;
+    result_rows = 0;
+    stateful.clear();
+  }
 
   /// Workspace floats for the share's kernels, from a 16-byte boundary.
   std::int64_t take_workspace(std::int64_t floats) {
