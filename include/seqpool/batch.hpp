@@ -61,6 +61,11 @@ struct pooling_params {
   /// row of its own, in order; ascending, each non-empty, touching but not
   /// overlapping. Empty pools the whole prompt into one row.
   std::vector<token_span> spans;
+  /// Sequence methods: the prompt's first instruction_len positions are an
+  /// instruction (sentence-transformers' include_prompt=False), which methods
+  /// that average or take the max over rows leave out; CLS and LAST read the
+  /// rows they read without it. In [0, prompt_len); 0 pools every row.
+  std::int64_t instruction_len = 0;
 
   friend bool operator==(const pooling_params&, const pooling_params&) = default;
 };
@@ -72,6 +77,7 @@ inline std::string_view differing_knob(const pooling_params& a, const pooling_pa
   if (a.step_tag_id != b.step_tag_id) return "step_tag_id";
   if (a.returned_token_ids != b.returned_token_ids) return "returned_token_ids";
   if (a.spans != b.spans) return "spans";
+  if (a.instruction_len != b.instruction_len) return "instruction_len";
   return "a knob";
 }
 

@@ -398,3 +398,16 @@ def test_spans_pool_each_passage_into_a_row_of_its_own():
     for row, (begin, end) in zip(result, spans):
         close(row, expected("mean", "embed", hidden[begin:end], {}))
     refuses("spans", seqpool.pooler(6, "mean").plan, [20], params=seqpool.PoolingParams(spans=[(5, 5)]))
+
+
+def test_an_instruction_is_left_out_of_the_rows_pooled():
+    rng = np.random.default_rng(27)
+    hidden = rng.normal(size=(20, 6)).astype(np.float32)
+    params = seqpool.PoolingParams(instruction_len=7)
+    assert params.instruction_len == 7 and params != seqpool.PoolingParams() and "instruction_len=7" in repr(params)
+    for method in ("mean", "max", "mean_sqrt_len"):
+        (result,) = seqpool.pool(seqpool.pooler(6, method), hidden, [20], params=params)
+        close(result, expected(method, "embed", hidden[7:], {}))
+    (result,) = seqpool.pool(seqpool.pooler(6, "cls"), hidden, [20], params=params)
+    close(result, expected("cls", "embed", hidden, {}))
+    refuses("instruction_len", seqpool.pooler(6, "mean").plan, [20], params=seqpool.PoolingParams(instruction_len=20))

@@ -1,4 +1,4 @@
-// docs/TESTS.md cases 1-11 and 23-25: every method on small inputs checked by eye.
+// docs/TESTS.md cases 1-11 and 23-27: every method on small inputs checked by eye.
 // Defines templated cases; a translation unit applies them to its spaces.
 #pragma once
 
@@ -207,6 +207,61 @@ TEST_CASE_TEMPLATE_DEFINE("case 25: spans of one prompt pool as prompts of their
   }
   // Spans need not cover the prompt: [1, 2) and [3, 5) leave rows 0 and 2 out.
   test::check_equal(pool_spans<method::mean, Space>(ten, 2, {{1, 2}, {3, 5}}, {2, 2, 1}), 2, 2, {3, 4, 8, 9});
+}
+
+TEST_CASE_TEMPLATE_DEFINE("case 27: MEAN, MAX and MEAN_SQRT_LEN leave out an instruction, CLS and LAST read as before",
+                          Space, case_27_instruction) {
+  using namespace methods_cases;
+  // Rows [1,2] … [9,10] as one prompt whose first two rows are an instruction.
+  seqpool::pooling_params params = raw;
+  params.instruction_len = 2;
+  for (const std::vector<std::int64_t>& chunks :
+       std::vector<std::vector<std::int64_t>>{{5}, {1, 3, 1}, {1, 1, 3}, {2, 3}, {4, 1}}) {
+    CAPTURE(chunks.size());
+    // ([5,6] + [7,8] + [9,10]) / 3; the max of the same rows; CLS's row 0 and LAST's row 4.
+    test::check_equal(*pool_chunked<method::mean, Space>(ten, 2, chunks, params)[0], 1, 2, {7, 8});
+    test::check_equal(*pool_chunked<method::max, Space>(ten, 2, chunks, params)[0], 1, 2, {9, 10});
+    test::check_equal(*pool_chunked<method::cls, Space>(ten, 2, chunks, params)[0], 1, 2, {1, 2});
+    test::check_equal(*pool_chunked<method::last, Space>(ten, 2, chunks, params)[0], 1, 2, {9, 10});
+  }
+  // MAX leaves out an instruction that holds the largest values.
+  test::check_equal(*pool_chunked<method::max, Space>({9, 9, 9, 9, 1, 2, 3, 1}, 2, {1, 3}, params)[0], 1, 2, {3, 2});
+  // An instruction of one row: ([3,4] + [5,6] + [7,8] + [9,10]) / √4 = [12, 14].
+  params.instruction_len = 1;
+  test::check_equal(*pool_chunked<method::mean_sqrt_len, Space>(ten, 2, {1, 4}, params)[0], 1, 2, {12, 14});
+
+  // Refused: no row left, a negative length, spans as well, a method that cannot, a token method.
+  Space space;
+  seqpool::state_store<Space> state(space);
+  raw_pooler<method::mean, Space> means(space, 2);
+  const auto refused = [&](auto& pooler, task pooling_task, seqpool::pooling_params knobs, const std::string& message) {
+    const seqpool::request r = test::whole("i", pooling_task, 5, knobs);
+    CHECK_THROWS_WITH_AS(pooler.plan(seqpool::batch{{r}}, state),
+                         ("request 0 (id \"i\"): instruction_len: " + message).c_str(), seqpool::error);
+  };
+  refused(means, task::embed, {.instruction_len = 5},
+          "must be in [0, prompt_len = 5): at least one row follows the instruction; got 5");
+  refused(means, task::embed, {.instruction_len = -1},
+          "must be in [0, prompt_len = 5): at least one row follows the instruction; got -1");
+  refused(means, task::embed, {.spans = {{0, 2}}, .instruction_len = 1},
+          "spans choose the rows a request pools: give spans or an instruction_len, not both");
+  raw_pooler<method::weighted_mean, Space> weighted(space, 2);
+  refused(weighted, task::embed, {.instruction_len = 1},
+          "weighted_mean does not leave out an instruction: give 0 (a method that can says so with `static constexpr "
+          "seqpool::instruction_rule instruction`)");
+  seqpool::pooler<method::all, seqpool::head::embed, Space> rows(space, 2);
+  refused(rows, task::token_embed, {.instruction_len = 1},
+          "only sequence methods leave out an instruction; a token method returns the rows it chooses");
+  // A chunk repeats the first chunk's instruction; a captured step pools one (a record a request, as without).
+  CHECK_FALSE(test::run_step(space, means, state,
+                             seqpool::batch{{test::part("c", task::embed, 5, 0, 2, {.instruction_len = 1})}},
+                             std::vector<float>(4, 1.0f))[0]);
+  CHECK_THROWS_WITH_AS(means.plan(seqpool::batch{{test::part("c", task::embed, 5, 2, 3, {.instruction_len = 2})}},
+                                  state),
+                       "request 0 (id \"c\"): params: instruction_len differs from the first chunk's", seqpool::error);
+  state.release("c");
+  means.reserve_capacity({.requests = 2, .rows = 8});
+  CHECK(means.plan(seqpool::batch{{test::whole("s", task::embed, 5, {.instruction_len = 2})}}, state).results[0]);
 }
 
 TEST_CASE_TEMPLATE_DEFINE("case 8: ALL returns every row of each prompt", Space, case_8_all) {

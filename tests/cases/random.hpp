@@ -116,6 +116,15 @@ struct drawn_head {
   }
 };
 
+/// Whether Method pools a request with an instruction (SPEC section 3).
+template <class Method>
+constexpr bool takes_instruction = [] {
+  if constexpr (Method::kind == seqpool::method_kind::sequence)
+    return seqpool::detail::instruction_rule_of<Method>() != seqpool::instruction_rule::refused;
+  else
+    return false;
+}();
+
 /// The reference result of a prompt: pooled whole, or, over spans, each span
 /// pooled as a prompt of its own, one row each.
 template <class Method>
@@ -173,6 +182,8 @@ void compare_with_reference(std::uint32_t seed, const batch_shape& shape, bool c
     if (columns < hidden_size)
       for (std::int64_t c = 0; c < columns; ++c) params.returned_token_ids.push_back(draw.between(0, hidden_size - 1));
     if (Method::kind == seqpool::method_kind::sequence && draw.chance(0.4)) params.spans = draw.spans(prompt_len);
+    else if (takes_instruction<Method> && prompt_len > 1 && draw.chance(0.3))
+      params.instruction_len = draw.between(1, prompt_len - 1);
     p.r = test::whole(test::id("r", i), pooler.task, prompt_len, params);
     if (draw.chance(0.5)) {
       p.narrow_token_ids.assign(p.token_ids.begin(), p.token_ids.end());

@@ -131,6 +131,8 @@ def pool(method, prompt, params, token_ids=None):
         return prompt[0]
     if method == "last":
         return prompt[-1]
+    if method in ("mean", "max", "mean_sqrt_len"):  # the rows after the instruction
+        prompt = prompt[params.get("instruction_len", 0):]
     if method == "mean":
         return prompt.mean(axis=0)
     if method == "max":

@@ -70,6 +70,24 @@ class Cases:
         self.replay(batch)
         np.testing.assert_array_equal(batch.result("w"), [2, 1.5])
 
+    def test_case_27_instruction(self):
+        # Case 1's five rows as one prompt whose first two rows are an instruction, whole and in chunks 1+3+1.
+        for method, want in (("mean", [7, 8]), ("max", [9, 10]), ("cls", [1, 2]), ("last", [9, 10])):
+            with self.subTest(method):
+                batch = Batch(2, {"embed": method})
+                batch.step(H10, [request("i", "embed", 5, instruction_len=2, **RAW)])
+                batch.step(H10[:1], [request("c", "embed", 5, 1, instruction_len=2, **RAW)])
+                batch.step(H10[1:4], [request("c", "embed", 5, 3, 1, instruction_len=2, **RAW)])
+                batch.step(H10[4:], [request("c", "embed", 5, 1, 4, instruction_len=2, **RAW)])
+                self.replay(batch)
+                np.testing.assert_array_equal(batch.result("i"), want)
+                np.testing.assert_array_equal(batch.result("c"), want)
+        # An instruction of one row: ([3,4] + [5,6] + [7,8] + [9,10]) / √4.
+        batch = Batch(2, {"embed": "mean_sqrt_len"})
+        batch.step(H10, [request("s", "embed", 5, instruction_len=1, **RAW)])
+        self.replay(batch)
+        np.testing.assert_array_equal(batch.result("s"), [12, 14])
+
     def test_case_26_mean_sqrt_len(self):
         # [16, 20] / √4, whole and in chunks of 1 and 3 rows; one row is itself.
         rows = np.array([[1, 2], [3, 4], [5, 6], [7, 8]], np.float32)

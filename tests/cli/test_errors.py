@@ -76,6 +76,18 @@ class Errors(unittest.TestCase):
                                 f'request 0 (id "a"): spans: span 1 is [{empty[0]}, {empty[1]}); spans must be '
                                 'non-empty, within [0, prompt_len = 3), in order and not overlapping')
 
+    def test_instruction(self):
+        self.step_error([request("a", "embed", 3, instruction_len=3)],
+                        'request 0 (id "a"): instruction_len: must be in [0, prompt_len = 3): at least one row '
+                        'follows the instruction; got 3')
+        self.step_error([request("a", "embed", 3, instruction_len=1, spans=[[0, 2]])],
+                        'request 0 (id "a"): instruction_len: spans choose the rows a request pools: give spans or an '
+                        'instruction_len, not both')
+        self.step_error([request("a", "embed", 3, instruction_len=1)],
+                        'request 0 (id "a"): instruction_len: weighted_mean does not leave out an instruction: give 0 '
+                        '(a method that can says so with `static constexpr seqpool::instruction_rule instruction`)',
+                        poolers={"embed": "weighted_mean"})
+
     def test_dimensions_outside_the_width(self):
         self.step_error([request("a", "embed", 3, dimensions=5)], 'request 0 (id "a"): dimensions: must be in [1, 4]')
         self.step_error([request("a", "embed", 3, dimensions=0)], 'request 0 (id "a"): dimensions: must be in [1, 4]')
@@ -146,6 +158,8 @@ class Errors(unittest.TestCase):
                         'step 1: request 0 (id "a"): params.use_activation: expected true or false')
         self.file_error(lambda b: b.step(ROWS[:1], [request("a", "embed", 1, dimensions="2")]),
                         'step 1: request 0 (id "a"): params.dimensions: expected an integer')
+        self.file_error(lambda b: b.step(ROWS[:1], [request("a", "embed", 1, instruction_len=0.5)]),
+                        'step 1: request 0 (id "a"): params.instruction_len: expected an integer')
         self.file_error(lambda b: b.step(ROWS[:1], [request("a", "embed", 1, spans=[[0]])]),
                         'step 1: request 0 (id "a"): params.spans: expected an array of [begin, end] pairs')
         self.file_error(lambda b: b.step(ROWS[:1], [request("a", "embed", 1, token_ids=[1.5])]),

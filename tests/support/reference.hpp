@@ -35,15 +35,17 @@ inline std::vector<std::vector<double>> reference_rows(std::string_view method, 
   };
   if (method == "cls") return {row(0)};
   if (method == "last") return {row(prompt_len - 1)};
+  // MEAN, MAX and MEAN_SQRT_LEN pool the rows after the instruction.
+  const std::int64_t first = r.params.instruction_len;
   if (method == "mean" || method == "max") {
-    std::vector<double> pooled = row(0);
-    for (std::int64_t t = 1; t < prompt_len; ++t)
+    std::vector<double> pooled = row(first);
+    for (std::int64_t t = first + 1; t < prompt_len; ++t)
       for (std::int64_t c = 0; c < hidden_size; ++c) {
         const double value = prompt[t * hidden_size + c];
         pooled[c] = method == "mean" ? pooled[c] + value : std::max(pooled[c], value);
       }
     if (method == "mean")
-      for (double& value : pooled) value /= static_cast<double>(prompt_len);
+      for (double& value : pooled) value /= static_cast<double>(prompt_len - first);
     return {pooled};
   }
   if (method == "weighted_mean") {  // row t weighs t + 1 (SGPT)
@@ -56,11 +58,11 @@ inline std::vector<std::vector<double>> reference_rows(std::string_view method, 
     for (double& value : pooled) value /= weights;
     return {pooled};
   }
-  if (method == "mean_sqrt_len") {  // the sum over √prompt_len (sentence-transformers)
+  if (method == "mean_sqrt_len") {  // the sum over √(rows pooled) (sentence-transformers)
     std::vector<double> pooled(hidden_size, 0.0);
-    for (std::int64_t t = 0; t < prompt_len; ++t)
+    for (std::int64_t t = first; t < prompt_len; ++t)
       for (std::int64_t c = 0; c < hidden_size; ++c) pooled[c] += prompt[t * hidden_size + c];
-    for (double& value : pooled) value /= std::sqrt(static_cast<double>(prompt_len));
+    for (double& value : pooled) value /= std::sqrt(static_cast<double>(prompt_len - first));
     return {pooled};
   }
   std::vector<std::vector<double>> rows;  // all, step

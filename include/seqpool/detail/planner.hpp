@@ -172,16 +172,19 @@ class planner {
   }
 
   /// A sequence method pools each span of the prompt (without spans, the whole
-  /// prompt as one) over the window of rows its chunk has of it.
+  /// prompt, or what follows its instruction, as one) over the window of rows
+  /// its chunk has of it.
   template <class Method, class Head>
   void decide_pooled(const Method& method, const Head& head, std::size_t index, const request& r, const chunk& part,
                      decision& d) {
-    const std::span<const token_span> spans = r.params.spans;
-    if (!spans.empty()) {
+    if (!r.params.spans.empty()) {
       if (shape_.bounded)
         fail_request(index, r.id, "spans", "a pooler with a capacity (a captured step) does not pool spans");
-      check_spans(index, r, spans);
+      check_spans(index, r, r.params.spans);
     }
+    if (r.params.instruction_len != 0) check_instruction<Method>(index, r);
+    token_span after;
+    const std::span<const token_span> spans = pooled_spans<Method>(r, after);
     d.width = shape_.hidden_size;
     d.out_width = head.output_width(index, r, d.width);
     d.first = windows_.size();
@@ -193,6 +196,37 @@ class planner {
     }
   }
 
+  /// The spans a sequence method pools of `r`: its own; or, where the method
+  /// leaves out the request's instruction, the rows after it as one span, made
+  /// in `after`; or none, for the whole prompt.
+  template <class Method>
+  static std::span<const token_span> pooled_spans(const request& r, token_span& after) {
+    if (r.params.instruction_len == 0 || instruction_rule_of<Method>() != instruction_rule::excluded)
+      return r.params.spans;
+    after = {r.params.instruction_len, r.prompt_len};
+    return {&after, 1};
+  }
+
+  /// An instruction leaves at least one row of the prompt, comes without spans
+  /// (which choose the rows themselves), and only to a method that says what
+  /// it does with one.
+  template <class Method>
+  static void check_instruction(std::size_t index, const request& r) {
+    const std::int64_t length = r.params.instruction_len;
+    if (length < 0 || length >= r.prompt_len)
+      fail_request(index, r.id, "instruction_len", "must be in [0, prompt_len = ", r.prompt_len,
+                   "): at least one row follows the instruction; got ", length);
+    if (!r.params.spans.empty())
+      fail_request(index, r.id, "instruction_len", "spans choose the rows a request pools: give spans or an "
+                   "instruction_len, not both");
+    if constexpr (instruction_rule_of<Method>() == instruction_rule::refused) {
+      std::string_view name = "the method";
+      if constexpr (requires { Method::name; }) name = Method::name;
+      fail_request(index, r.id, "instruction_len", name, " does not leave out an instruction: give 0 (a method that "
+                   "can says so with `static constexpr seqpool::instruction_rule instruction`)");
+    }
+  }
+
   /// A token method chooses the chunk's positions it returns, and the columns.
   template <class Method, class Head>
   void decide_tokens(const Method& method, const Head& head, std::size_t index, const request& r, const chunk& part,
@@ -200,6 +234,9 @@ class planner {
     method.check(index, r, shape_.hidden_size);
     if (!r.params.spans.empty())
       fail_request(index, r.id, "spans", "only sequence methods pool spans; a token method returns rows");
+    if (r.params.instruction_len != 0)
+      fail_request(index, r.id, "instruction_len", "only sequence methods leave out an instruction; a token method "
+                   "returns the rows it chooses");
     if (Method::reads_token_ids && std::cmp_less(r.prompt_token_ids.size(), r.prompt_len))
       fail_request(index, r.id, "prompt_token_ids", "the method reads all ", r.prompt_len, " ids of the prompt, got ",
                    r.prompt_token_ids.size());
@@ -314,7 +351,7 @@ class planner {
       if constexpr (Method::kind == method_kind::token)
         add_gathered(decisions_[k], keys_[k], index, step.requests[index], chunks[index]);
       else
-        add_pooled(decisions_[k], keys_[k], index, step.requests[index], chunks[index], Method::keeps_state);
+        add_pooled<Method>(decisions_[k], keys_[k], index, step.requests[index], chunks[index]);
     }
     if constexpr (Method::kind == method_kind::token) lay_out_gather_bases();
     share_.output_values = output_end_ - output_begin_;
@@ -329,8 +366,11 @@ class planner {
   /// A span that ends before the request does keeps its reduction, unfinished,
   /// in the state, whatever the method keeps otherwise, and is finished from
   /// there with the request.
-  void add_pooled(const decision& d, const state_key& key, std::size_t index, const request& r, const chunk& part, bool keeps_state) {
-    const std::span<const token_span> spans = r.params.spans;
+  template <class Method>
+  void add_pooled(const decision& d, const state_key& key, std::size_t index, const request& r, const chunk& part) {
+    constexpr bool keeps_state = Method::keeps_state;
+    token_span after;
+    const std::span<const token_span> spans = pooled_spans<Method>(r, after);
     const std::span<const row_window> windows = std::span(windows_).subspan(d.first, d.count);
     const auto count = static_cast<std::int64_t>(d.count);
     const std::int64_t hidden_size = shape_.hidden_size;

@@ -15,6 +15,8 @@ struct cls {
   static constexpr method_kind kind = method_kind::sequence;
   static constexpr std::string_view name = "cls";
   static constexpr bool keeps_state = true;
+  /// Row 0 stays the first row with an instruction after it, as sentence-transformers reads it.
+  static constexpr instruction_rule instruction = instruction_rule::unaffected;
 
   row_window window(const chunk& part) const { return {part.first_row(), part.first_chunk() ? 1 : 0}; }
 

@@ -23,6 +23,15 @@ struct row_window {
   std::int64_t count = 0;
 };
 
+/// What a sequence method does with a request's instruction (the prompt's
+/// first pooling_params::instruction_len rows), which it says with
+/// `static constexpr seqpool::instruction_rule instruction`.
+enum class instruction_rule : std::uint8_t {
+  refused,     ///< it cannot leave the instruction out: such a request is refused (a method that does not say)
+  excluded,    ///< it pools the rows after the instruction as the prompt it pools
+  unaffected,  ///< the rows it reads are where they are with or without an instruction (CLS's first, LAST's last)
+};
+
 namespace detail {
 
 // One requirement each, so that a diagnostic names the member that is missing.
@@ -91,7 +100,8 @@ concept has_columns = requires(const M method, const request& r) {
 /// results of row tiles (and of earlier chunks) with merge(), and ends with
 /// finish(value, prompt_len). window() says which rows of a chunk it reads;
 /// keeps_state says whether a chunked request carries its running value to the
-/// next step. The device calls identity/accumulate/merge/finish, so mark them
+/// next step; `instruction` (an instruction_rule, optional) what it does with a
+/// request's instruction. The device calls identity/accumulate/merge/finish, so mark them
 /// SEQPOOL_HOST_DEVICE.
 // clang-format off
 template <class M>
@@ -126,6 +136,15 @@ SEQPOOL_HOST_DEVICE float accumulate_at(const M& method, float pooled, float row
     return method.accumulate(pooled, row_value, position);
   else
     return method.accumulate(pooled, row_value);
+}
+
+/// What sequence method M does with an instruction: what it says, or refused.
+template <class M>
+constexpr instruction_rule instruction_rule_of() {
+  if constexpr (requires { { M::instruction } -> std::convertible_to<instruction_rule>; })
+    return M::instruction;
+  else
+    return instruction_rule::refused;
 }
 
 /// True for runtime_method<...>, which holds one of several methods chosen at run time.

@@ -14,6 +14,7 @@ struct last {
   static constexpr method_kind kind = method_kind::sequence;
   static constexpr std::string_view name = "last";
   static constexpr bool keeps_state = false;
+  static constexpr instruction_rule instruction = instruction_rule::unaffected;
 
   row_window window(const chunk& part) const { return {part.last_row(), part.finished() ? 1 : 0}; }
 

@@ -16,6 +16,7 @@ struct max {
   static constexpr method_kind kind = method_kind::sequence;
   static constexpr std::string_view name = "max";
   static constexpr bool keeps_state = true;
+  static constexpr instruction_rule instruction = instruction_rule::excluded;
 
   row_window window(const chunk& part) const { return {part.first_row(), part.num_scheduled}; }
 

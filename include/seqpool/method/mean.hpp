@@ -15,6 +15,7 @@ struct mean {
   static constexpr method_kind kind = method_kind::sequence;
   static constexpr std::string_view name = "mean";
   static constexpr bool keeps_state = true;
+  static constexpr instruction_rule instruction = instruction_rule::excluded;  ///< and so mean_sqrt_len
 
   row_window window(const chunk& part) const { return {part.first_row(), part.num_scheduled}; }
 

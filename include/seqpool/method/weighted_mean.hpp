@@ -16,6 +16,10 @@ struct weighted_mean {
   static constexpr method_kind kind = method_kind::sequence;
   static constexpr std::string_view name = "weighted_mean";
   static constexpr bool keeps_state = true;
+  /// sentence-transformers weighs the rows after an instruction by their place
+  /// in the whole prompt; their weights' sum then needs the instruction's
+  /// length, which finish() is not told: a request with an instruction is refused.
+  static constexpr instruction_rule instruction = instruction_rule::refused;
 
   row_window window(const chunk& part) const { return {part.first_row(), part.num_scheduled}; }
 
