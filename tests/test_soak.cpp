@@ -1,5 +1,6 @@
 // A long run of a simulated scheduler through one dispatcher and one state store:
-// requests of every task arrive, are cut into chunks by a token budget, some are
+// requests of every task arrive (some with an instruction, some with ids longer
+// than a string holds inline), are cut into chunks by a token budget, some are
 // abandoned and released mid-prompt; every finished result must equal pooling the
 // whole prompt at once, and the store must be empty at the end. Every step is
 // planned into the same plan, as an engine reuses one.
@@ -90,7 +91,10 @@ void soak(int steps, std::uint32_t seed) {
         const auto pooling_task = static_cast<task>(between(0, 3));
         seqpool::pooling_params params{.use_activation = chance(0.7), .step_tag_id = 2};
         if (pooling_task == task::embed && chance(0.3)) params.dimensions = between(1, hidden_size);
-        f.r = test::whole(test::id("q", serial++), pooling_task, prompt_len, params);
+        if (!seqpool::is_token_task(pooling_task) && prompt_len > 1 && chance(0.2))
+          params.instruction_len = between(1, prompt_len - 1);
+        f.r = test::whole(test::id(chance(0.5) ? "q" : "cmpl-a-request-id-longer-than-sixteen-", serial++),
+                          pooling_task, prompt_len, params);
       }
     // Abandoned requests leave; those with state in the store are released.
     for (auto it = flights.begin(); it != flights.end();) {

@@ -25,9 +25,10 @@ struct plan_access {
 
 /// Made by a pooler's or dispatcher's plan() on the host; its forward() runs
 /// exactly this, once, after a reserve() for it. What a caller reads is public;
-/// the records the step uploads are its own. Planning into a plan that has run
+/// the records the step uploads are its own. Planning into a plan
 /// (plan(step, state, into)) reuses its storage: an engine that plans every
-/// step into the same plan allocates nothing once it has planned its largest.
+/// step into the same plan allocates nothing once the plan has held steps as
+/// large (SPEC section 10). A plan moved from holds none.
 class step_plan {
  public:
   /// Per request, in batch order: where its result lies in the step's output,

@@ -87,9 +87,13 @@ class step_runner {
   /// planning another allocates nothing. If it throws, `into` holds no plan.
   void plan(const batch& step, const state_store<Space>& state, step_plan& into) const {
     detail::step_program& program = detail::plan_access::program(into);
-    program.maker = 0;
-    plan_program(step, state, into, program);
-    program.maker = id_;
+    program.maker.id = 0;
+    into.results.clear();
+    into.groups.clear();
+    into.output_size = 0;
+    into.num_rows = 0;
+    plan_program(step, state, into);
+    program.maker.id = id_;
   }
 
   /// Outside the step: the state of chunked requests, room for the one upload,
@@ -115,6 +119,7 @@ class step_runner {
   void forward(hidden_view<T> hidden, const step_plan& plan, state_store<Space>& state,
                cuda::std::span<Result> output) {
     const detail::step_program& program = detail::plan_access::program(plan);
+    check_maker(program);
     detail::check_forward(hidden, hidden_size_, program.num_rows, program.output_size, output);
     if (space_->capturing())
       detail::fail("forward", "the stream is being captured: a captured step goes through capture() and a graph_upload");
@@ -195,6 +200,7 @@ class step_runner {
   void capture(hidden_view<T> hidden, const step_plan& plan, state_store<Space>& state,
                cuda::std::span<Result> output, Upload& home) {
     const detail::step_program& program = detail::plan_access::program(plan);
+    check_maker(program);
     require_capacity("capture");
     detail::check_captured_views(hidden, hidden_size_, capacity_->rows, output_capacity_, output);
     check_for_capacity(program, home);
@@ -214,6 +220,7 @@ class step_runner {
   template <class Upload>
   void restage(const step_plan& plan, state_store<Space>& state, Upload& home) {
     const detail::step_program& program = detail::plan_access::program(plan);
+    check_maker(program);
     require_capacity("restage");
     check_for_capacity(program, home);
     check_reserved(program, state);
@@ -245,10 +252,10 @@ class step_runner {
   }
 
  private:
-  /// The step's program, into `program` (that of `into`): the whole batch
-  /// checked, then every entry's detail::share planned.
-  void plan_program(const batch& step, const state_store<Space>& state, step_plan& into,
-                    detail::step_program& program) const {
+  /// The step's program, into that of `into`: the whole batch checked, then
+  /// every entry's detail::share planned.
+  void plan_program(const batch& step, const state_store<Space>& state, step_plan& into) const {
+    detail::step_program& program = detail::plan_access::program(into);
     detail::plan_scratch& scratch = program.scratch;
     detail::lay_out_into(step.requests, step.padded, scratch.layout, scratch.id_table);
     const step_layout& layout = scratch.layout;
@@ -305,9 +312,10 @@ class step_runner {
   /// A plan's records are sized for the runner that made it: any other would
   /// read and write past them.
   void check_maker(const detail::step_program& program) const {
-    if (program.maker == 0)
-      detail::fail("plan", "it holds no plan (plan() never planned into it, or threw): plan the step again");
-    if (program.maker != id_)
+    if (program.maker.id == 0)
+      detail::fail("plan", "it holds no plan (none was planned into it, its plan() threw, or it was moved from): "
+                           "plan the step again");
+    if (program.maker.id != id_)
       detail::fail("plan", "it was made by another pooler (hidden_size ", program.hidden_size,
            "); plan the step with the pooler that runs it");
   }

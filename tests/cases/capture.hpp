@@ -77,6 +77,9 @@ class batches {
       for (std::int64_t t = 0; t < prompt_len; ++t) f.ids.push_back(between(0, 3));
       f.r = test::whole(test::id("q", serial_++), static_cast<task>(between(0, 3)), prompt_len,
                         {.use_activation = between(0, 3) != 0, .step_tag_id = 2});
+      // Sequence requests (MEAN and MAX here) may begin with an instruction they leave out.
+      if (!seqpool::is_token_task(f.r.task) && prompt_len > 1 && between(0, 3) == 0)
+        f.r.params.instruction_len = between(1, prompt_len - 1);
       f.r.prompt_token_ids = f.ids;
     }
     seqpool::batch step;

@@ -6,6 +6,7 @@
 #include <limits>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <doctest/doctest.h>
@@ -149,15 +150,24 @@ TEST_CASE_TEMPLATE_DEFINE("a plan runs once, against the state it was planned wi
                        seqpool::error);
   CHECK_FALSE(state.contains("c"));
 
-  // A plan holds a step only once plan() has planned one into it whole.
-  const char* const empty = "plan: it holds no plan (plan() never planned into it, or threw): plan the step again";
+  // A plan holds a step only once plan() has planned one into it whole, and until it is moved from.
+  const char* const empty =
+      "plan: it holds no plan (none was planned into it, its plan() threw, or it was moved from): plan the step again";
   seqpool::step_plan reused;
   CHECK_THROWS_WITH_AS(pooler.reserve(reused, state), empty, seqpool::error);
+  seqpool::step_plan moved = pooler.plan(seqpool::batch{{test::whole("m", task::embed, 2)}}, state);
+  const seqpool::step_plan taken = std::move(moved);
+  CHECK_THROWS_WITH_AS(pooler.reserve(moved, state), empty, seqpool::error);
+  run(space, pooler, state, taken);
   pooler.plan(seqpool::batch{{test::part("r", task::embed, 4, 0, 2, raw)}}, state, reused);
   run(space, pooler, state, reused);
   CHECK_THROWS_AS(pooler.plan(seqpool::batch{{test::part("r", task::embed, 4, 1, 3, raw)}}, state, reused),
                   seqpool::error);
   CHECK_THROWS_WITH_AS(pooler.reserve(reused, state), empty, seqpool::error);
+  const auto hidden = test::to_space(space, std::vector<float>(8, 1.0f));
+  seqpool::buffer<float, Space> output(space, 4);
+  CHECK_THROWS_WITH_AS(pooler.forward(seqpool::make_hidden_view(hidden.data(), 2, 4), reused, state, output.span()),
+                       empty, seqpool::error);
   pooler.plan(seqpool::batch{{test::part("r", task::embed, 4, 2, 2, raw)}}, state, reused);
   run(space, pooler, state, reused);
   CHECK(reused.results[0].has_value());

@@ -3,6 +3,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include <seqpool/batch.hpp>
@@ -22,12 +23,27 @@ struct plan_scratch {
   planner_scratch planner;
 };
 
+/// The runner that made a plan, which alone may run it: 0 while none has (a
+/// plan never planned into, one whose plan() threw, and one moved from).
+struct plan_maker {
+  std::uint64_t id = 0;
+
+  plan_maker() = default;
+  plan_maker(const plan_maker&) = default;
+  plan_maker& operator=(const plan_maker&) = default;
+  plan_maker(plan_maker&& from) noexcept : id(std::exchange(from.id, 0)) {}
+  plan_maker& operator=(plan_maker&& from) noexcept {
+    id = std::exchange(from.id, 0);
+    return *this;
+  }
+};
+
 /// A planned step: one share per pooler that has requests in it, their images
 /// packed into the step's one image and their results into one output. The
 /// public step_plan carries it, opaque, with the storage the next plan into
 /// it reuses.
 struct step_program {
-  std::uint64_t maker = 0;   ///< the runner that made it, which alone may run it; 0 while none has
+  plan_maker maker;
   std::uint64_t serial = 0;  ///< this plan, which runs once, after the reserve() made for it
   std::int64_t hidden_size = 0;
   std::int64_t num_rows = 0;     ///< rows the step's hidden states must have

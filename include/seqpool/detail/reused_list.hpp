@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstddef>
+#include <utility>
 #include <vector>
 
 namespace seqpool::detail {
@@ -12,10 +13,20 @@ namespace seqpool::detail {
 /// before, each owning no more than before, allocates nothing. The caller of
 /// next() assigns every member it reads (copy-assignment into a string or
 /// vector keeps its storage). Like std::vector's, references do not survive a
-/// next() that grows the list.
+/// next() that grows the list; a list moved from is empty.
 template <class T>
 class reused_list {
  public:
+  reused_list() = default;
+  reused_list(const reused_list&) = default;
+  reused_list& operator=(const reused_list&) = default;
+  reused_list(reused_list&& from) noexcept : items_(std::move(from.items_)), used_(std::exchange(from.used_, 0)) {}
+  reused_list& operator=(reused_list&& from) noexcept {
+    items_ = std::move(from.items_);
+    used_ = std::exchange(from.used_, 0);
+    return *this;
+  }
+
   T& next() {
     if (used_ == items_.size()) items_.emplace_back();
     return items_[used_++];

@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <type_traits>
 #include <vector>
 
 #include <seqpool/batch.hpp>
@@ -141,10 +142,13 @@ SEQPOOL_HOST_DEVICE float accumulate_at(const M& method, float pooled, float row
 /// What sequence method M does with an instruction: what it says, or refused.
 template <class M>
 constexpr instruction_rule instruction_rule_of() {
-  if constexpr (requires { { M::instruction } -> std::convertible_to<instruction_rule>; })
+  if constexpr (requires { M::instruction; }) {
+    static_assert(std::is_same_v<std::remove_cvref_t<decltype(M::instruction)>, instruction_rule>,
+                  "seqpool: a method's `instruction` is a `static constexpr seqpool::instruction_rule`");
     return M::instruction;
-  else
+  } else {
     return instruction_rule::refused;
+  }
 }
 
 /// True for runtime_method<...>, which holds one of several methods chosen at run time.
