@@ -47,7 +47,9 @@ class Batch:
     """A batch folder: the JSON, the arrays it names, and the tool's results."""
 
     def __init__(self, hidden_size, poolers, projector=None, classifier=None, dtype="float32"):
-        self.folder = pathlib.Path(tempfile.mkdtemp(prefix="seqpool-batch-"))
+        # Removed with the batch (or when the interpreter exits).
+        self.directory = tempfile.TemporaryDirectory(prefix="seqpool-batch-")
+        self.folder = pathlib.Path(self.directory.name)
         self.dtype = dtype
         self.spec = {"hidden_size": hidden_size, "poolers": poolers, "steps": []}
         if projector is not None:

@@ -350,7 +350,9 @@ class Cases:
 
     def test_the_example_batch_replays(self):
         example = pathlib.Path(__file__).resolve().parents[2] / "examples" / "data" / "batch.json"
-        out = pathlib.Path(tempfile.mkdtemp(prefix="seqpool-example-"))
+        directory = tempfile.TemporaryDirectory(prefix="seqpool-example-")
+        self.addCleanup(directory.cleanup)
+        out = pathlib.Path(directory.name)
         run = subprocess.run([TOOL, str(example), "--out", str(out), "--space", self.space, "--audit"],
                              capture_output=True, text=True)
         self.assertEqual(run.returncode, 0, run.stderr)
