@@ -82,9 +82,9 @@ class step_runner {
     return planned;
   }
 
-  /// plan() into `into`, reusing the storage of whatever it held (a plan that
-  /// ran, or one never reserved): once it has held an engine's largest step,
-  /// planning another allocates nothing. If it throws, `into` holds no plan.
+  /// plan() into `into`, any step_plan, reusing the storage of whatever it
+  /// held: once it has held steps as large (SPEC section 10), planning another
+  /// allocates nothing. If it throws, `into` holds no plan.
   void plan(const batch& step, const state_store<Space>& state, step_plan& into) const {
     detail::step_program& program = detail::plan_access::program(into);
     program.maker.id = 0;
