@@ -16,5 +16,6 @@ TEST_CASE_TEMPLATE_APPLY(case_11_chunked_equals_one_shot, test::cpu_spaces);
 TEST_CASE_TEMPLATE_APPLY(case_23_weighted_mean, test::cpu_spaces);
 TEST_CASE_TEMPLATE_APPLY(case_26_mean_sqrt_len, test::cpu_spaces);
 TEST_CASE_TEMPLATE_APPLY(case_27_instruction, test::cpu_spaces);
+TEST_CASE_TEMPLATE_APPLY(case_28_token_filters, test::cpu_spaces);
 TEST_CASE_TEMPLATE_APPLY(case_24_16_bit_results, test::cpu_spaces);
 TEST_CASE_TEMPLATE_APPLY(case_25_spans, test::cpu_spaces);

@@ -1,5 +1,5 @@
 // A long run of a simulated scheduler through one dispatcher and one state store:
-// requests of every task arrive (some with an instruction, some with ids longer
+// requests of every task arrive (some with an instruction, some dropping rows, some with ids longer
 // than a string holds inline), are cut into chunks by a token budget, some are
 // abandoned and released mid-prompt; every finished result must equal pooling the
 // whole prompt at once, and the store must be empty at the end. Every step is
@@ -93,6 +93,11 @@ void soak(int steps, std::uint32_t seed) {
         if (pooling_task == task::embed && chance(0.3)) params.dimensions = between(1, hidden_size);
         if (!seqpool::is_token_task(pooling_task) && prompt_len > 1 && chance(0.2))
           params.instruction_len = between(1, prompt_len - 1);
+        if (seqpool::is_token_task(pooling_task) && chance(0.3)) {  // token filters
+          params.drop_first = chance(0.5);
+          params.drop_last = chance(0.5);
+          if (chance(0.5)) params.drop_token_ids = {1, 3};
+        }
         f.r = test::whole(test::id(chance(0.5) ? "q" : "cmpl-a-request-id-longer-than-sixteen-", serial++),
                           pooling_task, prompt_len, params);
       }

@@ -348,13 +348,17 @@ inline step_file read_step(const batch_file& batch, std::size_t index) {
     r.prompt_token_ids = read.token_ids.back();
     if (fields.has("params")) {
       const detail::object_reader params = fields.object("params");
-      params.only({"use_activation", "dimensions", "step_tag_id", "returned_token_ids", "spans", "instruction_len"});
+      params.only({"use_activation", "dimensions", "step_tag_id", "returned_token_ids", "spans", "instruction_len",
+                   "drop_first", "drop_last", "drop_token_ids"});
       r.params.use_activation = params.boolean("use_activation", true);
       r.params.dimensions = params.optional_integer("dimensions");
       r.params.step_tag_id = params.optional_integer("step_tag_id");
       r.params.returned_token_ids = params.integers("returned_token_ids");
       r.params.spans = params.spans("spans");
       r.params.instruction_len = params.has("instruction_len") ? params.integer("instruction_len") : 0;
+      r.params.drop_first = params.boolean("drop_first", false);
+      r.params.drop_last = params.boolean("drop_last", false);
+      r.params.drop_token_ids = params.integers("drop_token_ids");
     }
     read.requests.push_back(std::move(r));
   }

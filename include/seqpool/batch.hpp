@@ -50,6 +50,10 @@ struct token_span {
   friend bool operator==(const token_span&, const token_span&) = default;
 };
 
+/// The longest list of token ids a request may drop: the planner checks it,
+/// and looks each prompt id up in it, on every step.
+inline constexpr std::size_t max_drop_token_ids = 1024;
+
 /// A request's chunks must all have the same params (the state was shaped by
 /// the first): they are compared whole, so a new knob is checked with the rest.
 struct pooling_params {
@@ -66,6 +70,13 @@ struct pooling_params {
   /// that average or take the max over rows leave out; CLS and LAST read the
   /// rows they read without it. In [0, prompt_len); 0 pools every row.
   std::int64_t instruction_len = 0;
+  /// Token methods (token filters): leave out of the rows the method chooses
+  /// the prompt's first position (BOS/CLS), its last (EOS/SEP), and those whose
+  /// token id is in drop_token_ids (ColBERT's skiplist): ascending, distinct,
+  /// each ≥ 0, at most max_drop_token_ids of them.
+  bool drop_first = false;
+  bool drop_last = false;
+  std::vector<std::int64_t> drop_token_ids;
 
   friend bool operator==(const pooling_params&, const pooling_params&) = default;
 };
@@ -78,6 +89,9 @@ inline std::string_view differing_knob(const pooling_params& a, const pooling_pa
   if (a.returned_token_ids != b.returned_token_ids) return "returned_token_ids";
   if (a.spans != b.spans) return "spans";
   if (a.instruction_len != b.instruction_len) return "instruction_len";
+  if (a.drop_first != b.drop_first) return "drop_first";
+  if (a.drop_last != b.drop_last) return "drop_last";
+  if (a.drop_token_ids != b.drop_token_ids) return "drop_token_ids";
   return "a knob";
 }
 

@@ -411,3 +411,17 @@ def test_an_instruction_is_left_out_of_the_rows_pooled():
     (result,) = seqpool.pool(seqpool.pooler(6, "cls"), hidden, [20], params=params)
     close(result, expected("cls", "embed", hidden, {}))
     refuses("instruction_len", seqpool.pooler(6, "mean").plan, [20], params=seqpool.PoolingParams(instruction_len=20))
+
+
+def test_token_filters_drop_rows_of_a_token_method():
+    rng = np.random.default_rng(28)
+    hidden = rng.normal(size=(9, 6)).astype(np.float32)
+    ids = np.array([101, 7, 1012, 7, 5, 1012, 9, 7, 102], np.int64)
+    params = seqpool.PoolingParams(drop_first=True, drop_last=True, drop_token_ids=[1012], use_activation=False)
+    assert params.drop_first and params.drop_last and params.drop_token_ids == [1012]
+    assert "drop_first=True" in repr(params) and params != seqpool.PoolingParams(use_activation=False)
+    (result,) = seqpool.pool(seqpool.pooler(6, "all"), hidden, [9], token_ids=[ids], params=params)
+    close(result, hidden[[1, 3, 4, 6, 7]])
+    refuses("drop_token_ids", seqpool.pooler(6, "all").plan, [9], token_ids=[ids],
+            params=seqpool.PoolingParams(drop_token_ids=[7, 7]))
+    refuses("drop_first", seqpool.pooler(6, "mean").plan, [9], params=seqpool.PoolingParams(drop_first=True))

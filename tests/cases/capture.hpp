@@ -80,6 +80,12 @@ class batches {
       // Sequence requests (MEAN and MAX here) may begin with an instruction they leave out.
       if (!seqpool::is_token_task(f.r.task) && prompt_len > 1 && between(0, 3) == 0)
         f.r.params.instruction_len = between(1, prompt_len - 1);
+      // Token requests (ALL and STEP here) may drop their first and last rows and rows of id 3.
+      if (seqpool::is_token_task(f.r.task) && between(0, 2) == 0) {
+        f.r.params.drop_first = between(0, 1) == 1;
+        f.r.params.drop_last = between(0, 1) == 1;
+        if (between(0, 1) == 1) f.r.params.drop_token_ids = {3};
+      }
       f.r.prompt_token_ids = f.ids;
     }
     seqpool::batch step;

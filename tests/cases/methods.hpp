@@ -1,4 +1,4 @@
-// docs/TESTS.md cases 1-11 and 23-27: every method on small inputs checked by eye.
+// docs/TESTS.md cases 1-11 and 23-28: every method on small inputs checked by eye.
 // Defines templated cases; a translation unit applies them to its spaces.
 #pragma once
 
@@ -37,10 +37,12 @@ test::results pool_whole(const std::vector<float>& hidden, std::int64_t hidden_s
   return test::run_step(space, pooler, state, step, test::convert<T>(hidden));
 }
 
-/// Pools one prompt of `rows` rows in chunks of the given sizes; the last step's result.
+/// Pools one prompt of `rows` rows in chunks of the given sizes, its token ids
+/// `ids`; the last step's result.
 template <class Method, class Space, class Result = float>
 test::results pool_chunked(const std::vector<float>& prompt, std::int64_t hidden_size,
-                           const std::vector<std::int64_t>& chunk_sizes, const seqpool::pooling_params& params = raw) {
+                           const std::vector<std::int64_t>& chunk_sizes, const seqpool::pooling_params& params = raw,
+                           const std::vector<std::int64_t>& ids = {}) {
   Space space;
   seqpool::state_store<Space> state(space);
   raw_pooler<Method, Space, Result> pooler(space, hidden_size);
@@ -48,7 +50,8 @@ test::results pool_chunked(const std::vector<float>& prompt, std::int64_t hidden
   std::int64_t done = 0;
   test::results last;
   for (const std::int64_t size : chunk_sizes) {
-    const seqpool::batch step{{test::part("p", pooler.task, prompt_len, done, size, params)}};
+    seqpool::batch step{{test::part("p", pooler.task, prompt_len, done, size, params)}};
+    step.requests[0].prompt_token_ids = ids;
     const std::vector<float> rows(prompt.begin() + done * hidden_size, prompt.begin() + (done + size) * hidden_size);
     last = test::run_step(space, pooler, state, step, rows);
     done += size;
@@ -262,6 +265,86 @@ TEST_CASE_TEMPLATE_DEFINE("case 27: MEAN, MAX and MEAN_SQRT_LEN leave out an ins
   state.release("c");
   means.reserve_capacity({.requests = 2, .rows = 8});
   CHECK(means.plan(seqpool::batch{{test::whole("s", task::embed, 5, {.instruction_len = 2})}}, state).results[0]);
+}
+
+TEST_CASE_TEMPLATE_DEFINE("case 28: token filters drop the first row, the last, and rows of listed ids", Space,
+                          case_28_token_filters) {
+  using namespace methods_cases;
+  // Case 1's five rows as one prompt of ids CLS, a word, a full stop, a word, SEP.
+  const std::vector<std::int64_t> ids{101, 7, 1012, 7, 102};
+  for (const std::vector<std::int64_t>& chunks :
+       std::vector<std::vector<std::int64_t>>{{5}, {1, 3, 1}, {1, 1, 3}, {2, 3}, {4, 1}}) {
+    CAPTURE(chunks.size());
+    const auto pool_marked = [&]<class Method>(Method, seqpool::pooling_params params) {
+      params.use_activation = false;
+      return *pool_chunked<Method, Space>(ten, 2, chunks, params, ids)[0];
+    };
+    test::check_equal(pool_marked(method::all{}, {.drop_first = true}), 4, 2, {3, 4, 5, 6, 7, 8, 9, 10});
+    test::check_equal(pool_marked(method::all{}, {.drop_last = true}), 4, 2, {1, 2, 3, 4, 5, 6, 7, 8});
+    test::check_equal(pool_marked(method::all{}, {.drop_first = true, .drop_last = true}), 3, 2,
+                      {3, 4, 5, 6, 7, 8});
+    test::check_equal(pool_marked(method::all{}, {.drop_token_ids = {1012}}), 4, 2,
+                      {1, 2, 3, 4, 7, 8, 9, 10});
+    test::check_equal(pool_marked(method::all{}, {.drop_first = true, .drop_token_ids = {7, 1012}}), 1,
+                      2, {9, 10});
+    // STEP chooses, then the filters drop: rows 1 and 3 are 7s; without a tag, rows 1, 3 and 4 stay.
+    test::check_equal(pool_marked(method::step{}, {.step_tag_id = 7, .drop_last = true}), 2, 2,
+                      {3, 4, 7, 8});
+    test::check_equal(pool_marked(method::step{}, {.drop_first = true, .drop_token_ids = {1012}}), 3, 2,
+                      {3, 4, 7, 8, 9, 10});
+    test::check_equal(pool_marked(method::step{}, {.step_tag_id = 7, .drop_token_ids = {7}}), 0, 2, {});
+  }
+  // A one-row prompt whose row is both first and last: nothing stays.
+  Space space;
+  seqpool::state_store<Space> state(space);
+  raw_pooler<method::all, Space> rows(space, 2);
+  const auto one = test::run_step(space, rows, state,
+                                  seqpool::batch{{test::whole("o", task::token_embed, 1, {.drop_first = true})}},
+                                  std::vector<float>{1, 2});
+  test::check_equal(*one[0], 0, 2, {});
+
+  // Refused: ids out of order, repeated, negative, too many; no prompt ids to look them up in; a sequence method.
+  const auto refused = [&](auto& pooler, task pooling_task, seqpool::pooling_params knobs, bool with_ids,
+                           const std::string& message) {
+    seqpool::request r = test::whole("f", pooling_task, 5, knobs);
+    if (with_ids) r.prompt_token_ids = ids;
+    CHECK_THROWS_WITH_AS(pooler.plan(seqpool::batch{{r}}, state), ("request 0 (id \"f\"): " + message).c_str(),
+                         seqpool::error);
+  };
+  refused(rows, task::token_embed, {.drop_token_ids = {1012, 7}}, true,
+          "drop_token_ids: id 1 is 7 after 1012; the ids must be strictly ascending");
+  refused(rows, task::token_embed, {.drop_token_ids = {7, 7}}, true,
+          "drop_token_ids: id 1 is 7 after 7; the ids must be strictly ascending");
+  refused(rows, task::token_embed, {.drop_token_ids = {-1}}, true, "drop_token_ids: id 0 is -1; token ids are ≥ 0");
+  seqpool::pooling_params many;
+  for (std::int64_t id = 0; id <= static_cast<std::int64_t>(seqpool::max_drop_token_ids); ++id)
+    many.drop_token_ids.push_back(id);
+  refused(rows, task::token_embed, many, true, "drop_token_ids: holds 1025 ids; at most 1024 may be dropped");
+  refused(rows, task::token_embed, {.drop_token_ids = {7}}, false,
+          "prompt_token_ids: drop_token_ids are looked up in all 5 ids of the prompt, got 0");
+  raw_pooler<method::mean, Space> means(space, 2);
+  for (const auto& [knobs, knob] : std::vector<std::pair<seqpool::pooling_params, std::string>>{
+           {{.drop_first = true}, "drop_first"}, {{.drop_last = true}, "drop_last"}, {{.drop_token_ids = {7}}, "drop_token_ids"}})
+    refused(means, task::embed, knobs, true,
+            knob + ": only token methods drop rows; a sequence method leaves out an instruction with instruction_len");
+  // A later chunk keeps the first's filters and ids; a captured step takes filters.
+  seqpool::request first = test::part("c", task::token_embed, 5, 0, 2, {.drop_token_ids = {7}});
+  first.prompt_token_ids = ids;
+  CHECK_FALSE(test::run_step(space, rows, state, seqpool::batch{{first}}, std::vector<float>(4, 1.0f))[0]);
+  seqpool::request changed = test::part("c", task::token_embed, 5, 2, 3, {.drop_last = true, .drop_token_ids = {7}});
+  changed.prompt_token_ids = ids;
+  CHECK_THROWS_WITH_AS(rows.plan(seqpool::batch{{changed}}, state),
+                       "request 0 (id \"c\"): params: drop_last differs from the first chunk's", seqpool::error);
+  const std::vector<std::int64_t> other_ids{101, 7, 1012, 8, 102};
+  seqpool::request other = test::part("c", task::token_embed, 5, 2, 3, {.drop_token_ids = {7}});
+  other.prompt_token_ids = other_ids;
+  CHECK_THROWS_WITH_AS(rows.plan(seqpool::batch{{other}}, state),
+                       "request 0 (id \"c\"): prompt_token_ids: differ from those of the first chunk", seqpool::error);
+  state.release("c");
+  rows.reserve_capacity({.requests = 2, .rows = 8, .result_rows = 8});
+  seqpool::request captured = test::whole("s", task::token_embed, 5, {.drop_first = true, .drop_token_ids = {1012}});
+  captured.prompt_token_ids = ids;
+  CHECK(rows.plan(seqpool::batch{{captured}}, state).results[0]->rows == 3);
 }
 
 TEST_CASE_TEMPLATE_DEFINE("case 8: ALL returns every row of each prompt", Space, case_8_all) {

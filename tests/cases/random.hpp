@@ -184,6 +184,12 @@ void compare_with_reference(std::uint32_t seed, const batch_shape& shape, bool c
     if (Method::kind == seqpool::method_kind::sequence && draw.chance(0.4)) params.spans = draw.spans(prompt_len);
     else if (takes_instruction<Method> && prompt_len > 1 && draw.chance(0.3))
       params.instruction_len = draw.between(1, prompt_len - 1);
+    if (Method::kind == seqpool::method_kind::token && draw.chance(0.4)) {  // token filters
+      params.drop_first = draw.chance(0.5);
+      params.drop_last = draw.chance(0.5);
+      for (std::int64_t id = 1; id <= 5; ++id)
+        if (draw.chance(0.2)) params.drop_token_ids.push_back(id);
+    }
     p.r = test::whole(test::id("r", i), pooler.task, prompt_len, params);
     if (draw.chance(0.5)) {
       p.narrow_token_ids.assign(p.token_ids.begin(), p.token_ids.end());

@@ -144,14 +144,19 @@ def pool(method, prompt, params, token_ids=None):
         return weights @ prompt / weights.sum()
     if method == "mean_sqrt_len":  # the sum over √prompt_len (sentence-transformers)
         return prompt.sum(axis=0) / np.sqrt(len(prompt))
-    rows = prompt
-    if method == "step":
-        tag = params.get("step_tag_id")
-        if tag is not None:
-            rows = prompt[np.asarray(token_ids) == tag]
-        columns = params.get("returned_token_ids")
-        if columns:
-            rows = rows[:, columns]
+    kept = np.ones(len(prompt), dtype=bool)  # the rows the method chooses, less those the token filters drop
+    if method == "step" and params.get("step_tag_id") is not None:
+        kept &= np.asarray(token_ids) == params["step_tag_id"]
+    if params.get("drop_first"):
+        kept[0] = False
+    if params.get("drop_last"):
+        kept[-1] = False
+    if params.get("drop_token_ids"):
+        kept &= ~np.isin(np.asarray(token_ids), params["drop_token_ids"])
+    rows = prompt[kept]
+    columns = params.get("returned_token_ids")
+    if method == "step" and columns:
+        rows = rows[:, columns]
     return rows
 
 

@@ -88,6 +88,24 @@ class Cases:
         self.replay(batch)
         np.testing.assert_array_equal(batch.result("s"), [12, 14])
 
+    def test_case_28_token_filters(self):
+        # Case 1's five rows as one prompt of ids [101, 7, 1012, 7, 102], whole and in chunks 1+3+1.
+        ids = [101, 7, 1012, 7, 102]
+        for method, params, want in (("all", {"drop_first": True, "drop_last": True}, H10[1:4]),
+                                     ("all", {"drop_token_ids": [1012]}, H10[[0, 1, 3, 4]]),
+                                     ("all", {"drop_first": True, "drop_token_ids": [7, 1012]}, H10[4:]),
+                                     ("step", {"step_tag_id": 7, "drop_last": True}, H10[[1, 3]]),
+                                     ("step", {"step_tag_id": 7, "drop_token_ids": [7]}, H10[:0])):
+            with self.subTest(method=method, params=params):
+                batch = Batch(2, {"token_embed": method})
+                batch.step(H10, [request("w", "token_embed", 5, token_ids=ids, **params, **RAW)])
+                batch.step(H10[:1], [request("c", "token_embed", 5, 1, token_ids=ids, **params, **RAW)])
+                batch.step(H10[1:4], [request("c", "token_embed", 5, 3, 1, token_ids=ids, **params, **RAW)])
+                batch.step(H10[4:], [request("c", "token_embed", 5, 1, 4, token_ids=ids, **params, **RAW)])
+                self.replay(batch)
+                np.testing.assert_array_equal(batch.result("w"), want.reshape(-1, 2))
+                np.testing.assert_array_equal(batch.result("c"), want.reshape(-1, 2))
+
     def test_case_26_mean_sqrt_len(self):
         # [16, 20] / √4, whole and in chunks of 1 and 3 rows; one row is itself.
         rows = np.array([[1, 2], [3, 4], [5, 6], [7, 8]], np.float32)

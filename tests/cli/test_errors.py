@@ -88,6 +88,20 @@ class Errors(unittest.TestCase):
                         '(a method that can says so with `static constexpr seqpool::instruction_rule instruction`)',
                         poolers={"embed": "weighted_mean"})
 
+    def test_token_filters(self):
+        token = {"embed": "mean", "token_classify": "step"}
+        self.step_error([request("a", "token_classify", 3, token_ids=[1, 2, 3], drop_token_ids=[3, 2])],
+                        'request 0 (id "a"): drop_token_ids: id 1 is 2 after 3; the ids must be strictly ascending',
+                        poolers=token)
+        self.step_error([request("a", "token_classify", 3, token_ids=[1, 2, 3], drop_token_ids=[-2])],
+                        'request 0 (id "a"): drop_token_ids: id 0 is -2; token ids are ≥ 0', poolers=token)
+        self.step_error([request("a", "token_classify", 3, token_ids=[1, 2, 3], drop_token_ids=list(range(1025)))],
+                        'request 0 (id "a"): drop_token_ids: holds 1025 ids; at most 1024 may be dropped',
+                        poolers=token)
+        self.step_error([request("a", "embed", 3, drop_last=True)],
+                        'request 0 (id "a"): drop_last: only token methods drop rows; a sequence method leaves out '
+                        'an instruction with instruction_len')
+
     def test_dimensions_outside_the_width(self):
         self.step_error([request("a", "embed", 3, dimensions=5)], 'request 0 (id "a"): dimensions: must be in [1, 4]')
         self.step_error([request("a", "embed", 3, dimensions=0)], 'request 0 (id "a"): dimensions: must be in [1, 4]')
@@ -160,6 +174,10 @@ class Errors(unittest.TestCase):
                         'step 1: request 0 (id "a"): params.dimensions: expected an integer')
         self.file_error(lambda b: b.step(ROWS[:1], [request("a", "embed", 1, instruction_len=0.5)]),
                         'step 1: request 0 (id "a"): params.instruction_len: expected an integer')
+        self.file_error(lambda b: b.step(ROWS[:1], [request("a", "embed", 1, drop_first="yes")]),
+                        'step 1: request 0 (id "a"): params.drop_first: expected true or false')
+        self.file_error(lambda b: b.step(ROWS[:1], [request("a", "embed", 1, drop_token_ids=[0.5])]),
+                        'step 1: request 0 (id "a"): params.drop_token_ids: expected an integer')
         self.file_error(lambda b: b.step(ROWS[:1], [request("a", "embed", 1, spans=[[0]])]),
                         'step 1: request 0 (id "a"): params.spans: expected an array of [begin, end] pairs')
         self.file_error(lambda b: b.step(ROWS[:1], [request("a", "embed", 1, token_ids=[1.5])]),

@@ -55,6 +55,10 @@ def draw_batch(seed):
             params["dimensions"] = int(rng.integers(1, width + 1))
         if not task.startswith("token_") and poolers[task] != "weighted_mean" and prompt_len > 1 and rng.random() < 0.3:
             params["instruction_len"] = int(rng.integers(1, prompt_len))
+        if task.startswith("token_") and rng.random() < 0.4:  # token filters
+            params["drop_first"] = bool(rng.random() < 0.5)
+            params["drop_last"] = bool(rng.random() < 0.5)
+            params["drop_token_ids"] = [t for t in range(4) if rng.random() < 0.3]
         prompts.append({"id": f"r{i}", "task": task, "prompt_len": prompt_len, "params": params, "done": 0,
                         "rows": stored(rng.normal(size=(prompt_len, hidden_size)), dtype),
                         "ids": [int(t) for t in rng.integers(0, 4, size=prompt_len)]})

@@ -21,6 +21,7 @@ TEST_CASE_TEMPLATE_APPLY(case_3_mean, test::cuda_spaces);
 TEST_CASE_TEMPLATE_APPLY(case_23_weighted_mean, test::cuda_spaces);
 TEST_CASE_TEMPLATE_APPLY(case_26_mean_sqrt_len, test::cuda_spaces);
 TEST_CASE_TEMPLATE_APPLY(case_27_instruction, test::cuda_spaces);
+TEST_CASE_TEMPLATE_APPLY(case_28_token_filters, test::cuda_spaces);
 TEST_CASE_TEMPLATE_APPLY(case_24_16_bit_results, test::cuda_spaces);
 TEST_CASE_TEMPLATE_APPLY(case_25_spans, test::cuda_spaces);
 TEST_CASE_TEMPLATE_APPLY(case_4_max, test::cuda_spaces);

@@ -70,6 +70,10 @@ inline std::vector<std::vector<double>> reference_rows(std::string_view method, 
   const auto& columns = r.params.returned_token_ids;
   for (std::int64_t t = 0; t < prompt_len; ++t) {
     if (method == "step" && tag && r.prompt_token_ids[t] != *tag) continue;
+    // Token filters: the first row, the last, rows whose id is listed.
+    if ((r.params.drop_first && t == 0) || (r.params.drop_last && t == prompt_len - 1)) continue;
+    const auto& dropped = r.params.drop_token_ids;
+    if (!dropped.empty() && std::find(dropped.begin(), dropped.end(), r.prompt_token_ids[t]) != dropped.end()) continue;
     if (method == "all" || columns.empty()) {
       rows.push_back(row(t));
       continue;

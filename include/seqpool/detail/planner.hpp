@@ -18,6 +18,7 @@
 #include <seqpool/detail/image.hpp>
 #include <seqpool/detail/records.hpp>
 #include <seqpool/detail/share.hpp>
+#include <seqpool/detail/token_filter.hpp>
 #include <seqpool/error.hpp>
 #include <seqpool/head/knobs.hpp>
 #include <seqpool/method/concepts.hpp>
@@ -41,7 +42,10 @@ struct request_decision {
   std::size_t count = 0;         ///< windows (one per span, or one), or positions chosen in this chunk
   std::int64_t rows_before = 0;  ///< token methods: rows chosen in earlier chunks
   std::int64_t rows_total = 0;   ///< token methods: rows chosen over the whole prompt
-  bool every_row = false;        ///< token methods: the chunk's every row is chosen (no positions listed)
+  /// Token methods: the chosen positions are consecutive, from first_position
+  /// (none listed): every row the chunk has, less those a filter drops.
+  bool every_row = false;
+  std::int64_t first_position = 0;
   std::span<const std::int64_t> columns;  ///< token methods: the columns kept (empty: all)
 };
 
@@ -177,6 +181,9 @@ class planner {
   template <class Method, class Head>
   void decide_pooled(const Method& method, const Head& head, std::size_t index, const request& r, const chunk& part,
                      decision& d) {
+    if (const token_filter filter(r); filter.any())
+      fail_request(index, r.id, filter.first_knob(), "only token methods drop rows; a sequence method leaves out an "
+                   "instruction with instruction_len");
     if (!r.params.spans.empty()) {
       if (shape_.bounded)
         fail_request(index, r.id, "spans", "a pooler with a capacity (a captured step) does not pool spans");
@@ -220,14 +227,13 @@ class planner {
       fail_request(index, r.id, "instruction_len", "spans choose the rows a request pools: give spans or an "
                    "instruction_len, not both");
     if constexpr (instruction_rule_of<Method>() == instruction_rule::refused) {
-      std::string_view name = "the method";
-      if constexpr (requires { Method::name; }) name = Method::name;
-      fail_request(index, r.id, "instruction_len", name, " does not leave out an instruction: give 0 (a method that "
+      fail_request(index, r.id, "instruction_len", name_of<Method>("the method"), " does not leave out an instruction: give 0 (a method that "
                    "can says so with `static constexpr seqpool::instruction_rule instruction`)");
     }
   }
 
-  /// A token method chooses the chunk's positions it returns, and the columns.
+  /// A token method chooses the chunk's positions it returns, less those the
+  /// request's filter drops, and the columns.
   template <class Method, class Head>
   void decide_tokens(const Method& method, const Head& head, std::size_t index, const request& r, const chunk& part,
                      decision& d) {
@@ -240,24 +246,32 @@ class planner {
     if (Method::reads_token_ids && std::cmp_less(r.prompt_token_ids.size(), r.prompt_len))
       fail_request(index, r.id, "prompt_token_ids", "the method reads all ", r.prompt_len, " ids of the prompt, got ",
                    r.prompt_token_ids.size());
+    const token_filter filter(r);
+    filter.check(index);
     d.columns = method.columns(r);
     d.width = d.columns.empty() ? shape_.hidden_size : static_cast<std::int64_t>(d.columns.size());
     d.out_width = head.output_width(index, r, d.width);
     const std::int64_t end = part.num_computed + part.num_scheduled;
-    if (keeps_every_row(method, r)) {
-      // Every position, known without listing one: no loop over the rows.
+    if (keeps_every_row(method, r) && !filter.by_id()) {
+      // Every position but a dropped first or last, known without listing one: no loop over the rows.
+      const position_range kept = filter.inner(part.num_computed, end);
       d.every_row = true;
-      d.count = static_cast<std::size_t>(part.num_scheduled);
-      d.rows_before = part.num_computed;
-      d.rows_total = r.prompt_len;
+      d.first_position = kept.begin;
+      d.count = static_cast<std::size_t>(kept.size());
+      d.rows_before = filter.inner(0, part.num_computed).size();
+      d.rows_total = filter.inner(0, r.prompt_len).size();
     } else {
       d.first = positions_.size();
       method.select(r, part.num_computed, end, positions_);
+      check_selection(method, index, r, part.num_computed, end, std::span(positions_).subspan(d.first));
+      if (filter.any())
+        positions_.erase(std::remove_if(positions_.begin() + static_cast<std::ptrdiff_t>(d.first), positions_.end(),
+                                        [&](std::int64_t position) { return !filter.keeps(position); }),
+                         positions_.end());
       d.count = positions_.size() - d.first;
-      check_selection(method, index, r, part.num_computed, end, std::span(positions_).subspan(d.first, d.count));
-      d.rows_before = part.first_chunk() ? 0 : method.count(r, 0, part.num_computed);
+      d.rows_before = part.first_chunk() ? 0 : chosen_rows(method, filter, r, 0, part.num_computed);
       const std::int64_t rows_through = d.rows_before + static_cast<std::int64_t>(d.count);
-      d.rows_total = part.finished() ? rows_through : rows_through + method.count(r, end, r.prompt_len);
+      d.rows_total = part.finished() ? rows_through : rows_through + chosen_rows(method, filter, r, end, r.prompt_len);
     }
     // The prompt's rows at this width must be countable in floats, for the state
     // and for the result.
@@ -265,6 +279,21 @@ class planner {
     if (d.rows_total > std::numeric_limits<std::int64_t>::max() / widest / 2)
       fail_request(index, r.id, "prompt_len", r.prompt_len, " rows of ", widest,
                    " columns are more floats than a step can count");
+  }
+
+  /// The positions of [begin, end) a token method chooses and the filter
+  /// keeps: its count(), or, with a filter, its selection (listed past the
+  /// positions planned so far, then taken back) counted.
+  template <class Method>
+  std::int64_t chosen_rows(const Method& method, const token_filter& filter, const request& r, std::int64_t begin,
+                           std::int64_t end) {
+    if (!filter.any()) return method.count(r, begin, end);
+    const std::size_t mark = positions_.size();
+    method.select(r, begin, end, positions_);
+    const auto kept = std::count_if(positions_.begin() + static_cast<std::ptrdiff_t>(mark), positions_.end(),
+                                    [&](std::int64_t position) { return filter.keeps(position); });
+    positions_.resize(mark);
+    return kept;
   }
 
   /// Whether a token method returns every row of the request (it says so
@@ -282,13 +311,13 @@ class planner {
   template <class Method>
   void begin_key(state_key& key, const request& r) const {
     key.method = &method_tag<Method>;
-    key.method_name = "a user method";
-    if constexpr (requires { Method::name; }) key.method_name = Method::name;
+    key.method_name = name_of<Method>("a user method");
     key.hidden_size = shape_.hidden_size;
     key.params = r.params;
     key.token_ids = 0;
+    // Where the rows a chunk returns depend on the prompt's ids, its later chunks must see the same ids.
     if constexpr (Method::kind == method_kind::token) {
-      if constexpr (Method::reads_token_ids)
+      if (Method::reads_token_ids || token_filter(r).by_id())
         key.token_ids = hash_ids(
             r.prompt_token_ids.first(std::min(r.prompt_token_ids.size(), static_cast<std::size_t>(r.prompt_len))));
     }
@@ -314,8 +343,7 @@ class planner {
   template <class Method>
   static void check_selection(const Method& method, std::size_t index, const request& r, std::int64_t begin,
                               std::int64_t end, std::span<const std::int64_t> chosen) {
-    std::string_view name = "the method";
-    if constexpr (requires { Method::name; }) name = Method::name;
+    const std::string_view name = name_of<Method>("the method");
     std::int64_t previous = begin - 1;
     for (const std::int64_t position : chosen) {
       if (position <= previous || position >= end)
@@ -430,7 +458,7 @@ class planner {
     const std::int64_t offset = to.offset + d.rows_before * to.row_stride;
     const auto count = static_cast<std::int64_t>(d.count);
     if (d.every_row) {
-      add_run({part.first_row(), offset, -1, static_cast<std::int32_t>(count), record, 0}, count);
+      add_run({part.first_row() + (d.first_position - part.num_computed), offset, -1, static_cast<std::int32_t>(count), record, 0}, count);
       return;
     }
     // The chosen positions, from the first to the last: every row of that span,

@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <string_view>
 #include <type_traits>
 #include <vector>
 
@@ -149,6 +150,15 @@ constexpr instruction_rule instruction_rule_of() {
   } else {
     return instruction_rule::refused;
   }
+}
+
+/// Method M's name, or `unnamed` for a method that declares none.
+template <class M>
+constexpr std::string_view name_of(std::string_view unnamed) {
+  if constexpr (requires { M::name; })
+    return M::name;
+  else
+    return unnamed;
 }
 
 /// True for runtime_method<...>, which holds one of several methods chosen at run time.
