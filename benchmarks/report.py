@@ -14,7 +14,7 @@ import statistics
 import subprocess
 
 
-METHODS = ["cls", "last", "mean", "max", "all", "step", "dispatcher"]
+METHODS = ["cls", "last", "mean", "max", "all", "step", "colbert", "dispatcher"]
 # Rows of the tables beside METHODS: ALL and STEP writing bf16 results.
 SIXTEEN_BIT = ["all→bf16", "step→bf16"]
 SHAPES = ["long", "short", "single", "wide", "padded"]

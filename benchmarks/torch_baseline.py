@@ -6,7 +6,9 @@ MEAN sums rows with index_add_ over segment ids, MAX with scatter_reduce_, CLS a
 LAST gather rows by index, ALL splits and normalises every token (a bare split
 only makes views), STEP gathers the tagged rows with a boolean mask. Every method
 ends with the head pool_bench uses: L2 normalisation (embed) or a two-label
-classifier with softmax (classify). The mixed batch runs each task batched over
+classifier with softmax (classify). COLBERT is BGE-M3's colbert_vecs as
+FlagEmbedding computes them: every row but each prompt's first through a
+128-wide linear layer, then L2 normalisation per row. The mixed batch runs each task batched over
 all its requests, which is kinder than per-group calls. The padded shape is
 pooled as TEI and ONNX-exported models pool [B, S, H] with an attention mask:
 masked sum and amax over S, CLS and LAST by index, ALL and STEP by a boolean
@@ -29,6 +31,7 @@ import torch
 import torch.nn.functional as F
 
 STEP_TAG = 7
+COLBERT_WIDTH = 128
 
 
 def shapes():
@@ -75,6 +78,10 @@ def pool(method, hidden, lengths, token_ids):
         return hidden[torch.cumsum(lengths, 0) - 1].float()
     if method == "all":
         return hidden.float()
+    if method == "colbert":  # every row but the first
+        kept = torch.ones(hidden.shape[0], dtype=torch.bool, device=hidden.device)
+        kept[first_rows(lengths)] = False
+        return hidden[kept].float()
     mask = token_ids == STEP_TAG  # step
     return hidden[mask].float()
 
@@ -92,12 +99,16 @@ def pool_padded(method, hidden, lengths, token_ids):
         return hidden[torch.arange(len(lengths), device=hidden.device), lengths - 1].float()
     if method == "all":
         return hidden[mask].float()
+    if method == "colbert":
+        return hidden[:, 1:][mask[:, 1:]].float()
     return hidden[mask & (token_ids == STEP_TAG)].float()
 
 
 def split_counts(method, lengths, token_ids):
     if method == "all":
         return lengths.tolist()
+    if method == "colbert":
+        return (lengths - 1).tolist()
     if token_ids.dim() == 2:  # padded [B, S]: the tagged rows among each sequence's prompt rows
         prompt = torch.arange(token_ids.shape[1], device=lengths.device).unsqueeze(0) < lengths.unsqueeze(1)
         return ((token_ids == STEP_TAG) & prompt).sum(1).tolist()
@@ -106,10 +117,12 @@ def split_counts(method, lengths, token_ids):
         0, segment_ids(lengths), mask).tolist()
 
 
-def run_method(method, hidden, lengths, token_ids, weight, head, padded=False):
+def run_method(method, hidden, lengths, token_ids, weight, head, padded=False, projector=None):
     pooled = (pool_padded if padded else pool)(method, hidden, lengths, token_ids)
+    if method == "colbert":
+        pooled = F.linear(pooled, projector)
     result = embed(pooled) if head == "embed" else classify(pooled, weight)
-    if method in ("all", "step"):
+    if method in ("all", "step", "colbert"):
         return list(result.split(split_counts(method, lengths, token_ids)))
     return result
 
@@ -136,6 +149,8 @@ def traffic(method, lengths, token_ids, hidden_size, element_size, output_floats
     for i, (used, length) in enumerate(zip(tasks, lengths.tolist())):
         if used in ("cls", "last"):
             read_rows += 1
+        elif used == "colbert":
+            read_rows += length - 1
         elif used == "step":
             ids = token_ids[i, :length] if token_ids.dim() == 2 else token_ids[first:first + length]  # padded: [B, S]
             read_rows += int((ids == STEP_TAG).sum())
@@ -198,6 +213,7 @@ def main():
         lengths_t = torch.tensor(lengths, device=device)
         token_ids = torch.tensor([STEP_TAG if t % 8 == 7 else t % 5 for t in range(rows)], device=device)
         weight = torch.full((2, hidden_size), 1.0 / hidden_size, device=device)
+        projector = torch.full((COLBERT_WIDTH, hidden_size), 1.0 / hidden_size, device=device)
         generator = torch.Generator().manual_seed(2)
         values = torch.randn(rows, hidden_size, generator=generator)
         if padded_to:
@@ -205,11 +221,12 @@ def main():
             token_ids = token_ids.view(len(lengths), padded_to)
         place = on_huge_pages if device == "cpu" else (lambda tensor: tensor.to(device))
         for dtype, hidden in (("fp32", place(values)), ("bf16", place(values.to(torch.bfloat16)))):
-            for method in ("cls", "last", "mean", "max", "all", "step") + (() if padded_to else ("dispatcher",)):
+            for method in ("cls", "last", "mean", "max", "all", "step", "colbert") + (() if padded_to else ("dispatcher",)):
                 if method == "dispatcher":
                     work = lambda: run_mixed(hidden, lengths_t, token_ids, weight)
                 else:
-                    work = lambda: run_method(method, hidden, lengths_t, token_ids, weight, "embed", padded_to > 0)
+                    work = lambda: run_method(method, hidden, lengths_t, token_ids, weight, "embed", padded_to > 0,
+                                              projector)
                 result = work()
                 seconds = []
                 for _ in range(args.repeats):
