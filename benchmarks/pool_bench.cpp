@@ -31,7 +31,7 @@ namespace method = seqpool::method;
 namespace head = seqpool::head;
 
 constexpr std::int64_t step_tag = 7;  // every eighth token ends a reasoning step
-constexpr std::int64_t colbert_width = 128;  // ColBERT's and BGE-M3's multi-vector width
+constexpr std::int64_t colbert_width = 128;  // ColBERTv2's and PyLate's multi-vector width
 
 // A g++ build measures the device code path on its OpenMP stand-in; the nvcc build
 // (pool_bench_cuda) measures it on the GPU, its kernels cut by the launch policy
@@ -221,12 +221,11 @@ class runner {
     return measure(name, pooler, requests_of(shape_, pooler.task, token_ids_));
   }
 
-  /// Multi-vector retrieval as BGE-M3 computes its ColBERT vectors: every row
-  /// but the prompt's first (CLS) through a projector to colbert_width values,
-  /// each row normalised.
+  /// Multi-vector retrieval: every row but the prompt's first (CLS, as BGE-M3
+  /// leaves it out) through a projector to colbert_width values (ColBERTv2's
+  /// width; BGE-M3 keeps its hidden size), each row normalised.
   record colbert_case() {
-    seqpool::pooler<method::all, head::embed, Space> pooler(space_, shape_.hidden_size, {},
-                                                           head::embed(projector()));
+    seqpool::pooler<method::all, head::embed, Space> pooler(space_, shape_.hidden_size, {}, head::embed(projector()));
     seqpool::batch step = requests_of(shape_, task::token_embed, token_ids_);
     for (seqpool::request& r : step.requests) r.params.drop_first = true;
     return measure("colbert", pooler, step);

@@ -6,9 +6,10 @@ MEAN sums rows with index_add_ over segment ids, MAX with scatter_reduce_, CLS a
 LAST gather rows by index, ALL splits and normalises every token (a bare split
 only makes views), STEP gathers the tagged rows with a boolean mask. Every method
 ends with the head pool_bench uses: L2 normalisation (embed) or a two-label
-classifier with softmax (classify). COLBERT is BGE-M3's colbert_vecs as
-FlagEmbedding computes them: every row but each prompt's first through a
-128-wide linear layer, then L2 normalisation per row. The mixed batch runs each task batched over
+classifier with softmax (classify). COLBERT is multi-vector retrieval as
+FlagEmbedding computes BGE-M3's colbert_vecs, at ColBERTv2's width: every row
+but each prompt's first through a 128-wide linear layer, then L2 normalisation
+per row. The mixed batch runs each task batched over
 all its requests, which is kinder than per-group calls. The padded shape is
 pooled as TEI and ONNX-exported models pool [B, S, H] with an attention mask:
 masked sum and amax over S, CLS and LAST by index, ALL and STEP by a boolean

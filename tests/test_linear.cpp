@@ -1,8 +1,10 @@
 // host_space passes each pooled row through the head's linear layer in the item
-// that pools it; rows wider than its scratch row take the device's path, through
-// the workspace and a pass of the layer. Both against the reference.
+// that pools it (gathered rows a block at a time); rows wider than its scratch
+// row take the device's path, through the workspace and a pass of the layer.
+// Each against the reference.
 #include <cmath>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -102,4 +104,49 @@ TEST_CASE("a chunked request finishes through the layer from its running state")
   // MEAN finishes from its state and this chunk's tiles; CLS from its state alone.
   check_chunks("mean", method::mean{});
   check_chunks("cls", method::cls{});
+}
+
+TEST_CASE("gathered rows pass through the layer a block at a time, whatever shares the block") {
+  // Ten thousand rows over the gathering pass's items, about ten an item: blocks
+  // hold rows of neighbouring requests of other kept widths (dimensions), and
+  // rows a first chunk left in the state beside rows of this step.
+  constexpr std::int64_t hidden_size = 24;
+  const std::vector<float> hidden = test::drawn_values(10000 * hidden_size, 7);
+  const std::vector<std::int64_t> lens{5, 3, 2001, 7, 6184};
+  const std::vector<std::optional<std::int64_t>> kept{std::nullopt, 2, 4, std::nullopt, 3};
+  const auto check = [&]<class Result>(Result, double tolerance) {
+    CAPTURE(sizeof(Result));
+    seqpool::host_space space;
+    seqpool::state_store<seqpool::host_space> state(space);
+    const drawn_layer layer(space, false, 5, hidden_size);
+    seqpool::pooler<method::all, head::embed, seqpool::host_space, Result> pooler(space, hidden_size, {},
+                                                                                 head::embed(layer.layer()));
+    const auto rows = [&](std::int64_t begin, std::int64_t end) {
+      return std::vector<float>(hidden.begin() + begin * hidden_size, hidden.begin() + end * hidden_size);
+    };
+    // "c" (1800 rows) arrives as 1000 rows, then 800 beside five whole prompts.
+    const seqpool::batch first{{test::part("c", seqpool::task::token_embed, 1800, 0, 1000)}};
+    CHECK_FALSE(test::run_step(space, pooler, state, first, rows(0, 1000))[0].has_value());
+    seqpool::batch second{{test::part("c", seqpool::task::token_embed, 1800, 1000, 800)}};
+    for (std::size_t i = 0; i < lens.size(); ++i)
+      second.requests.push_back(
+          test::whole(test::id("r", i), seqpool::task::token_embed, lens[i], {.dimensions = kept[i]}));
+    const test::results results = test::run_step(space, pooler, state, second, rows(1000, 10000));
+    std::int64_t begin = 1800;
+    for (std::size_t i = 0; i < second.requests.size(); ++i) {
+      const seqpool::request& r = second.requests[i];
+      CAPTURE(r.id);
+      const std::int64_t length = i == 0 ? 1800 : r.prompt_len;
+      const std::vector<float> prompt = i == 0 ? rows(0, 1800) : rows(begin, begin + length);
+      if (i > 0) begin += length;
+      seqpool::request alone = r;
+      alone.prompt_len = length;
+      REQUIRE(results[i].has_value());
+      test::check_close(*results[i],
+                        test::reference("all", prompt, hidden_size, alone, layer.spec, r.params.dimensions.value_or(5)),
+                        tolerance);
+    }
+  };
+  check(float{}, 1e-5);
+  check(seqpool::bfloat16{}, 1e-2);
 }

@@ -172,18 +172,20 @@ TEST_CASE_TEMPLATE("a plan made into one that has held as large a step allocates
   std::vector<std::int64_t> ids(16, 1);
   for (std::size_t t = 0; t < ids.size(); t += 3) ids[t] = 7;
   const seqpool::pooling_params spans{.spans = {{0, 3}, {3, 8}}};
-  const seqpool::pooling_params steps{.step_tag_id = 7, .returned_token_ids = {1, 2}};
+  const seqpool::pooling_params steps{.step_tag_id = 7, .returned_token_ids = {1, 2}, .drop_last = true};
+  const seqpool::pooling_params filtered{.drop_first = true, .drop_token_ids = {7}};
   // Every task, chunked requests with ids longer than a string holds inline,
-  // spans and kept columns, and requests of one row: the first or the second
-  // half of round `round`'s prompts.
+  // spans, kept columns and token filters, and requests of one row: the first
+  // or the second half of round `round`'s prompts.
   const auto batch_of = [&](int round, bool second) {
     const std::string prefix = "a-request-id-longer-than-sixteen-" + std::to_string(round) + "-";
     const std::int64_t half = second ? 1 : 0;
     seqpool::batch step{{test::part(prefix + "e", task::embed, 8, 4 * half, 4, spans),
                          test::part(prefix + "c", task::classify, 6, 3 * half, 3),
-                         test::part(prefix + "a", task::token_embed, 6, 3 * half, 3),
+                         test::part(prefix + "a", task::token_embed, 6, 3 * half, 3, filtered),
                          test::part(prefix + "s", task::token_classify, 16, 8 * half, 8, steps)}};
-    step.requests.back().prompt_token_ids = ids;
+    step.requests[2].prompt_token_ids = ids;
+    step.requests[3].prompt_token_ids = ids;
     for (int k = 0; k < 8; ++k) step.requests.push_back(test::whole(prefix + std::to_string(k), task::embed, 1));
     return step;
   };

@@ -50,8 +50,11 @@ struct token_span {
   friend bool operator==(const token_span&, const token_span&) = default;
 };
 
-/// The longest list of token ids a request may drop: the planner checks it,
-/// and looks each prompt id up in it, on every step.
+/// The longest list of token ids a request may drop. The planner checks the
+/// list, and looks each prompt id up in it, on every step, and a chunked
+/// request's state key copies it: 1024 ids (8 KiB) keeps that a small cost
+/// beside the request's rows while holding any tokenizer's punctuation and
+/// special tokens.
 inline constexpr std::size_t max_drop_token_ids = 1024;
 
 /// A request's chunks must all have the same params (the state was shaped by
@@ -102,7 +105,8 @@ struct request {
   std::int64_t num_computed = 0;   ///< prompt tokens pooled in earlier steps
   std::int64_t num_scheduled = 0;  ///< rows of this step's hidden states that belong to it
   /// Host ids of the whole prompt (64- or 32-bit), read only by methods that
-  /// declare reads_token_ids; the memory must outlive the plan made from this request.
+  /// declare reads_token_ids and by requests that drop rows by id
+  /// (params.drop_token_ids); the memory must outlive the plan made from this request.
   token_ids prompt_token_ids;
   pooling_params params;
 };

@@ -25,13 +25,14 @@
 // honoured under -fopenmp or -fopenmp-simd); device code keeps its order.
 // SEQPOOL_SIMD asserts a loop's iterations independent, where the compiler's
 // cost model would otherwise leave a short loop scalar.
+// A clause may name several variables: SEQPOOL_SIMD_REDUCTION(+ : a, b).
 #if defined(__CUDA_ARCH__) || !defined(_OPENMP)
-#define SEQPOOL_SIMD_REDUCTION(clause)
+#define SEQPOOL_SIMD_REDUCTION(...)
 #define SEQPOOL_SIMD
 #else
-#define SEQPOOL_SIMD_REDUCTION(clause) _Pragma(SEQPOOL_STRINGIFY(omp simd reduction(clause)))
+#define SEQPOOL_SIMD_REDUCTION(...) _Pragma(SEQPOOL_STRINGIFY(omp simd reduction(__VA_ARGS__)))
 #define SEQPOOL_SIMD _Pragma("omp simd")
-#define SEQPOOL_STRINGIFY(text) #text
+#define SEQPOOL_STRINGIFY(...) #__VA_ARGS__
 #endif
 
 // Asks nvcc to unroll a loop of constant length, so that a lane's values stay

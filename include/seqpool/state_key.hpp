@@ -11,13 +11,14 @@ namespace seqpool {
 
 /// What a request's state was begun with, which every later chunk must repeat:
 /// the method and the width that shape the state, the request's knobs, and the
-/// prompt's token ids where the method reads them. A pooler makes it.
+/// prompt's token ids where the method reads them or the request drops rows
+/// by id. A pooler makes it.
 struct state_key {
   const void* method = nullptr;  ///< one address per method type (detail::method_tag)
   std::string_view method_name;
   std::int64_t hidden_size = 0;
   pooling_params params;
-  std::uint64_t token_ids = 0;  ///< a hash of prompt_token_ids where the method reads them, else 0
+  std::uint64_t token_ids = 0;  ///< a hash of prompt_token_ids where they choose rows, else 0
 };
 
 namespace detail {

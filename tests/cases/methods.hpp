@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <limits>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -35,6 +36,13 @@ test::results pool_whole(const std::vector<float>& hidden, std::int64_t hidden_s
   for (std::size_t i = 0; i < lengths.size(); ++i)
     step.requests.push_back(test::whole(test::id("r", i), pooler.task, lengths[i], params));
   return test::run_step(space, pooler, state, step, test::convert<T>(hidden));
+}
+
+/// Chunk sizes as "1+3+1", for messages.
+inline std::string joined(const std::vector<std::int64_t>& sizes) {
+  std::string text;
+  for (const std::int64_t size : sizes) text += (text.empty() ? "" : "+") + std::to_string(size);
+  return text;
 }
 
 /// Pools one prompt of `rows` rows in chunks of the given sizes, its token ids
@@ -274,19 +282,17 @@ TEST_CASE_TEMPLATE_DEFINE("case 28: token filters drop the first row, the last, 
   const std::vector<std::int64_t> ids{101, 7, 1012, 7, 102};
   for (const std::vector<std::int64_t>& chunks :
        std::vector<std::vector<std::int64_t>>{{5}, {1, 3, 1}, {1, 1, 3}, {2, 3}, {4, 1}}) {
-    CAPTURE(chunks.size());
+    const std::string sizes = joined(chunks);
+    CAPTURE(sizes);
     const auto pool_marked = [&]<class Method>(Method, seqpool::pooling_params params) {
       params.use_activation = false;
       return *pool_chunked<Method, Space>(ten, 2, chunks, params, ids)[0];
     };
     test::check_equal(pool_marked(method::all{}, {.drop_first = true}), 4, 2, {3, 4, 5, 6, 7, 8, 9, 10});
     test::check_equal(pool_marked(method::all{}, {.drop_last = true}), 4, 2, {1, 2, 3, 4, 5, 6, 7, 8});
-    test::check_equal(pool_marked(method::all{}, {.drop_first = true, .drop_last = true}), 3, 2,
-                      {3, 4, 5, 6, 7, 8});
-    test::check_equal(pool_marked(method::all{}, {.drop_token_ids = {1012}}), 4, 2,
-                      {1, 2, 3, 4, 7, 8, 9, 10});
-    test::check_equal(pool_marked(method::all{}, {.drop_first = true, .drop_token_ids = {7, 1012}}), 1,
-                      2, {9, 10});
+    test::check_equal(pool_marked(method::all{}, {.drop_first = true, .drop_last = true}), 3, 2, {3, 4, 5, 6, 7, 8});
+    test::check_equal(pool_marked(method::all{}, {.drop_token_ids = {1012}}), 4, 2, {1, 2, 3, 4, 7, 8, 9, 10});
+    test::check_equal(pool_marked(method::all{}, {.drop_first = true, .drop_token_ids = {7, 1012}}), 1, 2, {9, 10});
     // STEP chooses, then the filters drop: rows 1 and 3 are 7s; without a tag, rows 1, 3 and 4 stay.
     test::check_equal(pool_marked(method::step{}, {.step_tag_id = 7, .drop_last = true}), 2, 2,
                       {3, 4, 7, 8});
@@ -294,14 +300,16 @@ TEST_CASE_TEMPLATE_DEFINE("case 28: token filters drop the first row, the last, 
                       {3, 4, 7, 8, 9, 10});
     test::check_equal(pool_marked(method::step{}, {.step_tag_id = 7, .drop_token_ids = {7}}), 0, 2, {});
   }
-  // A one-row prompt whose row is both first and last: nothing stays.
+  // A one-row prompt whose row is both first and last: dropping either, or both, leaves nothing.
   Space space;
   seqpool::state_store<Space> state(space);
   raw_pooler<method::all, Space> rows(space, 2);
-  const auto one = test::run_step(space, rows, state,
-                                  seqpool::batch{{test::whole("o", task::token_embed, 1, {.drop_first = true})}},
-                                  std::vector<float>{1, 2});
-  test::check_equal(*one[0], 0, 2, {});
+  for (const seqpool::pooling_params& drops : std::vector<seqpool::pooling_params>{
+           {.drop_first = true}, {.drop_last = true}, {.drop_first = true, .drop_last = true}}) {
+    const auto one = test::run_step(space, rows, state, seqpool::batch{{test::whole("o", task::token_embed, 1, drops)}},
+                                    std::vector<float>{1, 2});
+    test::check_equal(*one[0], 0, 2, {});
+  }
 
   // Refused: ids out of order, repeated, negative, too many; no prompt ids to look them up in; a sequence method.
   const auto refused = [&](auto& pooler, task pooling_task, seqpool::pooling_params knobs, bool with_ids,
@@ -322,6 +330,12 @@ TEST_CASE_TEMPLATE_DEFINE("case 28: token filters drop the first row, the last, 
   refused(rows, task::token_embed, many, true, "drop_token_ids: holds 1025 ids; at most 1024 may be dropped");
   refused(rows, task::token_embed, {.drop_token_ids = {7}}, false,
           "prompt_token_ids: drop_token_ids are looked up in all 5 ids of the prompt, got 0");
+  seqpool::request short_ids = test::whole("f", task::token_embed, 5, {.drop_token_ids = {7}});
+  short_ids.prompt_token_ids = std::span(ids).first(4);
+  CHECK_THROWS_WITH_AS(rows.plan(seqpool::batch{{short_ids}}, state),
+                       "request 0 (id \"f\"): prompt_token_ids: drop_token_ids are looked up in all 5 ids of the "
+                       "prompt, got 4",
+                       seqpool::error);
   raw_pooler<method::mean, Space> means(space, 2);
   for (const auto& [knobs, knob] : std::vector<std::pair<seqpool::pooling_params, std::string>>{
            {{.drop_first = true}, "drop_first"}, {{.drop_last = true}, "drop_last"}, {{.drop_token_ids = {7}}, "drop_token_ids"}})

@@ -98,6 +98,9 @@ class Errors(unittest.TestCase):
         self.step_error([request("a", "token_classify", 3, token_ids=[1, 2, 3], drop_token_ids=list(range(1025)))],
                         'request 0 (id "a"): drop_token_ids: holds 1025 ids; at most 1024 may be dropped',
                         poolers=token)
+        self.step_error([request("a", "token_embed", 3, token_ids=[1, 2], drop_token_ids=[2])],
+                        'request 0 (id "a"): prompt_token_ids: drop_token_ids are looked up in all 3 ids of the '
+                        'prompt, got 2', poolers={"embed": "mean", "token_embed": "all"})
         self.step_error([request("a", "embed", 3, drop_last=True)],
                         'request 0 (id "a"): drop_last: only token methods drop rows; a sequence method leaves out '
                         'an instruction with instruction_len')

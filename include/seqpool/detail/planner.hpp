@@ -42,9 +42,10 @@ struct request_decision {
   std::size_t count = 0;         ///< windows (one per span, or one), or positions chosen in this chunk
   std::int64_t rows_before = 0;  ///< token methods: rows chosen in earlier chunks
   std::int64_t rows_total = 0;   ///< token methods: rows chosen over the whole prompt
-  /// Token methods: the chosen positions are consecutive, from first_position
-  /// (none listed): every row the chunk has, less those a filter drops.
-  bool every_row = false;
+  /// Token methods: the chosen positions are `count` consecutive ones, from
+  /// first_position where count > 0, none listed (every row the chunk has, less
+  /// a first or last row the request drops).
+  bool consecutive = false;
   std::int64_t first_position = 0;
   std::span<const std::int64_t> columns;  ///< token methods: the columns kept (empty: all)
 };
@@ -227,8 +228,9 @@ class planner {
       fail_request(index, r.id, "instruction_len", "spans choose the rows a request pools: give spans or an "
                    "instruction_len, not both");
     if constexpr (instruction_rule_of<Method>() == instruction_rule::refused) {
-      fail_request(index, r.id, "instruction_len", name_of<Method>("the method"), " does not leave out an instruction: give 0 (a method that "
-                   "can says so with `static constexpr seqpool::instruction_rule instruction`)");
+      fail_request(index, r.id, "instruction_len", name_of<Method>("the method"),
+                   " does not leave out an instruction: give 0 (a method that can says so with `static constexpr "
+                   "seqpool::instruction_rule instruction`)");
     }
   }
 
@@ -254,10 +256,10 @@ class planner {
     const std::int64_t end = part.num_computed + part.num_scheduled;
     if (keeps_every_row(method, r) && !filter.by_id()) {
       // Every position but a dropped first or last, known without listing one: no loop over the rows.
-      const position_range kept = filter.inner(part.num_computed, end);
-      d.every_row = true;
-      d.first_position = kept.begin;
-      d.count = static_cast<std::size_t>(kept.size());
+      const position_range stay = filter.inner(part.num_computed, end);
+      d.consecutive = true;
+      d.first_position = stay.begin;
+      d.count = static_cast<std::size_t>(stay.size());
       d.rows_before = filter.inner(0, part.num_computed).size();
       d.rows_total = filter.inner(0, r.prompt_len).size();
     } else {
@@ -266,12 +268,13 @@ class planner {
       check_selection(method, index, r, part.num_computed, end, std::span(positions_).subspan(d.first));
       if (filter.any())
         positions_.erase(std::remove_if(positions_.begin() + static_cast<std::ptrdiff_t>(d.first), positions_.end(),
-                                        [&](std::int64_t position) { return !filter.keeps(position); }),
+                                        [&](std::int64_t position) { return !filter.stays(position); }),
                          positions_.end());
       d.count = positions_.size() - d.first;
-      d.rows_before = part.first_chunk() ? 0 : chosen_rows(method, filter, r, 0, part.num_computed);
+      d.rows_before = part.first_chunk() ? 0 : chosen_rows(method, filter, index, r, 0, part.num_computed);
       const std::int64_t rows_through = d.rows_before + static_cast<std::int64_t>(d.count);
-      d.rows_total = part.finished() ? rows_through : rows_through + chosen_rows(method, filter, r, end, r.prompt_len);
+      d.rows_total =
+          part.finished() ? rows_through : rows_through + chosen_rows(method, filter, index, r, end, r.prompt_len);
     }
     // The prompt's rows at this width must be countable in floats, for the state
     // and for the result.
@@ -281,19 +284,38 @@ class planner {
                    " columns are more floats than a step can count");
   }
 
-  /// The positions of [begin, end) a token method chooses and the filter
-  /// keeps: its count(), or, with a filter, its selection (listed past the
-  /// positions planned so far, then taken back) counted.
+  /// The rows of [begin, end) — another chunk's — that a token method chooses
+  /// and the request's filter lets stay: its count() less a dropped first or
+  /// last row it chooses; by id, each row's id looked up where the method
+  /// keeps every row, or else its selection listed a stretch at a time past
+  /// the positions planned so far (the list grows by a stretch at most),
+  /// checked, counted and taken back.
   template <class Method>
-  std::int64_t chosen_rows(const Method& method, const token_filter& filter, const request& r, std::int64_t begin,
-                           std::int64_t end) {
-    if (!filter.any()) return method.count(r, begin, end);
+  std::int64_t chosen_rows(const Method& method, const token_filter& filter, std::size_t index, const request& r,
+                           std::int64_t begin, std::int64_t end) {
+    if (!filter.by_id()) {
+      std::int64_t rows = method.count(r, begin, end);
+      const std::int64_t last = r.prompt_len - 1;
+      if (r.params.drop_first && begin == 0 && end > 0) rows -= method.count(r, 0, 1);
+      if (r.params.drop_last && begin <= last && last < end && !(r.params.drop_first && last == 0))
+        rows -= method.count(r, last, last + 1);
+      return rows;
+    }
+    std::int64_t rows = 0;
+    if (keeps_every_row(method, r)) {
+      for (std::int64_t position = begin; position < end; ++position) rows += filter.stays(position) ? 1 : 0;
+      return rows;
+    }
     const std::size_t mark = positions_.size();
-    method.select(r, begin, end, positions_);
-    const auto kept = std::count_if(positions_.begin() + static_cast<std::ptrdiff_t>(mark), positions_.end(),
-                                    [&](std::int64_t position) { return filter.keeps(position); });
-    positions_.resize(mark);
-    return kept;
+    for (std::int64_t from = begin; from < end; from += counted_stretch) {
+      const std::int64_t to = std::min(end, from + counted_stretch);
+      method.select(r, from, to, positions_);
+      const std::span<const std::int64_t> listed = std::span(positions_).subspan(mark);
+      check_selection(method, index, r, from, to, listed);
+      rows += std::count_if(listed.begin(), listed.end(), [&](std::int64_t position) { return filter.stays(position); });
+      positions_.resize(mark);
+    }
+    return rows;
   }
 
   /// Whether a token method returns every row of the request (it says so
@@ -457,8 +479,9 @@ class planner {
     if (d.count == 0) return;
     const std::int64_t offset = to.offset + d.rows_before * to.row_stride;
     const auto count = static_cast<std::int64_t>(d.count);
-    if (d.every_row) {
-      add_run({part.first_row() + (d.first_position - part.num_computed), offset, -1, static_cast<std::int32_t>(count), record, 0}, count);
+    if (d.consecutive) {
+      const std::int64_t first_row = part.first_row() + (d.first_position - part.num_computed);
+      add_run({first_row, offset, -1, static_cast<std::int32_t>(count), record, 0}, count);
       return;
     }
     // The chosen positions, from the first to the last: every row of that span,
@@ -620,6 +643,9 @@ class planner {
                                         static_cast<std::int32_t>(out_width)});
     return {target::workspace, pooled, pooled_width, finish, pooled_width};
   }
+
+  /// Positions of another chunk chosen_rows() lists at a time.
+  static constexpr std::int64_t counted_stretch = 4096;
 
   pooler_shape shape_;
   std::vector<decision>& decisions_;

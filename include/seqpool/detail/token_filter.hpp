@@ -21,7 +21,8 @@ struct position_range {
 };
 
 /// What pooling_params' drop_first, drop_last and drop_token_ids leave out of
-/// a request's prompt (SPEC section 3): a view of the request, which outlives it.
+/// a request's prompt (SPEC section 3). It refers to the request, which must
+/// outlive it.
 class token_filter {
  public:
   explicit token_filter(const request& r) : r_(r) {}
@@ -36,14 +37,14 @@ class token_filter {
   }
 
   /// Whether the row at `position` stays (the prompt's ids are read only where by_id()).
-  bool keeps(std::int64_t position) const {
+  bool stays(std::int64_t position) const {
     if (r_.params.drop_first && position == 0) return false;
     if (r_.params.drop_last && position == r_.prompt_len - 1) return false;
     return !by_id() || !std::ranges::binary_search(r_.params.drop_token_ids, r_.prompt_token_ids[position]);
   }
 
   /// [begin, end) less the first and last positions where those are dropped:
-  /// the positions kept of a range whose every row is chosen, where !by_id().
+  /// the positions that stay of a range whose every row is chosen, where !by_id().
   position_range inner(std::int64_t begin, std::int64_t end) const {
     return {std::max<std::int64_t>(begin, r_.params.drop_first ? 1 : 0),
             std::min(end, r_.prompt_len - (r_.params.drop_last ? 1 : 0))};

@@ -120,7 +120,7 @@ concept sequence_method = detail::declares_kind<M> && M::kind == method_kind::se
 /// method cannot serve; reads_token_ids makes the pooler require the prompt's ids.
 /// A method may also say, with `bool keeps_every_row(const request&) const`,
 /// that it returns every row of a request: the planner then lists no positions
-/// and walks no rows.
+/// and walks no rows (unless the request drops rows by id).
 // clang-format off
 template <class M>
 concept token_method = detail::declares_kind<M> && M::kind == method_kind::token &&

@@ -25,6 +25,33 @@ inline void linear_outputs(const linear_layer& layer, const float* __restrict__ 
   }
 }
 
+/// linear_outputs() for `count` ≤ 4 rows at once, row b's first outputs[b]
+/// into out[b]: each weight row is read once for all of them.
+inline void linear_outputs_of_rows(const linear_layer& layer, const float* const* pooled, float* const* out,
+                                   const std::int64_t* outputs, int count) {
+  const float* __restrict__ p0 = pooled[0];
+  const float* __restrict__ p1 = pooled[count > 1 ? 1 : 0];
+  const float* __restrict__ p2 = pooled[count > 2 ? 2 : 0];
+  const float* __restrict__ p3 = pooled[count > 3 ? 3 : 0];
+  std::int64_t most = 0;
+  for (int b = 0; b < count; ++b) most = outputs[b] > most ? outputs[b] : most;
+  for (std::int64_t o = 0; o < most; ++o) {
+    const float* __restrict__ weights = layer.weight + o * layer.in_features;
+    float t0 = 0.0f, t1 = 0.0f, t2 = 0.0f, t3 = 0.0f;
+    SEQPOOL_SIMD_REDUCTION(+ : t0, t1, t2, t3)
+    for (std::int64_t k = 0; k < layer.in_features; ++k) {
+      const float weight = weights[k];
+      t0 += weight * p0[k];
+      t1 += weight * p1[k];
+      t2 += weight * p2[k];
+      t3 += weight * p3[k];
+    }
+    const float totals[4] = {t0, t1, t2, t3};
+    for (int b = 0; b < count; ++b)
+      if (o < outputs[b]) out[b][o] = layer.bias != nullptr ? totals[b] + layer.bias[o] : totals[b];
+  }
+}
+
 /// Finishes a result row from a pooled row: the layer's first `width` outputs
 /// into `out`, then the head's epilogue on them.
 template <class Head>

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
 
 #include <seqpool/config.hpp>
 #include <seqpool/detail/host/apply_linear.hpp>
@@ -19,7 +20,8 @@ namespace seqpool::detail::host {
 /// (which hold the chosen columns already), converting to float. A result row gets the head's
 /// epilogue in the same item, after its linear layer when flagged, and, when
 /// the pooler's results are streamed or 16-bit, is assembled in scratch and
-/// stored from there.
+/// stored from there. Rows flagged for the linear layer are copied into a
+/// block and passed through it a block at a time.
 template <class Head, class T, class Result, class Policy>
 struct gather_rows {
   Head head;
@@ -39,15 +41,84 @@ struct gather_rows {
     const std::int64_t rows = bases[item + 1].first - bases[item].first;
     if (rows == 0) return;
     gather_cursor cursor(runs, masks, requests, bases[item]);
+    linear_block block;
     row_copy next = cursor.next();
     for (std::int64_t k = 0; k < rows; ++k) {
       const row_copy row = next;
       if (k + 1 < rows) next = cursor.next();
-      copy(row, k + 1 < rows ? &next : nullptr);
+      const row_copy* after = k + 1 < rows ? &next : nullptr;
+      const std::int64_t floats = block_floats(requests[row.request]);
+      if (floats == 0) {
+        copy(row, after);
+        continue;
+      }
+      if (block.used + floats > Policy::linear_block_floats) project(block);
+      add_to_block(block, row, floats, after);
+      if (block.count == Policy::linear_block_rows) project(block);
     }
+    project(block);
   }
 
  private:
+  /// Rows copied for the head's linear layer, each followed, for 16-bit results,
+  /// by its draft of the layer's outputs, waiting to be passed through it together.
+  struct linear_block {
+    static_assert(Policy::linear_block_rows >= 1 && Policy::linear_block_rows <= 4,
+                  "linear_outputs_of_rows passes one to four rows at once");
+    alignas(64) float floats[Policy::linear_block_floats];
+    row_copy rows[Policy::linear_block_rows];
+    std::int64_t starts[Policy::linear_block_rows];
+    int count = 0;
+    std::int64_t used = 0;
+  };
+
+  /// The floats of the block a row takes (whole cache lines): 0 for a row that
+  /// does not go through the layer, or that is too wide for two in a block.
+  std::int64_t block_floats(const request_record& owner) const {
+    if ((owner.flags & through_linear) == 0) return 0;
+    const auto lines = [](std::int64_t width) { return (width + 15) / 16 * 16; };
+    const std::int64_t floats = lines(owner.width) + (std::is_same_v<Result, float> ? 0 : lines(owner.linear_width));
+    return 2 * floats <= Policy::linear_block_floats ? floats : 0;
+  }
+
+  void add_to_block(linear_block& block, const row_copy& gather, std::int64_t floats, const row_copy* after) const {
+    const request_record& owner = requests[gather.request];
+    block.rows[block.count] = gather;
+    block.starts[block.count] = block.used;
+    copy_row(gather, owner, block.floats + block.used, row_ahead(gather, owner, after));
+    block.used += floats;
+    ++block.count;
+  }
+
+  /// Passes the block's rows through the layer, runs the head's epilogue on
+  /// each and stores it: a float row in place in the output, a 16-bit one from
+  /// its draft. Empties the block.
+  void project(linear_block& block) const {
+    if (block.count == 0) return;
+    const float* pooled[Policy::linear_block_rows] = {};
+    float* out[Policy::linear_block_rows] = {};
+    std::int64_t outputs[Policy::linear_block_rows] = {};
+    for (int b = 0; b < block.count; ++b) {
+      const request_record& owner = requests[block.rows[b].request];
+      pooled[b] = block.floats + block.starts[b];
+      if constexpr (std::is_same_v<Result, float>)
+        out[b] = memory.output + block.rows[b].offset;
+      else
+        out[b] = block.floats + block.starts[b] + (owner.width + 15) / 16 * 16;
+      outputs[b] = owner.linear_width;
+    }
+    linear_outputs_of_rows(layer, pooled, out, outputs, block.count);
+    for (int b = 0; b < block.count; ++b) {
+      const request_record& owner = requests[block.rows[b].request];
+      head::plain_row row{out[b], owner.linear_width};
+      head.epilogue(row, owner.knobs);
+      if constexpr (!std::is_same_v<Result, float>)
+        store_row(memory.output + block.rows[b].offset, out[b], owner.linear_width, false);
+    }
+    block.count = 0;
+    block.used = 0;
+  }
+
   /// One row, asking meanwhile for the row `after` it, when there is one.
   void copy(const row_copy& gather, const row_copy* after) const {
     const request_record owner = requests[gather.request];

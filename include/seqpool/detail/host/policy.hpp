@@ -29,6 +29,13 @@ struct launch_policy {
   /// scratch row. 16-bit results wider than this are drafted in the workspace.
   static constexpr std::int64_t held_row_floats = scratch_row_floats;
 
+  /// Rows a gathering item passes through the head's linear layer together,
+  /// gathered into a block of linear_block_floats floats (64 KiB on its stack):
+  /// each weight row, read from the caches once for all of them, is used
+  /// linear_block_rows times. Rows too wide for two in the block go alone.
+  static constexpr std::int64_t linear_block_rows = 4;
+  static constexpr std::int64_t linear_block_floats = 16384;
+
   /// Token methods: items of the gathering pass, each an even share of the
   /// returned rows; enough to keep every thread of a large server busy.
   static constexpr std::int64_t gather_units = 1024;
