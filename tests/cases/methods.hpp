@@ -41,7 +41,10 @@ test::results pool_whole(const std::vector<float>& hidden, std::int64_t hidden_s
 /// Chunk sizes as "1+3+1", for messages.
 inline std::string joined(const std::vector<std::int64_t>& sizes) {
   std::string text;
-  for (const std::int64_t size : sizes) text += (text.empty() ? "" : "+") + std::to_string(size);
+  for (const std::int64_t size : sizes) {
+    if (!text.empty()) text += '+';
+    text += std::to_string(size);
+  }
   return text;
 }
 
