@@ -336,11 +336,10 @@ class step_runner {
   }
 
   /// Throws seqpool::error, before anything is queued, unless the last
-  /// reserve() was for this plan and made the room it needs: the state of its
-  /// chunked requests, and every unit's workspace and arrival counters. A plan
-  /// runs once.
+  /// reserve() was for this plan (made by this runner: the caller checked its
+  /// maker first) and made the room it needs: the state of its chunked
+  /// requests, and every unit's workspace and arrival counters. A plan runs once.
   void check_reserved(const detail::step_program& program, const state_store<Space>& state) const {
-    check_maker(program);
     if (program.serial <= last_run_)
       detail::fail("plan", "it ran already (a plan runs once, against the state it was planned with): plan the step again");
     if (reserved_ != program.serial)

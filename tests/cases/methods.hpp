@@ -297,8 +297,7 @@ TEST_CASE_TEMPLATE_DEFINE("case 28: token filters drop the first row, the last, 
     test::check_equal(pool_marked(method::all{}, {.drop_token_ids = {1012}}), 4, 2, {1, 2, 3, 4, 7, 8, 9, 10});
     test::check_equal(pool_marked(method::all{}, {.drop_first = true, .drop_token_ids = {7, 1012}}), 1, 2, {9, 10});
     // STEP chooses, then the filters drop: rows 1 and 3 are 7s; without a tag, rows 1, 3 and 4 stay.
-    test::check_equal(pool_marked(method::step{}, {.step_tag_id = 7, .drop_last = true}), 2, 2,
-                      {3, 4, 7, 8});
+    test::check_equal(pool_marked(method::step{}, {.step_tag_id = 7, .drop_last = true}), 2, 2, {3, 4, 7, 8});
     test::check_equal(pool_marked(method::step{}, {.drop_first = true, .drop_token_ids = {1012}}), 3, 2,
                       {3, 4, 7, 8, 9, 10});
     test::check_equal(pool_marked(method::step{}, {.step_tag_id = 7, .drop_token_ids = {7}}), 0, 2, {});
@@ -341,10 +340,12 @@ TEST_CASE_TEMPLATE_DEFINE("case 28: token filters drop the first row, the last, 
                        seqpool::error);
   raw_pooler<method::mean, Space> means(space, 2);
   for (const auto& [knobs, knob] : std::vector<std::pair<seqpool::pooling_params, std::string>>{
-           {{.drop_first = true}, "drop_first"}, {{.drop_last = true}, "drop_last"}, {{.drop_token_ids = {7}}, "drop_token_ids"}})
+           {{.drop_first = true}, "drop_first"},
+           {{.drop_last = true}, "drop_last"},
+           {{.drop_token_ids = {7}}, "drop_token_ids"}})
     refused(means, task::embed, knobs, true,
             knob + ": only token methods drop rows; a sequence method leaves out an instruction with instruction_len");
-  // A later chunk keeps the first's filters and ids; a captured step takes filters.
+  // A later chunk keeps the first's filters and brings its ids; a captured step takes filters.
   seqpool::request first = test::part("c", task::token_embed, 5, 0, 2, {.drop_token_ids = {7}});
   first.prompt_token_ids = ids;
   CHECK_FALSE(test::run_step(space, rows, state, seqpool::batch{{first}}, std::vector<float>(4, 1.0f))[0]);
@@ -357,6 +358,11 @@ TEST_CASE_TEMPLATE_DEFINE("case 28: token filters drop the first row, the last, 
   other.prompt_token_ids = other_ids;
   CHECK_THROWS_WITH_AS(rows.plan(seqpool::batch{{other}}, state),
                        "request 0 (id \"c\"): prompt_token_ids: differ from those of the first chunk", seqpool::error);
+  seqpool::request without_ids = test::part("c", task::token_embed, 5, 2, 3, {.drop_token_ids = {7}});
+  CHECK_THROWS_WITH_AS(rows.plan(seqpool::batch{{without_ids}}, state),
+                       "request 0 (id \"c\"): prompt_token_ids: drop_token_ids are looked up in all 5 ids of the "
+                       "prompt, got 0",
+                       seqpool::error);
   state.release("c");
   rows.reserve_capacity({.requests = 2, .rows = 8, .result_rows = 8});
   seqpool::request captured = test::whole("s", task::token_embed, 5, {.drop_first = true, .drop_token_ids = {1012}});

@@ -167,6 +167,8 @@ class planner {
       const chunk& part = chunks[index];
       state_key& key = keys_[decisions_.size()];
       decision& d = decisions_.emplace_back();
+      // Before the state's checks: a later chunk short of the ids it drops by hears so, not that its ids differ.
+      if constexpr (Method::kind == method_kind::token) token_filter(r).check(index);
       if (part.chunked()) begin_key<Method>(key, r);
       state.check(index, r, key);
       if constexpr (Method::kind == method_kind::token)
@@ -248,8 +250,7 @@ class planner {
     if (Method::reads_token_ids && std::cmp_less(r.prompt_token_ids.size(), r.prompt_len))
       fail_request(index, r.id, "prompt_token_ids", "the method reads all ", r.prompt_len, " ids of the prompt, got ",
                    r.prompt_token_ids.size());
-    const token_filter filter(r);
-    filter.check(index);
+    const token_filter filter(r);  // checked in decide()
     d.columns = method.columns(r);
     d.width = d.columns.empty() ? shape_.hidden_size : static_cast<std::int64_t>(d.columns.size());
     d.out_width = head.output_width(index, r, d.width);
@@ -312,7 +313,8 @@ class planner {
       method.select(r, from, to, positions_);
       const std::span<const std::int64_t> listed = std::span(positions_).subspan(mark);
       check_selection(method, index, r, from, to, listed);
-      rows += std::count_if(listed.begin(), listed.end(), [&](std::int64_t position) { return filter.stays(position); });
+      rows += std::count_if(listed.begin(), listed.end(),
+                            [&](std::int64_t position) { return filter.stays(position); });
       positions_.resize(mark);
     }
     return rows;

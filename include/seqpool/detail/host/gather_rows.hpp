@@ -72,12 +72,15 @@ struct gather_rows {
     std::int64_t used = 0;
   };
 
-  /// The floats of the block a row takes (whole cache lines): 0 for a row that
-  /// does not go through the layer, or that is too wide for two in a block.
+  /// `floats` rounded up to whole cache lines.
+  static constexpr std::int64_t whole_lines(std::int64_t floats) { return (floats + 15) / 16 * 16; }
+
+  /// The floats of the block a row takes: 0 for a row that does not go
+  /// through the layer, or that is too wide for two in a block.
   std::int64_t block_floats(const request_record& owner) const {
     if ((owner.flags & through_linear) == 0) return 0;
-    const auto lines = [](std::int64_t width) { return (width + 15) / 16 * 16; };
-    const std::int64_t floats = lines(owner.width) + (std::is_same_v<Result, float> ? 0 : lines(owner.linear_width));
+    const std::int64_t floats =
+        whole_lines(owner.width) + (std::is_same_v<Result, float> ? 0 : whole_lines(owner.linear_width));
     return 2 * floats <= Policy::linear_block_floats ? floats : 0;
   }
 
@@ -104,7 +107,7 @@ struct gather_rows {
       if constexpr (std::is_same_v<Result, float>)
         out[b] = memory.output + block.rows[b].offset;
       else
-        out[b] = block.floats + block.starts[b] + (owner.width + 15) / 16 * 16;
+        out[b] = block.floats + block.starts[b] + whole_lines(owner.width);
       outputs[b] = owner.linear_width;
     }
     linear_outputs_of_rows(layer, pooled, out, outputs, block.count);
