@@ -286,21 +286,17 @@ class planner {
   }
 
   /// The rows of [begin, end) — another chunk's — that a token method chooses
-  /// and the request's filter lets stay: its count() less a dropped first or
-  /// last row it chooses; by id, each row's id looked up where the method
-  /// keeps every row, or else its selection listed a stretch at a time past
-  /// the positions planned so far (the list grows by a stretch at most),
-  /// checked, counted and taken back.
+  /// and the request's filter lets stay: its count() over the range less a
+  /// dropped first or last position (which lie at the range's ends); by id,
+  /// each row's id looked up where the method keeps every row, or else its
+  /// selection listed a stretch at a time past the positions planned so far
+  /// (the list grows by a stretch at most), checked, counted and taken back.
   template <class Method>
   std::int64_t chosen_rows(const Method& method, const token_filter& filter, std::size_t index, const request& r,
                            std::int64_t begin, std::int64_t end) {
     if (!filter.by_id()) {
-      std::int64_t rows = method.count(r, begin, end);
-      const std::int64_t last = r.prompt_len - 1;
-      if (r.params.drop_first && begin == 0 && end > 0) rows -= method.count(r, 0, 1);
-      if (r.params.drop_last && begin <= last && last < end && !(r.params.drop_first && last == 0))
-        rows -= method.count(r, last, last + 1);
-      return rows;
+      const position_range stay = filter.inner(begin, end);
+      return stay.size() == 0 ? 0 : method.count(r, stay.begin, stay.end);
     }
     std::int64_t rows = 0;
     if (keeps_every_row(method, r)) {
