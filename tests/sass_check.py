@@ -1,8 +1,9 @@
 """Reads the sm_90 machine code of the device kernels (tests/sass/pool_kernels.cu):
 the MEAN and MAX pooling kernels, bf16 and fp32, MEAN from bf16 rows into bf16
-results, the gathering kernel (ALL, STEP) for fp32 and bf16 rows, the linear
-layer, and the upload of a captured step (copy_pieces, which reads the pinned
-slot over the host link).
+results, MEAN as the sweep's candidate with two stages of loads cuts it, the
+gathering kernel (ALL, STEP) for fp32 and bf16 rows, the linear layer, and the
+upload of a captured step (copy_pieces, which reads the pinned slot over the
+host link).
 
 Every kernel keeps its values in registers: ptxas reports no stack frame and no
 spills. Those that read hidden states do so with 128-bit global loads
@@ -24,11 +25,15 @@ import re
 import subprocess
 import sys
 
+DEFAULT, PIPELINED = "13launch_policyE", "22pipelined_loads_policyE"
 KERNELS = {
-    f"{method} {dtype}": re.compile(rf"pool_rowsINS_6method{code}ENS_4head5embedE{mangled}fNS")
+    f"{method} {dtype}": re.compile(rf"pool_rowsINS_6method{code}ENS_4head5embedE{mangled}fNS.*{DEFAULT}")
     for method, code in (("mean", "4mean"), ("max", "3max"))
     for dtype, mangled in (("bf16", "13__nv_bfloat16"), ("fp32", "f"))
 }
+# MEAN as the candidate with two stages of loads (pipelined_loads_policy) cuts it.
+for dtype, mangled in (("bf16", "13__nv_bfloat16"), ("fp32", "f")):
+    KERNELS[f"mean {dtype} pipelined"] = re.compile(rf"pool_rowsINS_6method4meanENS_4head5embedE{mangled}fNS.*{PIPELINED}")
 # MEAN of bf16 rows into bf16 results (seqpool::bfloat16).
 KERNELS["mean bf16 to bf16"] = re.compile(r"pool_rowsINS_6method4meanENS_4head5embedE13__nv_bfloat16NS_8bfloat16E")
 KERNELS["gather fp32"] = re.compile(r"gather_rowsINS_4head5embedEffNS")
@@ -43,7 +48,8 @@ THREADS = 256
 BLOCKS_AT_LEAST = {kernel: {"linear": 6, "copy": 1}.get(kernel, 2) for kernel in KERNELS}
 KB = 1024
 BYTES_IN_FLIGHT_AT_LEAST = {"mean fp32": 128 * KB, "max fp32": 128 * KB, "mean bf16": 64 * KB, "max bf16": 64 * KB,
-                            "mean bf16 to bf16": 64 * KB, "gather fp32": 64 * KB, "gather bf16": 32 * KB,
+                            "mean bf16 to bf16": 64 * KB, "mean fp32 pipelined": 128 * KB,
+                            "mean bf16 pipelined": 64 * KB, "gather fp32": 64 * KB, "gather bf16": 32 * KB,
                             "copy": 64 * KB}
 
 

@@ -69,7 +69,8 @@ std::vector<seqpool::batch> steps(const std::vector<std::int64_t>& ids) {
 }  // namespace
 
 TEST_CASE_TEMPLATE("every candidate launch policy pools as the host does", Policy, device::launch_policy,
-                   device::deep_loads_policy, device::small_blocks_policy, device::long_tiles_policy) {
+                   device::deep_loads_policy, device::pipelined_loads_policy, device::small_blocks_policy,
+                   device::long_tiles_policy) {
   using Space = seqpool::device_space<seqpool::with_policy<seqpool::omp_backend, Policy>>;
   static_assert(std::is_same_v<typename seqpool::detail::algorithms_of<Space>::policy, Policy>);
   const std::vector<float> weights = test::drawn_values(labels * hidden_size, 3, 0.1f);
@@ -91,4 +92,53 @@ TEST_CASE_TEMPLATE("every candidate launch policy pools as the host does", Polic
       if (expected[i]) test::check_close(*actual[i], *expected[i], 1e-5);
     }
   }
+}
+
+namespace {
+
+/// A pooler of rows 301 columns wide, 304 apart (two slabs, the second's last
+/// lane past the row; partial rows 304 floats apart in the workspace).
+template <class Method, class Space>
+struct odd_rows {
+  static constexpr std::int64_t width = 301;
+  static constexpr std::int64_t stride = 304;
+  Space space;
+  seqpool::state_store<Space> state{space};
+  seqpool::pooler<Method, head::embed, Space> pooler{space, width};
+};
+
+}  // namespace
+
+TEST_CASE_TEMPLATE("every candidate launch policy merges many partials of a long request as the host pools it",
+                   Policy, device::launch_policy, device::deep_loads_policy, device::pipelined_loads_policy,
+                   device::small_blocks_policy, device::long_tiles_policy) {
+  using Space = seqpool::device_space<seqpool::with_policy<seqpool::omp_backend, Policy>>;
+  // 20,000 rows are 40 tiles of 512 (20 of 1024): each warp of the merging block
+  // takes five (ten with four warps), more than a group of partials in flight,
+  // and a chunk of 9,001 rows leaves the rest to a state.
+  const std::vector<seqpool::batch> steps{
+      {{test::whole("long", task::embed, 20000), test::whole("short", task::embed, 2500)}},
+      {{test::part("chunked", task::embed, 20000, 0, 9001)}},
+      {{test::part("chunked", task::embed, 20000, 9001, 10999)}}};
+  const auto check = [&]<class Method>(Method) {
+    odd_rows<Method, Space> candidate;
+    odd_rows<Method, seqpool::host_space> host;
+    std::uint32_t seed = 5;
+    for (const seqpool::batch& step : steps) {
+      std::int64_t rows = 0;
+      for (const seqpool::request& r : step.requests) rows += r.num_scheduled;
+      std::vector<float> hidden = test::drawn_values(rows * host.stride, seed++);
+      const test::results expected = test::run_step(host.space, host.pooler, host.state, step, hidden, host.stride);
+      const test::results actual =
+          test::run_step(candidate.space, candidate.pooler, candidate.state, step, hidden, candidate.stride);
+      REQUIRE(actual.size() == expected.size());
+      for (std::size_t i = 0; i < expected.size(); ++i) {
+        CAPTURE(i);
+        REQUIRE(actual[i].has_value() == expected[i].has_value());
+        if (expected[i]) test::check_close(*actual[i], *expected[i], 1e-5);
+      }
+    }
+  };
+  check(method::mean{});
+  check(method::max{});
 }

@@ -185,7 +185,7 @@ struct work_record {
 };
 
 /// Rounds a float offset up to a 16-byte boundary, where vector stores may start.
-constexpr std::int64_t align_floats(std::int64_t floats) { return (floats + 3) / 4 * 4; }
+SEQPOOL_HOST_DEVICE constexpr std::int64_t align_floats(std::int64_t floats) { return (floats + 3) / 4 * 4; }
 
 /// Rounds an offset into an output of `result_bytes`-byte values up to a 16-byte boundary.
 constexpr std::int64_t align_values(std::int64_t values, std::int64_t result_bytes) {

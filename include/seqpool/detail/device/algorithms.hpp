@@ -73,7 +73,8 @@ struct algorithms {
     const std::int64_t slabs = (owner.width + Policy::slab_columns - 1) / Policy::slab_columns;
     owner.num_tiles = static_cast<std::int32_t>(num_tiles);
     owner.arrivals = planned.take_arrivals(slabs + 1);
-    if (num_tiles > 1) owner.partials = planned.take_workspace(num_tiles * owner.width);
+    if (num_tiles > 1)
+      owner.partials = planned.take_workspace(num_tiles * partial_stride(owner.width));
     for (std::int64_t t = 0; t < num_tiles; ++t) {
       const std::int64_t rows = std::min(Policy::tile_rows, window.count - t * Policy::tile_rows);
       const auto tile = static_cast<std::int32_t>(records.tiles.size());

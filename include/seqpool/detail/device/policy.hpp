@@ -31,8 +31,15 @@ struct launch_policy {
   /// strip. Wider 16-bit results, those of split requests and those of the
   /// linear layer are drafted in the workspace.
   static constexpr std::int64_t held_row_floats = 32 * lane_floats;
-  static constexpr int packed_vectors_in_flight = 8;  ///< vectors a packed lane loads before it accumulates
-  static constexpr int split_rows_in_flight = 8;   ///< rows a split block's thread loads before it accumulates
+  static constexpr int packed_vectors_in_flight = 8;  ///< vectors a packed lane loads at once (a stage)
+  static constexpr int split_rows_in_flight = 8;   ///< rows a split block's thread loads at once (a stage)
+  /// Stages of loads a pooling thread holds (stream_rows): one — it loads a
+  /// stage, then accumulates it with nothing in flight — or two, the next
+  /// stage's loads issued before the current one is accumulated.
+  static constexpr int load_stages = 1;
+  /// Partial rows of a split request a lane of the merging block loads at
+  /// once: four partials of a lane's 8 columns are 8 vector loads in flight.
+  static constexpr int merged_partials_in_flight = 4;
   /// 16-byte vectors of a result row in memory a thread loads at once where a
   /// block (split requests) or a warp (rows wider than a strip, the linear
   /// layer's rows) finishes it: a block reads a row of 4096 floats in two round
@@ -66,6 +73,18 @@ struct launch_policy {
 struct deep_loads_policy : launch_policy {
   static constexpr int packed_vectors_in_flight = 16;
   static constexpr int split_rows_in_flight = 16;
+};
+
+/// Register double buffering: two stages of half the split rows (as many
+/// registers of loads there as launch_policy's one stage; a packed fp32 lane's
+/// stage stays one row, so it holds twice), loads in flight while a stage is
+/// accumulated.
+struct pipelined_loads_policy : launch_policy {
+  static constexpr int load_stages = 2;
+  static constexpr int split_rows_in_flight = 4;
+  static constexpr int lane_floats = 16;
+  static constexpr std::int64_t held_row_floats = 32 * lane_floats;
+  static constexpr int packed_vectors_in_flight = 4;
 };
 
 /// Blocks of four warps: twice the blocks for the same work, a split tile's

@@ -6,6 +6,7 @@
 
 #include <seqpool/config.hpp>
 #include <seqpool/detail/device/rows.hpp>
+#include <seqpool/detail/device/stream_rows.hpp>
 #include <seqpool/detail/device/team.hpp>
 #include <seqpool/detail/device/vector.hpp>
 #include <seqpool/detail/image.hpp>
@@ -13,6 +14,10 @@
 #include <seqpool/method/concepts.hpp>
 
 namespace seqpool::detail::device {
+
+/// Floats between a split request's partial rows in the workspace: each starts
+/// on a 16-byte boundary, so the merge reads them in vectors.
+SEQPOOL_HOST_DEVICE constexpr std::int64_t partial_stride(std::int64_t width) { return align_floats(width); }
 
 /// One block per work record. A packed block pools up to `warps` short
 /// requests, a warp each, whole: every lane reduces its vectors of the row over
@@ -134,27 +139,19 @@ struct pool_rows {
     for (int i = 0; i < Policy::lane_floats; ++i) mine.at[i] = method.identity();
     // The lane's last vector is its farthest: if it is whole, they all are.
     if (rows_aligned && layout::column(strip, lane, Policy::lane_floats - 1) < width) {
-      constexpr int in_flight = Policy::packed_vectors_in_flight > lane_vectors
-                                    ? Policy::packed_vectors_in_flight / lane_vectors
-                                    : 1;  // rows
-      std::int64_t r = 0;
-      for (; r + in_flight <= count; r += in_flight) {
-        raw_vector loaded[in_flight][lane_vectors];
-        SEQPOOL_UNROLL
-        for (int u = 0; u < in_flight; ++u)
-          SEQPOOL_UNROLL
-          for (int k = 0; k < lane_vectors; ++k)
-            loaded[u][k] = load_once(rows + (r + u) * row_stride + layout::column(strip, lane, k * elements));
-        SEQPOOL_UNROLL
-        for (int u = 0; u < in_flight; ++u) accumulate_vectors<lane_vectors>(loaded[u], mine.at, first_position + r + u);
-      }
-      for (; r < count; ++r) {
-        raw_vector loaded[1][lane_vectors];
-        SEQPOOL_UNROLL
-        for (int k = 0; k < lane_vectors; ++k)
-          loaded[0][k] = load_once(rows + r * row_stride + layout::column(strip, lane, k * elements));
-        accumulate_vectors<lane_vectors>(loaded[0], mine.at, first_position + r);
-      }
+      constexpr int stage_rows = Policy::packed_vectors_in_flight > lane_vectors
+                                     ? Policy::packed_vectors_in_flight / lane_vectors
+                                     : 1;
+      stream_rows<stage_rows, Policy::load_stages, lane_vectors>(
+          0, count,
+          [&](std::int64_t r, raw_vector (&into)[lane_vectors]) {
+            SEQPOOL_UNROLL
+            for (int k = 0; k < lane_vectors; ++k)
+              into[k] = load_once(rows + r * row_stride + layout::column(strip, lane, k * elements));
+          },
+          [&](std::int64_t r, const raw_vector (&loaded)[lane_vectors]) {
+            accumulate_vectors<lane_vectors>(loaded, mine.at, first_position + r);
+          });
       return;
     }
     for (std::int64_t r = 0; r < count; ++r)
@@ -218,7 +215,7 @@ struct pool_rows {
     });
     block.sync();
     const bool alone = owner.num_tiles == 1;
-    float* partial = workspace + owner.partials + tile.index * width;
+    float* partial = workspace + owner.partials + tile.index * partial_stride(width);
     block.threads([&](int warp, int lane) {
       if (warp != 0) return;
       lane_slab& mine = merge_runs(shared, lane, tile.rows, run);
@@ -237,16 +234,7 @@ struct pool_rows {
       block.threads([&](int warp, int lane) {
         const std::int64_t first = warp * share;
         const std::int64_t last = first + share < owner.num_tiles ? first + share : owner.num_tiles;
-        const std::int64_t column = slab_begin + lane * Policy::slab_lane_floats;
-        lane_slab& mine = shared.merged[warp][lane];
-        for (std::int64_t p = first; p < last; ++p) {
-          const float* row = workspace + owner.partials + p * width;
-          SEQPOOL_UNROLL
-          for (int i = 0; i < Policy::slab_lane_floats; ++i) {
-            const float value = column + i < width ? read_fresh(row + column + i) : 0.0f;
-            mine.at[i] = p == first ? value : method.merge(mine.at[i], value);
-          }
-        }
+        merge_partials(first, last, slab_begin + lane * Policy::slab_lane_floats, owner, shared.merged[warp][lane]);
       });
       block.sync();
       block.threads([&](int warp, int lane) {
@@ -279,6 +267,44 @@ struct pool_rows {
     return mine;
   }
 
+  /// Partials [first, last) of a split request's slab merged into a lane's
+  /// columns from `column`, in order, `merged_partials_in_flight` partials
+  /// loaded at once: a warp's share of the merge costs a round trip to L2 for
+  /// each of them, not for each partial. Columns past the row read 0.
+  SEQPOOL_HOST_DEVICE void merge_partials(std::int64_t first, std::int64_t last, std::int64_t column,
+                                          const request_record& owner, lane_slab& mine) const {
+    constexpr int group = Policy::merged_partials_in_flight;
+    constexpr int lane_floats = Policy::slab_lane_floats;
+    static_assert(lane_floats % 4 == 0, "a lane's columns of a slab are whole vectors of floats");
+    const std::int64_t width = owner.width;
+    const std::int64_t stride = partial_stride(width);
+    // A partial row starts on a 16-byte boundary and `column` is a multiple of
+    // the lane's floats, so a lane whose columns lie within the row loads vectors.
+    const bool whole = column + lane_floats <= width;
+    for (std::int64_t p = first; p < last; p += group) {
+      float loaded[group][lane_floats];
+      SEQPOOL_UNROLL
+      for (int g = 0; g < group; ++g) {
+        if (p + g >= last) continue;
+        const float* row = workspace + owner.partials + (p + g) * stride + column;
+        if (whole) {
+          SEQPOOL_UNROLL
+          for (int v = 0; v < lane_floats / 4; ++v) to_floats<float>(load_fresh(row + 4 * v), loaded[g] + 4 * v);
+        } else {
+          SEQPOOL_UNROLL
+          for (int i = 0; i < lane_floats; ++i) loaded[g][i] = column + i < width ? read_fresh(row + i) : 0.0f;
+        }
+      }
+      SEQPOOL_UNROLL
+      for (int g = 0; g < group; ++g) {
+        if (p + g >= last) continue;
+        SEQPOOL_UNROLL
+        for (int i = 0; i < lane_floats; ++i)
+          mine.at[i] = p + g == first ? loaded[g][i] : method.merge(mine.at[i], loaded[g][i]);
+      }
+    }
+  }
+
   /// A split lane's columns [column, column + slab_lane_floats) reduced over rows [begin, end)
   /// of a tile whose first row sits at `first_position` of its prompt.
   SEQPOOL_HOST_DEVICE void reduce_slab(const T* rows, std::int64_t begin, std::int64_t end, std::int64_t first_position,
@@ -286,24 +312,15 @@ struct pool_rows {
     SEQPOOL_UNROLL
     for (int i = 0; i < Policy::slab_lane_floats; ++i) mine.at[i] = method.identity();
     if (rows_aligned && column + Policy::slab_lane_floats <= width) {
-      constexpr int in_flight = Policy::split_rows_in_flight;
-      std::int64_t r = begin;
-      for (; r + in_flight <= end; r += in_flight) {
-        raw_vector loaded[in_flight][slab_vectors];
-        SEQPOOL_UNROLL
-        for (int u = 0; u < in_flight; ++u)
-          SEQPOOL_UNROLL
-          for (int k = 0; k < slab_vectors; ++k)
-            loaded[u][k] = load_once(rows + (r + u) * row_stride + column + k * elements);
-        SEQPOOL_UNROLL
-        for (int u = 0; u < in_flight; ++u) accumulate_vectors<slab_vectors>(loaded[u], mine.at, first_position + r + u);
-      }
-      for (; r < end; ++r) {
-        raw_vector loaded[1][slab_vectors];
-        SEQPOOL_UNROLL
-        for (int k = 0; k < slab_vectors; ++k) loaded[0][k] = load_once(rows + r * row_stride + column + k * elements);
-        accumulate_vectors<slab_vectors>(loaded[0], mine.at, first_position + r);
-      }
+      stream_rows<Policy::split_rows_in_flight, Policy::load_stages, slab_vectors>(
+          begin, end,
+          [&](std::int64_t r, raw_vector (&into)[slab_vectors]) {
+            SEQPOOL_UNROLL
+            for (int k = 0; k < slab_vectors; ++k) into[k] = load_once(rows + r * row_stride + column + k * elements);
+          },
+          [&](std::int64_t r, const raw_vector (&loaded)[slab_vectors]) {
+            accumulate_vectors<slab_vectors>(loaded, mine.at, first_position + r);
+          });
       return;
     }
     for (std::int64_t r = begin; r < end; ++r)
