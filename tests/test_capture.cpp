@@ -13,6 +13,7 @@
 #include <seqpool/seqpool.hpp>
 
 #include "cases/capture.hpp"
+#include "support/prompts.hpp"
 #include "support/spaces.hpp"
 #include "support/step.hpp"
 
@@ -241,4 +242,46 @@ TEST_CASE("each pooler makes one launch, two with a linear layer, and none with 
   // LAST before a prompt's last chunk reads nothing and keeps nothing.
   seqpool::pooler<method::last, head::embed, device_omp> last(space, hidden_size);
   CHECK(launches(last, seqpool::batch{{test::part("l", task::embed, 9, 0, 4)}}) == 0);
+}
+
+TEST_CASE_TEMPLATE("a captured step's pooling runs on a block an index, or one wave as the policy says", Policy,
+                   seqpool::detail::device::launch_policy, seqpool::detail::device::one_wave_capture_policy) {
+  using Space = seqpool::device_space<seqpool::with_policy<seqpool::omp_backend, Policy>>;
+  // 64 prompts of 2,000 rows of 40 columns: each split into four tiles of one slab, 256 blocks of the pooling
+  // launch, where the stand-in's wave is 16 blocks; the capacity's bound is 378.
+  const seqpool::capacity limits{.requests = 64, .rows = 64 * 2000};
+  seqpool::batch full;
+  for (int i = 0; i < 64; ++i) full.requests.push_back(test::whole(test::id("r", i), task::embed, 2000));
+  const std::vector<float> rows = test::drawn_values(limits.rows * hidden_size, 9);
+  const auto pooler_in = [](Space& space) { return seqpool::pooler<method::mean, head::embed, Space>(space, hidden_size); };
+
+  Space eager_space;
+  seqpool::state_store<Space> eager_state(eager_space);
+  auto eager = pooler_in(eager_space);
+  const test::results expected = test::run_step(eager_space, eager, eager_state, full, rows);
+  CHECK(eager_space.backend().largest_grid() == 256);
+
+  Space space;
+  seqpool::state_store<Space> state(space);
+  auto captured = pooler_in(space);
+  captured.reserve_capacity(limits);
+  const auto hidden = test::to_space(space, rows);
+  seqpool::buffer<float, Space> output(space, static_cast<std::size_t>(captured.output_capacity()));
+  auto home = captured.reserve_graph();
+  const seqpool::step_plan plan = captured.plan(full, state);
+  captured.reserve(plan, state);
+  space.backend().begin_capture();
+  captured.capture(seqpool::make_hidden_view(hidden.data(), limits.rows, hidden_size), plan, state, output.span(),
+                   home);
+  const seqpool::omp_backend::graph graph = space.backend().end_capture();
+  CHECK(space.backend().largest_grid() == (Policy::captured_pooling_in_one_wave ? 16 : 378));
+  graph.launch();
+  home.mark_launched();
+  const test::results actual = test::slice(plan, test::to_host(space, output));
+  REQUIRE(actual.size() == expected.size());
+  for (std::size_t i = 0; i < expected.size(); ++i) {
+    CAPTURE(i);
+    REQUIRE(actual[i].has_value());
+    CHECK(actual[i]->values == expected[i]->values);
+  }
 }

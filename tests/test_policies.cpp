@@ -1,7 +1,8 @@
 // Every candidate launch policy of the device kernels (detail/device/policy.hpp),
 // run through the stand-in against host_space: whichever a sweep on the GPU
 // chooses pools as the default does, across its own packed, tile and slab
-// boundaries.
+// boundaries. (one_wave_capture_policy changes captured steps alone:
+// tests/test_capture.cpp runs it.)
 #include <cstdint>
 #include <type_traits>
 #include <vector>

@@ -130,8 +130,8 @@ class step_runner {
       const std::byte* image = space_->upload(staged);
       for (const detail::share& planned : program.shares)
         with_unit(planned.entry, [&](auto& unit) {
-          unit.launch(hidden, planned.records.counts(), image + planned.image_offset, output.data(),
-                      planned.output_values);
+          unit.template launch<detail::sized_by::plan>(hidden, planned.records.counts(), image + planned.image_offset,
+                                                       output.data(), planned.output_values);
         });
     }
     advance(program, state);
@@ -208,7 +208,8 @@ class step_runner {
     encode(program, state, space_->stage(home, pieces_of<Upload>(program)));
     const std::byte* image = space_->upload(home);
     for_each_unit([&](std::size_t entry, auto& unit) {
-      unit.launch(hidden, unit.bounds().records, image + regions_[entry], output.data(), output_capacity_);
+      unit.template launch<detail::sized_by::capacity>(hidden, unit.bounds().records, image + regions_[entry],
+                                                       output.data(), output_capacity_);
     });
     advance(program, state);
   }

@@ -81,10 +81,13 @@ part "padded batch through DLPack on CUDA" timeout 30 "$bin/padded_batch_cuda"
 part "device benchmark" timeout 90 "$bin/pool_bench_cuda" --space device --repeats 5 --json "$out/gpu-bench.json"
 # The sweep: MEAN (packed and split requests) and ALL (gathering) under each
 # candidate policy, every shape, fp32 and bf16, three repeats: three minutes at most.
+# The candidate that changes captured steps alone runs the captured dispatcher step.
 for policy in "${policies[@]}"; do
-  for method in mean all; do
+  methods=(mean all)
+  [ "$policy" = one_wave_capture_policy ] && methods=("dispatcher graph")
+  for method in "${methods[@]}"; do
     part "sweep: $policy, $method" timeout 30 "$bin/pool_bench_cuda_$policy" --space device --method "$method" \
-      --repeats 3 --json "$out/sweep-$policy-$method.json"
+      --repeats 3 --json "$out/sweep-$policy-${method// /-}.json"
   done
 done
 part "PyTorch pooler on CUDA" timeout 60 python3 benchmarks/torch_baseline.py --device cuda --repeats 3 \

@@ -34,6 +34,11 @@ struct record_counts {
   std::size_t linears = 0;
 };
 
+/// What a step's launches are sized by: its plan's record counts (an eager
+/// step), or a capacity's (a captured step, replayed for every batch within
+/// it: block indices past the batch's records return at once).
+enum class sized_by : std::uint8_t { plan, capacity };
+
 /// Where each kind of record sits in the image. The image starts with this
 /// header, so device work learns every count from the image it reads: a launch
 /// sized for a capacity lets the items past the actual counts return. An

@@ -98,13 +98,13 @@ class pooling_unit {
 
   /// Launches the unit's kernels over its image (on the device, or on the host
   /// for host_space), writing into the step's whole `output`. `counts` sizes the
-  /// launches: a share's, or the capacity's for a captured step.
-  template <hidden_element T>
+  /// launches: a share's, or the capacity's for a captured step (Sizing says which).
+  template <sized_by Sizing, hidden_element T>
   void launch(hidden_view<T> hidden, const record_counts& counts, const std::byte* image, Result* output,
               std::int64_t output_values) {
     const launch_buffers<Result> into{output, output_values, workspace_.data(), arrivals_.data()};
     with_method([&]<class M>(const M& method) {
-      algorithms::launch(*space_, method, head_, hidden, counts, image, into);
+      algorithms::template launch<Sizing>(*space_, method, head_, hidden, counts, image, into);
     });
   }
 

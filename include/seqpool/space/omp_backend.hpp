@@ -118,8 +118,13 @@ class omp_backend {
   template <class Kernel>
   void launch(std::int64_t blocks, const Kernel& kernel) {
     const std::int64_t grid = Kernel::one_wave ? std::min(blocks, wave_) : blocks;
+    largest_grid_ = std::max(largest_grid_, grid);
     run_or_record([blocks, grid, kernel] { run_blocks(blocks, grid, kernel); });
   }
+
+  /// The most blocks a grid launched or captured on this backend has had: what
+  /// the tests read to see a launch cut to a wave.
+  std::int64_t largest_grid() const { return largest_grid_; }
 
  private:
   static constexpr std::align_val_t alignment{64};
@@ -162,6 +167,7 @@ class omp_backend {
   }
 
   std::int64_t wave_;
+  std::int64_t largest_grid_ = 0;
   std::unique_ptr<graph> capture_;  ///< the graph being recorded, during a capture
   std::string refused_free_;        ///< a free attempted during the capture, reported at its end
 };

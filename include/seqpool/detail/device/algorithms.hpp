@@ -18,6 +18,23 @@
 
 namespace seqpool::detail::device {
 
+/// Kernel on a grid of at most one wave, its blocks taking the indices in turn,
+/// whatever Kernel declares: a captured step's pooling launch, where the policy
+/// says so (launch_policy::captured_pooling_in_one_wave).
+template <class Kernel>
+struct in_one_wave {
+  static constexpr int threads = Kernel::threads;
+  static constexpr bool one_wave = true;
+  using shared_storage = typename Kernel::shared_storage;
+
+  Kernel kernel;
+
+  template <class Block>
+  SEQPOOL_HOST_DEVICE void operator()(const Block& block, std::int64_t index, shared_storage& shared) const {
+    kernel(block, index, shared);
+  }
+};
+
 /// Written for the GPU: warps read whole lines with 16-byte loads and cooperate
 /// on a row. A long request's tiles are merged by the pooling launch itself,
 /// and a linear layer is a launch of its own. The OpenMP stand-in runs the same
@@ -104,8 +121,10 @@ struct algorithms {
   /// One pooling or gathering launch, and one of the linear layer where the
   /// head has one; each sized by `counts` (a plan's, or a capacity's for a
   /// captured step, whose blocks past the image's own counts return at once),
-  /// none when it has no blocks.
-  template <class Method, class Head, class T, class Result, class Space>
+  /// none when it has no blocks. Gathering and linear launches run on at most
+  /// one wave of blocks, a pooling launch on a block an index (or, captured, as
+  /// the policy says).
+  template <sized_by Sizing, class Method, class Head, class T, class Result, class Space>
   static void launch(Space& space, const Method& method, const Head& head, hidden_view<T> hidden,
                      const record_counts& counts, const std::byte* image, const launch_buffers<Result>& into) {
     const T* rows = hidden.data_handle();
@@ -116,9 +135,14 @@ struct algorithms {
         space.launch(blocks, gather_rows<Head, T, Result, Policy>{head, rows, hidden.stride(0), rows_aligned, image,
                                                                   into.output, into.workspace});
     } else if (counts.works > 0) {
-      space.launch(static_cast<std::int64_t>(counts.works),
-                   pool_rows<Method, Head, T, Result, Policy>{method, head, rows, hidden.stride(0), rows_aligned, image,
-                                                              into.output, into.workspace, into.arrivals});
+      const pool_rows<Method, Head, T, Result, Policy> pooling{method,      head,        rows,          hidden.stride(0),
+                                                              rows_aligned, image,      into.output,   into.workspace,
+                                                              into.arrivals};
+      const auto works = static_cast<std::int64_t>(counts.works);
+      if constexpr (Sizing == sized_by::capacity && Policy::captured_pooling_in_one_wave)
+        space.launch(works, in_one_wave<decltype(pooling)>{pooling});
+      else
+        space.launch(works, pooling);
     }
     if (!head.linear().present() || counts.linears == 0) return;
     using linear_kernel = apply_linear<Head, Result, Policy>;

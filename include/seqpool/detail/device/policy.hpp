@@ -48,6 +48,13 @@ struct launch_policy {
   static constexpr int block_row_vectors_in_flight = 2;
   static constexpr int warp_row_vectors_in_flight = 1;
 
+  /// A captured step's pooling launch, sized by its capacity: a block an index
+  /// (false), most of them returning at once when the batch is smaller than the
+  /// capacity, or one wave of blocks taking the indices in turn (true), which
+  /// starts no idle blocks but costs the pooling kernel registers (166-192
+  /// against 128: one block an SM where an eager launch has two).
+  static constexpr bool captured_pooling_in_one_wave = false;
+
   /// Token methods: blocks of the gathering launch, each an even share of the
   /// returned rows, a warp a row: one wave on an H200 (132 SMs, four blocks each).
   static constexpr std::int64_t gather_units = 132 * 4;
@@ -99,6 +106,11 @@ struct small_blocks_policy : launch_policy {
 /// Split tiles of 1024 rows: half the partial rows to merge, half the blocks.
 struct long_tiles_policy : launch_policy {
   static constexpr std::int64_t tile_rows = 1024;
+};
+
+/// A captured step's pooling launch on one wave of blocks.
+struct one_wave_capture_policy : launch_policy {
+  static constexpr bool captured_pooling_in_one_wave = true;
 };
 
 /// The launch policy of a device backend: the one it names, or launch_policy.

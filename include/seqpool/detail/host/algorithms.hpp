@@ -76,8 +76,9 @@ struct algorithms {
   /// One pass per kind of record the image holds (an image on the host, whose
   /// header gives every count): reduce_tiles then combine_partials for a
   /// sequence method, gather_rows for a token method, then apply_linear for
-  /// rows the items could not pass through the layer.
-  template <class Method, class Head, class T, class Result, class Space>
+  /// rows the items could not pass through the layer. A captured step's passes
+  /// are the same: the header gives the batch's counts.
+  template <sized_by, class Method, class Head, class T, class Result, class Space>
   static void launch(Space& space, const Method& method, const Head& head, hidden_view<T> hidden,
                      const record_counts&, const std::byte* image, const launch_buffers<Result>& into) {
     const image_header& at = *reinterpret_cast<const image_header*>(image);
