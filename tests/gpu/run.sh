@@ -81,10 +81,11 @@ part "padded batch through DLPack on CUDA" timeout 30 "$bin/padded_batch_cuda"
 part "device benchmark" timeout 90 "$bin/pool_bench_cuda" --space device --repeats 5 --json "$out/gpu-bench.json"
 # The sweep: MEAN (packed and split requests) and ALL (gathering) under each
 # candidate policy, every shape, fp32 and bf16, three repeats: three minutes at most.
-# The candidate that changes captured steps alone runs the captured dispatcher step.
+# The candidate that changes captured steps alone runs the captured dispatcher step,
+# its whole capacity and an eighth of it.
 for policy in "${policies[@]}"; do
   methods=(mean all)
-  [ "$policy" = one_wave_capture_policy ] && methods=("dispatcher graph")
+  [ "$policy" = one_wave_capture_policy ] && methods=("dispatcher graph" "dispatcher graph eighth")
   for method in "${methods[@]}"; do
     part "sweep: $policy, $method" timeout 30 "$bin/pool_bench_cuda_$policy" --space device --method "$method" \
       --repeats 3 --json "$out/sweep-$policy-${method// /-}.json"
