@@ -14,9 +14,8 @@ shared memory it prints, per kernel, the blocks of 256 threads an H100/H200 SM
 holds (65,536 registers, 228 KB of shared memory, 64 warps) and the bytes of
 global loads an SM can have in flight (what each thread loads before it uses a
 loaded value, times the SM's threads), and fails when either falls below what the
-kernels have today, or when a pooling kernel issues fewer than 8 vector loads
-from L2 (the merge of a split request's partials) before it uses one: a guard of
-the design for when no GPU is at hand (docs/PERFORMANCE.md, GPU).
+kernels have today: a guard of the design for when no GPU is at hand
+(docs/PERFORMANCE.md, GPU).
 
 usage: sass_check.py CUOBJDUMP SOURCE OUTDIR -- NVCC [ARGS...]
 """
@@ -42,11 +41,6 @@ KERNELS["gather bf16"] = re.compile(r"gather_rowsINS_4head5embedE13__nv_bfloat16
 KERNELS["linear"] = re.compile(r"apply_linearINS_4head5embedEfNS")
 KERNELS["copy"] = re.compile(r"copy_pieces")
 WIDE_LOADS = [k for k in KERNELS if k not in ("linear", "gather bf16")]
-POOLING = [k for k in KERNELS if k.startswith(("mean", "max"))]
-# 16-byte loads from L2 past L1 (__ldcg): the merge of a split request's partials,
-# four partials of a lane's 8 columns at once, issues 8 before it uses one.
-FRESH_VECTORS = r"\.128\.STRONG\.GPU"
-FRESH_BYTES_AT_LEAST = 8 * 16
 
 # Today's values, the floor each kernel must keep: blocks of 256 threads an SM
 # holds, and bytes of loads an SM has in flight (see the docstring).
@@ -69,15 +63,14 @@ def blocks_per_sm(registers, shared_bytes):
     return min(by_registers, by_shared, 64 // (THREADS // 32), 32)
 
 
-def bytes_before_use(code, kind=""):
-    """The most bytes of global loads (those whose modifiers match `kind`) a
-    thread issues before the first instruction that uses a value one of them
-    loaded: its loads in flight at once."""
+def bytes_before_use(code):
+    """The most bytes of global loads a thread issues before the first
+    instruction that uses a value one of them loaded: its loads in flight at once."""
     longest = run = 0
     loaded = set()
     for line in code.splitlines():
         found = re.search(r"LDG\.E((?:\.[A-Z0-9]+)*)\s+(R\d+)", line)
-        if found and re.search(kind, found.group(1)):
+        if found:
             size = re.search(r"\.(64|128)\b", found.group(1))
             width = int(size.group(1) if size else 32) // 8
             run += width
@@ -133,10 +126,6 @@ def main():
             failures.append(f"{kernel}: no 128-bit global load")
         if kernel == "gather bf16" and not re.search(r"LDG\.E[A-Z.]*\.64", code):
             failures.append(f"{kernel}: its runs of four bf16 elements are not loaded 8 bytes at a time")
-        fresh = bytes_before_use(code, FRESH_VECTORS)
-        if kernel in POOLING and fresh < FRESH_BYTES_AT_LEAST:
-            failures.append(f"{kernel}: {fresh} bytes of vector loads from L2 before a use, fewer than "
-                            f"{FRESH_BYTES_AT_LEAST} (the merge of partials)")
         if kernel.endswith("to bf16") and not re.search(r"STG\.E[A-Z.]*\.128", code):
             failures.append(f"{kernel}: its rounded results are not stored 16 bytes at a time")
         used = resources.get(names[0], "")
@@ -151,9 +140,8 @@ def main():
         if in_flight < BYTES_IN_FLIGHT_AT_LEAST.get(kernel, 0):
             failures.append(f"{kernel}: {in_flight // KB} KB of loads in flight an SM, fewer than "
                             f"{BYTES_IN_FLIGHT_AT_LEAST[kernel] // KB}")
-        merged = f", {fresh} B of vector loads from L2 before a use" if kernel in POOLING else ""
         print(f"{kernel}: {wide} 128-bit loads; {registers} registers, {blocks} blocks ({blocks * THREADS // 32} warps) "
-              f"an SM, {in_flight // KB} KB of loads in flight an SM{merged}; {used}")
+              f"an SM, {in_flight // KB} KB of loads in flight an SM; {used}")
     if failures:
         sys.exit("\n".join(failures))
 

@@ -23,14 +23,17 @@ using seqpool::task;
 namespace method = seqpool::method;
 namespace head = seqpool::head;
 using device_omp = seqpool::device_space<seqpool::omp_backend>;
+/// The candidate policy whose captured pooling launch runs on one wave.
+using one_wave_omp = seqpool::device_space<
+    seqpool::with_policy<seqpool::omp_backend, seqpool::detail::device::one_wave_capture_policy>>;
 using capture_cases::hidden_size;
 using capture_cases::labels;
 
 }  // namespace
 
-TEST_CASE_TEMPLATE_APPLY(dispatcher_capture, std::tuple<device_omp>);
-TEST_CASE_TEMPLATE_APPLY(pooler_capture, std::tuple<device_omp>);
-TEST_CASE_TEMPLATE_APPLY(any_wave, std::tuple<device_omp>);
+TEST_CASE_TEMPLATE_APPLY(dispatcher_capture, std::tuple<device_omp, one_wave_omp>);
+TEST_CASE_TEMPLATE_APPLY(pooler_capture, std::tuple<device_omp, one_wave_omp>);
+TEST_CASE_TEMPLATE_APPLY(any_wave, std::tuple<device_omp, one_wave_omp>);
 
 TEST_CASE("capture and replay refuse what would break the graph, before anything is queued") {
   const seqpool::capacity limits{.requests = 2, .rows = 16};

@@ -2,6 +2,8 @@
 // the capture-checking stand-in on the CPU, CUDA's stream capture on the GPU.
 #pragma once
 
+#include <concepts>
+
 #include <doctest/doctest.h>
 
 #include <seqpool/space/device.hpp>
@@ -11,15 +13,17 @@ namespace test {
 template <class Space>
 class captured_graph;
 
-/// The stand-in's capture, which refuses what CUDA refuses in cudaStreamCaptureModeGlobal.
-template <>
-class captured_graph<seqpool::device_space<seqpool::omp_backend>> {
+/// The stand-in's capture, which refuses what CUDA refuses in
+/// cudaStreamCaptureModeGlobal (for the stand-in under any launch policy).
+template <class Backend>
+  requires std::derived_from<Backend, seqpool::omp_backend>
+class captured_graph<seqpool::device_space<Backend>> {
  public:
-  using space = seqpool::device_space<seqpool::omp_backend>;
+  using space = seqpool::device_space<Backend>;
 
-  static seqpool::omp_backend backend() { return {}; }
+  static Backend backend() { return {}; }
   /// A backend whose grids are cut to `wave` blocks.
-  static seqpool::omp_backend backend(std::int64_t wave) { return seqpool::omp_backend(wave); }
+  static Backend backend(std::int64_t wave) { return Backend(wave); }
   static void begin(space& device) { device.backend().begin_capture(); }
 
   /// Ends the capture begun on `device`.
@@ -33,20 +37,21 @@ class captured_graph<seqpool::device_space<seqpool::omp_backend>> {
 
 #if defined(__CUDACC__)
 /// CUDA's stream capture in cudaStreamCaptureModeGlobal, on a stream of its own
-/// (the legacy default stream cannot be captured).
-template <>
-class captured_graph<seqpool::device_space<seqpool::cuda_backend>> {
+/// (the legacy default stream cannot be captured), under any launch policy.
+template <class Backend>
+  requires std::derived_from<Backend, seqpool::cuda_backend>
+class captured_graph<seqpool::device_space<Backend>> {
  public:
-  using space = seqpool::device_space<seqpool::cuda_backend>;
+  using space = seqpool::device_space<Backend>;
 
   /// A backend whose grids are cut to `wave` blocks (0: one wave of the GPU).
-  static seqpool::cuda_backend backend(std::int64_t wave = 0) {
+  static Backend backend(std::int64_t wave = 0) {
     static const cudaStream_t stream = [] {
       cudaStream_t created = nullptr;
       REQUIRE(cudaStreamCreateWithFlags(&created, cudaStreamNonBlocking) == cudaSuccess);
       return created;
     }();
-    return seqpool::cuda_backend(stream, wave);
+    return Backend(stream, wave);
   }
 
   static void begin(space& device) {

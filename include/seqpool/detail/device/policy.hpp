@@ -51,8 +51,9 @@ struct launch_policy {
   /// A captured step's pooling launch, sized by its capacity: a block an index
   /// (false), most of them returning at once when the batch is smaller than the
   /// capacity, or one wave of blocks taking the indices in turn (true), which
-  /// starts no idle blocks but costs the pooling kernel registers (166-192
-  /// against 128: one block an SM where an eager launch has two).
+  /// starts at most a wave of blocks but costs the pooling kernel registers
+  /// (166 for bf16, 192 for fp32, against 128: one block an SM where an eager
+  /// launch has two) and half the fp32 split loop's loads in flight.
   static constexpr bool captured_pooling_in_one_wave = false;
 
   /// Token methods: blocks of the gathering launch, each an even share of the
@@ -70,8 +71,9 @@ struct launch_policy {
 };
 
 /// The candidates a sweep on the GPU measures against launch_policy
-/// (`pool_bench_cuda_<name>`, tests/gpu/run.sh), each a change of one kind;
-/// the CPU tests run every one (tests/test_policies.cpp), so whichever the
+/// (`pool_bench_cuda_<name>`, tests/gpu/run.sh), each a change of one kind (but pipelined_loads_policy);
+/// the CPU tests run every one (tests/test_policies.cpp; tests/test_capture.cpp
+/// the one that changes captured steps alone), so whichever the
 /// sweep chooses is known to give the same results. A space runs one through
 /// a backend that names it (seqpool::with_policy).
 
@@ -82,10 +84,15 @@ struct deep_loads_policy : launch_policy {
   static constexpr int split_rows_in_flight = 16;
 };
 
-/// Register double buffering: two stages of half the split rows (as many
-/// registers of loads there as launch_policy's one stage; a packed fp32 lane's
-/// stage stays one row, so it holds twice), loads in flight while a stage is
-/// accumulated.
+/// Register double buffering: two stages of loads, each half launch_policy's
+/// one, loads in flight while a stage is accumulated. At lanes of 32 floats a
+/// packed fp32 stage is a whole row of 8 vectors and two cost the kernel a
+/// block an SM (166 registers), and with the packed loop left at one stage the
+/// split loop's two still spill (16 bytes, at 2 to 4 rows a stage); so lanes
+/// hold 16 floats (4 vectors of fp32 a stage): strips of 512 columns, which
+/// also halves the gathering kernel's lanes and drafts result rows wider than
+/// 512 in the workspace (more than one kind of change: the sweep weighs them
+/// together).
 struct pipelined_loads_policy : launch_policy {
   static constexpr int load_stages = 2;
   static constexpr int split_rows_in_flight = 4;

@@ -270,7 +270,7 @@ struct pool_rows {
   /// Partials [first, last) of a split request's slab merged into a lane's
   /// columns from `column`, in order, `merged_partials_in_flight` partials
   /// loaded at once: a warp's share of the merge costs a round trip to L2 for
-  /// each of them, not for each partial. Columns past the row read 0.
+  /// each group of them, not for each partial. Columns past the row read 0.
   SEQPOOL_HOST_DEVICE void merge_partials(std::int64_t first, std::int64_t last, std::int64_t column,
                                           const request_record& owner, lane_slab& mine) const {
     constexpr int group = Policy::merged_partials_in_flight;

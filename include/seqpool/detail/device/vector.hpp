@@ -2,6 +2,8 @@
 #pragma once
 
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <type_traits>
 
@@ -30,9 +32,21 @@ SEQPOOL_HOST_DEVICE inline bool is_aligned(const void* address) {
   return reinterpret_cast<std::uintptr_t>(address) % vector_bytes == 0;
 }
 
+/// What the GPU requires of a vector access and the host's copies do not: an
+/// address aligned to its size (the GPU faults on any other). The stand-in
+/// checks it, so that the CPU tests catch a kernel that would fault.
+template <int Bytes>
+inline void check_aligned(const void* address) {
+  if (reinterpret_cast<std::uintptr_t>(address) % Bytes != 0) {
+    std::fprintf(stderr, "seqpool: a %d-byte vector access at %p is not aligned to its size\n", Bytes, address);
+    std::abort();
+  }
+}
+
 /// The bytes at `address`, as the host reads them: a plain copy.
 template <int Bytes>
 inline raw_bytes<Bytes> copied(const void* address) {
+  check_aligned<Bytes>(address);
   raw_bytes<Bytes> loaded;
   std::memcpy(&loaded, address, sizeof loaded);
   return loaded;
@@ -78,6 +92,7 @@ SEQPOOL_HOST_DEVICE inline void store_vector(void* to, const raw_vector& vector)
 #if defined(__CUDA_ARCH__)
   *static_cast<raw_vector*>(to) = vector;
 #else
+  check_aligned<vector_bytes>(to);
   std::memcpy(to, &vector, sizeof vector);
 #endif
 }
@@ -140,6 +155,7 @@ SEQPOOL_HOST_DEVICE void store_values(Out* to, const float* values, std::int64_t
 #if defined(__CUDA_ARCH__)
     *reinterpret_cast<raw_bytes<piece>*>(to + e) = packed;
 #else
+    check_aligned<piece>(to + e);
     std::memcpy(static_cast<void*>(to + e), &packed, piece);
 #endif
   }
