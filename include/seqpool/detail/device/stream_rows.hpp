@@ -37,9 +37,10 @@ SEQPOOL_HOST_DEVICE void stream_rows(std::int64_t begin, std::int64_t end, Load&
     }
   } else if (stages > 0) {
     // Two buffers named apart (an index into one array would put it in local
-    // memory): each turn of the loop takes a stage from each.
-    stage even;
-    stage odd;
+    // memory): each turn of the loop takes a stage from each. Zeroed, because a
+    // compiler cannot see that `odd` is loaded before every take of it.
+    stage even{};
+    stage odd{};
     load_stage(even, row);
     for (std::int64_t s = 0;;) {
       if (s + 1 < stages) load_stage(odd, row + Rows);
