@@ -280,7 +280,7 @@ TEST_CASE_TEMPLATE("a captured step's pooling runs on a block an index, or one w
   CHECK(space.backend().largest_grid() == (Policy::captured_pooling_in_one_wave ? 16 : 378));
   graph.launch();
   home.mark_launched();
-  const test::results actual = test::slice(plan, test::to_host(space, output));
+  const test::results actual = capture_cases::results_of(space, plan, output);
   REQUIRE(actual.size() == expected.size());
   for (std::size_t i = 0; i < expected.size(); ++i) {
     CAPTURE(i);
