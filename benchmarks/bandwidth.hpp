@@ -115,7 +115,8 @@ inline void stream_write(std::byte* data, std::size_t bytes) {
 #pragma omp parallel for schedule(static)
   for (std::size_t begin = 0; begin < floats; begin += row_floats)
     seqpool::detail::host::store_row(values + begin, row,
-                                     static_cast<std::int64_t>(std::min(row_floats, floats - begin)), true);
+                                     static_cast<std::int64_t>(std::min(row_floats, floats - begin)), true,
+                                     seqpool::detail::result_encoding<float>{});
 }
 
 }  // namespace bench

@@ -116,6 +116,19 @@ std::vector<batch_shape> shapes() {
 /// timed (on the host the two are one measurement). `upload_bytes` is what the
 /// step's image costs to send, as the audit counted it (for a graph, what the
 /// batch uses of its slot). `policy`: the launch policy of the device kernels.
+/// The name a record gives its results' type.
+template <class Result>
+constexpr const char* result_name() {
+  if constexpr (std::is_same_v<Result, float>)
+    return "fp32";
+  else if constexpr (std::is_same_v<Result, seqpool::bfloat16>)
+    return "bf16";
+  else if constexpr (std::is_same_v<Result, std::int8_t>)
+    return "int8";
+  else
+    return "ubinary";
+}
+
 struct record {
   std::string method, space, policy, dtype, result, shape;  ///< dtype: the hidden states'; result: the results'.
   std::int64_t rows, hidden_size, requests, upload_bytes;
@@ -219,6 +232,11 @@ class runner {
   template <class Result = float, class Method, class Head>
   record pooler_case(const std::string& name, Method chosen, Head pooling_head) {
     seqpool::pooler<Method, Head, Space, Result> pooler(space_, shape_.hidden_size, chosen, pooling_head);
+    if constexpr (seqpool::ranged_element<Result>) {  // normalised rows: every dimension in [-1, 1]
+      const std::vector<float> lower(static_cast<std::size_t>(shape_.hidden_size), -1.0f);
+      const std::vector<float> upper(lower.size(), 1.0f);
+      pooler.set_ranges({lower, upper});
+    }
     return measure(name, pooler, requests_of(shape_, pooler.task, token_ids_));
   }
 
@@ -356,7 +374,7 @@ class runner {
             space_name_,
             std::is_same_v<Space, seqpool::host_space> ? "host" : device_policy,
             dtype_,
-            std::is_same_v<Result, float> ? "fp32" : "bf16",
+            result_name<Result>(),
             shape_.name,
             shape_.rows(),
             shape_.hidden_size,
@@ -425,6 +443,10 @@ void run_space(const char* space_name, const char* dtype, const batch_shape& sha
   // ALL and STEP write more than they read: with bf16 results they write half as much.
   add("all", [&] { return run.template pooler_case<seqpool::bfloat16>("all", method::all{}, normalise); });
   add("step", [&] { return run.template pooler_case<seqpool::bfloat16>("step", method::step{}, normalise); });
+  // Quantized results, each row drafted in float and encoded as it is stored: MEAN
+  // as int8, ALL as sign bits (a thirty-second of float's bytes).
+  add("mean", [&] { return run.template pooler_case<std::int8_t>("mean", method::mean{}, normalise); });
+  add("all", [&] { return run.template pooler_case<seqpool::ubinary>("all", method::all{}, normalise); });
   // The stand-in's linear pass runs a GPU-shaped kernel on the host at a tenth of host_space's
   // speed (seconds a call): the multi-vector case runs on host_space and on a GPU.
   if (std::is_same_v<Space, seqpool::host_space> || !std::is_same_v<device_backend, seqpool::omp_backend>)

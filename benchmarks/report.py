@@ -15,8 +15,9 @@ import subprocess
 
 
 METHODS = ["cls", "last", "mean", "max", "all", "step", "colbert", "dispatcher"]
-# Rows of the tables beside METHODS: ALL and STEP writing bf16 results.
-SIXTEEN_BIT = ["all→bf16", "step→bf16"]
+# Rows of the tables beside METHODS: results other than float32, ALL and STEP
+# writing bf16, MEAN int8 and ALL sign bits (ubinary).
+ENCODED = ["all→bf16", "step→bf16", "mean→int8", "all→ubinary"]
 SHAPES = ["long", "short", "single", "wide", "padded"]
 SHAPE_NAMES = {"long": "65536x1024, 64 prompts", "short": "65536x1024, 4096 prompts of 8-24",
                "single": "65536x1024, one prompt", "wide": "4096x4096, 8 prompts",
@@ -72,7 +73,7 @@ def main():
     for dtype in ("fp32", "bf16"):
         for shape in SHAPES:
             # The eighth replays part of its capacity's batch: no PyTorch figure is of that batch.
-            for method in METHODS + SIXTEEN_BIT + (["dispatcher graph", "dispatcher graph eighth"] if device else []):
+            for method in METHODS + ENCODED + (["dispatcher graph", "dispatcher graph eighth"] if device else []):
                 ours_record = index.get((space, method, dtype, shape))
                 torch = index.get((torch_space, "dispatcher" if method == "dispatcher graph" else method, dtype, shape))
                 if ours_record is None:

@@ -33,7 +33,7 @@ struct tensor {
 };
 
 constexpr DLDataType float32{kDLFloat, 32, 1}, float16{kDLFloat, 16, 1}, bfloat16{kDLBfloat, 16, 1},
-    int64{kDLInt, 64, 1}, int32{kDLInt, 32, 1};
+    int64{kDLInt, 64, 1}, int32{kDLInt, 32, 1}, int8{kDLInt, 8, 1}, uint8{kDLUInt, 8, 1};
 
 /// DLManagedTensorVersioned of DLPack 1.x, laid out as its header declares it
 /// (Debian's libdlpack-dev is 0.6, which has none).
@@ -145,7 +145,7 @@ TEST_CASE("hidden states: every rejected tensor says what it found and what it n
                        "hidden states: data + byte_offset (2) is not aligned to 4 bytes", seqpool::error);
 }
 
-TEST_CASE("output: contiguous float32 of any shape; token ids: int64 or int32 on the host") {
+TEST_CASE("output: contiguous, of the pooler's result type, of any shape; token ids: int64 or int32 on the host") {
   std::vector<float> out(12);
   tensor flat(out.data(), float32, {12});
   CHECK(dlpack::output<seqpool::host_space>(flat.dl).size() == 12);
@@ -166,6 +166,19 @@ TEST_CASE("output: contiguous float32 of any shape; token ids: int64 or int32 on
                        "output: the tensor holds bfloat16; the pooler writes float16", seqpool::error);
   CHECK_THROWS_WITH_AS((dlpack::output<seqpool::host_space, seqpool::bfloat16>(flat.dl)),
                        "output: the tensor holds float32; the pooler writes bfloat16", seqpool::error);
+  // Quantized results: int8 tensors for int8 and binary, uint8 for uint8 and ubinary.
+  tensor int8_out(out.data(), int8, {48});
+  tensor uint8_out(out.data(), uint8, {4, 12});
+  CHECK(dlpack::output<seqpool::host_space, std::int8_t>(int8_out.dl).size() == 48);
+  CHECK(dlpack::output<seqpool::host_space, seqpool::binary>(int8_out.dl).size() == 48);
+  CHECK(dlpack::output<seqpool::host_space, std::uint8_t>(uint8_out.dl).size() == 48);
+  CHECK(static_cast<void*>(dlpack::output<seqpool::host_space, seqpool::ubinary>(uint8_out.dl).data()) == out.data());
+  CHECK_THROWS_WITH_AS((dlpack::output<seqpool::host_space, seqpool::ubinary>(int8_out.dl)),
+                       "output: the tensor holds int8; the pooler writes uint8", seqpool::error);
+  CHECK_THROWS_WITH_AS((dlpack::output<seqpool::host_space, std::int8_t>(uint8_out.dl)),
+                       "output: the tensor holds uint8; the pooler writes int8", seqpool::error);
+  CHECK_THROWS_WITH_AS((dlpack::output<seqpool::host_space, std::int8_t>(flat.dl)),
+                       "output: the tensor holds float32; the pooler writes int8", seqpool::error);
 
   std::vector<std::int64_t> wide{5, 6, 7};
   std::vector<std::int32_t> narrow{5, 6, 7};

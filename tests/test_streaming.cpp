@@ -1,4 +1,4 @@
-// Results written past the caches: store_row itself (float and 16-bit), and steps on host_space
+// Results written past the caches: store_row itself (float, 16-bit and quantized), and steps on host_space
 // whose results are large enough to be streamed, against the plain reference.
 #include <algorithm>
 #include <cstdint>
@@ -49,33 +49,37 @@ void check_streamed(std::string_view name, std::int64_t hidden_size, const std::
 }  // namespace
 
 /// Stores rows of every width to every alignment through store_row<Result>
-/// and checks that each value is the float rounded once and nothing else moved.
+/// and checks that each value is the float encoded once (rounded, or quantized
+/// on its column's range) and nothing else moved.
 template <class Result>
-void check_store_row(bool stream) {
+void check_store_row(bool stream, const seqpool::detail::result_encoding<Result>& encoding = {}) {
   constexpr std::int64_t slack = 32;
   const std::vector<float> from = test::drawn_values(scratch_row_floats + slack, 1);
   seqpool::host_space space;  // its buffers start on a 64-byte boundary
-  const Result untouched = seqpool::detail::round_to<Result>(-1.0f);
+  const Result untouched = encoding.encode(-1.0f, 0);
   for (std::int64_t offset = 0; offset < 33; ++offset)
     for (const std::int64_t width : {0, 1, 3, 4, 15, 16, 17, 31, 33, 64, 100, 1031, 8192}) {
       CAPTURE(offset);
       CAPTURE(width);
       const seqpool::buffer<Result, seqpool::host_space> to(space, static_cast<std::size_t>(width + slack));
       std::fill(to.data(), to.data() + to.size(), untouched);
-      seqpool::detail::host::store_row(to.data() + offset, from.data(), width, stream);
+      seqpool::detail::host::store_row(to.data() + offset, from.data(), width, stream, encoding);
       for (std::int64_t i = 0; i < width + slack; ++i) {
         const bool inside = i >= offset && i < offset + width;
-        const Result wanted = inside ? seqpool::detail::round_to<Result>(from[i - offset]) : untouched;
+        const Result wanted = inside ? encoding.encode(from[i - offset], i - offset) : untouched;
         if (std::memcmp(to.data() + i, &wanted, sizeof(Result)) != 0) FAIL("value " << i << " differs");
       }
     }
 }
 
-TEST_CASE("store_row writes every width to every alignment, rounded once, and touches nothing else") {
+TEST_CASE("store_row writes every width to every alignment, encoded once, and touches nothing else") {
   SUBCASE("float, streamed") { check_store_row<float>(true); }
   SUBCASE("bfloat16, streamed") { check_store_row<seqpool::bfloat16>(true); }
   SUBCASE("half, streamed") { check_store_row<seqpool::half>(true); }
   SUBCASE("half, plain") { check_store_row<seqpool::half>(false); }
+  const std::vector<float> lower(8192, -2.0f), upper(8192, 2.0f);
+  SUBCASE("int8, streamed") { check_store_row<std::int8_t>(true, {lower.data(), upper.data()}); }
+  SUBCASE("uint8, plain") { check_store_row<std::uint8_t>(false, {lower.data(), upper.data()}); }
 }
 
 TEST_CASE("results past the streaming threshold equal the reference") {

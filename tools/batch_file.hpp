@@ -2,6 +2,8 @@
 // with every field's type and range checked, and the arrays it names.
 #pragma once
 
+#include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <filesystem>
@@ -46,7 +48,10 @@ struct batch_file {
   /// "float32", "float16" or "bfloat16" where the batch says which; else the
   /// .npy dtype decides, and <i2 is refused as ambiguous.
   std::optional<std::string> hidden_dtype;
-  std::string result_dtype = "float32";  ///< "float32", "float16" or "bfloat16": what the poolers write
+  /// "float32", "float16", "bfloat16", "int8", "uint8", "binary" or "ubinary": what the poolers write
+  std::string result_dtype = "float32";
+  /// int8 and uint8 results: the calibration ranges, <f4 [2, D] (sentence-transformers' `ranges`).
+  std::optional<npy_array> ranges;
   pooler_methods poolers;
   std::optional<layer_file> projector;
   std::optional<layer_file> classifier;
@@ -179,6 +184,10 @@ Runtime read_method(const object_reader& poolers, const std::string& key) {
   poolers.fail_at(key, "method \"" + wanted + "\" cannot serve " + key + " (expected " + Runtime::listed_names() + ")");
 }
 
+/// The result dtypes a batch may name.
+inline constexpr std::array<std::string_view, 7> result_dtypes{"float32", "float16", "bfloat16", "int8",
+                                                               "uint8",   "binary",  "ubinary"};
+
 inline npy_array read_layer_array(const object_reader& layer, std::string_view key,
                                   const std::filesystem::path& folder) {
   try {
@@ -242,7 +251,7 @@ inline batch_file read_batch_file(const std::filesystem::path& path) {
   }
   const std::string where = path.filename().string();
   const detail::object_reader top(root, where);
-  top.only({"hidden_size", "hidden_dtype", "result_dtype", "poolers", "projector", "classifier", "steps"});
+  top.only({"hidden_size", "hidden_dtype", "result_dtype", "ranges", "poolers", "projector", "classifier", "steps"});
   batch.hidden_size = top.integer("hidden_size");
   if (batch.hidden_size < 1) top.fail_at("hidden_size", "must be at least 1");
   if (top.has("hidden_dtype")) {
@@ -252,8 +261,19 @@ inline batch_file read_batch_file(const std::filesystem::path& path) {
   }
   if (top.has("result_dtype")) {
     batch.result_dtype = top.string("result_dtype");
-    if (batch.result_dtype != "float32" && batch.result_dtype != "float16" && batch.result_dtype != "bfloat16")
-      top.fail_at("result_dtype", "\"" + batch.result_dtype + "\" is not float32, float16 or bfloat16");
+    if (std::ranges::find(detail::result_dtypes, batch.result_dtype) == detail::result_dtypes.end())
+      top.fail_at("result_dtype", "\"" + batch.result_dtype +
+                                      "\" is not float32, float16, bfloat16, int8, uint8, binary or ubinary");
+  }
+  const bool ranged = batch.result_dtype == "int8" || batch.result_dtype == "uint8";
+  if (top.has("ranges")) {
+    if (!ranged) top.fail_at("ranges", "only int8 and uint8 results take calibration ranges");
+    batch.ranges = detail::read_layer_array(top, "ranges", batch.folder);
+    if (batch.ranges->descr != "<f4" || batch.ranges->shape.size() != 2 || batch.ranges->shape[0] != 2 ||
+        batch.ranges->shape[1] < 1)
+      top.fail_at("ranges", "expected a 2-D <f4 array [2, D]: lower bounds, then upper bounds");
+  } else if (ranged) {
+    top.fail_at("result_dtype", batch.result_dtype + " results need \"ranges\", their calibration ranges");
   }
 
   const detail::object_reader poolers = top.object("poolers");

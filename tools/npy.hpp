@@ -18,6 +18,7 @@
 
 #include <seqpool/error.hpp>
 #include <seqpool/float16.hpp>
+#include <seqpool/quantized.hpp>
 
 namespace seqpool::tool {
 
@@ -147,15 +148,30 @@ inline npy_array read_npy(const std::filesystem::path& path, const npy_dtypes& d
   return array;
 }
 
-/// Writes `values` as an array of `shape`: float32 as <f4, float16 as <f2, and
-/// bfloat16, which NumPy lacks, as its bits in <u2 (as hidden states may be read), in
-/// format 1.0.
+/// The NumPy dtype of a result type: float32 as <f4, float16 as <f2,
+/// bfloat16, which NumPy lacks, as its bits in <u2 (as hidden states may be
+/// read); int8 and binary as |i1, uint8 and ubinary as |u1 (sentence-transformers' dtypes).
+template <class T>
+constexpr const char* npy_descr() {
+  if constexpr (std::is_same_v<T, float>)
+    return "<f4";
+  else if constexpr (std::is_same_v<T, seqpool::half>)
+    return "<f2";
+  else if constexpr (std::is_same_v<T, seqpool::bfloat16>)
+    return "<u2";
+  else if constexpr (std::is_same_v<T, std::int8_t> || std::is_same_v<T, seqpool::binary>)
+    return "|i1";
+  else
+    return "|u1";
+}
+
+/// Writes `values` as an array of `shape`, of npy_descr<T>(), in format 1.0.
 template <class T>
 void write_npy(const std::filesystem::path& path, std::span<const T> values, const std::vector<std::int64_t>& shape) {
   std::string dims;
   for (const std::int64_t extent : shape) dims += std::to_string(extent) + (shape.size() == 1 ? "," : ", ");
   if (shape.size() > 1) dims.resize(dims.size() - 2);
-  const char* descr = std::is_same_v<T, float> ? "<f4" : std::is_same_v<T, seqpool::half> ? "<f2" : "<u2";
+  const char* descr = npy_descr<T>();
   std::string header = "{'descr': '" + std::string(descr) + "', 'fortran_order': False, 'shape': (" + dims + "), }";
   // Magic, version, length and header together are a multiple of 64 bytes, ending in a newline.
   header.append(63 - (10 + header.size()) % 64, ' ');

@@ -86,7 +86,13 @@ class replay {
   std::optional<seqpool::pooler<Method, Head, Space, Result>> make_pooler(const std::optional<Method>& chosen,
                                                                           const Head& pooling_head) {
     if (!chosen) return std::nullopt;
-    return seqpool::pooler<Method, Head, Space, Result>(space_, batch_.hidden_size, *chosen, pooling_head);
+    seqpool::pooler<Method, Head, Space, Result> made(space_, batch_.hidden_size, *chosen, pooling_head);
+    if constexpr (seqpool::ranged_element<Result>) {
+      const auto columns = static_cast<std::size_t>(batch_.ranges->shape[1]);
+      const std::span<const float> bounds(reinterpret_cast<const float*>(batch_.ranges->data.data()), 2 * columns);
+      made.set_ranges({bounds.first(columns), bounds.last(columns)});
+    }
+    return made;
   }
 
   void run_step(std::size_t index) {

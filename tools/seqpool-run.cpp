@@ -1,6 +1,7 @@
 // seqpool-run: replays a recorded batch through seqpool, step by step, and
 // writes each finished request's result (SPEC section 9). The way to reproduce
 // a batch outside an engine, and the interface black-box tests drive.
+#include <cstdint>
 #include <exception>
 #include <filesystem>
 #include <iostream>
@@ -10,6 +11,7 @@
 #include <CLI/CLI.hpp>
 
 #include <seqpool/float16.hpp>
+#include <seqpool/quantized.hpp>
 #include <seqpool/method/builtin.hpp>
 
 #include "batch_file.hpp"
@@ -23,10 +25,19 @@ using tool::options;
 /// Replays the batch in Space with the results its result_dtype names.
 template <class Space>
 void replay_in(const tool::batch_file& batch, const options& chosen) {
-  if (batch.result_dtype == "float16")
+  const std::string& dtype = batch.result_dtype;
+  if (dtype == "float16")
     tool::replay_batch<Space, seqpool::half>(batch, chosen);
-  else if (batch.result_dtype == "bfloat16")
+  else if (dtype == "bfloat16")
     tool::replay_batch<Space, seqpool::bfloat16>(batch, chosen);
+  else if (dtype == "int8")
+    tool::replay_batch<Space, std::int8_t>(batch, chosen);
+  else if (dtype == "uint8")
+    tool::replay_batch<Space, std::uint8_t>(batch, chosen);
+  else if (dtype == "binary")
+    tool::replay_batch<Space, seqpool::binary>(batch, chosen);
+  else if (dtype == "ubinary")
+    tool::replay_batch<Space, seqpool::ubinary>(batch, chosen);
   else
     tool::replay_batch<Space, float>(batch, chosen);
 }

@@ -20,6 +20,7 @@
 #include <seqpool/error.hpp>
 #include <seqpool/float16.hpp>
 #include <seqpool/hidden.hpp>
+#include <seqpool/quantized.hpp>
 #include <seqpool/space/device.hpp>
 #include <seqpool/space/host.hpp>
 #include <seqpool/token_ids.hpp>
@@ -122,6 +123,10 @@ DLDataType dtype_of() {
 #endif
   )
     return {kDLBfloat, bits, 1};
+  else if constexpr (std::same_as<T, std::int8_t> || std::same_as<T, binary>)
+    return {kDLInt, bits, 1};
+  else if constexpr (std::same_as<T, std::uint8_t> || std::same_as<T, ubinary>)
+    return {kDLUInt, bits, 1};
   else
     return {kDLFloat, bits, 1};
 }
@@ -141,8 +146,11 @@ bool holds(DLDataType type) {
   else if constexpr (std::same_as<T, __nv_bfloat16>)
     return type.code == kDLBfloat;
 #endif
-  else if constexpr (std::same_as<T, std::int64_t> || std::same_as<T, std::int32_t>)
+  else if constexpr (std::same_as<T, std::int64_t> || std::same_as<T, std::int32_t> || std::same_as<T, std::int8_t> ||
+                     std::same_as<T, binary>)
     return type.code == kDLInt;
+  else if constexpr (std::same_as<T, std::uint8_t> || std::same_as<T, ubinary>)
+    return type.code == kDLUInt;
   else
     return false;
 }
@@ -258,7 +266,8 @@ decltype(auto) visit_hidden(const DLTensor& tensor, Visit&& visit) {
 }
 
 /// A contiguous tensor of any shape as the output span forward() writes: float32,
-/// or float16 or bfloat16 for a pooler whose results are (Result).
+/// or float16 or bfloat16 for a pooler whose results are (Result), int8 for
+/// int8 and binary results, uint8 for uint8 and ubinary ones.
 template <class Space, result_element Result = float>
 cuda::std::span<Result> output(DLTensor& tensor) {
   constexpr const char* what = "output";

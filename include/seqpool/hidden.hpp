@@ -9,6 +9,7 @@
 
 #include <seqpool/config.hpp>
 #include <seqpool/float16.hpp>
+#include <seqpool/quantized.hpp>
 
 namespace seqpool {
 
@@ -21,10 +22,12 @@ concept hidden_element = std::same_as<T, float> || std::same_as<T, half> || std:
 #endif
     ;
 
-/// The element types a pooler's results may have: the same. Methods and heads
-/// work in float; a 16-bit result is rounded to nearest even once, as it is stored.
+/// The element types a pooler's results may have: the same, and the quantized
+/// ones (int8, uint8, binary, ubinary). Methods and heads work in float; a
+/// 16-bit result is rounded to nearest even once, and a quantized one quantized
+/// once, as it is stored.
 template <class T>
-concept result_element = hidden_element<T>;
+concept result_element = hidden_element<T> || quantized_element<T>;
 
 /// hidden[T, H], row-major in the space's memory; rows may be further apart than H.
 template <hidden_element T>

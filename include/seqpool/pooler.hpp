@@ -23,7 +23,9 @@ class dispatcher;
 ///
 /// Results are float, or, with Result = half or bfloat16 (seqpool's or CUDA's),
 /// 16-bit: methods and heads still work in float, and each value is rounded to
-/// nearest even once, as it is stored. A dispatcher takes poolers into its table.
+/// nearest even once, as it is stored; or quantized as they are stored: int8
+/// and uint8 on calibration ranges (set_ranges), binary and ubinary sign bits
+/// packed 8 columns a byte. A dispatcher takes poolers into its table.
 template <class Method, pooling_head Head, memory_space Space, result_element Result = float>
 class pooler : public step_runner<Space, Result, detail::pooling_unit<Method, Head, Space, Result>> {
   using runner = step_runner<Space, Result, detail::pooling_unit<Method, Head, Space, Result>>;
@@ -39,6 +41,14 @@ class pooler : public step_runner<Space, Result, detail::pooling_unit<Method, He
   pooler(Space& space, std::int64_t hidden_size, Method method = {}, Head head = {})
       : runner(space, std::string(" here (this one serves ") + std::string(name(task)) + ")",
                unit_type(space, hidden_size, std::move(method), head)) {}
+
+  /// int8 and uint8 results: the per-column calibration ranges their values
+  /// are quantized on (SPEC section 3), copied into the space's memory.
+  void set_ranges(const quantization_ranges& ranges)
+    requires ranged_element<Result>
+  {
+    this->template unit<0>().set_ranges(ranges);
+  }
 
   const Method& method() const { return this->template unit<0>().method(); }
   const Head& head() const { return this->template unit<0>().head(); }

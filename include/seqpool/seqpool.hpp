@@ -12,6 +12,7 @@
 #include <seqpool/method/builtin.hpp>
 #include <seqpool/plan.hpp>
 #include <seqpool/pooler.hpp>
+#include <seqpool/quantized.hpp>
 #include <seqpool/space/audit.hpp>
 #include <seqpool/space/buffer.hpp>
 #include <seqpool/space/device.hpp>

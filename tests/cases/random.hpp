@@ -145,8 +145,8 @@ test::matrix reference_of(const prompt& p, std::int64_t hidden_size, const test:
 
 /// One randomized run: draws a batch, pools it in one step or chunk by chunk over
 /// several steps, and checks every request against the reference. With 16-bit
-/// results, a float pooler pools the same steps beside the pooler under test,
-/// whose results must be its results rounded.
+/// or quantized results, a float pooler pools the same steps beside the pooler
+/// under test, whose results must be its results rounded, or encoded.
 template <class Method, class Head, class T, class Space, class Result = float>
 void compare_with_reference(std::uint32_t seed, const batch_shape& shape, bool chunked) {
   CAPTURE(Method::name);
@@ -166,6 +166,18 @@ void compare_with_reference(std::uint32_t seed, const batch_shape& shape, bool c
   seqpool::pooler<Method, Head, Space, Result> pooler(space, hidden_size, {}, pooling_head.policy);
   seqpool::state_store<Space> state(space);
   constexpr bool rounds = !std::is_same_v<Result, float>;
+  constexpr bool quantized = seqpool::quantized_element<Result>;
+  // int8 and uint8: ranges as wide as the widest result, around the values a head gives.
+  std::vector<float> lower, upper;
+  seqpool::detail::result_encoding<Result> encoding{};
+  if constexpr (seqpool::ranged_element<Result>) {
+    for (std::int64_t c = 0; c < std::max(hidden_size, pooling_head.out_features); ++c) {
+      lower.push_back(-1.0f - std::abs(draw.value()));
+      upper.push_back(1.0f + std::abs(draw.value()));
+    }
+    pooler.set_ranges({lower, upper});
+    encoding = {lower.data(), upper.data()};
+  }
   seqpool::pooler<Method, Head, Space> float_pooler(space, hidden_size, {}, pooling_head.policy);
   seqpool::state_store<Space> float_state(space);
 
@@ -228,8 +240,13 @@ void compare_with_reference(std::uint32_t seed, const batch_shape& shape, bool c
     for (std::size_t i = 0; i < scheduled.size(); ++i) {
       prompt& p = *scheduled[i];
       CHECK(out[i].has_value() == (p.done == p.r.prompt_len));
-      if (out[i]) p.result = out[i];
-      if (rounds && out[i]) test::check_rounded<Result>(*out[i], *exact[i]);
+      if (!out[i]) continue;
+      // Quantized results are checked against the float ones, which the reference checks.
+      p.result = quantized ? exact[i] : out[i];
+      if constexpr (quantized)
+        test::check_encoded<Result>(*out[i], *exact[i], encoding);
+      else if constexpr (rounds)
+        test::check_rounded<Result>(*out[i], *exact[i]);
     }
   }
   CHECK(state.size() == 0);
@@ -255,12 +272,15 @@ struct combination {
 };
 
 /// Every method is compared in each: both heads, float and 16-bit hidden
-/// states of both families (seqpool's and CUDA's), float and 16-bit results.
+/// states of both families (seqpool's and CUDA's), float, 16-bit and quantized
+/// results (ranged and packed).
 using combinations =
     std::tuple<combination<head::embed, float>, combination<head::classify, float>, combination<head::embed, __half>,
                combination<head::classify, __nv_bfloat16>, combination<head::embed, seqpool::bfloat16>,
                combination<head::classify, seqpool::half>, combination<head::embed, __nv_bfloat16, seqpool::bfloat16>,
-               combination<head::classify, float, __half>>;
+               combination<head::classify, float, __half>, combination<head::embed, float, std::int8_t>,
+               combination<head::embed, seqpool::bfloat16, seqpool::binary>,
+               combination<head::classify, float, std::uint8_t>>;
 inline constexpr std::size_t combination_count = std::tuple_size_v<combinations>;
 
 /// The methods compared: every built-in one, sequence methods then token methods

@@ -196,6 +196,29 @@ class Cases:
         np.testing.assert_array_equal(batch.result("m").view(np.uint16), [0x3C00, 0x3C02])
         np.testing.assert_array_equal(batch.result("a").view(np.uint16), [[0x7BFF, 0x7C00]])
 
+    def test_case_29_quantized_results(self):
+        # MEAN of two rows, [0.5, 1, -1, 3, -3, 0.2, -0.7, 0, 0.25, -0.25, 0, 5], on ranges of a step of
+        # 1/64 at every column (levels (x + 2) * 64), and its sign bits; ALL's rows in sign bits.
+        mean = np.array([0.5, 1, -1, 3, -3, 0.2, -0.7, 0, 0.25, -0.25, 0, 5], np.float32)
+        rows = np.stack([2 * mean, np.zeros(12, np.float32)])
+        expected = {"uint8": (np.uint8, [160, 192, 64, 255, 0, 140, 83, 128, 144, 112, 128, 255]),
+                    "int8": (np.int8, [32, 64, -64, 127, -128, 12, -44, 0, 16, -16, 0, 127]),
+                    "ubinary": (np.uint8, [212, 144]), "binary": (np.int8, [84, 16])}
+        for dtype, (numpy_type, values) in expected.items():
+            with self.subTest(dtype=dtype):
+                batch = Batch(12, {"embed": "mean", "token_embed": "all"})
+                batch.spec["result_dtype"] = dtype
+                if dtype in ("int8", "uint8"):
+                    np.save(batch.folder / "ranges.npy", np.array([[-2] * 12, [1.984375] * 12], "<f4"))
+                    batch.spec["ranges"] = "ranges.npy"
+                batch.step(np.concatenate([rows, rows]),
+                           [request("m", "embed", 2, **RAW), request("a", "token_embed", 2, **RAW)])
+                self.replay(batch)
+                self.assertEqual(batch.result("m").dtype, numpy_type)
+                np.testing.assert_array_equal(batch.result("m"), values)
+                if "binary" in dtype:
+                    np.testing.assert_array_equal(batch.result("a"), [values, [0 if dtype == "ubinary" else -128] * 2])
+
     def test_case_25_spans(self):
         # One prompt with spans [0, 2) and [2, 5) gives case 3's two means as two rows, whole and in chunks 1+3+1.
         rows = H10

@@ -398,8 +398,39 @@ class Errors(unittest.TestCase):
         self.config_error(lambda s: s.update(hidden_dtype="int8"),
                           'hidden_dtype: "int8" is not float32, float16 or bfloat16')
         self.config_error(lambda s: s.update(result_dtype="float64"),
-                          'result_dtype: "float64" is not float32, float16 or bfloat16')
+                          'result_dtype: "float64" is not float32, float16, bfloat16, int8, uint8, binary or ubinary')
         self.config_error(lambda s: s.update(result_dtype=16), "result_dtype: expected a string")
+
+    def test_quantization_ranges(self):
+        def save(array):
+            return lambda folder: np.save(folder / "r.npy", array)
+        ranges = np.array([[-1.0] * H, [1.0] * H], "<f4")
+        self.config_error(lambda s: s.update(result_dtype="int8"), 'result_dtype: int8 results need "ranges"')
+        self.config_error(lambda s: s.update(result_dtype="binary", ranges="r.npy"),
+                          "ranges: only int8 and uint8 results take calibration ranges", save(ranges))
+        for bad in (ranges[0], np.concatenate([ranges, ranges[:1]])):
+            with self.subTest(shape=bad.shape):
+                self.config_error(lambda s: s.update(result_dtype="uint8", ranges="r.npy"),
+                                  "ranges: expected a 2-D <f4 array [2, D]", save(bad))
+        wide = Batch(H, {"embed": "mean"})
+        wide.spec.update(result_dtype="uint8", ranges="r.npy")
+        np.save(wide.folder / "r.npy", ranges.astype("<f8"))
+        wide.step(ROWS[:1], [request("a", "embed", 1)])
+        self.check_refused(wide, "r.npy: dtype <f8 is not supported (weights are <f4)")
+        self.config_error(lambda s: s.update(result_dtype="uint8", ranges="missing.npy"), "ranges: ")
+        # Checked by seqpool: lower below upper at every column, and wide enough for each result.
+        crossed = Batch(H, {"embed": "mean"})
+        crossed.spec.update(result_dtype="int8", ranges="r.npy")
+        np.save(crossed.folder / "r.npy", np.array([[-1, 1, -1, -1], [1, 1, 1, 1]], "<f4"))
+        crossed.step(ROWS[:1], [request("a", "embed", 1)])
+        self.check_refused(crossed, "ranges: each column needs lower < upper, both finite; column 1 has lower 1")
+        narrow = Batch(H, {"embed": "mean"})
+        narrow.spec.update(result_dtype="int8", ranges="r.npy")
+        np.save(narrow.folder / "r.npy", np.array([[-1, -1], [1, 1]], "<f4"))
+        narrow.step(ROWS[:1], [request("a", "embed", 1, dimensions=2)])
+        narrow.step(ROWS[:1], [request("b", "embed", 1)])
+        self.check_refused(narrow, "step 1: request 0 (id \"b\"): ranges: the calibration ranges cover 2 columns",
+                           written=["a"])
 
     def test_platt_and_problem_type(self):
         self.config_error(lambda s: s.update(classifier={"logit_sigma": 0}), "classifier.logit_sigma: must not be 0")

@@ -1,6 +1,7 @@
-// docs/TESTS.md cases 1-19 and 23-25, methods and heads, on device_space<cuda_backend>.
+// docs/TESTS.md cases 1-19 and 23-29, methods, heads and quantized results, on device_space<cuda_backend>.
 #include "../cases/heads.hpp"
 #include "../cases/methods.hpp"
+#include "../cases/quantized.hpp"
 #include "../support/spaces.hpp"
 
 TEST_CASE_TEMPLATE_APPLY(case_12_normalisation, test::cuda_spaces);
@@ -32,3 +33,5 @@ TEST_CASE_TEMPLATE_APPLY(case_8_all, test::cuda_spaces);
 TEST_CASE_TEMPLATE_APPLY(case_9_chunked_all, test::cuda_spaces);
 TEST_CASE_TEMPLATE_APPLY(case_10_step, test::cuda_spaces);
 TEST_CASE_TEMPLATE_APPLY(case_11_chunked_equals_one_shot, test::cuda_spaces);
+TEST_CASE_TEMPLATE_APPLY(case_29_quantized_results, test::cuda_spaces);
+TEST_CASE_TEMPLATE_APPLY(quantized_refusals, test::cuda_spaces);

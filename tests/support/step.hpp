@@ -1,12 +1,15 @@
 // Runs steps through poolers the way an engine does, under the audit.
 #pragma once
 
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <optional>
 #include <span>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <vector>
 
 #include <doctest/doctest.h>
@@ -67,6 +70,18 @@ inline void check_sync_contract(const seqpool::audit_counts& step) {
   CHECK(step.allocations == 0);
 }
 
+/// An output value read as float: a quantized one as the number it stores
+/// (packed sign bits as their byte, binary's less 128).
+template <class Result>
+float value_of(Result value) {
+  if constexpr (std::is_same_v<Result, seqpool::binary> || std::is_same_v<Result, seqpool::ubinary>)
+    return static_cast<float>(value.bits);
+  else if constexpr (seqpool::quantized_element<Result>)
+    return static_cast<float>(value);
+  else
+    return seqpool::detail::to_float(value);
+}
+
 /// Cuts a step's output into per-request results, in batch order, read as float.
 template <class Plan, class Result>
 results slice(const Plan& plan, const std::vector<Result>& output) {
@@ -78,7 +93,7 @@ results slice(const Plan& plan, const std::vector<Result>& output) {
     }
     matrix values{result->rows, result->cols, {}};
     for (std::int64_t i = 0; i < result->rows * result->cols; ++i)
-      values.values.push_back(seqpool::detail::to_float(output[result->offset + i]));
+      values.values.push_back(value_of(output[result->offset + i]));
     sliced.push_back(std::move(values));
   }
   return sliced;
@@ -178,6 +193,47 @@ void check_rounded(const matrix& rounded, const matrix& exact) {
       FAIL_CHECK("value " << i << " is " << rounded.values[i] << ", the float result " << exact.values[i]
                           << " rounds to " << want);
       return;
+    }
+  }
+}
+
+/// Quantized results equal the float results of the same step encoded, but
+/// where the float result lies so near a boundary of the encoding (a level's
+/// integer, or 0 for a sign bit) that the order the kernel summed in, which a
+/// drafted row may change, could carry it across: there a level may be one off
+/// and a sign bit either.
+template <class Result>
+void check_encoded(const matrix& encoded, const matrix& exact, const seqpool::detail::result_encoding<Result>& encoding) {
+  constexpr int packed = seqpool::detail::columns_per_value<Result>;
+  REQUIRE(encoded.rows == exact.rows);
+  REQUIRE(encoded.cols == seqpool::detail::values_of<Result>(exact.cols));
+  for (std::int64_t row = 0; row < exact.rows; ++row) {
+    for (std::int64_t v = 0; v < encoded.cols; ++v) {
+      const float got = encoded.at(row, v);
+      if constexpr (packed > 1) {
+        const std::int64_t first = v * packed;
+        const int count = static_cast<int>(std::min<std::int64_t>(packed, exact.cols - first));
+        const float* columns = exact.values.data() + row * exact.cols + first;
+        const auto byte = [](float value) { return static_cast<unsigned>(static_cast<int>(value)) & 0xffu; };
+        const unsigned differ = byte(got) ^ byte(value_of(encoding.pack(columns, count)));
+        for (int e = 0; e < packed; ++e)
+          if ((differ & (0x80u >> e)) != 0 && (e >= count || std::abs(columns[e]) > 1e-5f)) {
+            FAIL_CHECK("row " << row << ", value " << v << " is " << got << ": bit " << e << " of "
+                              << columns[e] << " differs");
+            return;
+          }
+      } else {
+        static_assert(seqpool::ranged_element<Result>, "16-bit results are checked by check_rounded");
+        const float value = exact.at(row, v);
+        const float want = value_of(encoding.encode(value, v));
+        if (got == want) continue;
+        const float level = (value - encoding.lower[v]) / ((encoding.upper[v] - encoding.lower[v]) / 255.0f);
+        if (std::abs(got - want) > 1.0f || std::abs(level - std::round(level)) > 1e-3f) {
+          FAIL_CHECK("row " << row << ", column " << v << " is " << got << ", the float result " << value
+                            << " encodes to " << want);
+          return;
+        }
+      }
     }
   }
 }

@@ -30,8 +30,13 @@ namespace seqpool::detail {
 struct pooler_shape {
   std::int64_t hidden_size = 0;
   bool has_linear = false;
-  std::int64_t result_bytes = 4;  ///< bytes of a result value: 4, or 2 for 16-bit results
+  std::int64_t result_bytes = 4;  ///< bytes of a result value: 4, 2 for 16-bit results, 1 for quantized ones
   bool bounded = false;           ///< the pooler has a capacity (a captured step): it pools no spans
+  /// Quantized results: every row is finished in float in a draft row and
+  /// encoded from there, by the kernel that finishes it.
+  bool quantized = false;
+  std::int64_t columns_per_value = 1;  ///< result columns one output value holds: 8 for packed sign bits
+  std::int64_t ranged_columns = -1;    ///< int8 and uint8: the columns the calibration ranges cover; else -1
 };
 
 /// What the checks decided about one request, which building follows.
@@ -88,7 +93,8 @@ class planner {
   /// The most a share within `limits` can need of what plan() counts, for rows
   /// of `hidden_size` columns and results at most `widest_result` wide. Each
   /// term bounds its count whatever the batch; every result starts on a 16-byte
-  /// boundary, and 16-bit results may each be drafted in the workspace as well.
+  /// boundary, and 16-bit and quantized results may each be drafted in the
+  /// workspace as well.
   static share_bounds bounds(const capacity& limits, const pooler_shape& shape, std::int64_t widest_result,
                              bool token_wise) {
     const std::int64_t align_slack = 16 / shape.result_bytes - 1;
@@ -178,6 +184,13 @@ class planner {
     }
   }
 
+  /// int8 and uint8 results: the calibration ranges cover every column of the result.
+  void check_ranges(std::size_t index, const request& r, std::int64_t out_width) const {
+    if (shape_.ranged_columns >= 0 && out_width > shape_.ranged_columns)
+      fail_request(index, r.id, "ranges", "the calibration ranges cover ", shape_.ranged_columns,
+                   " columns; the request's result has ", out_width);
+  }
+
   /// A sequence method pools each span of the prompt (without spans, the whole
   /// prompt, or what follows its instruction, as one) over the window of rows
   /// its chunk has of it.
@@ -197,6 +210,7 @@ class planner {
     const std::span<const token_span> spans = pooled_spans<Method>(r, after);
     d.width = shape_.hidden_size;
     d.out_width = head.output_width(index, r, d.width);
+    check_ranges(index, r, d.out_width);
     d.first = windows_.size();
     d.count = spans.empty() ? 1 : spans.size();
     for (std::size_t k = 0; k < d.count; ++k) {
@@ -254,6 +268,7 @@ class planner {
     d.columns = method.columns(r);
     d.width = d.columns.empty() ? shape_.hidden_size : static_cast<std::int64_t>(d.columns.size());
     d.out_width = head.output_width(index, r, d.width);
+    check_ranges(index, r, d.out_width);
     const std::int64_t end = part.num_computed + part.num_scheduled;
     if (keeps_every_row(method, r) && !filter.by_id()) {
       // Every position but a dropped first or last, known without listing one: no loop over the rows.
@@ -438,7 +453,7 @@ class planner {
       request_record& owner = share_.records.requests[static_cast<std::size_t>(first + k)];
       owner.prompt_len = seen.prompt_len;
       owner.position_offset = seen.num_computed - seen.first_row();
-      direct(owner, to, k, starts_from_state(part, seen, keeps_state) ? from_state : 0, d.out_width);
+      direct(owner, to, k, starts_from_state(part, seen, keeps_state) ? from_state : 0, values_of(d.out_width));
       Algorithms::cut(share_, first + static_cast<std::int32_t>(k), window);
     }
   }
@@ -469,7 +484,7 @@ class planner {
     const destination to =
         part.finished() ? route_results(record, result, rows, d.width, d.out_width, Algorithms::policy::held_row_floats)
                         : destination{target::state, 0, d.width, 0, d.width};
-    direct(share_.records.requests[static_cast<std::size_t>(record)], to, 0, 0, d.out_width);
+    direct(share_.records.requests[static_cast<std::size_t>(record)], to, 0, 0, values_of(d.out_width));
 
     if (part.finished() && d.rows_before > 0)
       add_run({-1, to.offset, -1, static_cast<std::int32_t>(d.rows_before), record, static_cast<std::int32_t>(d.width)},
@@ -580,13 +595,13 @@ class planner {
 
   /// Writes where record `k` of a request's records goes and how it finishes.
   static void direct(request_record& owner, const destination& to, std::int64_t k, std::uint8_t flags,
-                     std::int64_t out_width) {
+                     std::int64_t out_values) {
     owner.where = to.where;
     owner.offset = to.offset + k * to.row_stride;  // state: each record's entry of the state table is its own part
     owner.width = static_cast<std::int32_t>(to.row_width);
     owner.flags = to.flags | flags;
     owner.linear_width = static_cast<std::int32_t>(to.linear_width);
-    if ((to.flags & drafted) != 0) owner.result = to.result + k * out_width;
+    if ((to.flags & drafted) != 0) owner.result = to.result + k * out_values;
   }
 
   /// The planned request's place in the share's results, in the order added.
@@ -613,33 +628,41 @@ class planner {
   /// Reserves a finishing request's `rows` result rows, from a 16-byte boundary.
   /// Without a linear layer the method writes them directly, with the head's
   /// epilogue; 16-bit rows wider than `held_width`, the widest the finishing
-  /// kernel holds whole, are drafted in the workspace and rounded into place.
-  /// With a linear layer, pooled rows are passed through it by the item that
-  /// pools them where the family does that; otherwise they go to the workspace
-  /// and a pass of the layer writes the result and runs the epilogue, drafting
-  /// 16-bit rows where the family says.
+  /// kernel holds whole, and every quantized row are drafted in the workspace
+  /// and encoded into place. With a linear layer, pooled rows are passed through
+  /// it by the item that pools them where the family does that (never for
+  /// quantized rows); otherwise they go to the workspace and a pass of the layer
+  /// writes the result and runs the epilogue, drafting 16-bit rows where the
+  /// family says and quantized rows always.
   destination route_results(std::int32_t record, std::size_t result, std::int64_t rows, std::int64_t pooled_width,
                             std::int64_t out_width, std::int64_t held_width) {
-    const result_slice slice{align_values(output_end_, shape_.result_bytes), rows, out_width};
+    const std::int64_t out_values = values_of(out_width);
+    const result_slice slice{align_values(output_end_, shape_.result_bytes), rows, out_values};
     share_.results[result] = slice;
-    output_end_ = slice.offset + rows * out_width;
+    output_end_ = slice.offset + rows * out_values;
     const bool rounding = shape_.result_bytes < 4;
+    const bool quantized = shape_.quantized;
     if (!shape_.has_linear) {
-      if (!rounding || out_width <= held_width)
+      if (!rounding || (!quantized && out_width <= held_width))
         return {target::output, slice.offset, out_width, finish | epilogue, out_width};
       return {target::workspace, share_.take_workspace(rows * out_width), out_width, finish | epilogue | drafted,
               out_width, slice.offset};
     }
-    if (Algorithms::linear_in_item(pooled_width, out_width, rounding))
+    if (!quantized && Algorithms::linear_in_item(pooled_width, out_width, rounding))
       return {target::output, slice.offset, pooled_width, finish | through_linear, out_width, 0, out_width};
     const std::int64_t pooled = share_.take_workspace(rows * pooled_width);
-    const bool draft = rounding && Algorithms::drafts_linear_rows(out_width);
+    const bool draft = quantized || (rounding && Algorithms::drafts_linear_rows(out_width));
     const std::int64_t drafts = draft ? share_.take_workspace(rows * out_width) : -1;
     for (std::int64_t k = 0; k < rows; ++k)
-      share_.records.linears.push_back({pooled + k * pooled_width, slice.offset + k * out_width,
+      share_.records.linears.push_back({pooled + k * pooled_width, slice.offset + k * out_values,
                                         draft ? drafts + k * out_width : -1, record,
                                         static_cast<std::int32_t>(out_width)});
     return {target::workspace, pooled, pooled_width, finish, pooled_width};
+  }
+
+  /// The output values a result row of `width` columns takes.
+  std::int64_t values_of(std::int64_t width) const {
+    return (width + shape_.columns_per_value - 1) / shape_.columns_per_value;
   }
 
   /// Positions of another chunk chosen_rows() lists at a time.

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <algorithm>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <limits>
@@ -19,6 +20,7 @@
 #include <seqpool/head/concepts.hpp>
 #include <seqpool/hidden.hpp>
 #include <seqpool/method/concepts.hpp>
+#include <seqpool/quantized.hpp>
 #include <seqpool/space/buffer.hpp>
 
 namespace seqpool::detail {
@@ -43,10 +45,33 @@ class pooling_unit {
         method_(std::move(method)),
         head_(head),
         workspace_(space, 0),
-        arrivals_(space, 0) {
+        arrivals_(space, 0),
+        ranges_(space, 0) {
     // Records hold widths in 32 bits.
     if (hidden_size < 1 || hidden_size > std::numeric_limits<std::int32_t>::max())
       fail("hidden_size", "must be in [1, 2147483647], got ", hidden_size);
+  }
+
+  /// int8 and uint8 results: copies the calibration ranges into the space's
+  /// memory, outside any step; they cover at least the columns of every result.
+  /// Ranges set again must have the same width: they are copied over the
+  /// first, where a captured step's kernels read them.
+  void set_ranges(const quantization_ranges& ranges)
+    requires ranged_element<Result>
+  {
+    const std::size_t columns = ranges.lower.size();
+    if (columns == 0 || ranges.upper.size() != columns)
+      fail("ranges", "lower and upper need one value per result column, the same number, got ", ranges.lower.size(),
+           " and ", ranges.upper.size());
+    if (ranges_.size() != 0 && ranges_.size() != 2 * columns)
+      fail("ranges", "set again, they keep their width of ", ranges_.size() / 2, " columns, got ", columns);
+    for (std::size_t c = 0; c < columns; ++c)
+      if (!(ranges.lower[c] < ranges.upper[c]) || !std::isfinite(ranges.upper[c] - ranges.lower[c]))
+        fail("ranges", "each column needs lower < upper, both finite; column ", c, " has lower ", ranges.lower[c],
+             " and upper ", ranges.upper[c]);
+    if (ranges_.size() == 0) ranges_ = buffer<float, Space>(*space_, 2 * columns);
+    space_->copy_in(ranges.lower, ranges_.span().subspan(0, columns));
+    space_->copy_in(ranges.upper, ranges_.span().subspan(columns, columns));
   }
 
   std::int64_t hidden_size() const { return hidden_size_; }
@@ -58,6 +83,9 @@ class pooling_unit {
   template <class State>
   void plan(const batch& step, std::span<const chunk> chunks, std::span<const std::size_t> chosen, const State& state,
             std::int64_t output_begin, bool bounded, share& into, planner_scratch& scratch) const {
+    if constexpr (ranged_element<Result>)
+      if (ranges_.size() == 0)
+        fail("ranges", "int8 and uint8 results need calibration ranges: give them to set_ranges() before planning");
     const pooler_shape shape = shape_of(bounded);
     with_method([&]<class M>(const M& method) {
       planner<algorithms>::plan(method, head_, shape, step, chunks, chosen, state, output_begin, into, scratch);
@@ -102,7 +130,7 @@ class pooling_unit {
   template <sized_by Sizing, hidden_element T>
   void launch(hidden_view<T> hidden, const record_counts& counts, const std::byte* image, Result* output,
               std::int64_t output_values) {
-    const launch_buffers<Result> into{output, output_values, workspace_.data(), arrivals_.data()};
+    const launch_buffers<Result> into{output, output_values, workspace_.data(), arrivals_.data(), encoding()};
     with_method([&]<class M>(const M& method) {
       algorithms::template launch<Sizing>(*space_, method, head_, hidden, counts, image, into);
     });
@@ -118,7 +146,18 @@ class pooling_unit {
     return {.hidden_size = hidden_size_,
             .has_linear = head_.linear().present(),
             .result_bytes = static_cast<std::int64_t>(sizeof(Result)),
-            .bounded = bounded};
+            .bounded = bounded,
+            .quantized = quantized_element<Result>,
+            .columns_per_value = columns_per_value<Result>,
+            .ranged_columns = ranged_element<Result> ? static_cast<std::int64_t>(ranges_.size() / 2) : -1};
+  }
+
+  /// How the kernels store a row: for int8 and uint8, on the ranges in the space's memory.
+  result_encoding<Result> encoding() const {
+    if constexpr (ranged_element<Result>)
+      return {ranges_.data(), ranges_.data() + ranges_.size() / 2};
+    else
+      return {};
   }
 
   /// Calls `work` with the method as its concrete type, visiting a runtime choice on the host.
@@ -145,6 +184,7 @@ class pooling_unit {
   Head head_;
   buffer<float, Space> workspace_;
   buffer<int, Space> arrivals_;
+  buffer<float, Space> ranges_;  ///< int8 and uint8: every column's lower bound, then every upper bound
   share_bounds bounds_;
 };
 

@@ -6,6 +6,7 @@
 #include <type_traits>
 
 #include <seqpool/config.hpp>
+#include <seqpool/detail/result_encoding.hpp>
 #include <seqpool/head/knobs.hpp>
 
 namespace seqpool::detail {
@@ -21,10 +22,11 @@ inline constexpr std::uint8_t epilogue = 4;    ///< and the head's row epilogue,
 /// head's linear layer and epilogue by the item that pooled it; the request's
 /// offset is its result's.
 inline constexpr std::uint8_t through_linear = 8;
-/// 16-bit results: the request's rows are finished in float in a draft row of
-/// the workspace (at its offset), and the kernel that finishes a row rounds it
-/// into the output (at its result offset). Rows a kernel cannot hold whole
-/// through the head's epilogue are drafted.
+/// 16-bit and quantized results: the request's rows are finished in float in a
+/// draft row of the workspace (at its offset), and the kernel that finishes a
+/// row encodes it into the output (at its result offset). 16-bit rows a kernel
+/// cannot hold whole through the head's epilogue are drafted, and quantized
+/// rows always.
 inline constexpr std::uint8_t drafted = 16;
 
 /// The step's memory as the kernels see it, its results of type Result.
@@ -33,10 +35,11 @@ struct step_memory {
   Result* output;
   float* workspace;
   float* const* state;  ///< one state per request record (null where none)
+  result_encoding<Result> encoding;  ///< how a row finished in float is stored
 
-  /// The float row a record's offset names. A plan for 16-bit results sends no
-  /// row to the output that a kernel finishes in memory (those are drafted), so
-  /// for them the output has no float row: null.
+  /// The float row a record's offset names. A plan for results other than
+  /// float sends no row to the output that a kernel finishes in memory (those
+  /// are drafted), so for them the output has no float row: null.
   SEQPOOL_HOST_DEVICE float* at(target where, std::int64_t offset, std::int32_t request) const {
     if (where == target::output) {
       if constexpr (std::is_same_v<Result, float>)
@@ -51,13 +54,15 @@ struct step_memory {
 
 /// The memory a share's launches read and write besides the hidden states and
 /// the image: the step's whole output, of which the share writes
-/// `output_values` values, and the pooler's workspace and arrival counters.
+/// `output_values` values, and the pooler's workspace and arrival counters; and
+/// how the output's values are encoded.
 template <class Result>
 struct launch_buffers {
   Result* output;
   std::int64_t output_values;
   float* workspace;
   int* arrivals;
+  result_encoding<Result> encoding;
 };
 
 /// Per request of the plan (per span of a request that has spans). Offsets in
@@ -69,7 +74,7 @@ struct request_record {
   std::int64_t offset;           ///< where its pooled row, or its first gathered row, goes in `where`
   std::int64_t partials;         ///< sequence methods, several tiles: workspace float offset of a partial row per tile
   std::int64_t columns;          ///< token methods: first entry in the column table, -1 for all columns
-  std::int64_t result;           ///< drafted: the output value offset its rows are rounded into
+  std::int64_t result;           ///< drafted: the output value offset its rows are encoded into
   std::int32_t width;            ///< columns pooled, or columns each gathered row receives
   std::int32_t linear_width;     ///< through_linear: the layer's leading outputs kept
   std::int32_t num_tiles;
@@ -127,6 +132,17 @@ SEQPOOL_HOST_DEVICE inline std::int64_t row_stride_of(const request_record& owne
   return (owner.flags & through_linear) != 0 ? owner.linear_width : owner.width;
 }
 
+/// The output value offset a drafted gathered row is encoded at, from the
+/// float offset of its draft: its request's draft rows lie a width apart, and
+/// its result rows as many output values apart as a row takes.
+template <class Result>
+SEQPOOL_HOST_DEVICE std::int64_t encoded_offset(const request_record& owner, std::int64_t draft) {
+  if constexpr (columns_per_value<Result> == 1)
+    return owner.result + (draft - owner.offset);
+  else
+    return owner.result + (draft - owner.offset) / owner.width * values_of<Result>(owner.width);
+}
+
 /// Walks a share's returned rows in order from a gather base: each next() is
 /// the next row's copy. A masked run's rows are found by the bits of its mask.
 struct gather_cursor {
@@ -170,7 +186,7 @@ struct gather_cursor {
 struct linear_record {
   std::int64_t input;   ///< workspace float offset of the pooled row
   std::int64_t offset;  ///< output value offset of the result row
-  std::int64_t draft;   ///< 16-bit results drafted: the workspace float offset of the draft row; else -1
+  std::int64_t draft;   ///< results drafted: the workspace float offset of the draft row; else -1
   std::int32_t request;
   std::int32_t width;  ///< leading outputs kept (matryoshka truncation)
 };

@@ -62,7 +62,7 @@ struct algorithms {
   static bool linear_in_item(std::int64_t, std::int64_t, bool) { return false; }
 
   /// The layer's launch writes a row's outputs from every warp of its block, so
-  /// a 16-bit result row is always drafted.
+  /// a 16-bit result row is always drafted (as every quantized one is).
   static bool drafts_linear_rows(std::int64_t) { return true; }
 
   /// A short request is one tile that a warp pools whole, packed into a block
@@ -133,11 +133,11 @@ struct algorithms {
       const auto blocks = static_cast<std::int64_t>(counts.gather_bases) - 1;
       if (blocks > 0)
         space.launch(blocks, gather_rows<Head, T, Result, Policy>{head, rows, hidden.stride(0), rows_aligned, image,
-                                                                  into.output, into.workspace});
+                                                                  into.output, into.workspace, into.encoding});
     } else if (counts.works > 0) {
-      const pool_rows<Method, Head, T, Result, Policy> pooling{method,      head,        rows,          hidden.stride(0),
-                                                              rows_aligned, image,      into.output,   into.workspace,
-                                                              into.arrivals};
+      const pool_rows<Method, Head, T, Result, Policy> pooling{
+          method, head, rows, hidden.stride(0), rows_aligned, image, into.output, into.workspace, into.arrivals,
+          into.encoding};
       const auto works = static_cast<std::int64_t>(counts.works);
       if constexpr (Sizing == sized_by::capacity && Policy::captured_pooling_in_one_wave)
         space.launch(works, in_one_wave<decltype(pooling)>{pooling});
@@ -148,7 +148,7 @@ struct algorithms {
     using linear_kernel = apply_linear<Head, Result, Policy>;
     const std::int64_t per_block = linear_kernel::rows_per_block(head.linear().in_features);
     space.launch((static_cast<std::int64_t>(counts.linears) + per_block - 1) / per_block,
-                 linear_kernel{head, head.linear(), image, into.output, into.workspace});
+                 linear_kernel{head, head.linear(), image, into.output, into.workspace, into.encoding});
   }
 };
 

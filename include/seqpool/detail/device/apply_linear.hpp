@@ -17,8 +17,8 @@ namespace seqpool::detail::device {
 /// together: it copies them into shared memory, then each warp takes outputs in
 /// turn, its lanes reading the output's weight row front to back (coalesced)
 /// and each weight serving every row of the block. The head's epilogue follows,
-/// a warp per result row. 16-bit results are finished in the draft row the plan
-/// gave them and rounded into place by that warp.
+/// a warp per result row. 16-bit and quantized results are finished in the
+/// draft row the plan gave them and encoded into place by that warp.
 template <class Head, class Result, class Policy>
 struct apply_linear {
   static constexpr int threads = Policy::threads;
@@ -41,6 +41,7 @@ struct apply_linear {
   const std::byte* image;
   Result* output;
   float* workspace;
+  result_encoding<Result> encoding;
 
   template <class Block>
   SEQPOOL_HOST_DEVICE void operator()(const Block& block, std::int64_t index, shared_storage& shared) const {
@@ -73,13 +74,14 @@ struct apply_linear {
       float* finished = row_of(row);
       memory_row<std::remove_cvref_t<decltype(warp)>, Policy::warp_row_vectors_in_flight> result{warp, finished, row.width};
       head.epilogue(result, header.requests.in(image)[row.request].knobs);
-      if (row.draft >= 0) round_into<Policy::warp_row_vectors_in_flight>(warp, output + row.offset, finished, row.width);
+      if (row.draft >= 0)
+        encode_into<Policy::warp_row_vectors_in_flight>(warp, output + row.offset, finished, row.width, encoding);
     });
   }
 
  private:
   /// Where a result row is finished in float: its place in a float output, or
-  /// the draft row of a 16-bit one.
+  /// the draft row of any other.
   SEQPOOL_HOST_DEVICE float* row_of(const linear_record& row) const {
     if constexpr (std::is_same_v<Result, float>)
       if (row.draft < 0) return output + row.offset;

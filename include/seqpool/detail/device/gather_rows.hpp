@@ -26,7 +26,7 @@ namespace seqpool::detail::device {
 /// hidden states (through the request's column table when it has one) or from
 /// the state, where an earlier chunk stashed them. 16-bit results are rounded as
 /// the warp stores them from its registers, or, wider than a strip, rounded
-/// from the draft row they were finished in.
+/// from the draft row they were finished in, as quantized ones always are.
 template <class Head, class T, class Result, class Policy>
 struct gather_rows {
   static constexpr int threads = Policy::threads;
@@ -48,6 +48,7 @@ struct gather_rows {
   const std::byte* image;
   Result* output;
   float* workspace;
+  result_encoding<Result> encoding;
 
   template <class Block>
   SEQPOOL_HOST_DEVICE void operator()(const Block& block, std::int64_t index, shared_storage& shared) const {
@@ -74,18 +75,18 @@ struct gather_rows {
   template <class Warp>
   SEQPOOL_HOST_DEVICE void gather(const Warp& warp, const image_header& header, const row_copy row) const {
     const request_record owner = header.requests.in(image)[row.request];
-    const step_memory<Result> step{output, workspace, header.state_table.in(image)};
-    Result* rounded = nullptr;
-    if constexpr (!std::is_same_v<Result, float>)
+    const step_memory<Result> step{output, workspace, header.state_table.in(image), encoding};
+    held_result<Result>* rounded = nullptr;
+    if constexpr (!std::is_same_v<held_result<Result>, float>)
       if (owner.where == target::output) rounded = output + row.offset;
     float* out = step.at(owner.where, row.offset, row.request);
-    gather_into(warp, header, row, owner,
-                warp_result<Warp, elements, Policy::lane_floats, Policy::warp_row_vectors_in_flight, Result>{
-                    out, rounded, owner.width,
-                                                                         (owner.flags & epilogue) != 0});
+    gather_into(
+        warp, header, row, owner,
+        warp_result<Warp, elements, Policy::lane_floats, Policy::warp_row_vectors_in_flight, held_result<Result>>{
+            out, rounded, owner.width, (owner.flags & epilogue) != 0});
     if ((owner.flags & drafted) != 0)
-      round_into<Policy::warp_row_vectors_in_flight>(warp, output + owner.result + (row.offset - owner.offset), out,
-                                                 owner.width);
+      encode_into<Policy::warp_row_vectors_in_flight>(warp, output + encoded_offset<Result>(owner, row.offset), out,
+                                                      owner.width, encoding);
   }
 
   template <class Warp, class Destination>

@@ -33,7 +33,8 @@ SEQPOOL_HOST_DEVICE constexpr std::int64_t partial_stride(std::int64_t width) { 
 /// where there is one, is a launch of its own (apply_linear) over the pooled
 /// rows this one leaves in the workspace. 16-bit results are rounded as a warp
 /// stores them from its registers, or, drafted in the workspace (split
-/// requests, wide rows), by the warp or block that runs the epilogue.
+/// requests, wide rows), by the warp or block that runs the epilogue, which
+/// encodes every quantized row (always drafted) the same way.
 template <class Method, class Head, class T, class Result, class Policy>
 struct pool_rows {
   static constexpr int threads = Policy::threads;
@@ -60,6 +61,7 @@ struct pool_rows {
   Result* output;
   float* workspace;
   int* arrivals;
+  result_encoding<Result> encoding;
 
   template <class Block>
   SEQPOOL_HOST_DEVICE void operator()(const Block& block, std::int64_t index, shared_storage& shared) const {
@@ -78,7 +80,7 @@ struct pool_rows {
 
  private:
   SEQPOOL_HOST_DEVICE step_memory<Result> memory(const image_header& header) const {
-    return {output, workspace, header.state_table.in(image)};
+    return {output, workspace, header.state_table.in(image), encoding};
   }
 
   /// The value a column ends with: the reduction of the rows read (none, for a
@@ -98,16 +100,16 @@ struct pool_rows {
     const request_record owner = header.requests.in(image)[tile.request];
     const step_memory<Result> step = memory(header);
     const float* init = (owner.flags & from_state) != 0 ? step.state[tile.request] : nullptr;
-    Result* rounded = nullptr;
-    if constexpr (!std::is_same_v<Result, float>)
+    held_result<Result>* rounded = nullptr;
+    if constexpr (!std::is_same_v<held_result<Result>, float>)
       if (owner.where == target::output) rounded = step.output + owner.offset;
-    pool_whole_into(warp, tile, owner, init,
-                    warp_result<Warp, elements, Policy::lane_floats, Policy::warp_row_vectors_in_flight, Result>{
-                        step.at(owner.where, owner.offset, tile.request), rounded, owner.width,
-                        (owner.flags & epilogue) != 0});
+    pool_whole_into(
+        warp, tile, owner, init,
+        warp_result<Warp, elements, Policy::lane_floats, Policy::warp_row_vectors_in_flight, held_result<Result>>{
+            step.at(owner.where, owner.offset, tile.request), rounded, owner.width, (owner.flags & epilogue) != 0});
     if ((owner.flags & drafted) != 0)
-      round_into<Policy::warp_row_vectors_in_flight>(warp, step.output + owner.result, step.workspace + owner.offset,
-                                                 owner.width);
+      encode_into<Policy::warp_row_vectors_in_flight>(warp, step.output + owner.result, step.workspace + owner.offset,
+                                                      owner.width, encoding);
   }
 
   template <class Warp, class Destination>
@@ -199,7 +201,7 @@ struct pool_rows {
     const tile_record tile = header.tiles.in(image)[work.first_tile];
     const request_record owner = header.requests.in(image)[tile.request];
     const step_memory<Result> step = memory(header);
-    float* out = step.at(owner.where, owner.offset, tile.request);  // 16-bit results: the draft row they round from
+    float* out = step.at(owner.where, owner.offset, tile.request);  // drafted results: the row they are encoded from
     const float* init = (owner.flags & from_state) != 0 ? step.state[tile.request] : nullptr;
     const std::int64_t width = owner.width;
     const std::int64_t slab_begin = work.slab * Policy::slab_columns;
@@ -253,7 +255,7 @@ struct pool_rows {
     }
     block_memory_row<Block, threads, Policy::block_row_vectors_in_flight> row{block, out, width};
     head.epilogue(row, owner.knobs);
-    if ((owner.flags & drafted) != 0) row.round_into(step.output + owner.result);
+    if ((owner.flags & drafted) != 0) row.encode_into(step.output + owner.result, encoding);
   }
 
   /// Warp 0's lane after merging, in order, every warp's run that held rows.

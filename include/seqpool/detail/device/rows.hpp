@@ -9,6 +9,7 @@
 #include <seqpool/config.hpp>
 #include <seqpool/detail/device/team.hpp>
 #include <seqpool/detail/device/vector.hpp>
+#include <seqpool/detail/result_encoding.hpp>
 #include <seqpool/head/knobs.hpp>
 
 namespace seqpool::detail::device {
@@ -125,6 +126,29 @@ SEQPOOL_HOST_DEVICE void visit_columns(Float* row, std::int64_t columns, int thr
   }
 }
 
+/// Encodes the columns of the float row at `from` that thread `thread` of
+/// `Threads` takes into the output's values at `to`: column by column where a
+/// value holds one (as visit_columns gives them), else each Threads-th value,
+/// its columns read past the SM's L1.
+template <int Threads, int InFlight, class Result>
+SEQPOOL_HOST_DEVICE void encode_columns(Result* to, const float* from, std::int64_t columns, int thread,
+                                        const result_encoding<Result>& encoding) {
+  constexpr int packed = columns_per_value<Result>;
+  if constexpr (packed == 1) {
+    visit_columns<Threads, InFlight, false>(
+        from, columns, thread, [&](const float& value, std::int64_t column) { to[column] = encoding.encode(value, column); });
+  } else {
+    for (std::int64_t v = thread; v < values_of<Result>(columns); v += Threads) {
+      const std::int64_t first = v * packed;
+      const int count = columns - first < packed ? static_cast<int>(columns - first) : packed;
+      float values[packed];
+      SEQPOOL_UNROLL
+      for (int e = 0; e < packed; ++e) values[e] = e < count ? read_fresh(from + first + e) : 0.0f;
+      to[v] = encoding.pack(values, count);
+    }
+  }
+}
+
 /// A row in memory that one warp finishes, each lane taking the columns
 /// visit_columns gives it: rows too wide for registers, and rows other warps
 /// or blocks wrote.
@@ -205,17 +229,23 @@ struct block_memory_row {
     });
   }
 
-  /// Rounds the row, finished in float, into 16-bit results at `to`: each
-  /// thread the columns it finished.
+  /// Encodes the row, finished in float, into the output's values at `to`:
+  /// column by column, each thread the columns it finished; packed sign bits,
+  /// whose values span the columns of several threads, after a barrier.
   template <class Result>
-  SEQPOOL_HOST_DEVICE void round_into(Result* to) const {
+  SEQPOOL_HOST_DEVICE void encode_into(Result* to, const result_encoding<Result>& encoding) const {
+    if constexpr (columns_per_value<Result> > 1) block.sync();
     block.threads([&](int warp, int lane) {
-      visit_columns<Threads, InFlight, false>(
-          row, columns, warp * warp_lanes + lane,
-          [&](float& value, std::int64_t column) { to[column] = round_to<Result>(value); });
+      encode_columns<Threads, InFlight>(to, row, columns, warp * warp_lanes + lane, encoding);
     });
   }
 };
+
+/// The results a warp rounds from its registers as it stores them: float and
+/// 16-bit ones. Quantized rows are always drafted (the plan sends none to the
+/// output directly), so their kernels' warps store only float rows.
+template <class Result>
+using held_result = std::conditional_t<quantized_element<Result>, float, Result>;
 
 /// Where a warp's result row goes and how: a strip at a time into `row` as the
 /// lanes finish it, or, where the whole row is one strip and the head's epilogue
@@ -227,6 +257,8 @@ struct block_memory_row {
 /// 16-bit results holds no more registers than one of float results.
 template <class Warp, int E, int Floats, int InFlight, class Result = float>
 struct warp_result {
+  static_assert(!quantized_element<Result>, "quantized rows are drafted: a warp holds them as floats");
+
   using layout = lane_layout<E, Floats>;
 
   float* row;
@@ -273,15 +305,13 @@ struct warp_result {
   }
 };
 
-/// A row of 16-bit results the warp finished in float in a draft row at `from`,
-/// rounded into the output at `to`.
+/// A row the warp finished in float in a draft row at `from`, encoded into
+/// the output's values at `to`.
 template <int InFlight, class Warp, class Result>
-SEQPOOL_HOST_DEVICE void round_into(const Warp& warp, Result* to, const float* from, std::int64_t width) {
+SEQPOOL_HOST_DEVICE void encode_into(const Warp& warp, Result* to, const float* from, std::int64_t width,
+                                     const result_encoding<Result>& encoding) {
   warp.sync();  // the row was written in another lane order
-  warp.lanes([&](int lane) {
-    visit_columns<warp_lanes, InFlight, false>(
-        from, width, lane, [&](const float& value, std::int64_t column) { to[column] = round_to<Result>(value); });
-  });
+  warp.lanes([&](int lane) { encode_columns<warp_lanes, InFlight>(to, from, width, lane, encoding); });
 }
 
 }  // namespace seqpool::detail::device

@@ -83,7 +83,7 @@ struct algorithms {
                      const record_counts&, const std::byte* image, const launch_buffers<Result>& into) {
     const image_header& at = *reinterpret_cast<const image_header*>(image);
     const request_record* requests = at.requests.in(image);
-    const step_memory<Result> memory{into.output, into.workspace, at.state_table.in(image)};
+    const step_memory<Result> memory{into.output, into.workspace, at.state_table.in(image), into.encoding};
     const bool stream_results =
         static_cast<std::size_t>(into.output_values) * sizeof(Result) >= Policy::streamed_output_bytes;
     const auto items = [](auto section) { return static_cast<std::int64_t>(section.count); };

@@ -62,20 +62,20 @@ void linear_row(const Head& head, const linear_layer& layer, const float* pooled
   head.epilogue(row, knobs);
 }
 
-/// The same into the output: in place for float results, and for 16-bit ones
-/// in a scratch row of the item's (a plan sends it no wider row) that is then
-/// rounded into place. The pooled row of a request flagged through_linear is
+/// The same into the output: in place for float results, and for others in a
+/// scratch row of the item's (a plan sends it no wider row) that is then
+/// encoded into place. The pooled row of a request flagged through_linear is
 /// the item's own scratch row: it never leaves the core's caches, and no second
 /// pass reads it.
 template <class Policy, class Head, class Result>
 void linear_into(const Head& head, const linear_layer& layer, const float* pooled, Result* out, std::int64_t width,
-                 const request_knobs& knobs) {
+                 const request_knobs& knobs, const result_encoding<Result>& encoding) {
   if constexpr (std::is_same_v<Result, float>) {
     linear_row(head, layer, pooled, out, width, knobs);
   } else {
     alignas(64) float row[Policy::scratch_row_floats];
     linear_row(head, layer, pooled, row, width, knobs);
-    store_row(out, row, width, false);
+    store_row(out, row, width, false, encoding);
   }
 }
 
@@ -95,12 +95,12 @@ struct apply_linear {
     const request_knobs& knobs = requests[row.request].knobs;
     const float* pooled = memory.workspace + row.input;
     if (row.draft < 0) {
-      linear_into<Policy>(head, layer, pooled, memory.output + row.offset, row.width, knobs);
+      linear_into<Policy>(head, layer, pooled, memory.output + row.offset, row.width, knobs, memory.encoding);
       return;
     }
     float* draft = memory.workspace + row.draft;
     linear_row(head, layer, pooled, draft, row.width, knobs);
-    store_row(memory.output + row.offset, draft, row.width, false);
+    store_row(memory.output + row.offset, draft, row.width, false, memory.encoding);
   }
 };
 

@@ -36,15 +36,15 @@ struct combine_partials {
       merge_row(owner, init, partials, pooled);
       finish_row(method, head, owner, owner.flags, pooled);
       if (through)
-        linear_into<Policy>(head, layer, pooled, memory.output + owner.offset, owner.linear_width, owner.knobs);
+        linear_into<Policy>(head, layer, pooled, memory.output + owner.offset, owner.linear_width, owner.knobs, memory.encoding);
       else
-        store_row(memory.output + owner.offset, pooled, owner.width, false);
+        store_row(memory.output + owner.offset, pooled, owner.width, false, memory.encoding);
       return;
     }
     float* out = memory.at(owner.where, owner.offset, request);
     merge_row(owner, init, partials, out);
     finish_row(method, head, owner, owner.flags, out);
-    if ((owner.flags & drafted) != 0) store_row(memory.output + owner.result, out, owner.width, false);
+    if ((owner.flags & drafted) != 0) store_row(memory.output + owner.result, out, owner.width, false, memory.encoding);
   }
 
  private:

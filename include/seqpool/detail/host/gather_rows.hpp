@@ -116,7 +116,7 @@ struct gather_rows {
       head::plain_row row{out[b], owner.linear_width};
       head.epilogue(row, owner.knobs);
       if constexpr (!std::is_same_v<Result, float>)
-        store_row(memory.output + block.rows[b].offset, out[b], owner.linear_width, false);
+        store_row(memory.output + block.rows[b].offset, out[b], owner.linear_width, false, memory.encoding);
     }
     block.count = 0;
     block.used = 0;
@@ -134,17 +134,17 @@ struct gather_rows {
       alignas(64) float scratch[Policy::scratch_row_floats];
       copy_row(gather, owner, scratch, ahead);
       if (through) {
-        linear_into<Policy>(head, layer, scratch, memory.output + gather.offset, owner.linear_width, owner.knobs);
+        linear_into<Policy>(head, layer, scratch, memory.output + gather.offset, owner.linear_width, owner.knobs, memory.encoding);
         return;
       }
       apply_epilogue(owner, scratch);
-      store_row(memory.output + gather.offset, scratch, owner.width, stream_results);
+      store_row(memory.output + gather.offset, scratch, owner.width, stream_results, memory.encoding);
       return;
     }
     copy_row(gather, owner, out, ahead);
     apply_epilogue(owner, out);
     if ((owner.flags & drafted) != 0)
-      store_row(memory.output + owner.result + (gather.offset - owner.offset), out, owner.width, stream_results);
+      store_row(memory.output + encoded_offset<Result>(owner, gather.offset), out, owner.width, stream_results, memory.encoding);
   }
 
   void apply_epilogue(const request_record& owner, float* row) const {

@@ -66,14 +66,14 @@ struct reduce_tiles {
       reduce(tile, width, next, init, first_row, scratch);
       finish_row(method, head, owner, flags, scratch);
       if (through)
-        linear_into<Policy>(head, layer, scratch, memory.output + owner.offset, owner.linear_width, owner.knobs);
+        linear_into<Policy>(head, layer, scratch, memory.output + owner.offset, owner.linear_width, owner.knobs, memory.encoding);
       else
-        store_row(memory.output + owner.offset, scratch, width, stream_results);
+        store_row(memory.output + owner.offset, scratch, width, stream_results, memory.encoding);
       return;
     }
     reduce(tile, width, next, init, first_row, out);
     finish_row(method, head, owner, flags, out);
-    if ((flags & drafted) != 0) store_row(memory.output + owner.result, out, width, stream_results);
+    if ((flags & drafted) != 0) store_row(memory.output + owner.result, out, width, stream_results, memory.encoding);
   }
 
  private:

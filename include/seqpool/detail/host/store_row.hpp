@@ -1,14 +1,15 @@
-// Storing finished result rows into the output, on the host: rounded to the
+// Storing finished result rows into the output, on the host: encoded as the
 // output's element type, and past the caches when the results are large.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <type_traits>
 
 #include <seqpool/detail/host/prefetch.hpp>
-#include <seqpool/detail/to_float.hpp>
+#include <seqpool/detail/result_encoding.hpp>
 
 #if defined(__x86_64__) || defined(_M_X64)
 #include <immintrin.h>
@@ -19,7 +20,8 @@ namespace seqpool::detail::host {
 
 /// Whether an item finishes a result row in its scratch row and stores it from
 /// there: every 16-bit row (a plan sends an item none wider than its scratch
-/// row), and a float row when the results are streamed and it fits.
+/// row, and none of quantized results: those are drafted), and a float row
+/// when the results are streamed and it fits.
 template <class Policy, class Result>
 bool stored_from_scratch(bool stream, std::int64_t width) {
   return !std::is_same_v<Result, float> || (stream && width <= Policy::scratch_row_floats);
@@ -48,27 +50,37 @@ inline void stream_line(std::byte* __restrict__ to, const std::byte* __restrict_
 #endif
 }
 
-/// Stores a row an item finished in float to its place in the output: rounded
-/// to nearest even where the results are 16-bit, and, when `stream`, a cache
-/// line at a time past the caches (the partial lines at either end plainly). A
-/// line of 16-bit values is rounded into a buffer the compiler keeps in vector
-/// registers and stored from there.
+/// Stores a row an item finished in float to its place in the output, encoded
+/// as the output's values are (rounded to nearest even where they are 16-bit,
+/// quantized where they are int8 or uint8), and, when `stream`, a cache line at
+/// a time past the caches (the partial lines at either end plainly). A line of
+/// encoded values is made in a buffer the compiler keeps in vector registers
+/// and stored from there. Packed sign bits, 8 columns a value, are stored a
+/// value at a time.
 template <class Result>
-void store_row(Result* to, const float* from, std::int64_t width, bool stream) {
-  constexpr std::int64_t line = cache_line_bytes / static_cast<std::int64_t>(sizeof(Result));
-  std::int64_t c = 0;
-  if (stream)
-    for (; c < width && reinterpret_cast<std::uintptr_t>(to + c) % cache_line_bytes != 0; ++c)
-      to[c] = round_to<Result>(from[c]);
-  for (; c + line <= width; c += line) {
-    alignas(64) Result rounded[line];
-    for (std::int64_t k = 0; k < line; ++k) rounded[k] = round_to<Result>(from[c + k]);
+void store_row(Result* to, const float* from, std::int64_t width, bool stream, const result_encoding<Result>& encoding) {
+  if constexpr (columns_per_value<Result> > 1) {
+    constexpr int packed = columns_per_value<Result>;
+    for (std::int64_t v = 0; v < values_of<Result>(width); ++v) {
+      const std::int64_t first = v * packed;
+      to[v] = encoding.pack(from + first, static_cast<int>(std::min<std::int64_t>(packed, width - first)));
+    }
+  } else {
+    constexpr std::int64_t line = cache_line_bytes / static_cast<std::int64_t>(sizeof(Result));
+    std::int64_t c = 0;
     if (stream)
-      stream_line(reinterpret_cast<std::byte*>(to + c), reinterpret_cast<const std::byte*>(rounded));
-    else
-      std::memcpy(to + c, rounded, sizeof rounded);
+      for (; c < width && reinterpret_cast<std::uintptr_t>(to + c) % cache_line_bytes != 0; ++c)
+        to[c] = encoding.encode(from[c], c);
+    for (; c + line <= width; c += line) {
+      alignas(64) Result encoded[line];
+      for (std::int64_t k = 0; k < line; ++k) encoded[k] = encoding.encode(from[c + k], c + k);
+      if (stream)
+        stream_line(reinterpret_cast<std::byte*>(to + c), reinterpret_cast<const std::byte*>(encoded));
+      else
+        std::memcpy(to + c, encoded, sizeof encoded);
+    }
+    for (; c < width; ++c) to[c] = encoding.encode(from[c], c);
   }
-  for (; c < width; ++c) to[c] = round_to<Result>(from[c]);
 }
 
 }  // namespace seqpool::detail::host

@@ -1,0 +1,81 @@
+// How a result row, finished in float, becomes the output's values: kept or
+// rounded to 16 bits column by column, quantized on calibration ranges column
+// by column, or packed into sign bits 8 columns a value. The host's passes and
+// the device's kernels store through the same encoding.
+#pragma once
+
+#include <cstdint>
+#include <type_traits>
+
+#include <seqpool/config.hpp>
+#include <seqpool/detail/to_float.hpp>
+#include <seqpool/quantized.hpp>
+
+namespace seqpool::detail {
+
+/// Columns of a result row that one output value holds: 8 for packed sign bits, 1 otherwise.
+template <class Result>
+inline constexpr int columns_per_value = std::is_same_v<Result, binary> || std::is_same_v<Result, ubinary> ? 8 : 1;
+
+/// The output values a result row of `width` columns takes.
+template <class Result>
+SEQPOOL_HOST_DEVICE constexpr std::int64_t values_of(std::int64_t width) {
+  return (width + columns_per_value<Result> - 1) / columns_per_value<Result>;
+}
+
+enum class encoding_kind : std::uint8_t { rounded, ranged, packed };
+
+template <class Result>
+inline constexpr encoding_kind encoding_kind_of = ranged_element<Result>        ? encoding_kind::ranged
+                                                  : columns_per_value<Result> > 1 ? encoding_kind::packed
+                                                                                  : encoding_kind::rounded;
+
+template <class Result, encoding_kind Kind = encoding_kind_of<Result>>
+struct result_encoding;
+
+/// float results kept, 16-bit ones rounded to nearest even, a column at a time.
+template <class Result>
+struct result_encoding<Result, encoding_kind::rounded> {
+  SEQPOOL_HOST_DEVICE Result encode(float value, std::int64_t) const { return round_to<Result>(value); }
+};
+
+/// int8 and uint8, as sentence-transformers' quantize_embeddings computes them
+/// in float: step = (upper[c] − lower[c]) / 255, level = (value − lower[c]) /
+/// step (less 128 for int8), truncated toward zero. Values outside the range
+/// saturate at the type's ends, and NaN is 0.
+template <class Result>
+struct result_encoding<Result, encoding_kind::ranged> {
+  const float* lower;  ///< per result column, in the space's memory
+  const float* upper;
+
+  SEQPOOL_HOST_DEVICE Result encode(float value, std::int64_t column) const {
+    constexpr bool is_signed = std::is_same_v<Result, std::int8_t>;
+    constexpr float lowest = is_signed ? -128.0f : 0.0f;
+    constexpr float highest = is_signed ? 127.0f : 255.0f;
+    if (value != value) return 0;
+    const float step = (upper[column] - lower[column]) / 255.0f;
+    float level = (value - lower[column]) / step;
+    if constexpr (is_signed) level -= 128.0f;
+    level = level < lowest ? lowest : level > highest ? highest : level;
+    return static_cast<Result>(level);
+  }
+};
+
+/// binary and ubinary: a value holds the sign bits of 8 columns, the first in
+/// its high bit; a bit is set where the column is above 0 (NaN is not). A row
+/// whose width is no multiple of 8 ends in a value padded with clear bits.
+template <class Result>
+struct result_encoding<Result, encoding_kind::packed> {
+  /// The value of the first `count` (at most 8) of the floats at `columns`.
+  SEQPOOL_HOST_DEVICE Result pack(const float* columns, int count) const {
+    unsigned byte = 0;
+    for (int e = 0; e < 8; ++e)
+      if (e < count && columns[e] > 0.0f) byte |= 0x80u >> e;
+    if constexpr (std::is_same_v<Result, binary>)
+      return binary{static_cast<std::int8_t>(static_cast<int>(byte) - 128)};
+    else
+      return ubinary{static_cast<std::uint8_t>(byte)};
+  }
+};
+
+}  // namespace seqpool::detail
