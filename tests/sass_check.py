@@ -1,13 +1,13 @@
 """Reads the sm_90 machine code of the device kernels (tests/sass/pool_kernels.cu):
 the MEAN and MAX pooling kernels, bf16 and fp32, MEAN from bf16 rows into bf16
-results, MEAN as the sweep's candidate with two stages of loads cuts it, the
-gathering kernel (ALL, STEP) for fp32 and bf16 rows, the linear layer, and the
-upload of a captured step (copy_pieces, which reads the pinned slot over the
-host link).
+results and from fp32 rows into int8 ones, MEAN as the sweep's candidate with two
+stages of loads cuts it, the gathering kernel (ALL, STEP) for fp32 and bf16 rows
+and bf16 rows into sign bits, the linear layer, and the upload of a captured step
+(copy_pieces, which reads the pinned slot over the host link).
 
 Every kernel keeps its values in registers: ptxas reports no stack frame and no
 spills. Those that read hidden states do so with 128-bit global loads
-(LDG.E...128), but for the bf16 gather, whose lanes load runs of four elements
+(LDG.E...128), but for the bf16 gathers, whose lanes load runs of four elements
 (64-bit loads) so that each stores 16 bytes of float; the kernel of bf16 results
 stores them with 128-bit global stores (STG.E...128). From ptxas's registers and
 shared memory it prints, per kernel, the blocks of 256 threads an H100/H200 SM
@@ -37,11 +37,15 @@ for dtype, mangled in (("bf16", "13__nv_bfloat16"), ("fp32", "f")):
     KERNELS[f"mean {dtype} pipelined"] = re.compile(rf"pool_rowsINS_6method4meanENS_4head5embedE{mangled}fNS.*{PIPELINED}")
 # MEAN of bf16 rows into bf16 results (seqpool::bfloat16).
 KERNELS["mean bf16 to bf16"] = re.compile(r"pool_rowsINS_6method4meanENS_4head5embedE13__nv_bfloat16NS_8bfloat16E")
+# Quantized results, drafted and encoded from the draft: MEAN of fp32 rows into
+# int8, ALL's bf16 rows into sign bits (ubinary). They keep their float kin's floors.
+KERNELS["mean fp32 to int8"] = re.compile(r"pool_rowsINS_6method4meanENS_4head5embedEfaNS")
 KERNELS["gather fp32"] = re.compile(r"gather_rowsINS_4head5embedEffNS")
 KERNELS["gather bf16"] = re.compile(r"gather_rowsINS_4head5embedE13__nv_bfloat16fNS")
+KERNELS["gather bf16 to ubinary"] = re.compile(r"gather_rowsINS_4head5embedE13__nv_bfloat16NS_7ubinaryE")
 KERNELS["linear"] = re.compile(r"apply_linearINS_4head5embedEfNS")
 KERNELS["copy"] = re.compile(r"copy_pieces")
-WIDE_LOADS = [k for k in KERNELS if k not in ("linear", "gather bf16")]
+WIDE_LOADS = [k for k in KERNELS if k not in ("linear", "gather bf16", "gather bf16 to ubinary")]
 # The kernels that read hidden states score those loads alone: streaming loads
 # (__ldcs, evict-first), not the loads from L2 of their epilogues and merges.
 READS_HIDDEN = [k for k in KERNELS if k not in ("linear", "copy")]
@@ -55,7 +59,7 @@ KB = 1024
 BYTES_IN_FLIGHT_AT_LEAST = {"mean fp32": 128 * KB, "max fp32": 128 * KB, "mean bf16": 64 * KB, "max bf16": 64 * KB,
                             "mean bf16 to bf16": 64 * KB, "mean fp32 pipelined": 128 * KB,
                             "mean bf16 pipelined": 64 * KB, "gather fp32": 64 * KB, "gather bf16": 32 * KB,
-                            "copy": 64 * KB}
+                            "mean fp32 to int8": 128 * KB, "gather bf16 to ubinary": 32 * KB, "copy": 64 * KB}
 
 
 def blocks_per_sm(registers, shared_bytes):

@@ -1,8 +1,11 @@
 // The device kernels whose machine code tests/sass_check.py reads, as seqpool
 // launches them: pooling (MEAN and MAX over bf16 and fp32 rows into float
-// results, MEAN over bf16 rows into bf16 results, MEAN as the candidate policy
-// with two stages of loads cuts it), gathering (ALL's and STEP's
-// rows, fp32 and bf16), the linear layer and a captured step's upload.
+// results, MEAN over bf16 rows into bf16 results and over fp32 rows into int8
+// ones, MEAN as the candidate policy with two stages of loads cuts it),
+// gathering (ALL's and STEP's rows, fp32 and bf16, and bf16 into sign bits),
+// the linear layer and a captured step's upload.
+#include <cstdint>
+
 #include <seqpool/seqpool.hpp>
 
 namespace device = seqpool::detail::device;
@@ -10,8 +13,8 @@ using seqpool::head::embed;
 
 template <class Method, class T, class Result = float, class Policy = device::launch_policy>
 using pooling = device::pool_rows<Method, embed, T, Result, Policy>;
-template <class T>
-using gathering = device::gather_rows<embed, T, float, device::launch_policy>;
+template <class T, class Result = float>
+using gathering = device::gather_rows<embed, T, Result, device::launch_policy>;
 
 template __global__ void device::run_blocks(pooling<seqpool::method::mean, __nv_bfloat16>, unsigned);
 template __global__ void device::run_blocks(pooling<seqpool::method::mean, float>, unsigned);
@@ -23,6 +26,8 @@ template __global__ void device::run_blocks(pooling<seqpool::method::mean, float
 template __global__ void device::run_blocks(
     pooling<seqpool::method::mean, __nv_bfloat16, float, device::pipelined_loads_policy>, unsigned);
 template __global__ void device::run_blocks(gathering<float>, unsigned);
+template __global__ void device::run_blocks(pooling<seqpool::method::mean, float, std::int8_t>, unsigned);
 template __global__ void device::run_blocks(gathering<__nv_bfloat16>, unsigned);
+template __global__ void device::run_blocks(gathering<__nv_bfloat16, seqpool::ubinary>, unsigned);
 template __global__ void device::run_blocks(device::apply_linear<embed, float, device::launch_policy>, unsigned);
 template __global__ void device::run_blocks(device::copy_pieces, unsigned);
