@@ -106,16 +106,6 @@ std::vector<batch_shape> shapes() {
           {"padded", 1024, padded_lengths, 256}};
 }
 
-/// One measured case, as a row of the table and a record of the JSON. `fraction`
-/// sets the bandwidth against the read ceiling; `bound_fraction` sets the time
-/// against reading the input at the read ceiling plus writing the output at the
-/// write ceiling, which is what limits write-heavy methods (ALL writes 4-byte
-/// floats for every 2-byte bf16 element it reads). `seconds` is what the step
-/// costs the memory it runs on (on a GPU: its GPU time, queued ahead);
-/// `latency_seconds`, from the call until the space has done it, as PyTorch is
-/// timed (on the host the two are one measurement). `upload_bytes` is what the
-/// step's image costs to send, as the audit counted it (for a graph, what the
-/// batch uses of its slot). `policy`: the launch policy of the device kernels.
 /// The name a record gives its results' type.
 template <class Result>
 constexpr const char* result_name() {
@@ -129,6 +119,16 @@ constexpr const char* result_name() {
     return "ubinary";
 }
 
+/// One measured case, as a row of the table and a record of the JSON. `fraction`
+/// sets the bandwidth against the read ceiling; `bound_fraction` sets the time
+/// against reading the input at the read ceiling plus writing the output at the
+/// write ceiling, which is what limits write-heavy methods (ALL writes 4-byte
+/// floats for every 2-byte bf16 element it reads). `seconds` is what the step
+/// costs the memory it runs on (on a GPU: its GPU time, queued ahead);
+/// `latency_seconds`, from the call until the space has done it, as PyTorch is
+/// timed (on the host the two are one measurement). `upload_bytes` is what the
+/// step's image costs to send, as the audit counted it (for a graph, what the
+/// batch uses of its slot). `policy`: the launch policy of the device kernels.
 struct record {
   std::string method, space, policy, dtype, result, shape;  ///< dtype: the hidden states'; result: the results'.
   std::int64_t rows, hidden_size, requests, upload_bytes;
@@ -443,8 +443,8 @@ void run_space(const char* space_name, const char* dtype, const batch_shape& sha
   // ALL and STEP write more than they read: with bf16 results they write half as much.
   add("all", [&] { return run.template pooler_case<seqpool::bfloat16>("all", method::all{}, normalise); });
   add("step", [&] { return run.template pooler_case<seqpool::bfloat16>("step", method::step{}, normalise); });
-  // Quantized results, each row drafted in float and encoded as it is stored: MEAN
-  // as int8, ALL as sign bits (a thirty-second of float's bytes).
+  // Quantized results, encoded as each row is stored: MEAN as int8, ALL as sign
+  // bits (a thirty-second of float's bytes).
   add("mean", [&] { return run.template pooler_case<std::int8_t>("mean", method::mean{}, normalise); });
   add("all", [&] { return run.template pooler_case<seqpool::ubinary>("all", method::all{}, normalise); });
   // The stand-in's linear pass runs a GPU-shaped kernel on the host at a tenth of host_space's

@@ -14,11 +14,12 @@
 
 TEST_CASE_TEMPLATE_APPLY(case_29_quantized_results, test::cpu_spaces);
 TEST_CASE_TEMPLATE_APPLY(quantized_refusals, test::cpu_spaces);
+TEST_CASE_TEMPLATE_APPLY(quantized_rows_in_memory, test::cpu_spaces);
 
 TEST_CASE("an int8 or uint8 value is truncated toward zero and saturates; NaN is 0 and no sign bit") {
-  const std::vector<float> lower{-1.0f, 0.0f}, upper{1.0f, 2.55f};
-  const seqpool::detail::result_encoding<std::int8_t> signed_levels{lower.data(), upper.data()};
-  const seqpool::detail::result_encoding<std::uint8_t> levels{lower.data(), upper.data()};
+  const std::vector<float> lower{-1.0f, 0.0f}, steps = test::steps_of(lower, {1.0f, 2.55f});
+  const seqpool::detail::result_encoding<std::int8_t> signed_levels{lower.data(), steps.data()};
+  const seqpool::detail::result_encoding<std::uint8_t> levels{lower.data(), steps.data()};
   constexpr float nan = std::numeric_limits<float>::quiet_NaN();
   constexpr float infinity = std::numeric_limits<float>::infinity();
   // Column 1: a step of 0.01 (in float); 1.005 is level 100.5, −0.005 level −0.5.
@@ -36,6 +37,18 @@ TEST_CASE("an int8 or uint8 value is truncated toward zero and saturates; NaN is
   CHECK(bits.pack(columns, 8).bits == 0b10001011);
   CHECK(bits.pack(columns, 3).bits == 0b10000000);  // the rest of a row's last byte is clear
   CHECK(seqpool::detail::result_encoding<seqpool::binary>{}.pack(columns, 8).bits == 0b10001011 - 128);
+  // store_row packs whole bytes, then a last one of the row's remaining columns.
+  std::vector<float> row(21, -1.0f);
+  for (const int set : {0, 7, 9, 16, 20}) row[set] = 1.0f;
+  for (const std::int64_t width : {0, 8, 13, 21}) {
+    CAPTURE(width);
+    std::vector<seqpool::ubinary> packed(4, seqpool::ubinary{0x5a});
+    seqpool::detail::host::store_row(packed.data(), row.data(), width, false, bits);
+    // Columns 0 and 7; 9 (of 8-15, or of 8-12); 16 and 20 (of 16-20); the rest untouched.
+    const std::vector<unsigned> expected{0b10000001, 0b01000000, 0b10001000};
+    for (std::size_t v = 0; v < packed.size(); ++v)
+      CHECK(packed[v].bits == (v < static_cast<std::size_t>((width + 7) / 8) ? expected[v] : 0x5au));
+  }
 }
 
 TEST_CASE("ranges set again are copied where a captured step's kernels read them") {

@@ -188,12 +188,13 @@ Runtime read_method(const object_reader& poolers, const std::string& key) {
 inline constexpr std::array<std::string_view, 7> result_dtypes{"float32", "float16", "bfloat16", "int8",
                                                                "uint8",   "binary",  "ubinary"};
 
-inline npy_array read_layer_array(const object_reader& layer, std::string_view key,
-                                  const std::filesystem::path& folder) {
+/// The .npy file `key` of `object` names, of one of `dtypes`; an error names the key.
+inline npy_array read_named_array(const object_reader& object, std::string_view key,
+                                  const std::filesystem::path& folder, const npy_dtypes& dtypes) {
   try {
-    return read_npy(folder / layer.string(key), weight_dtypes);
+    return read_npy(folder / object.string(key), dtypes);
   } catch (const input_error& unreadable) {
-    layer.fail_at(key, unreadable.what());
+    object.fail_at(key, unreadable.what());
   }
 }
 
@@ -205,12 +206,12 @@ inline std::optional<layer_file> read_layer(const object_reader& layer, const st
     if (layer.has("bias")) layer.fail_at("bias", "given without a weight");
     return std::nullopt;
   }
-  layer_file read{read_layer_array(layer, "weight", folder), std::nullopt};
+  layer_file read{read_named_array(layer, "weight", folder, weight_dtypes), std::nullopt};
   if (read.weight.descr != "<f4" || read.weight.shape.size() != 2 || read.weight.shape[0] < 1 ||
       read.weight.shape[1] < 1)
     layer.fail_at("weight", "expected a non-empty 2-D <f4 array [out, in]");
   if (layer.has("bias")) {
-    read.bias = read_layer_array(layer, "bias", folder);
+    read.bias = read_named_array(layer, "bias", folder, weight_dtypes);
     if (read.bias->descr != "<f4" || read.bias->shape != std::vector<std::int64_t>{read.weight.shape[0]})
       layer.fail_at("bias", "expected a 1-D <f4 array of " + std::to_string(read.weight.shape[0]) + " values");
   }
@@ -268,7 +269,7 @@ inline batch_file read_batch_file(const std::filesystem::path& path) {
   const bool ranged = batch.result_dtype == "int8" || batch.result_dtype == "uint8";
   if (top.has("ranges")) {
     if (!ranged) top.fail_at("ranges", "only int8 and uint8 results take calibration ranges");
-    batch.ranges = detail::read_layer_array(top, "ranges", batch.folder);
+    batch.ranges = detail::read_named_array(top, "ranges", batch.folder, range_dtypes);
     if (batch.ranges->descr != "<f4" || batch.ranges->shape.size() != 2 || batch.ranges->shape[0] != 2 ||
         batch.ranges->shape[1] < 1)
       top.fail_at("ranges", "expected a 2-D <f4 array [2, D]: lower bounds, then upper bounds");

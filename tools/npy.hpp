@@ -94,6 +94,7 @@ struct npy_dtypes {
 inline const npy_dtypes hidden_dtypes{{"<f4", "<f2", "<u2", "<i2"},
                                       "hidden states are <f4, <f2, or bfloat16 bits as <u2 or <i2"};
 inline const npy_dtypes weight_dtypes{{"<f4"}, "weights are <f4"};
+inline const npy_dtypes range_dtypes{{"<f4"}, "calibration ranges are <f4"};
 
 /// Reads an .npy file (format 1.0, 2.0 or 3.0, any header length). Rejects
 /// Fortran order, dtypes other than `dtypes` accepts, and data shorter or longer

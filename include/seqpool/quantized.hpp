@@ -12,8 +12,9 @@
 namespace seqpool {
 
 /// Sign bits packed 8 dimensions a byte, the first dimension in the high bit
-/// (numpy.packbits), stored as the byte minus 128: sentence-transformers'
-/// "binary" precision, an int8 tensor.
+/// (numpy.packbits), each row padded to whole bytes with clear bits
+/// (numpy.packbits(x > 0, axis=-1)), stored as the byte minus 128:
+/// sentence-transformers' "binary" precision, an int8 tensor.
 struct binary {
   std::int8_t bits;
 };

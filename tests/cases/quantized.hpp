@@ -14,6 +14,7 @@
 
 #include <seqpool/seqpool.hpp>
 
+#include "../support/prompts.hpp"
 #include "../support/step.hpp"
 
 namespace quantized_cases {
@@ -61,6 +62,40 @@ void check_pooled(std::int64_t result_rows, std::int64_t cols, const std::vector
   for (const std::vector<std::int64_t>& chunks : std::vector<std::vector<std::int64_t>>{{2}, {1, 1}}) {
     CAPTURE(chunks.size());
     test::check_equal(pooled<Method, Result>(space, chunks, pooling_head), result_rows, cols, expected);
+  }
+}
+
+/// One request of `prompt` (rows of `hidden_size`) pooled in `chunks` by a
+/// pooler of Result beside a float pooler of the same method and head; the
+/// quantized result must be the float one encoded, bit for bit.
+template <class Method, class Result, class Space>
+void check_encodes_float(const std::vector<float>& prompt, std::int64_t hidden_size, const head::embed& pooling_head,
+                         const std::vector<std::int64_t>& chunks, const seqpool::pooling_params& params) {
+  CAPTURE(Method::name);
+  CAPTURE(sizeof(Result));
+  Space space;
+  seqpool::pooler<Method, head::embed, Space, Result> quantized(space, hidden_size, {}, pooling_head);
+  seqpool::pooler<Method, head::embed, Space> exact(space, hidden_size, {}, pooling_head);
+  const std::int64_t width = pooling_head.linear().present() ? pooling_head.linear().out_features : hidden_size;
+  const std::vector<float> narrow_lower(static_cast<std::size_t>(width), -0.05f);
+  const std::vector<float> narrow_upper(narrow_lower.size(), 0.05f);
+  const std::vector<float> steps = test::steps_of(narrow_lower, narrow_upper);
+  seqpool::detail::result_encoding<Result> encoding{};
+  if constexpr (seqpool::ranged_element<Result>) {
+    quantized.set_ranges({narrow_lower, narrow_upper});
+    encoding = {narrow_lower.data(), steps.data()};
+  }
+  seqpool::state_store<Space> quantized_state(space), exact_state(space);
+  const std::int64_t prompt_len = static_cast<std::int64_t>(prompt.size()) / hidden_size;
+  std::int64_t done = 0;
+  for (const std::int64_t size : chunks) {
+    const seqpool::batch step{{test::part("r", quantized.task, prompt_len, done, size, params)}};
+    const std::vector<float> rows(prompt.begin() + done * hidden_size, prompt.begin() + (done + size) * hidden_size);
+    const test::results encoded = test::run_step(space, quantized, quantized_state, step, rows);
+    const test::results floats = test::run_step(space, exact, exact_state, step, rows);
+    done += size;
+    REQUIRE(encoded[0].has_value() == (done == prompt_len));
+    if (encoded[0]) test::check_encoded<Result>(*encoded[0], *floats[0], encoding, true);
   }
 }
 
@@ -113,7 +148,14 @@ TEST_CASE_TEMPLATE_DEFINE("quantized results refuse ranges that are missing, mal
                        seqpool::error);
   std::vector<float> endless = upper;
   endless[7] = std::numeric_limits<float>::infinity();
-  CHECK_THROWS_WITH_AS(pooler.set_ranges({lower, endless}), doctest::Contains("column 7"), seqpool::error);
+  CHECK_THROWS_WITH_AS(pooler.set_ranges({lower, endless}), doctest::Contains("column 7 has lower -2 and upper inf"),
+                       seqpool::error);
+  // 1e-44 / 255 is below float's smallest subnormal: a step of 0.
+  const std::vector<float> zero(hidden_size, 0.0f);
+  std::vector<float> tiny(hidden_size, 1.0f);
+  tiny[2] = 1e-44f;
+  CHECK_THROWS_WITH_AS(pooler.set_ranges({zero, tiny}), doctest::Contains("a step above 0; column 2 has lower 0"),
+                       seqpool::error);
   const std::vector<float> narrow_lower(4, -1.0f), narrow_upper(4, 1.0f);
   pooler.set_ranges({narrow_lower, narrow_upper});
   CHECK_THROWS_WITH_AS(pooler.plan(step, state), doctest::Contains("cover 4 columns; the request's result has 12"),
@@ -127,4 +169,26 @@ TEST_CASE_TEMPLATE_DEFINE("quantized results refuse ranges that are missing, mal
   // 2/255): 191.24998, 254.99998, 0, 509.99997; less 128 and truncated: 63, 126,
   // −128, and 127 saturated (numpy's astype wraps it to 125).
   test::check_equal(*out[0], 1, 4, {63, 126, -128, 127});
+}
+
+TEST_CASE_TEMPLATE_DEFINE("rows finished in memory encode their float results bit for bit: split, wide, through the layer",
+                          Space, quantized_rows_in_memory) {
+  using namespace quantized_cases;
+  // A long request the device splits into tiles and slabs (3000 rows of 300
+  // columns, whose MEAN lies within ±0.05), in two chunks.
+  const std::vector<float> tall = test::drawn_values(3000 * 300, 7);
+  check_encodes_float<method::mean, std::int8_t, Space>(tall, 300, {}, {1700, 1300}, {.use_activation = false});
+  check_encodes_float<method::mean, seqpool::binary, Space>(tall, 300, {}, {1700, 1300}, {.use_activation = false});
+  // Rows wider than the host's scratch row (8200 columns), drafted there too.
+  const std::vector<float> wide = test::drawn_values(3 * 8200, 8, 0.01f);
+  check_encodes_float<method::all, std::uint8_t, Space>(wide, 8200, {}, {1, 2}, {.use_activation = false});
+  check_encodes_float<method::all, seqpool::ubinary, Space>(wide, 8200, {}, {3}, {});
+  check_encodes_float<method::max, std::int8_t, Space>(wide, 8200, {}, {2, 1}, {.use_activation = false});
+  // A projector of 16 columns to 8200: the layer's pass drafts the row.
+  Space space;
+  const auto weight = test::to_space(space, test::drawn_values(8200 * 16, 9, 0.01f));
+  const head::embed projecting(seqpool::linear_layer{weight.data(), nullptr, 8200, 16});
+  const std::vector<float> narrow = test::drawn_values(4 * 16, 10);
+  check_encodes_float<method::mean, std::int8_t, Space>(narrow, 16, projecting, {4}, {.use_activation = false});
+  check_encodes_float<method::all, seqpool::binary, Space>(narrow, 16, projecting, {3, 1}, {});
 }

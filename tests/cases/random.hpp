@@ -168,7 +168,7 @@ void compare_with_reference(std::uint32_t seed, const batch_shape& shape, bool c
   constexpr bool rounds = !std::is_same_v<Result, float>;
   constexpr bool quantized = seqpool::quantized_element<Result>;
   // int8 and uint8: ranges as wide as the widest result, around the values a head gives.
-  std::vector<float> lower, upper;
+  std::vector<float> lower, upper, steps;
   seqpool::detail::result_encoding<Result> encoding{};
   if constexpr (seqpool::ranged_element<Result>) {
     for (std::int64_t c = 0; c < std::max(hidden_size, pooling_head.out_features); ++c) {
@@ -176,7 +176,8 @@ void compare_with_reference(std::uint32_t seed, const batch_shape& shape, bool c
       upper.push_back(1.0f + std::abs(draw.value()));
     }
     pooler.set_ranges({lower, upper});
-    encoding = {lower.data(), upper.data()};
+    steps = test::steps_of(lower, upper);
+    encoding = {lower.data(), steps.data()};
   }
   seqpool::pooler<Method, Head, Space> float_pooler(space, hidden_size, {}, pooling_head.policy);
   seqpool::state_store<Space> float_state(space);
@@ -244,7 +245,7 @@ void compare_with_reference(std::uint32_t seed, const batch_shape& shape, bool c
       // Quantized results are checked against the float ones, which the reference checks.
       p.result = quantized ? exact[i] : out[i];
       if constexpr (quantized)
-        test::check_encoded<Result>(*out[i], *exact[i], encoding);
+        test::check_encoded<Result>(*out[i], *exact[i], encoding, std::is_same_v<Space, seqpool::host_space>);
       else if constexpr (rounds)
         test::check_rounded<Result>(*out[i], *exact[i]);
     }
@@ -257,7 +258,9 @@ void compare_with_reference(std::uint32_t seed, const batch_shape& shape, bool c
     const std::int64_t pooled_width = chosen.empty() ? hidden_size : static_cast<std::int64_t>(chosen.size());
     const std::int64_t head_width = pooling_head.spec.weight.empty() ? pooled_width : pooling_head.out_features;
     const std::int64_t kept = p.r.params.dimensions.value_or(head_width);
-    test::check_close(*p.result, reference_of<Method>(p, hidden_size, pooling_head.spec, kept), tolerance<T, Result>);
+    // A quantized combination's results are the float pooler's, checked as float results are.
+    test::check_close(*p.result, reference_of<Method>(p, hidden_size, pooling_head.spec, kept),
+                      tolerance<T, std::conditional_t<quantized, float, Result>>);
   }
 }
 

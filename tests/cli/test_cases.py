@@ -201,10 +201,14 @@ class Cases:
         # 1/64 at every column (levels (x + 2) * 64), and its sign bits; ALL's rows in sign bits.
         mean = np.array([0.5, 1, -1, 3, -3, 0.2, -0.7, 0, 0.25, -0.25, 0, 5], np.float32)
         rows = np.stack([2 * mean, np.zeros(12, np.float32)])
-        expected = {"uint8": (np.uint8, [160, 192, 64, 255, 0, 140, 83, 128, 144, 112, 128, 255]),
-                    "int8": (np.int8, [32, 64, -64, 127, -128, 12, -44, 0, 16, -16, 0, 127]),
-                    "ubinary": (np.uint8, [212, 144]), "binary": (np.int8, [84, 16])}
-        for dtype, (numpy_type, values) in expected.items():
+        # ALL: the first row is 2 * mean, the second zero.
+        expected = {"uint8": (np.uint8, [160, 192, 64, 255, 0, 140, 83, 128, 144, 112, 128, 255],
+                              [[192, 255, 0, 255, 0, 153, 38, 128, 160, 96, 128, 255], [128] * 12]),
+                    "int8": (np.int8, [32, 64, -64, 127, -128, 12, -44, 0, 16, -16, 0, 127],
+                             [[64, 127, -128, 127, -128, 25, -89, 0, 32, -32, 0, 127], [0] * 12]),
+                    "ubinary": (np.uint8, [212, 144], [[212, 144], [0, 0]]),
+                    "binary": (np.int8, [84, 16], [[84, 16], [-128, -128]])}
+        for dtype, (numpy_type, values, rows_values) in expected.items():
             with self.subTest(dtype=dtype):
                 batch = Batch(12, {"embed": "mean", "token_embed": "all"})
                 batch.spec["result_dtype"] = dtype
@@ -216,8 +220,8 @@ class Cases:
                 self.replay(batch)
                 self.assertEqual(batch.result("m").dtype, numpy_type)
                 np.testing.assert_array_equal(batch.result("m"), values)
-                if "binary" in dtype:
-                    np.testing.assert_array_equal(batch.result("a"), [values, [0 if dtype == "ubinary" else -128] * 2])
+                self.assertEqual(batch.result("a").dtype, numpy_type)
+                np.testing.assert_array_equal(batch.result("a"), rows_values)
 
     def test_case_25_spans(self):
         # One prompt with spans [0, 2) and [2, 5) gives case 3's two means as two rows, whole and in chunks 1+3+1.

@@ -35,3 +35,4 @@ TEST_CASE_TEMPLATE_APPLY(case_10_step, test::cuda_spaces);
 TEST_CASE_TEMPLATE_APPLY(case_11_chunked_equals_one_shot, test::cuda_spaces);
 TEST_CASE_TEMPLATE_APPLY(case_29_quantized_results, test::cuda_spaces);
 TEST_CASE_TEMPLATE_APPLY(quantized_refusals, test::cuda_spaces);
+TEST_CASE_TEMPLATE_APPLY(quantized_rows_in_memory, test::cuda_spaces);

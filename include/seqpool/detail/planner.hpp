@@ -32,8 +32,8 @@ struct pooler_shape {
   bool has_linear = false;
   std::int64_t result_bytes = 4;  ///< bytes of a result value: 4, 2 for 16-bit results, 1 for quantized ones
   bool bounded = false;           ///< the pooler has a capacity (a captured step): it pools no spans
-  /// Quantized results: every row is finished in float in a draft row and
-  /// encoded from there, by the kernel that finishes it.
+  /// Quantized results: where the family says so (the device's), every row is
+  /// finished in float in a draft row and encoded from there.
   bool quantized = false;
   std::int64_t columns_per_value = 1;  ///< result columns one output value holds: 8 for packed sign bits
   std::int64_t ranged_columns = -1;    ///< int8 and uint8: the columns the calibration ranges cover; else -1
@@ -628,12 +628,13 @@ class planner {
   /// Reserves a finishing request's `rows` result rows, from a 16-byte boundary.
   /// Without a linear layer the method writes them directly, with the head's
   /// epilogue; 16-bit rows wider than `held_width`, the widest the finishing
-  /// kernel holds whole, and every quantized row are drafted in the workspace
-  /// and encoded into place. With a linear layer, pooled rows are passed through
-  /// it by the item that pools them where the family does that (never for
-  /// quantized rows); otherwise they go to the workspace and a pass of the layer
-  /// writes the result and runs the epilogue, drafting 16-bit rows where the
-  /// family says and quantized rows always.
+  /// kernel holds whole, are drafted in the workspace and encoded into place, as
+  /// are quantized rows where the family drafts them all. With a linear layer,
+  /// pooled rows are passed through it by the item that pools them where the
+  /// family does that; otherwise they go to the workspace and a pass of the
+  /// layer writes the result and runs the epilogue, drafting 16-bit rows where
+  /// the family says, and quantized rows where it drafts them all. In the
+  /// output, rows lie the values they take apart.
   destination route_results(std::int32_t record, std::size_t result, std::int64_t rows, std::int64_t pooled_width,
                             std::int64_t out_width, std::int64_t held_width) {
     const std::int64_t out_values = values_of(out_width);
@@ -641,17 +642,17 @@ class planner {
     share_.results[result] = slice;
     output_end_ = slice.offset + rows * out_values;
     const bool rounding = shape_.result_bytes < 4;
-    const bool quantized = shape_.quantized;
+    const bool always_drafted = shape_.quantized && Algorithms::drafts_quantized_rows;
     if (!shape_.has_linear) {
-      if (!rounding || (!quantized && out_width <= held_width))
-        return {target::output, slice.offset, out_width, finish | epilogue, out_width};
+      if (!rounding || (!always_drafted && out_width <= held_width))
+        return {target::output, slice.offset, out_width, finish | epilogue, out_values};
       return {target::workspace, share_.take_workspace(rows * out_width), out_width, finish | epilogue | drafted,
               out_width, slice.offset};
     }
-    if (!quantized && Algorithms::linear_in_item(pooled_width, out_width, rounding))
-      return {target::output, slice.offset, pooled_width, finish | through_linear, out_width, 0, out_width};
+    if (Algorithms::linear_in_item(pooled_width, out_width, rounding))
+      return {target::output, slice.offset, pooled_width, finish | through_linear, out_values, 0, out_width};
     const std::int64_t pooled = share_.take_workspace(rows * pooled_width);
-    const bool draft = quantized || (rounding && Algorithms::drafts_linear_rows(out_width));
+    const bool draft = always_drafted || (rounding && Algorithms::drafts_linear_rows(out_width));
     const std::int64_t drafts = draft ? share_.take_workspace(rows * out_width) : -1;
     for (std::int64_t k = 0; k < rows; ++k)
       share_.records.linears.push_back({pooled + k * pooled_width, slice.offset + k * out_values,

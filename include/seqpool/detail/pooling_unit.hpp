@@ -9,6 +9,7 @@
 #include <limits>
 #include <span>
 #include <utility>
+#include <vector>
 
 #include <seqpool/batch.hpp>
 #include <seqpool/capacity.hpp>
@@ -65,13 +66,16 @@ class pooling_unit {
            " and ", ranges.upper.size());
     if (ranges_.size() != 0 && ranges_.size() != 2 * columns)
       fail("ranges", "set again, they keep their width of ", ranges_.size() / 2, " columns, got ", columns);
-    for (std::size_t c = 0; c < columns; ++c)
-      if (!(ranges.lower[c] < ranges.upper[c]) || !std::isfinite(ranges.upper[c] - ranges.lower[c]))
-        fail("ranges", "each column needs lower < upper, both finite; column ", c, " has lower ", ranges.lower[c],
-             " and upper ", ranges.upper[c]);
+    std::vector<float> steps(columns);
+    for (std::size_t c = 0; c < columns; ++c) {
+      steps[c] = step_of(ranges.lower[c], ranges.upper[c]);
+      if (!(ranges.lower[c] < ranges.upper[c]) || !std::isfinite(steps[c]) || !(steps[c] > 0.0f))
+        fail("ranges", "each column needs lower < upper, both finite and a step above 0; column ", c, " has lower ",
+             ranges.lower[c], " and upper ", ranges.upper[c]);
+    }
     if (ranges_.size() == 0) ranges_ = buffer<float, Space>(*space_, 2 * columns);
     space_->copy_in(ranges.lower, ranges_.span().subspan(0, columns));
-    space_->copy_in(ranges.upper, ranges_.span().subspan(columns, columns));
+    space_->copy_in(std::span<const float>(steps), ranges_.span().subspan(columns, columns));
   }
 
   std::int64_t hidden_size() const { return hidden_size_; }
@@ -152,7 +156,7 @@ class pooling_unit {
             .ranged_columns = ranged_element<Result> ? static_cast<std::int64_t>(ranges_.size() / 2) : -1};
   }
 
-  /// How the kernels store a row: for int8 and uint8, on the ranges in the space's memory.
+  /// How the kernels store a row: for int8 and uint8, on the ranges' lower bounds and steps in the space's memory.
   result_encoding<Result> encoding() const {
     if constexpr (ranged_element<Result>)
       return {ranges_.data(), ranges_.data() + ranges_.size() / 2};
@@ -184,7 +188,7 @@ class pooling_unit {
   Head head_;
   buffer<float, Space> workspace_;
   buffer<int, Space> arrivals_;
-  buffer<float, Space> ranges_;  ///< int8 and uint8: every column's lower bound, then every upper bound
+  buffer<float, Space> ranges_;  ///< int8 and uint8: every column's lower bound, then every column's step
   share_bounds bounds_;
 };
 

@@ -24,9 +24,9 @@ inline constexpr std::uint8_t epilogue = 4;    ///< and the head's row epilogue,
 inline constexpr std::uint8_t through_linear = 8;
 /// 16-bit and quantized results: the request's rows are finished in float in a
 /// draft row of the workspace (at its offset), and the kernel that finishes a
-/// row encodes it into the output (at its result offset). 16-bit rows a kernel
-/// cannot hold whole through the head's epilogue are drafted, and quantized
-/// rows always.
+/// row encodes it into the output (at its result offset). Rows a kernel cannot
+/// hold whole through the head's epilogue are drafted, and on the device every
+/// quantized row.
 inline constexpr std::uint8_t drafted = 16;
 
 /// The step's memory as the kernels see it, its results of type Result.
@@ -125,11 +125,13 @@ struct row_copy {
   std::int32_t request;
 };
 
-/// Where a request's returned rows lie apart in its target: a row of the
+/// Where a request's returned rows lie apart in its target: in the output, the
+/// values a result row takes, `columns_per_value` columns a value (a row of the
 /// layer's kept outputs where its item passes them through the head's linear
-/// layer, a row of its width otherwise.
-SEQPOOL_HOST_DEVICE inline std::int64_t row_stride_of(const request_record& owner) {
-  return (owner.flags & through_linear) != 0 ? owner.linear_width : owner.width;
+/// layer); in a draft row or the state, a row of its width in floats.
+SEQPOOL_HOST_DEVICE inline std::int64_t row_stride_of(const request_record& owner, int columns_per_value) {
+  const std::int64_t width = (owner.flags & through_linear) != 0 ? owner.linear_width : owner.width;
+  return owner.where == target::output ? (width + columns_per_value - 1) / columns_per_value : width;
 }
 
 /// The output value offset a drafted gathered row is encoded at, from the
@@ -149,14 +151,15 @@ struct gather_cursor {
   const gather_record* runs;
   const std::uint32_t* masks;
   const request_record* requests;
+  int columns_per_value;  ///< of the output: 8 for packed sign bits, 1 otherwise
   std::int32_t run;
   std::int64_t source;
   std::int64_t returned;
 
   SEQPOOL_HOST_DEVICE gather_cursor(const gather_record* all_runs, const std::uint32_t* all_masks,
-                                    const request_record* all_requests, const gather_base& base)
-      : runs(all_runs), masks(all_masks), requests(all_requests), run(base.run), source(base.source),
-        returned(base.returned) {}
+                                    const request_record* all_requests, const gather_base& base, int packed)
+      : runs(all_runs), masks(all_masks), requests(all_requests), columns_per_value(packed), run(base.run),
+        source(base.source), returned(base.returned) {}
 
   /// The next returned row; the caller asks for no more than its share holds.
   SEQPOOL_HOST_DEVICE row_copy next() {
@@ -167,7 +170,7 @@ struct gather_cursor {
       if (source < at.rows) {
         const request_record& owner = requests[at.request];
         const std::int64_t from = at.source >= 0 ? at.source + source : at.source - source * at.stashed_width;
-        const row_copy copy{from, at.offset + returned * row_stride_of(owner), at.request};
+        const row_copy copy{from, at.offset + returned * row_stride_of(owner, columns_per_value), at.request};
         ++source;
         ++returned;
         return copy;

@@ -39,25 +39,28 @@ struct result_encoding<Result, encoding_kind::rounded> {
   SEQPOOL_HOST_DEVICE Result encode(float value, std::int64_t) const { return round_to<Result>(value); }
 };
 
+/// The step of a calibration range, as sentence-transformers computes it in float.
+SEQPOOL_HOST_DEVICE constexpr float step_of(float lower, float upper) { return (upper - lower) / 255.0f; }
+
 /// int8 and uint8, as sentence-transformers' quantize_embeddings computes them
-/// in float: step = (upper[c] − lower[c]) / 255, level = (value − lower[c]) /
-/// step (less 128 for int8), truncated toward zero. Values outside the range
-/// saturate at the type's ends, and NaN is 0.
+/// in float: level = (value − lower[c]) / step[c] (less 128 for int8), step[c]
+/// being step_of(lower[c], upper[c]), truncated toward zero. Values outside the
+/// range saturate at the type's ends, and NaN is 0. Written without branches,
+/// so that a host loop over a row vectorises.
 template <class Result>
 struct result_encoding<Result, encoding_kind::ranged> {
   const float* lower;  ///< per result column, in the space's memory
-  const float* upper;
+  const float* step;
 
   SEQPOOL_HOST_DEVICE Result encode(float value, std::int64_t column) const {
     constexpr bool is_signed = std::is_same_v<Result, std::int8_t>;
     constexpr float lowest = is_signed ? -128.0f : 0.0f;
     constexpr float highest = is_signed ? 127.0f : 255.0f;
-    if (value != value) return 0;
-    const float step = (upper[column] - lower[column]) / 255.0f;
-    float level = (value - lower[column]) / step;
+    float level = (value - lower[column]) / step[column];
     if constexpr (is_signed) level -= 128.0f;
-    level = level < lowest ? lowest : level > highest ? highest : level;
-    return static_cast<Result>(level);
+    level = level > lowest ? level : lowest;  // NaN takes the lowest here, and 0 below
+    level = level < highest ? level : highest;
+    return value == value ? static_cast<Result>(level) : Result{0};
   }
 };
 
@@ -67,10 +70,10 @@ struct result_encoding<Result, encoding_kind::ranged> {
 template <class Result>
 struct result_encoding<Result, encoding_kind::packed> {
   /// The value of the first `count` (at most 8) of the floats at `columns`.
+  /// Branch-free, so that a host loop of whole values (count 8) vectorises.
   SEQPOOL_HOST_DEVICE Result pack(const float* columns, int count) const {
     unsigned byte = 0;
-    for (int e = 0; e < 8; ++e)
-      if (e < count && columns[e] > 0.0f) byte |= 0x80u >> e;
+    for (int e = 0; e < 8; ++e) byte = byte << 1 | static_cast<unsigned>(e < count && columns[e] > 0.0f);
     if constexpr (std::is_same_v<Result, binary>)
       return binary{static_cast<std::int8_t>(static_cast<int>(byte) - 128)};
     else

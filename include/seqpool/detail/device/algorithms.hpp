@@ -58,6 +58,11 @@ struct algorithms {
     return pooled_whole(window, width) ? Policy::held_row_floats : 0;
   }
 
+  /// A warp rounds a 16-bit value in the lane that holds it, but an int8 or
+  /// uint8 value needs its column's range and a byte of sign bits the columns
+  /// of two lanes: every quantized row is drafted, and encoded from its draft.
+  static constexpr bool drafts_quantized_rows = true;
+
   /// The linear layer is always a launch of its own.
   static bool linear_in_item(std::int64_t, std::int64_t, bool) { return false; }
 

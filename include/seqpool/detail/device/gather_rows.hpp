@@ -25,7 +25,7 @@ namespace seqpool::detail::device {
 /// registers (rows of up to one strip) or from memory. Rows come from the
 /// hidden states (through the request's column table when it has one) or from
 /// the state, where an earlier chunk stashed them. 16-bit results are rounded as
-/// the warp stores them from its registers, or, wider than a strip, rounded
+/// the warp stores them from its registers, or, wider than a strip, encoded
 /// from the draft row they were finished in, as quantized ones always are.
 template <class Head, class T, class Result, class Policy>
 struct gather_rows {
@@ -56,7 +56,8 @@ struct gather_rows {
     if (index + 1 >= static_cast<std::int64_t>(header.gather_bases.count)) return;
     const gather_base* bases = header.gather_bases.in(image);
     const std::int64_t rows = bases[index + 1].first - bases[index].first;
-    gather_cursor cursor(header.gathers.in(image), header.masks.in(image), header.requests.in(image), bases[index]);
+    gather_cursor cursor(header.gathers.in(image), header.masks.in(image), header.requests.in(image), bases[index],
+                         columns_per_value<Result>);
     for (std::int64_t done = 0; done < rows; done += Policy::warps) {
       const std::int64_t round = rows - done < Policy::warps ? rows - done : Policy::warps;
       block.threads([&](int warp, int lane) {

@@ -34,14 +34,18 @@ struct algorithms {
   /// through the head's epilogue: its scratch row, however the request is cut.
   static std::int64_t held_width(row_window, std::int64_t) { return Policy::held_row_floats; }
 
+  /// An item encodes any row its scratch row holds (store_row): quantized rows
+  /// are drafted only where 16-bit ones would be.
+  static constexpr bool drafts_quantized_rows = false;
+
   /// Whether the item that pools a row passes it through the head's linear layer
-  /// itself: when the pooled row, and a 16-bit result row, fit its scratch row.
+  /// itself: when the pooled row, and a result row other than float, fit its scratch row.
   static bool linear_in_item(std::int64_t pooled_width, std::int64_t out_width, bool rounding) {
     return pooled_width <= Policy::scratch_row_floats && (!rounding || out_width <= Policy::scratch_row_floats);
   }
 
-  /// Whether the layer's pass drafts a 16-bit result row in the workspace: when
-  /// its item cannot hold the row in its scratch row.
+  /// Whether the layer's pass drafts a result row other than float in the
+  /// workspace: when its item cannot hold the row in its scratch row.
   static bool drafts_linear_rows(std::int64_t out_width) { return out_width > Policy::held_row_floats; }
 
   /// A tile of up to tile_rows rows per item (one of no rows for a request that

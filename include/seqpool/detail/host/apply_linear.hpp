@@ -80,8 +80,9 @@ void linear_into(const Head& head, const linear_layer& layer, const float* poole
 }
 
 /// One item computes a result row from a pooled row in the workspace, then runs
-/// the head's epilogue on it: rows wider than an item's scratch row. A 16-bit
-/// row wider than that is finished in the draft row the plan gave it.
+/// the head's epilogue on it: rows wider than an item's scratch row. A result
+/// row other than float wider than that is finished in the draft row the plan
+/// gave it.
 template <class Head, class Result, class Policy>
 struct apply_linear {
   Head head;

@@ -14,8 +14,8 @@ namespace seqpool::detail::host {
 /// One item merges, over all columns, the state a chunked request brings (or
 /// identity()) with the partials its tiles wrote this step, then writes the state
 /// back or finishes the request: the method's finish, then the head's linear
-/// layer or epilogue as flagged. A 16-bit result row it merges in scratch (or,
-/// wider, where the plan staged it) and rounds into place.
+/// layer or epilogue as flagged. A result row other than float it merges in
+/// scratch (or, wider, where the plan drafted it) and encodes into place.
 template <class Method, class Head, class Result, class Policy>
 struct combine_partials {
   Method method;

@@ -19,8 +19,8 @@ namespace seqpool::detail::host {
 /// request's column table, or from rows an earlier chunk left in the state
 /// (which hold the chosen columns already), converting to float. A result row gets the head's
 /// epilogue in the same item, after its linear layer when flagged, and, when
-/// the pooler's results are streamed or 16-bit, is assembled in scratch and
-/// stored from there. Rows flagged for the linear layer are copied into a
+/// the pooler's results are streamed or not float, is assembled in scratch and
+/// encoded from there. Rows flagged for the linear layer are copied into a
 /// block and passed through it a block at a time.
 template <class Head, class T, class Result, class Policy>
 struct gather_rows {
@@ -40,7 +40,7 @@ struct gather_rows {
   void operator()(std::int64_t item) const {
     const std::int64_t rows = bases[item + 1].first - bases[item].first;
     if (rows == 0) return;
-    gather_cursor cursor(runs, masks, requests, bases[item]);
+    gather_cursor cursor(runs, masks, requests, bases[item], columns_per_value<Result>);
     linear_block block;
     row_copy next = cursor.next();
     for (std::int64_t k = 0; k < rows; ++k) {
@@ -60,8 +60,9 @@ struct gather_rows {
   }
 
  private:
-  /// Rows copied for the head's linear layer, each followed, for 16-bit results,
-  /// by its draft of the layer's outputs, waiting to be passed through it together.
+  /// Rows copied for the head's linear layer, each followed, for results other
+  /// than float, by its draft of the layer's outputs, waiting to be passed
+  /// through it together.
   struct linear_block {
     static_assert(Policy::linear_block_rows >= 1 && Policy::linear_block_rows <= 4,
                   "linear_outputs_of_rows passes one to four rows at once");
@@ -94,8 +95,8 @@ struct gather_rows {
   }
 
   /// Passes the block's rows through the layer, runs the head's epilogue on
-  /// each and stores it: a float row in place in the output, a 16-bit one from
-  /// its draft. Empties the block.
+  /// each and stores it: a float row in place in the output, any other encoded
+  /// from its draft. Empties the block.
   void project(linear_block& block) const {
     if (block.count == 0) return;
     const float* pooled[Policy::linear_block_rows] = {};

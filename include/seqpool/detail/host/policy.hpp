@@ -26,7 +26,7 @@ struct launch_policy {
   /// the layer.
   static constexpr std::int64_t scratch_row_floats = 8192;
   /// The widest result row an item holds whole through the head's epilogue: its
-  /// scratch row. 16-bit results wider than this are drafted in the workspace.
+  /// scratch row. Results other than float wider than this are drafted in the workspace.
   static constexpr std::int64_t held_row_floats = scratch_row_floats;
 
   /// Rows a gathering item passes through the head's linear layer together,

@@ -24,7 +24,7 @@ struct column_range {
 /// columns. A tile that is its request's only one writes the result where it
 /// belongs (state or result row) and runs the head's epilogue too, after its
 /// linear layer when flagged; otherwise it writes a partial for combine_partials.
-/// A result row it streams, or rounds to 16 bits, it assembles in scratch first.
+/// A result row it streams, or encodes as other than float, it assembles in scratch first.
 template <class Method, class Head, class T, class Result, class Policy>
 struct reduce_tiles {
   Method method;

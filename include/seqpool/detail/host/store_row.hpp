@@ -2,7 +2,6 @@
 // output's element type, and past the caches when the results are large.
 #pragma once
 
-#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -19,9 +18,8 @@
 namespace seqpool::detail::host {
 
 /// Whether an item finishes a result row in its scratch row and stores it from
-/// there: every 16-bit row (a plan sends an item none wider than its scratch
-/// row, and none of quantized results: those are drafted), and a float row
-/// when the results are streamed and it fits.
+/// there: every row other than float (a plan sends an item none wider than its
+/// scratch row), and a float row when the results are streamed and it fits.
 template <class Policy, class Result>
 bool stored_from_scratch(bool stream, std::int64_t width) {
   return !std::is_same_v<Result, float> || (stream && width <= Policy::scratch_row_floats);
@@ -61,10 +59,9 @@ template <class Result>
 void store_row(Result* to, const float* from, std::int64_t width, bool stream, const result_encoding<Result>& encoding) {
   if constexpr (columns_per_value<Result> > 1) {
     constexpr int packed = columns_per_value<Result>;
-    for (std::int64_t v = 0; v < values_of<Result>(width); ++v) {
-      const std::int64_t first = v * packed;
-      to[v] = encoding.pack(from + first, static_cast<int>(std::min<std::int64_t>(packed, width - first)));
-    }
+    const std::int64_t whole = width / packed;
+    for (std::int64_t v = 0; v < whole; ++v) to[v] = encoding.pack(from + v * packed, packed);
+    if (whole * packed < width) to[whole] = encoding.pack(from + whole * packed, static_cast<int>(width - whole * packed));
   } else {
     constexpr std::int64_t line = cache_line_bytes / static_cast<std::int64_t>(sizeof(Result));
     std::int64_t c = 0;
