@@ -66,7 +66,9 @@ TEST_CASE("ranges set again are copied where a captured step's kernels read them
   const auto all_rows = test::to_space(space, capacity_rows);
   const auto view = seqpool::make_hidden_view(all_rows.data(), 4, hidden_size);
   seqpool::buffer<std::int8_t, device_omp> output(space, static_cast<std::size_t>(pooler.output_capacity()));
-  const auto result_of = [&](const seqpool::step_plan& plan) { return *test::slice(plan, test::to_host(space, output))[0]; };
+  const auto result_of = [&](const seqpool::step_plan& plan) {
+    return *test::slice(plan, test::to_host(space, output))[0];
+  };
 
   seqpool::step_plan plan = pooler.plan({{test::whole("a", task::embed, 2, {.use_activation = false})}}, state);
   pooler.reserve(plan, state);

@@ -31,8 +31,8 @@ static_assert(sizeof(ubinary) == 1 && std::is_trivially_copyable_v<ubinary>);
 /// Results quantized as they are stored: int8 and uint8 on calibration ranges,
 /// binary and ubinary sign bits.
 template <class T>
-concept quantized_element =
-    std::same_as<T, std::int8_t> || std::same_as<T, std::uint8_t> || std::same_as<T, binary> || std::same_as<T, ubinary>;
+concept quantized_element = std::same_as<T, std::int8_t> || std::same_as<T, std::uint8_t> ||
+                            std::same_as<T, binary> || std::same_as<T, ubinary>;
 
 /// Results that need calibration ranges: int8 and uint8.
 template <class T>

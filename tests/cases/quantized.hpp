@@ -35,8 +35,7 @@ inline const std::vector<float> rows{1, 2, -2, 6, -6, 0.4f, -1.4f, 0, 0.5f, -0.5
 inline const std::vector<float> lower(hidden_size, -2.0f);
 inline const std::vector<float> upper(hidden_size, 1.984375f);
 
-/// The results of one request of the two rows, pooled whole and in chunks of
-/// one row each; both must be the same values.
+/// The result of one request of the two rows, pooled in `chunks`.
 template <class Method, class Result, class Space>
 test::matrix pooled(Space& space, std::vector<std::int64_t> chunks, head::embed pooling_head = {}) {
   seqpool::pooler<Method, head::embed, Space, Result> pooler(space, hidden_size, {}, pooling_head);
@@ -46,8 +45,8 @@ test::matrix pooled(Space& space, std::vector<std::int64_t> chunks, head::embed 
   test::results out;
   for (const std::int64_t size : chunks) {
     const seqpool::batch step{{test::part("r", pooler.task, 2, done, size, {.use_activation = false})}};
-    out = test::run_step(space, pooler, state, step,
-                         std::vector<float>(rows.begin() + done * hidden_size, rows.begin() + (done + size) * hidden_size));
+    const std::vector<float> chunk_rows(rows.begin() + done * hidden_size, rows.begin() + (done + size) * hidden_size);
+    out = test::run_step(space, pooler, state, step, chunk_rows);
     done += size;
   }
   REQUIRE(out[0].has_value());
@@ -65,18 +64,18 @@ void check_pooled(std::int64_t result_rows, std::int64_t cols, const std::vector
   }
 }
 
-/// One request of `prompt` (rows of `hidden_size`) pooled in `chunks` by a
+/// One request of `prompt` (rows of `columns` floats) pooled in `chunks` by a
 /// pooler of Result beside a float pooler of the same method and head; the
 /// quantized result must be the float one encoded, bit for bit.
 template <class Method, class Result, class Space>
-void check_encodes_float(const std::vector<float>& prompt, std::int64_t hidden_size, const head::embed& pooling_head,
+void check_encodes_float(const std::vector<float>& prompt, std::int64_t columns, const head::embed& pooling_head,
                          const std::vector<std::int64_t>& chunks, const seqpool::pooling_params& params) {
   CAPTURE(Method::name);
   CAPTURE(sizeof(Result));
   Space space;
-  seqpool::pooler<Method, head::embed, Space, Result> quantized(space, hidden_size, {}, pooling_head);
-  seqpool::pooler<Method, head::embed, Space> exact(space, hidden_size, {}, pooling_head);
-  const std::int64_t width = pooling_head.linear().present() ? pooling_head.linear().out_features : hidden_size;
+  seqpool::pooler<Method, head::embed, Space, Result> quantized(space, columns, {}, pooling_head);
+  seqpool::pooler<Method, head::embed, Space> exact(space, columns, {}, pooling_head);
+  const std::int64_t width = pooling_head.linear().present() ? pooling_head.linear().out_features : columns;
   const std::vector<float> narrow_lower(static_cast<std::size_t>(width), -0.05f);
   const std::vector<float> narrow_upper(narrow_lower.size(), 0.05f);
   const std::vector<float> steps = test::steps_of(narrow_lower, narrow_upper);
@@ -86,13 +85,13 @@ void check_encodes_float(const std::vector<float>& prompt, std::int64_t hidden_s
     encoding = {narrow_lower.data(), steps.data()};
   }
   seqpool::state_store<Space> quantized_state(space), exact_state(space);
-  const std::int64_t prompt_len = static_cast<std::int64_t>(prompt.size()) / hidden_size;
+  const std::int64_t prompt_len = static_cast<std::int64_t>(prompt.size()) / columns;
   std::int64_t done = 0;
   for (const std::int64_t size : chunks) {
     const seqpool::batch step{{test::part("r", quantized.task, prompt_len, done, size, params)}};
-    const std::vector<float> rows(prompt.begin() + done * hidden_size, prompt.begin() + (done + size) * hidden_size);
-    const test::results encoded = test::run_step(space, quantized, quantized_state, step, rows);
-    const test::results floats = test::run_step(space, exact, exact_state, step, rows);
+    const std::vector<float> chunk_rows(prompt.begin() + done * columns, prompt.begin() + (done + size) * columns);
+    const test::results encoded = test::run_step(space, quantized, quantized_state, step, chunk_rows);
+    const test::results floats = test::run_step(space, exact, exact_state, step, chunk_rows);
     done += size;
     REQUIRE(encoded[0].has_value() == (done == prompt_len));
     if (encoded[0]) test::check_encoded<Result>(*encoded[0], *floats[0], encoding, true);
@@ -171,8 +170,9 @@ TEST_CASE_TEMPLATE_DEFINE("quantized results refuse ranges that are missing, mal
   test::check_equal(*out[0], 1, 4, {63, 126, -128, 127});
 }
 
-TEST_CASE_TEMPLATE_DEFINE("rows finished in memory encode their float results bit for bit: split, wide, through the layer",
-                          Space, quantized_rows_in_memory) {
+TEST_CASE_TEMPLATE_DEFINE(
+    "rows finished in memory encode their float results bit for bit: split, wide, through the layer", Space,
+    quantized_rows_in_memory) {
   using namespace quantized_cases;
   // A long request the device splits into tiles and slabs (3000 rows of 300
   // columns, whose MEAN lies within ±0.05), in two chunks.

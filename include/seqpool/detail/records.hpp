@@ -157,9 +157,14 @@ struct gather_cursor {
   std::int64_t returned;
 
   SEQPOOL_HOST_DEVICE gather_cursor(const gather_record* all_runs, const std::uint32_t* all_masks,
-                                    const request_record* all_requests, const gather_base& base, int packed)
-      : runs(all_runs), masks(all_masks), requests(all_requests), columns_per_value(packed), run(base.run),
-        source(base.source), returned(base.returned) {}
+                                    const request_record* all_requests, const gather_base& base, int per_value)
+      : runs(all_runs),
+        masks(all_masks),
+        requests(all_requests),
+        columns_per_value(per_value),
+        run(base.run),
+        source(base.source),
+        returned(base.returned) {}
 
   /// The next returned row; the caller asks for no more than its share holds.
   SEQPOOL_HOST_DEVICE row_copy next() {

@@ -135,8 +135,9 @@ SEQPOOL_HOST_DEVICE void encode_columns(Result* to, const float* from, std::int6
                                         const result_encoding<Result>& encoding) {
   constexpr int packed = columns_per_value<Result>;
   if constexpr (packed == 1) {
-    visit_columns<Threads, InFlight, false>(
-        from, columns, thread, [&](const float& value, std::int64_t column) { to[column] = encoding.encode(value, column); });
+    visit_columns<Threads, InFlight, false>(from, columns, thread, [&](const float& value, std::int64_t column) {
+      to[column] = encoding.encode(value, column);
+    });
   } else {
     for (std::int64_t v = thread; v < values_of<Result>(columns); v += Threads) {
       const std::int64_t first = v * packed;

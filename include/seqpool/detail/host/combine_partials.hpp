@@ -36,7 +36,8 @@ struct combine_partials {
       merge_row(owner, init, partials, pooled);
       finish_row(method, head, owner, owner.flags, pooled);
       if (through)
-        linear_into<Policy>(head, layer, pooled, memory.output + owner.offset, owner.linear_width, owner.knobs, memory.encoding);
+        linear_into<Policy>(head, layer, pooled, memory.output + owner.offset, owner.linear_width, owner.knobs,
+                            memory.encoding);
       else
         store_row(memory.output + owner.offset, pooled, owner.width, false, memory.encoding);
       return;

@@ -135,7 +135,8 @@ struct gather_rows {
       alignas(64) float scratch[Policy::scratch_row_floats];
       copy_row(gather, owner, scratch, ahead);
       if (through) {
-        linear_into<Policy>(head, layer, scratch, memory.output + gather.offset, owner.linear_width, owner.knobs, memory.encoding);
+        linear_into<Policy>(head, layer, scratch, memory.output + gather.offset, owner.linear_width, owner.knobs,
+                            memory.encoding);
         return;
       }
       apply_epilogue(owner, scratch);
@@ -145,7 +146,8 @@ struct gather_rows {
     copy_row(gather, owner, out, ahead);
     apply_epilogue(owner, out);
     if ((owner.flags & drafted) != 0)
-      store_row(memory.output + encoded_offset<Result>(owner, gather.offset), out, owner.width, stream_results, memory.encoding);
+      store_row(memory.output + encoded_offset<Result>(owner, gather.offset), out, owner.width, stream_results,
+                memory.encoding);
   }
 
   void apply_epilogue(const request_record& owner, float* row) const {

@@ -66,7 +66,8 @@ struct reduce_tiles {
       reduce(tile, width, next, init, first_row, scratch);
       finish_row(method, head, owner, flags, scratch);
       if (through)
-        linear_into<Policy>(head, layer, scratch, memory.output + owner.offset, owner.linear_width, owner.knobs, memory.encoding);
+        linear_into<Policy>(head, layer, scratch, memory.output + owner.offset, owner.linear_width, owner.knobs,
+                            memory.encoding);
       else
         store_row(memory.output + owner.offset, scratch, width, stream_results, memory.encoding);
       return;

@@ -56,12 +56,14 @@ inline void stream_line(std::byte* __restrict__ to, const std::byte* __restrict_
 /// and stored from there. Packed sign bits, 8 columns a value, are stored a
 /// value at a time.
 template <class Result>
-void store_row(Result* to, const float* from, std::int64_t width, bool stream, const result_encoding<Result>& encoding) {
+void store_row(Result* to, const float* from, std::int64_t width, bool stream,
+               const result_encoding<Result>& encoding) {
   if constexpr (columns_per_value<Result> > 1) {
     constexpr int packed = columns_per_value<Result>;
     const std::int64_t whole = width / packed;
     for (std::int64_t v = 0; v < whole; ++v) to[v] = encoding.pack(from + v * packed, packed);
-    if (whole * packed < width) to[whole] = encoding.pack(from + whole * packed, static_cast<int>(width - whole * packed));
+    if (whole * packed < width)
+      to[whole] = encoding.pack(from + whole * packed, static_cast<int>(width - whole * packed));
   } else {
     constexpr std::int64_t line = cache_line_bytes / static_cast<std::int64_t>(sizeof(Result));
     std::int64_t c = 0;
