@@ -150,7 +150,7 @@ class engine_of final : public engine {
     if (config_.projector) projector_.emplace(space_, *config_.projector);
     if (config_.classifier) classifier_.emplace(space_, *config_.classifier);
     const head::embed embed_head = projector_ ? head::embed(projector_->layer()) : head::embed();
-    const head::classify classify_head(classifier_ ? std::optional(classifier_->layer()) : std::nullopt,
+    const head::classify classify_head(classifier_ ? dense_stack(classifier_->layer()) : dense_stack(),
                                        config_.problem, config_.platt);
     return runner(space_, entry<method::any_sequence>(task::embed, embed_head),
                   entry<method::any_sequence>(task::classify, classify_head),

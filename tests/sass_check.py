@@ -28,22 +28,22 @@ import sys
 
 DEFAULT, PIPELINED = "13launch_policyE", "22pipelined_loads_policyE"
 KERNELS = {
-    f"{method} {dtype}": re.compile(rf"pool_rowsINS_6method{code}ENS_4head5embedE{mangled}fNS.*{DEFAULT}")
+    f"{method} {dtype}": re.compile(rf"pool_rowsINS_6method{code}ENS_4head9normalizeE{mangled}fNS.*{DEFAULT}")
     for method, code in (("mean", "4mean"), ("max", "3max"))
     for dtype, mangled in (("bf16", "13__nv_bfloat16"), ("fp32", "f"))
 }
 # MEAN as the candidate with two stages of loads (pipelined_loads_policy) cuts it.
 for dtype, mangled in (("bf16", "13__nv_bfloat16"), ("fp32", "f")):
-    KERNELS[f"mean {dtype} pipelined"] = re.compile(rf"pool_rowsINS_6method4meanENS_4head5embedE{mangled}fNS.*{PIPELINED}")
+    KERNELS[f"mean {dtype} pipelined"] = re.compile(rf"pool_rowsINS_6method4meanENS_4head9normalizeE{mangled}fNS.*{PIPELINED}")
 # MEAN of bf16 rows into bf16 results (seqpool::bfloat16).
-KERNELS["mean bf16 to bf16"] = re.compile(r"pool_rowsINS_6method4meanENS_4head5embedE13__nv_bfloat16NS_8bfloat16E")
+KERNELS["mean bf16 to bf16"] = re.compile(r"pool_rowsINS_6method4meanENS_4head9normalizeE13__nv_bfloat16NS_8bfloat16E")
 # Quantized results, drafted and encoded from the draft: MEAN of fp32 rows into
 # int8, ALL's bf16 rows into sign bits (ubinary). They keep their float kin's floors.
-KERNELS["mean fp32 to int8"] = re.compile(r"pool_rowsINS_6method4meanENS_4head5embedEfaNS")
-KERNELS["gather fp32"] = re.compile(r"gather_rowsINS_4head5embedEffNS")
-KERNELS["gather bf16"] = re.compile(r"gather_rowsINS_4head5embedE13__nv_bfloat16fNS")
-KERNELS["gather bf16 to ubinary"] = re.compile(r"gather_rowsINS_4head5embedE13__nv_bfloat16NS_7ubinaryE")
-KERNELS["linear"] = re.compile(r"apply_linearINS_4head5embedEfNS")
+KERNELS["mean fp32 to int8"] = re.compile(r"pool_rowsINS_6method4meanENS_4head9normalizeEfaNS")
+KERNELS["gather fp32"] = re.compile(r"gather_rowsINS_4head9normalizeEffNS")
+KERNELS["gather bf16"] = re.compile(r"gather_rowsINS_4head9normalizeE13__nv_bfloat16fNS")
+KERNELS["gather bf16 to ubinary"] = re.compile(r"gather_rowsINS_4head9normalizeE13__nv_bfloat16NS_7ubinaryE")
+KERNELS["linear"] = re.compile(r"apply_linearINS_4head9normalizeEfNS")
 KERNELS["copy"] = re.compile(r"copy_pieces")
 WIDE_LOADS = [k for k in KERNELS if k not in ("linear", "gather bf16", "gather bf16 to ubinary")]
 # The kernels that read hidden states score those loads alone: streaming loads
@@ -54,12 +54,16 @@ STREAMED = ".EF"
 # Today's values, the floor each kernel must keep: blocks of 256 threads an SM
 # holds, and bytes of loads an SM has in flight (see the docstring).
 THREADS = 256
-BLOCKS_AT_LEAST = {kernel: {"linear": 6, "copy": 1}.get(kernel, 2) for kernel in KERNELS}
+# The dense layer's kernel (a launch a layer of a head's stack, each with a pass
+# of its activation function) holds 4 blocks an SM at 64 registers (6 at 40
+# before stacks); it reads weights from L2 for a few rows, not hidden states.
+BLOCKS_AT_LEAST = {kernel: {"linear": 4, "copy": 1}.get(kernel, 2) for kernel in KERNELS}
 KB = 1024
 BYTES_IN_FLIGHT_AT_LEAST = {"mean fp32": 128 * KB, "max fp32": 128 * KB, "mean bf16": 64 * KB, "max bf16": 64 * KB,
                             "mean bf16 to bf16": 64 * KB, "mean fp32 pipelined": 128 * KB,
                             "mean bf16 pipelined": 64 * KB, "gather fp32": 64 * KB, "gather bf16": 32 * KB,
-                            "mean fp32 to int8": 128 * KB, "gather bf16 to ubinary": 32 * KB, "copy": 64 * KB}
+                            "mean fp32 to int8": 128 * KB, "gather bf16 to ubinary": 32 * KB, "copy": 64 * KB,
+                            "linear": 80 * KB}
 
 
 def blocks_per_sm(registers, shared_bytes):

@@ -1,4 +1,4 @@
-// docs/TESTS.md cases 12-19 and the head errors on the host algorithms and on the device
+// docs/TESTS.md cases 12-19 and 30 and the head errors on the host algorithms and on the device
 // kernels run by the OpenMP stand-in.
 #include "cases/heads.hpp"
 #include "support/spaces.hpp"
@@ -15,3 +15,5 @@ TEST_CASE_TEMPLATE_APPLY(classifier_with_bias, test::cpu_spaces);
 TEST_CASE_TEMPLATE_APPLY(projector_before_truncation, test::cpu_spaces);
 TEST_CASE_TEMPLATE_APPLY(token_heads_every_row, test::cpu_spaces);
 TEST_CASE_TEMPLATE_APPLY(head_knobs_that_do_not_fit, test::cpu_spaces);
+TEST_CASE_TEMPLATE_APPLY(case_30_dense_stacks, test::cpu_spaces);
+TEST_CASE_TEMPLATE_APPLY(stacks_that_do_not_chain, test::cpu_spaces);

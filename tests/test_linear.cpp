@@ -30,16 +30,16 @@ struct drawn_layer {
 
   drawn_layer(seqpool::host_space& space, bool classify, std::int64_t out_features, std::int64_t in_features)
       : spec{.classify = classify,
-             .weight =
-                 test::drawn_values(out_features * in_features, 3, 1.0f / std::sqrt(static_cast<float>(in_features))),
-             .bias = test::drawn_values(out_features, 4),
-             .out_features = out_features},
-        weight(test::to_space(space, spec.weight)),
-        bias(test::to_space(space, spec.bias)) {}
+             .layers = {{.weight = test::drawn_values(out_features * in_features, 3,
+                                                      1.0f / std::sqrt(static_cast<float>(in_features))),
+                         .bias = test::drawn_values(out_features, 4),
+                         .out_features = out_features}}},
+        weight(test::to_space(space, spec.layers[0].weight)),
+        bias(test::to_space(space, spec.layers[0].bias)) {}
 
   seqpool::linear_layer layer() const {
-    return {weight.data(), bias.data(), spec.out_features,
-            static_cast<std::int64_t>(spec.weight.size()) / spec.out_features};
+    return {weight.data(), bias.data(), spec.layers[0].out_features,
+            static_cast<std::int64_t>(spec.layers[0].weight.size()) / spec.layers[0].out_features};
   }
 };
 

@@ -13,6 +13,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -36,10 +37,12 @@ struct pooler_methods {
   std::optional<method::any_token> token_classify;
 };
 
-/// A dense layer as the batch file gives it: weight [out, in] and an optional bias [out].
+/// A dense layer as the batch file gives it: weight [out, in], an optional bias
+/// [out] and the activation function applied to its outputs.
 struct layer_file {
   npy_array weight;
   std::optional<npy_array> bias;
+  activation_function activation = activation_function::identity;
 };
 
 struct batch_file {
@@ -53,8 +56,8 @@ struct batch_file {
   /// int8 and uint8 results: the calibration ranges, <f4 [2, D] (sentence-transformers' `ranges`).
   std::optional<npy_array> ranges;
   pooler_methods poolers;
-  std::optional<layer_file> projector;
-  std::optional<layer_file> classifier;
+  std::vector<layer_file> projector;   ///< the embed head's dense layers, one after another; none when empty
+  std::vector<layer_file> classifier;  ///< the classify head's
   head::problem_type problem = head::problem_type::single_label;
   std::optional<head::platt_scaling> platt;
   json steps;  ///< read one at a time, so that earlier steps run before a later one is found bad
@@ -150,6 +153,10 @@ class object_reader {
   }
 
   object_reader object(std::string_view key) const { return {at(key), where_, prefix_ + std::string(key) + "."}; }
+  /// Item `index` of the array `key`, an object.
+  object_reader item(std::string_view key, std::size_t index) const {
+    return {at(key).at(index), where_, prefix_ + std::string(key) + "[" + std::to_string(index) + "]."};
+  }
 
   [[noreturn]] void fail_at(std::string_view key, std::string_view problem) const {
     const std::string field = prefix_ + std::string(key);
@@ -198,15 +205,27 @@ inline npy_array read_named_array(const object_reader& object, std::string_view 
   }
 }
 
-/// The weight and bias a layer object names, if it names a weight; both must be
-/// <f4 and fit each other. Whether the weight fits the rows it will see is
-/// checked per request.
+/// The names of the activation functions a layer may name, in activation_function's order.
+inline constexpr std::array<std::string_view, 4> activation_names{"identity", "tanh", "gelu", "relu"};
+
+/// The weight, bias and activation function a layer object names, if it names
+/// a weight; weight and bias must be <f4 and fit each other. Whether the weight
+/// fits the rows it will see is checked per request.
+
 inline std::optional<layer_file> read_layer(const object_reader& layer, const std::filesystem::path& folder) {
   if (!layer.has("weight")) {
-    if (layer.has("bias")) layer.fail_at("bias", "given without a weight");
+    for (const std::string_view key : {"bias", "activation"})
+      if (layer.has(key)) layer.fail_at(key, "given without a weight");
     return std::nullopt;
   }
   layer_file read{read_named_array(layer, "weight", folder, weight_dtypes), std::nullopt};
+  if (layer.has("activation")) {
+    const std::string wanted = layer.string("activation");
+    const auto found = std::ranges::find(activation_names, wanted);
+    if (found == activation_names.end())
+      layer.fail_at("activation", "\"" + wanted + "\" is not identity, tanh, gelu or relu");
+    read.activation = static_cast<activation_function>(found - activation_names.begin());
+  }
   if (read.weight.descr != "<f4" || read.weight.shape.size() != 2 || read.weight.shape[0] < 1 ||
       read.weight.shape[1] < 1)
     layer.fail_at("weight", "expected a non-empty 2-D <f4 array [out, in]");
@@ -216,6 +235,31 @@ inline std::optional<layer_file> read_layer(const object_reader& layer, const st
       layer.fail_at("bias", "expected a 1-D <f4 array of " + std::to_string(read.weight.shape[0]) + " values");
   }
   return read;
+}
+
+/// A head's dense layers: its own weight (one layer, or none), or `layers`, an
+/// array of layers that run one after another.
+inline std::vector<layer_file> read_layers(const object_reader& head, const std::filesystem::path& folder) {
+  if (!head.has("layers")) {
+    std::optional<layer_file> one = read_layer(head, folder);
+    if (!one) return {};
+    return {std::move(*one)};
+  }
+  for (const std::string_view key : {"weight", "bias", "activation"})
+    if (head.has(key)) head.fail_at(key, "given beside layers (each layer names its own)");
+  const json& list = head.at("layers");
+  if (!list.is_array() || list.empty()) head.fail_at("layers", "expected a non-empty array of layers");
+  if (list.size() > static_cast<std::size_t>(dense_stack::most_layers))
+    head.fail_at("layers", "at most " + std::to_string(dense_stack::most_layers) + " layers, got " +
+                               std::to_string(list.size()));
+  std::vector<layer_file> layers;
+  for (std::size_t k = 0; k < list.size(); ++k) {
+    const object_reader layer = head.item("layers", k);
+    layer.only({"weight", "bias", "activation"});
+    if (!layer.has("weight")) layer.fail_at("weight", "missing");
+    layers.push_back(*read_layer(layer, folder));
+  }
+  return layers;
 }
 
 /// Ids name output files, so they must be plain file names.
@@ -300,13 +344,13 @@ inline batch_file read_batch_file(const std::filesystem::path& path) {
 
   if (top.has("projector")) {
     const detail::object_reader projector = top.object("projector");
-    projector.only({"weight", "bias"});
-    batch.projector = detail::read_layer(projector, batch.folder);
+    projector.only({"weight", "bias", "activation", "layers"});
+    batch.projector = detail::read_layers(projector, batch.folder);
   }
   if (top.has("classifier")) {
     const detail::object_reader classifier = top.object("classifier");
-    classifier.only({"weight", "bias", "logit_mean", "logit_sigma", "problem_type"});
-    batch.classifier = detail::read_layer(classifier, batch.folder);
+    classifier.only({"weight", "bias", "activation", "layers", "logit_mean", "logit_sigma", "problem_type"});
+    batch.classifier = detail::read_layers(classifier, batch.folder);
     const std::optional<float> mean = classifier.optional_number("logit_mean");
     const std::optional<float> sigma = classifier.optional_number("logit_sigma");
     if (sigma && *sigma == 0.0f) classifier.fail_at("logit_sigma", "must not be 0");

@@ -28,14 +28,14 @@ template <class Space>
 struct layer_memory {
   seqpool::buffer<float, Space> weight;
   std::optional<seqpool::buffer<float, Space>> bias;
-  seqpool::linear_layer layer;
+  seqpool::dense_layer layer;
 
   layer_memory(Space& space, const layer_file& file)
       : weight(to_space(space, file.weight)),
-        layer{weight.data(), nullptr, file.weight.shape[0], file.weight.shape[1]} {
+        layer{{weight.data(), nullptr, file.weight.shape[0], file.weight.shape[1]}, file.activation} {
     if (!file.bias) return;
     bias.emplace(to_space(space, *file.bias));
-    layer.bias = bias->data();
+    layer.linear.bias = bias->data();
   }
 
   static seqpool::buffer<float, Space> to_space(Space& space, const npy_array& array) {
@@ -70,12 +70,17 @@ class replay {
   }
 
  private:
+  /// A head's layers copied into the space, kept in `memory`.
+  dense_stack load_layers(const std::vector<layer_file>& files, std::vector<layer_memory<Space>>& memory) {
+    memory.reserve(files.size());
+    std::vector<dense_layer> layers;
+    for (const layer_file& file : files) layers.push_back(memory.emplace_back(space_, file).layer);
+    return dense_stack(layers);
+  }
+
   seqpool::dispatcher<seqpool::configurable_table<Space, Result>> make_dispatcher() {
-    if (batch_.projector) projector_.emplace(space_, *batch_.projector);
-    if (batch_.classifier) classifier_.emplace(space_, *batch_.classifier);
-    const head::embed embed_head = projector_ ? head::embed(projector_->layer) : head::embed();
-    const head::classify classify_head(classifier_ ? std::optional(classifier_->layer) : std::nullopt, batch_.problem,
-                                       batch_.platt);
+    const head::embed embed_head(load_layers(batch_.projector, projector_));
+    const head::classify classify_head(load_layers(batch_.classifier, classifier_), batch_.problem, batch_.platt);
     return seqpool::dispatcher<seqpool::configurable_table<Space, Result>>(
         space_, make_pooler(batch_.poolers.embed, embed_head), make_pooler(batch_.poolers.classify, classify_head),
         make_pooler(batch_.poolers.token_embed, embed_head), make_pooler(batch_.poolers.token_classify, classify_head));
@@ -241,8 +246,8 @@ class replay {
   const batch_file& batch_;
   const options& options_;
   Space space_;
-  std::optional<layer_memory<Space>> projector_;
-  std::optional<layer_memory<Space>> classifier_;
+  std::vector<layer_memory<Space>> projector_;
+  std::vector<layer_memory<Space>> classifier_;
   seqpool::dispatcher<seqpool::configurable_table<Space, Result>> dispatcher_;
   seqpool::state_store<Space> state_{space_};
   seqpool::step_plan plan_;  ///< every step's, planned into the last one's storage as an engine plans

@@ -16,6 +16,7 @@
 #include <seqpool/seqpool.hpp>
 
 #include "../support/graph.hpp"
+#include "../support/prompts.hpp"
 #include "../support/step.hpp"
 
 namespace capture_cases {
@@ -27,12 +28,18 @@ namespace head = seqpool::head;
 constexpr std::int64_t hidden_size = 40;
 constexpr std::int64_t labels = 3;
 
-/// Every task served, two of them with a linear layer, in one space.
+/// Every task served in one space: the classify heads with a classifier of
+/// `weights`, the embed heads with a stack of two dense layers (40 → 24, tanh,
+/// then 24 → 16), whose outputs between them the workspace holds.
 template <class Space>
 struct engine {
+  static constexpr std::int64_t between = 24;
+  static constexpr std::int64_t embedded = 16;
+
   Space space;
   seqpool::state_store<Space> state{space};
   seqpool::buffer<float, Space> classifier;
+  seqpool::buffer<float, Space> dense;
   seqpool::dispatcher<seqpool::configurable_table<Space>> dispatcher;
 
   template <class... SpaceArguments>
@@ -40,14 +47,22 @@ struct engine {
          SpaceArguments&&... arguments)
       : space(std::forward<SpaceArguments>(arguments)...),
         classifier(test::to_space(space, weights)),
-        dispatcher(space, seqpool::pooler<method::any_sequence, head::embed, Space>(space, hidden_size, embed),
+        dense(test::to_space(space, test::drawn_values(between * (hidden_size + embedded), 7, 0.2f))),
+        dispatcher(space,
+                   seqpool::pooler<method::any_sequence, head::embed, Space>(space, hidden_size, embed,
+                                                                            head::embed(stack())),
                    seqpool::pooler<method::any_sequence, head::classify, Space>(
                        space, hidden_size, method::max{}, head::classify(layer())),
-                   seqpool::pooler<method::any_token, head::embed, Space>(space, hidden_size, tokens),
+                   seqpool::pooler<method::any_token, head::embed, Space>(space, hidden_size, tokens,
+                                                                         head::embed(stack())),
                    seqpool::pooler<method::any_token, head::classify, Space>(space, hidden_size, method::all{},
                                                                             head::classify(layer()))) {}
 
   seqpool::linear_layer layer() const { return {classifier.data(), nullptr, labels, hidden_size}; }
+  seqpool::dense_stack stack() const {
+    return {{{dense.data(), nullptr, between, hidden_size}, seqpool::activation_function::tanh},
+            {{dense.data() + between * hidden_size, nullptr, embedded, between}}};
+  }
 };
 
 /// A request of the drawn batches: its prompt, and how far it has come.
@@ -179,12 +194,13 @@ TEST_CASE_TEMPLATE_DEFINE("a dispatcher step captured after the ring wrapped rep
     device.dispatcher.capture(captured_hidden, plan, device.state, output.span(), home);
     const graph replays(device.space);
     // One upload, of what the batch uses of the capacity's image, and every
-    // pooler's launches sized by the capacity: MEAN 1, MAX with its classifier
-    // 2, STEP 1, ALL with its classifier 2.
+    // pooler's launches sized by the capacity: MEAN with its two dense layers
+    // 3, MAX with its classifier 2, STEP with its two layers 3, ALL with its
+    // classifier 2.
     CHECK(scope.counts().uploads == 1);
     CHECK(scope.counts().upload_bytes > 0);
     CHECK(scope.counts().upload_bytes < static_cast<std::int64_t>(home.bytes()));
-    CHECK(scope.counts().launches == 6);
+    CHECK(scope.counts().launches == 10);
     CHECK(seqpool::keeps_sync_contract(scope.counts()));
     replays.launch();
     home.mark_launched();

@@ -1,5 +1,5 @@
-// docs/TESTS.md cases 12-19 and the head errors: projector, truncation, normalisation,
-// classifier, Platt scaling and activations, per request within one group.
+// docs/TESTS.md cases 12-19 and 30, and the head errors: projector, truncation, normalisation,
+// classifier, Platt scaling and activations, per request within one group; stacks of dense layers.
 // Defines templated cases; a translation unit applies them to its spaces.
 #pragma once
 
@@ -124,7 +124,7 @@ TEST_CASE_TEMPLATE_DEFINE("case 17: Platt scaling comes before the activation", 
   using namespace heads_cases;
   const std::vector<float> logits{3, -1};
   const auto scaled = [](head::platt_scaling platt) {
-    return head::classify(std::nullopt, head::problem_type::single_label, platt);
+    return head::classify({}, head::problem_type::single_label, platt);
   };
   check_values(classify_row<Space>(scaled({.logit_mean = 2}), logits, false), {1, -3}, 1e-6);
   check_values(classify_row<Space>(scaled({.logit_sigma = 0.5f}), logits, false), {6, -2}, 1e-6);
@@ -134,9 +134,9 @@ TEST_CASE_TEMPLATE_DEFINE("case 17: Platt scaling comes before the activation", 
 
 TEST_CASE_TEMPLATE_DEFINE("case 18: regression is the identity, multi-label a sigmoid per label", Space, case_18_problem_types) {
   using namespace heads_cases;
-  check_values(classify_row<Space>(head::classify(std::nullopt, head::problem_type::regression), {2.5f, -7}),
+  check_values(classify_row<Space>(head::classify({}, head::problem_type::regression), {2.5f, -7}),
                {2.5f, -7}, 1e-6);
-  check_values(classify_row<Space>(head::classify(std::nullopt, head::problem_type::multi_label), {0, 2, -1}),
+  check_values(classify_row<Space>(head::classify({}, head::problem_type::multi_label), {0, 2, -1}),
                {0.5f, sigmoid(2), sigmoid(-1)}, 1e-6);
 }
 
@@ -208,7 +208,75 @@ TEST_CASE_TEMPLATE_DEFINE("head knobs that do not fit are rejected before anythi
   seqpool::pooler<method::mean, head::classify, Space> plain(space, 3);
   CHECK_THROWS_WITH_AS(plan_one(plain, test::whole("c", task::classify, 2, {.dimensions = 2})),
                        "request 0 (id \"c\"): dimensions: applies to embed tasks only, not classify", seqpool::error);
-  CHECK_THROWS_WITH_AS(head::classify(std::nullopt, head::problem_type::single_label, head::platt_scaling{0, 0}),
+  CHECK_THROWS_WITH_AS(head::classify({}, head::problem_type::single_label, head::platt_scaling{0, 0}),
                        "logit_sigma: must not be 0", seqpool::error);
   CHECK_THROWS_WITH_AS(head::embed(seqpool::linear_layer{}), "projector: the weight is null", seqpool::error);
+}
+
+TEST_CASE_TEMPLATE_DEFINE("case 30: a stack of dense layers, each output through its activation function", Space,
+                          case_30_dense_stacks) {
+  using namespace heads_cases;
+  using seqpool::activation_function;
+  Space space;
+  seqpool::state_store<Space> state(space);
+  // [1, 2] → W0 [[1, 0], [0, 1], [1, 1]] + [0, 0, −4] = [1, 2, −1] → relu [1, 2, 0]
+  //        → W1 [[1, 1, 1], [2, 0, −1]] + [1, 0] = [4, 2].
+  const auto first = load_layer(space, 3, {1, 0, 0, 1, 1, 1}, std::vector<float>{0, 0, -4});
+  const auto second = load_layer(space, 2, {1, 1, 1, 2, 0, -1}, std::vector<float>{1, 0});
+  const seqpool::dense_stack stack{{first.layer(), activation_function::relu}, {second.layer()}};
+  const auto out = pool_rows(space, head::embed(stack), 2, {1, 2, 1, 2, 1, 2},
+                             {{.use_activation = false}, {}, {.use_activation = false, .dimensions = 1}});
+  test::check_equal(*out[0], 1, 2, {4, 2});
+  check_values(out[1]->values, {4 / std::sqrt(20.0f), 2 / std::sqrt(20.0f)}, 1e-6);
+  test::check_equal(*out[2], 1, 1, {4});
+
+  // Every returned row, whole and in chunks 1 + 1: [3, −1] → [3, −1, −2] → relu [3, 0, 0] → [4, 6].
+  seqpool::pooler<method::all, head::embed, Space> multi_vector(space, 2, {}, head::embed(stack));
+  const std::vector<float> rows{1, 2, 3, -1};
+  const auto whole = test::run_step(space, multi_vector, state,
+                                    seqpool::batch{{test::whole("w", task::token_embed, 2, {.use_activation = false})}},
+                                    rows);
+  test::check_equal(*whole[0], 2, 2, {4, 2, 4, 6});
+  const seqpool::pooling_params raw{.use_activation = false};
+  const auto begun = test::run_step(space, multi_vector, state,
+                                    seqpool::batch{{test::part("c", task::token_embed, 2, 0, 1, raw)}},
+                                    std::vector<float>(rows.begin(), rows.begin() + 2));
+  CHECK_FALSE(begun[0].has_value());
+  const auto ended = test::run_step(space, multi_vector, state,
+                                    seqpool::batch{{test::part("c", task::token_embed, 2, 1, 1, raw)}},
+                                    std::vector<float>(rows.begin() + 2, rows.end()));
+  test::check_equal(*ended[0], 2, 2, {4, 2, 4, 6});
+
+  // BERT's pooler before a classifier: [tanh 1, tanh 2] → [[1, −1]] → tanh 1 − tanh 2, then sigmoid.
+  const auto identity = load_layer(space, 2, {1, 0, 0, 1});
+  const auto difference = load_layer(space, 1, {1, -1});
+  const head::classify bert({{identity.layer(), activation_function::tanh}, {difference.layer()}});
+  const auto scored = pool_rows(space, bert, 2, {1, 2, 1, 2}, {{.use_activation = false}, {}});
+  const float logit = std::tanh(1.0f) - std::tanh(2.0f);
+  check_values(scored[0]->values, {logit}, 1e-6);
+  check_values(scored[1]->values, {1 / (1 + std::exp(-logit))}, 1e-6);
+
+  // GELU (erf form): gelu(1) = Φ(1) = 0.8413447, gelu(2) = 2·Φ(2) = 1.9544997.
+  const head::embed gelu(seqpool::dense_stack{{identity.layer(), activation_function::gelu}});
+  const auto smoothed = pool_rows(space, gelu, 2, {1, 2}, {{.use_activation = false}});
+  check_values(smoothed[0]->values, {0.8413447f, 1.9544997f}, 1e-6);
+}
+
+TEST_CASE_TEMPLATE_DEFINE("stacks that do not chain are refused", Space, stacks_that_do_not_chain) {
+  using namespace heads_cases;
+  Space space;
+  seqpool::state_store<Space> state(space);
+  const auto wide = load_layer(space, 3, {1, 0, 0, 1, 1, 1});
+  const auto narrow = load_layer(space, 1, {1, 1});
+  CHECK_THROWS_WITH_AS(head::embed(seqpool::dense_stack{{wide.layer()}, {narrow.layer()}}),
+                       "projector: layer 1 takes 2 inputs but layer 0 gives 3", seqpool::error);
+  CHECK_THROWS_WITH_AS(head::classify(seqpool::dense_stack{{wide.layer()}, {seqpool::linear_layer{}}}),
+                       "classifier: the weight is null", seqpool::error);
+  CHECK_THROWS_WITH_AS(seqpool::dense_stack({{wide.layer()}, {wide.layer()}, {wide.layer()}, {wide.layer()},
+                                             {wide.layer()}}),
+                       "layers: a head runs at most 4 dense layers, got 5", seqpool::error);
+  seqpool::pooler<method::mean, head::embed, Space> embedder(space, 3, {},
+                                                             head::embed(seqpool::dense_stack{{narrow.layer()}}));
+  CHECK_THROWS_WITH_AS(embedder.plan(seqpool::batch{{test::whole("a", task::embed, 2)}}, state),
+                       "request 0 (id \"a\"): projector: takes 2 columns but the method returns 3", seqpool::error);
 }

@@ -75,7 +75,7 @@ void check_encodes_float(const std::vector<float>& prompt, std::int64_t columns,
   Space space;
   seqpool::pooler<Method, head::embed, Space, Result> quantized(space, columns, {}, pooling_head);
   seqpool::pooler<Method, head::embed, Space> exact(space, columns, {}, pooling_head);
-  const std::int64_t width = pooling_head.linear().present() ? pooling_head.linear().out_features : columns;
+  const std::int64_t width = pooling_head.layers().present() ? pooling_head.layers().out_features() : columns;
   const std::vector<float> narrow_lower(static_cast<std::size_t>(width), -0.05f);
   const std::vector<float> narrow_upper(narrow_lower.size(), 0.05f);
   const std::vector<float> steps = test::steps_of(narrow_lower, narrow_upper);

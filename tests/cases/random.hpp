@@ -80,38 +80,45 @@ class generator {
   std::mt19937 engine_;
 };
 
-/// Draws a head of kind Head over rows of `in_features` columns, with its weights in `space`.
+/// Draws a head of kind Head over rows of `in_features` columns, with its weights in `space`:
+/// none, one dense layer, or a stack of two or three, each with an activation function.
 template <class Head, class Space>
 struct drawn_head {
   test::head_spec spec;
-  std::optional<seqpool::buffer<float, Space>> weight;
-  std::optional<seqpool::buffer<float, Space>> bias;
+  std::vector<seqpool::buffer<float, Space>> weights;  ///< each layer's weight, and bias where it has one
   Head policy;
   std::int64_t out_features;
 
   drawn_head(Space& space, generator& draw, std::int64_t in_features) : out_features(in_features) {
     spec.classify = Head::kind == seqpool::head_kind::classify;
-    const bool has_layer = draw.chance(spec.classify ? 0.5 : 0.35);
-    seqpool::linear_layer layer;
-    if (has_layer) {
-      out_features =
-          spec.classify ? std::vector<std::int64_t>{1, 2, 5}[draw.between(0, 2)] : draw.between(1, in_features + 3);
-      spec.out_features = out_features;
-      spec.weight = draw.values(out_features * in_features);
-      for (float& w : spec.weight) w /= std::sqrt(static_cast<float>(in_features));
-      weight = test::to_space(space, spec.weight);
+    const int count = !draw.chance(spec.classify ? 0.5 : 0.35) ? 0 : draw.chance(0.6) ? 1 : draw.chance(0.6) ? 2 : 3;
+    std::vector<seqpool::dense_layer> layers;
+    weights.reserve(2 * static_cast<std::size_t>(count));
+    for (int k = 0; k < count; ++k) {
+      const bool last = k + 1 == count;
+      test::layer_spec& layer = spec.layers.emplace_back();
+      layer.out_features = spec.classify && last ? std::vector<std::int64_t>{1, 2, 5}[draw.between(0, 2)]
+                                                 : draw.between(1, in_features + 3);
+      layer.weight = draw.values(layer.out_features * in_features);
+      for (float& w : layer.weight) w /= std::sqrt(static_cast<float>(in_features));
+      layer.activation = count == 1 && draw.chance(0.5) ? seqpool::activation_function::identity
+                                                        : static_cast<seqpool::activation_function>(draw.between(0, 3));
+      const float* weight = weights.emplace_back(test::to_space(space, layer.weight)).data();
+      const float* bias = nullptr;
       if (draw.chance(0.5)) {
-        spec.bias = draw.values(out_features);
-        bias = test::to_space(space, spec.bias);
+        layer.bias = draw.values(layer.out_features);
+        bias = weights.emplace_back(test::to_space(space, layer.bias)).data();
       }
-      layer = {weight->data(), bias ? bias->data() : nullptr, out_features, in_features};
+      layers.push_back({{weight, bias, layer.out_features, in_features}, layer.activation});
+      in_features = layer.out_features;
     }
+    if (count > 0) out_features = in_features;
     if constexpr (Head::kind == seqpool::head_kind::classify) {
       spec.problem = static_cast<head::problem_type>(draw.between(0, 2));
       if (draw.chance(0.5)) spec.platt = head::platt_scaling{draw.value(), draw.chance(0.5) ? 0.5f : -1.5f};
-      policy = Head(has_layer ? std::optional(layer) : std::nullopt, spec.problem, spec.platt);
+      policy = Head(seqpool::dense_stack(layers), spec.problem, spec.platt);
     } else {
-      policy = has_layer ? Head(layer) : Head();
+      policy = Head(seqpool::dense_stack(layers));
     }
   }
 };
@@ -256,7 +263,7 @@ void compare_with_reference(std::uint32_t seed, const batch_shape& shape, bool c
     CAPTURE(p.r.id);
     const auto& chosen = p.r.params.returned_token_ids;
     const std::int64_t pooled_width = chosen.empty() ? hidden_size : static_cast<std::int64_t>(chosen.size());
-    const std::int64_t head_width = pooling_head.spec.weight.empty() ? pooled_width : pooling_head.out_features;
+    const std::int64_t head_width = pooling_head.spec.layers.empty() ? pooled_width : pooling_head.out_features;
     const std::int64_t kept = p.r.params.dimensions.value_or(head_width);
     // A quantized combination's results are the float pooler's, checked as float results are.
     test::check_close(*p.result, reference_of<Method>(p, hidden_size, pooling_head.spec, kept),

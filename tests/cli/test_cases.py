@@ -1,4 +1,5 @@
 """docs/TESTS.md cases 1-24 as recorded batches replayed by seqpool-run, on both spaces."""
+import math
 import pathlib
 import re
 import subprocess
@@ -311,6 +312,34 @@ class Cases:
         np.testing.assert_allclose(batch.result("truncated"), [0.6, 0.8], rtol=1e-6)
         np.testing.assert_array_equal(batch.result("raw"), row)
         np.testing.assert_array_equal(batch.result("raw_truncated"), [3, 4])
+
+    def test_case_30_dense_stacks(self):
+        # Each head's "layers", one after another, each output through its activation function.
+        batch = Batch(2, {"embed": "cls", "token_embed": "all", "classify": "cls"})
+        arrays = {"w0": [[1, 0], [0, 1], [1, 1]], "b0": [0, 0, -4], "w1": [[1, 1, 1], [2, 0, -1]], "b1": [1, 0],
+                  "identity": [[1, 0], [0, 1]], "difference": [[1, -1]]}
+        for name, values in arrays.items():
+            np.save(batch.folder / f"{name}.npy", np.asarray(values, "<f4"))
+        batch.spec["projector"] = {"layers": [{"weight": "w0.npy", "bias": "b0.npy", "activation": "relu"},
+                                              {"weight": "w1.npy", "bias": "b1.npy", "activation": "identity"}]}
+        batch.spec["classifier"] = {"layers": [{"weight": "identity.npy", "activation": "tanh"},
+                                               {"weight": "difference.npy"}], "problem_type": "single_label"}
+        batch.step([[1, 2], [1, 2], [3, -1], [1, 2], [1, 2]], [
+            request("e", "embed", 1, **RAW), request("all", "token_embed", 2, **RAW),
+            request("scored", "classify", 1, **RAW), request("normalised", "embed", 1)])
+        self.replay(batch)
+        np.testing.assert_array_equal(batch.result("e"), [4, 2])
+        np.testing.assert_array_equal(batch.result("all"), [[4, 2], [4, 6]])
+        np.testing.assert_allclose(batch.result("scored"), [np.tanh(1) - np.tanh(2)], rtol=1e-6)
+        np.testing.assert_allclose(batch.result("normalised"), np.array([4, 2]) / np.sqrt(20), rtol=1e-6)
+
+        gelu = Batch(2, {"embed": "cls"})
+        np.save(gelu.folder / "identity.npy", np.eye(2, dtype="<f4"))
+        gelu.spec["projector"] = {"weight": "identity.npy", "activation": "gelu"}
+        gelu.step([[1, 2]], [request("g", "embed", 1, **RAW)])
+        self.replay(gelu)
+        phi = np.array([0.5 * (1 + math.erf(x / math.sqrt(2))) for x in (1, 2)])
+        np.testing.assert_allclose(gelu.result("g"), np.array([1, 2]) * phi, rtol=1e-6)
 
     def classify(self, logits, problem_type="single_label", use_activation=True, **platt):
         logits = np.atleast_2d(np.asarray(logits, np.float32))

@@ -354,6 +354,32 @@ class Errors(unittest.TestCase):
         self.config_error(lambda s: s.update(classifier={"bias": "b.npy"}), "classifier.bias: given without a weight",
                           weights(np.ones(H, np.float32), np.ones(1, np.float32)))
 
+    def test_layers_that_do_not_chain(self):
+        def write(folder):
+            np.save(folder / "w.npy", np.ones((2, H), np.float32))
+            np.save(folder / "v.npy", np.ones((3, 3), np.float32))
+        layer = {"weight": "w.npy"}
+        self.config_error(lambda s: s.update(projector={"layers": [layer], "weight": "w.npy"}),
+                          "projector.weight: given beside layers (each layer names its own)", write)
+        self.config_error(lambda s: s.update(classifier={"layers": []}),
+                          "classifier.layers: expected a non-empty array of layers", write)
+        self.config_error(lambda s: s.update(projector={"layers": [layer] * 5}),
+                          "projector.layers: at most 4 layers, got 5", write)
+        self.config_error(lambda s: s.update(projector={"layers": [layer, {"bias": "w.npy"}]}),
+                          "projector.layers[1].weight: missing", write)
+        self.config_error(lambda s: s.update(projector={"layers": [{"weight": "w.npy", "scale": 2}]}),
+                          "projector.layers[0].scale: unknown field", write)
+        self.config_error(lambda s: s.update(projector={"weight": "w.npy", "activation": "swish"}),
+                          'projector.activation: "swish" is not identity, tanh, gelu or relu', write)
+        self.config_error(lambda s: s.update(classifier={"activation": "tanh"}),
+                          "classifier.activation: given without a weight", write)
+        # The library refuses a stack whose layers do not chain: 2 outputs into a layer of 3 inputs.
+        batch = Batch(H, {"embed": "mean"})
+        good_step(batch, "before")
+        batch.spec.update(projector={"layers": [{"weight": "w.npy"}, {"weight": "v.npy"}]})
+        write(batch.folder)
+        self.check_refused(batch, "projector: layer 1 takes 3 inputs but layer 0 gives 2")
+
     def test_weights_of_another_dtype(self):
         # The hint lists what weights take, not what hidden states take.
         def write(folder):

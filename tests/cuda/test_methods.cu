@@ -1,4 +1,4 @@
-// docs/TESTS.md cases 1-19 and 23-29, methods, heads and quantized results, on device_space<cuda_backend>.
+// docs/TESTS.md cases 1-19 and 23-30, methods, heads and quantized results, on device_space<cuda_backend>.
 #include "../cases/heads.hpp"
 #include "../cases/methods.hpp"
 #include "../cases/quantized.hpp"
@@ -16,6 +16,8 @@ TEST_CASE_TEMPLATE_APPLY(classifier_with_bias, test::cuda_spaces);
 TEST_CASE_TEMPLATE_APPLY(projector_before_truncation, test::cuda_spaces);
 TEST_CASE_TEMPLATE_APPLY(token_heads_every_row, test::cuda_spaces);
 TEST_CASE_TEMPLATE_APPLY(head_knobs_that_do_not_fit, test::cuda_spaces);
+TEST_CASE_TEMPLATE_APPLY(case_30_dense_stacks, test::cuda_spaces);
+TEST_CASE_TEMPLATE_APPLY(stacks_that_do_not_chain, test::cuda_spaces);
 TEST_CASE_TEMPLATE_APPLY(case_1_cls, test::cuda_spaces);
 TEST_CASE_TEMPLATE_APPLY(case_2_last, test::cuda_spaces);
 TEST_CASE_TEMPLATE_APPLY(case_3_mean, test::cuda_spaces);

@@ -9,7 +9,8 @@
 #include <seqpool/seqpool.hpp>
 
 namespace device = seqpool::detail::device;
-using seqpool::head::embed;
+/// What the kernels carry of an embed head (its kernel_head()).
+using embed = seqpool::head::normalize;
 
 template <class Method, class T, class Result = float, class Policy = device::launch_policy>
 using pooling = device::pool_rows<Method, embed, T, Result, Policy>;

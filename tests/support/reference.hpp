@@ -17,15 +17,35 @@
 
 namespace test {
 
+/// A dense layer as plain data.
+struct layer_spec {
+  std::vector<float> weight;  ///< [out_features, in_features]
+  std::vector<float> bias;    ///< empty when there is none
+  std::int64_t out_features = 0;
+  seqpool::activation_function activation = seqpool::activation_function::identity;
+};
+
 /// A head as plain data.
 struct head_spec {
   bool classify = false;
-  std::vector<float> weight;  ///< [out_features, in_features]; empty when there is no linear layer
-  std::vector<float> bias;    ///< empty when there is none
-  std::int64_t out_features = 0;
+  std::vector<layer_spec> layers;  ///< run one after another; none when empty
   seqpool::head::problem_type problem = seqpool::head::problem_type::single_label;
   std::optional<seqpool::head::platt_scaling> platt;
 };
+
+/// PyTorch's activation functions, in double.
+inline double reference_activation(seqpool::activation_function function, double x) {
+  switch (function) {
+    case seqpool::activation_function::tanh:
+      return std::tanh(x);
+    case seqpool::activation_function::gelu:
+      return 0.5 * x * (1.0 + std::erf(x / std::sqrt(2.0)));
+    case seqpool::activation_function::relu:
+      return x > 0 ? x : 0.0;
+    default:
+      return x;
+  }
+}
 
 inline std::vector<std::vector<double>> reference_rows(std::string_view method, const std::vector<float>& prompt,
                                                        std::int64_t hidden_size, const seqpool::request& r) {
@@ -86,13 +106,13 @@ inline std::vector<std::vector<double>> reference_rows(std::string_view method, 
 }
 
 inline std::vector<double> reference_head(std::vector<double> row, const head_spec& head, const seqpool::request& r) {
-  if (!head.weight.empty()) {
+  for (const layer_spec& layer : head.layers) {
     const auto in_features = static_cast<std::int64_t>(row.size());
-    std::vector<double> projected(head.out_features);
-    for (std::int64_t o = 0; o < head.out_features; ++o) {
-      double total = head.bias.empty() ? 0.0 : head.bias[o];
-      for (std::int64_t k = 0; k < in_features; ++k) total += double(head.weight[o * in_features + k]) * row[k];
-      projected[o] = total;
+    std::vector<double> projected(layer.out_features);
+    for (std::int64_t o = 0; o < layer.out_features; ++o) {
+      double total = layer.bias.empty() ? 0.0 : layer.bias[o];
+      for (std::int64_t k = 0; k < in_features; ++k) total += double(layer.weight[o * in_features + k]) * row[k];
+      projected[o] = reference_activation(layer.activation, total);
     }
     row = projected;
   }

@@ -30,6 +30,7 @@ namespace seqpool::detail {
 struct pooler_shape {
   std::int64_t hidden_size = 0;
   bool has_linear = false;
+  std::int64_t between_floats = 0;  ///< a stack of dense layers: the floats a row takes between them (0: one layer)
   std::int64_t result_bytes = 4;  ///< bytes of a result value: 4, 2 for 16-bit results, 1 for quantized ones
   bool bounded = false;           ///< the pooler has a capacity (a captured step): it pools no spans
   /// Quantized results: where the family says so (the device's), every row is
@@ -110,7 +111,7 @@ class planner {
       most.records.columns = static_cast<std::size_t>(limits.columns);
       if (shape.has_linear) {
         most.records.linears = static_cast<std::size_t>(limits.result_rows);
-        most.workspace_floats = limits.result_rows * hidden_size + 3 * limits.requests;
+        most.workspace_floats = limits.result_rows * (hidden_size + shape.between_floats) + 6 * limits.requests;
       }
       most.output_per_request = align_slack;
       most.output_per_result_row = widest_result;
@@ -118,7 +119,7 @@ class planner {
     } else {
       if (shape.has_linear) {
         most.records.linears = static_cast<std::size_t>(limits.requests);
-        most.workspace_floats = limits.requests * (hidden_size + 3);
+        most.workspace_floats = limits.requests * (hidden_size + shape.between_floats + 6);
       }
       Algorithms::bound_pooling(limits, hidden_size, most);
       most.output_per_request = widest_result + align_slack;
@@ -629,12 +630,13 @@ class planner {
   /// Without a linear layer the method writes them directly, with the head's
   /// epilogue; 16-bit rows wider than `held_width`, the widest the finishing
   /// kernel holds whole, are drafted in the workspace and encoded into place, as
-  /// are quantized rows where the family drafts them all. With a linear layer,
+  /// are quantized rows where the family drafts them all. With one dense layer,
   /// pooled rows are passed through it by the item that pools them where the
   /// family does that; otherwise they go to the workspace and a pass of the
-  /// layer writes the result and runs the epilogue, drafting 16-bit rows where
-  /// the family says, and quantized rows where it drafts them all. In the
-  /// output, rows lie the values they take apart.
+  /// layers writes the result and runs the epilogue, drafting 16-bit rows where
+  /// the family says, and quantized rows where it drafts them all; a stack's
+  /// outputs of every layer but the last lie in the workspace, a row's
+  /// together. In the output, rows lie the values they take apart.
   destination route_results(std::int32_t record, std::size_t result, std::int64_t rows, std::int64_t pooled_width,
                             std::int64_t out_width, std::int64_t held_width) {
     const std::int64_t out_values = values_of(out_width);
@@ -649,15 +651,17 @@ class planner {
       return {target::workspace, share_.take_workspace(rows * out_width), out_width, finish | epilogue | drafted,
               out_width, slice.offset};
     }
-    if (Algorithms::linear_in_item(pooled_width, out_width, rounding))
+    const std::int64_t between = shape_.between_floats;
+    if (between == 0 && Algorithms::linear_in_item(pooled_width, out_width, rounding))
       return {target::output, slice.offset, pooled_width, finish | through_linear, out_values, 0, out_width};
     const std::int64_t pooled = share_.take_workspace(rows * pooled_width);
     const bool draft = always_drafted || (rounding && Algorithms::drafts_linear_rows(out_width));
     const std::int64_t drafts = draft ? share_.take_workspace(rows * out_width) : -1;
+    const std::int64_t betweens = between > 0 ? share_.take_workspace(rows * between) : -1;
     for (std::int64_t k = 0; k < rows; ++k)
       share_.records.linears.push_back({pooled + k * pooled_width, slice.offset + k * out_values,
-                                        draft ? drafts + k * out_width : -1, record,
-                                        static_cast<std::int32_t>(out_width)});
+                                        draft ? drafts + k * out_width : -1, between > 0 ? betweens + k * between : -1,
+                                        record, static_cast<std::int32_t>(out_width)});
     return {target::workspace, pooled, pooled_width, finish, pooled_width};
   }
 

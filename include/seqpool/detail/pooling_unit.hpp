@@ -142,13 +142,14 @@ class pooling_unit {
 
   /// The widest row a result can have.
   std::int64_t widest_result() const {
-    return std::max(hidden_size_, head_.linear().present() ? head_.linear().out_features : 0);
+    return std::max(hidden_size_, head_.layers().present() ? head_.layers().out_features() : 0);
   }
 
  private:
   pooler_shape shape_of(bool bounded) const {
     return {.hidden_size = hidden_size_,
-            .has_linear = head_.linear().present(),
+            .has_linear = head_.layers().present(),
+            .between_floats = head_.layers().present() ? head_.layers().between_floats() : 0,
             .result_bytes = static_cast<std::int64_t>(sizeof(Result)),
             .bounded = bounded,
             .quantized = quantized_element<Result>,

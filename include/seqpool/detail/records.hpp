@@ -190,11 +190,12 @@ struct gather_cursor {
   SEQPOOL_HOST_DEVICE bool kept(std::int64_t bit) const { return ((masks[bit / 32] >> (bit % 32)) & 1u) != 0; }
 };
 
-/// A result row computed by the head's linear layer from a pooled row.
+/// A result row computed by the head's dense layers from a pooled row.
 struct linear_record {
-  std::int64_t input;   ///< workspace float offset of the pooled row
-  std::int64_t offset;  ///< output value offset of the result row
-  std::int64_t draft;   ///< results drafted: the workspace float offset of the draft row; else -1
+  std::int64_t input;    ///< workspace float offset of the pooled row
+  std::int64_t offset;   ///< output value offset of the result row
+  std::int64_t draft;    ///< results drafted: the workspace float offset of the draft row; else -1
+  std::int64_t between;  ///< stacks: workspace float offset of its outputs of every layer but the last; else -1
   std::int32_t request;
   std::int32_t width;  ///< leading outputs kept (matryoshka truncation)
 };

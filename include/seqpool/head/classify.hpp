@@ -18,32 +18,20 @@ struct platt_scaling {
   float logit_sigma = 1.0f;
 };
 
-/// Optional classifier W[L, H] (+ bias) → Platt scaling when configured → when
-/// `use_activation`: identity for regression, sigmoid per label for multi-label,
-/// otherwise sigmoid for one label (the cross-encoder score) and softmax for
-/// several. Without a classifier the pooled rows are taken as logits already,
-/// as process-reward models produce them. Applied per row, it is token_classify's head.
-class classify {
+/// The classify head's epilogue: Platt scaling when configured, then when
+/// `use_activation` identity for regression, sigmoid per label for
+/// multi-label, otherwise sigmoid for one label (the cross-encoder score) and
+/// softmax for several. It is what device kernels carry of the head
+/// (classify::kernel_head()).
+class score {
  public:
-  static constexpr head_kind kind = head_kind::classify;
-
-  classify() = default;
-  explicit classify(std::optional<linear_layer> classifier, problem_type problem = problem_type::single_label,
-                    std::optional<platt_scaling> platt = std::nullopt)
-      : classifier_(classifier ? detail::checked(*classifier, "classifier") : linear_layer{}), problem_(problem) {
+  score() = default;
+  score(problem_type problem, std::optional<platt_scaling> platt) : problem_(problem) {
     if (!platt) return;
     if (platt->logit_sigma == 0.0f) detail::fail("logit_sigma", "must not be 0");
     scaled_ = true;
     logit_mean_ = platt->logit_mean;
     logit_sigma_ = platt->logit_sigma;
-  }
-
-  linear_layer linear() const { return classifier_; }
-
-  std::int64_t output_width(std::size_t index, const request& r, std::int64_t pooled_width) const {
-    if (r.params.dimensions)
-      detail::fail_request(index, r.id, "dimensions", "applies to embed tasks only, not ", name(r.task));
-    return detail::width_after(classifier_, "classifier", index, r, pooled_width);
   }
 
   template <class Row>
@@ -61,11 +49,42 @@ class classify {
   }
 
  private:
-  linear_layer classifier_;
   problem_type problem_ = problem_type::single_label;
   bool scaled_ = false;
   float logit_mean_ = 0.0f;
   float logit_sigma_ = 1.0f;
+};
+
+/// Optional classifier W[L, H] (+ bias) — or a stack of dense layers, the last
+/// the classifier (BERT's pooler, dense → tanh, before it) — then `score`.
+/// Without a classifier the pooled rows are taken as logits already, as
+/// process-reward models produce them. Applied per row, it is token_classify's head.
+class classify {
+ public:
+  static constexpr head_kind kind = head_kind::classify;
+
+  classify() = default;
+  explicit classify(const dense_stack& classifier, problem_type problem = problem_type::single_label,
+                    std::optional<platt_scaling> platt = std::nullopt)
+      : classifier_(detail::checked(classifier, "classifier")), score_(problem, platt) {}
+
+  dense_stack layers() const { return classifier_; }
+  score kernel_head() const { return score_; }
+
+  std::int64_t output_width(std::size_t index, const request& r, std::int64_t pooled_width) const {
+    if (r.params.dimensions)
+      detail::fail_request(index, r.id, "dimensions", "applies to embed tasks only, not ", name(r.task));
+    return detail::width_after(classifier_, "classifier", index, r, pooled_width);
+  }
+
+  template <class Row>
+  SEQPOOL_HOST_DEVICE void epilogue(Row& row, const request_knobs& knobs) const {
+    score_.epilogue(row, knobs);
+  }
+
+ private:
+  dense_stack classifier_;
+  score score_;
 };
 
 }  // namespace seqpool::head

@@ -9,7 +9,17 @@
 
 namespace seqpool::head {
 
-/// Optional projector W[D0, H] (+ bias), then truncation to `dimensions`, then
+/// The embed head's epilogue: x / max(‖x‖₂, 1e-12) when `use_activation`. It
+/// is what device kernels carry of the head (embed::kernel_head()).
+struct normalize {
+  template <class Row>
+  SEQPOOL_HOST_DEVICE void epilogue(Row& row, const request_knobs& knobs) const {
+    if (knobs.use_activation) l2_normalize(row);
+  }
+};
+
+/// Optional projector W[D0, H] (+ bias) — or a stack of dense layers, the
+/// last the projector — then truncation to `dimensions`, then
 /// x / max(‖x‖₂, 1e-12) when `use_activation`. Truncating first is what makes
 /// a matryoshka prefix a unit vector. Applied per row, it is token_embed's head too.
 class embed {
@@ -17,9 +27,10 @@ class embed {
   static constexpr head_kind kind = head_kind::embed;
 
   embed() = default;
-  explicit embed(linear_layer projector) : projector_(detail::checked(projector, "projector")) {}
+  explicit embed(const dense_stack& projector) : projector_(detail::checked(projector, "projector")) {}
 
-  linear_layer linear() const { return projector_; }
+  dense_stack layers() const { return projector_; }
+  normalize kernel_head() const { return {}; }
 
   std::int64_t output_width(std::size_t index, const request& r, std::int64_t pooled_width) const {
     const std::int64_t width = detail::width_after(projector_, "projector", index, r, pooled_width);
@@ -32,11 +43,11 @@ class embed {
 
   template <class Row>
   SEQPOOL_HOST_DEVICE void epilogue(Row& row, const request_knobs& knobs) const {
-    if (knobs.use_activation) l2_normalize(row);
+    normalize{}.epilogue(row, knobs);
   }
 
  private:
-  linear_layer projector_;
+  dense_stack projector_;
 };
 
 }  // namespace seqpool::head

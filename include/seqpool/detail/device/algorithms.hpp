@@ -123,25 +123,29 @@ struct algorithms {
 
   // Launching: which kernels, on how many blocks.
 
-  /// One pooling or gathering launch, and one of the linear layer where the
-  /// head has one; each sized by `counts` (a plan's, or a capacity's for a
-  /// captured step, whose blocks past the image's own counts return at once),
-  /// none when it has no blocks. Gathering and linear launches run on at most
+  /// One pooling or gathering launch, and one for each of the head's dense
+  /// layers, each carrying what kernels carry of the head (kernel_head_of) and
+  /// sized by `counts` (a plan's, or a capacity's for a captured step, whose
+  /// blocks past the image's own counts return at once), none when it has no
+  /// blocks. Gathering and linear launches run on at most
   /// one wave of blocks, a pooling launch on a block an index (or, captured, as
   /// the policy says).
   template <sized_by Sizing, class Method, class Head, class T, class Result, class Space>
   static void launch(Space& space, const Method& method, const Head& head, hidden_view<T> hidden,
                      const record_counts& counts, const std::byte* image, const launch_buffers<Result>& into) {
+    const auto carried = kernel_head_of(head);
+    using Carried = decltype(carried);
     const T* rows = hidden.data_handle();
     const bool rows_aligned = is_aligned(rows) && hidden.stride(0) * static_cast<std::int64_t>(sizeof(T)) % 16 == 0;
     if constexpr (Method::kind == method_kind::token) {
       const auto blocks = static_cast<std::int64_t>(counts.gather_bases) - 1;
       if (blocks > 0)
-        space.launch(blocks, gather_rows<Head, T, Result, Policy>{head, rows, hidden.stride(0), rows_aligned, image,
-                                                                  into.output, into.workspace, into.encoding});
+        space.launch(blocks, gather_rows<Carried, T, Result, Policy>{carried, rows, hidden.stride(0), rows_aligned,
+                                                                     image, into.output, into.workspace,
+                                                                     into.encoding});
     } else if (counts.works > 0) {
-      const pool_rows<Method, Head, T, Result, Policy> pooling{
-          method, head, rows, hidden.stride(0), rows_aligned, image, into.output, into.workspace, into.arrivals,
+      const pool_rows<Method, Carried, T, Result, Policy> pooling{
+          method, carried, rows, hidden.stride(0), rows_aligned, image, into.output, into.workspace, into.arrivals,
           into.encoding};
       const auto works = static_cast<std::int64_t>(counts.works);
       if constexpr (Sizing == sized_by::capacity && Policy::captured_pooling_in_one_wave)
@@ -149,11 +153,17 @@ struct algorithms {
       else
         space.launch(works, pooling);
     }
-    if (!head.linear().present() || counts.linears == 0) return;
-    using linear_kernel = apply_linear<Head, Result, Policy>;
-    const std::int64_t per_block = linear_kernel::rows_per_block(head.linear().in_features);
-    space.launch((static_cast<std::int64_t>(counts.linears) + per_block - 1) / per_block,
-                 linear_kernel{head, head.linear(), image, into.output, into.workspace, into.encoding});
+    const dense_stack layers = head.layers();
+    if (!layers.present() || counts.linears == 0) return;
+    using linear_kernel = apply_linear<Carried, Result, Policy>;
+    for (int k = 0; k < layers.size(); ++k) {
+      const std::int64_t per_block = linear_kernel::rows_per_block(layers[k].linear.in_features);
+      const std::int64_t inputs_between = k == 0 ? -1 : layers.between_offset(k - 1);
+      const std::int64_t outputs_between = k + 1 == layers.size() ? -1 : layers.between_offset(k);
+      space.launch((static_cast<std::int64_t>(counts.linears) + per_block - 1) / per_block,
+                   linear_kernel{carried, layers[k], inputs_between, outputs_between, image, into.output,
+                                 into.workspace, into.encoding});
+    }
   }
 };
 

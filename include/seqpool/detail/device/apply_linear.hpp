@@ -1,4 +1,4 @@
-// Device kernels: the head's linear layer (projector or classifier) over pooled rows.
+// Device kernels: a dense layer of the head (projector or classifier, or a stack's) over pooled rows.
 #pragma once
 
 #include <cstdint>
@@ -13,12 +13,16 @@
 
 namespace seqpool::detail::device {
 
-/// A block passes up to `rows_per_block` pooled rows through the layer
-/// together: it copies them into shared memory, then each warp takes outputs in
-/// turn, its lanes reading the output's weight row front to back (coalesced)
-/// and each weight serving every row of the block. The head's epilogue follows,
-/// a warp per result row. 16-bit and quantized results are finished in the
-/// draft row the plan gave them and encoded into place by that warp.
+/// A block passes up to `rows_per_block` rows through one of the head's dense
+/// layers together: it copies them into shared memory, then each warp takes
+/// outputs in turn, its lanes reading the output's weight row front to back
+/// (coalesced) and each weight serving every row of the block; then a warp a
+/// row applies the layer's activation function. A launch runs one layer: one
+/// before the last writes its outputs to the rows the plan gave between
+/// layers, which the next launch reads; the last writes the result rows, and
+/// the head's epilogue follows in the same warp. 16-bit and quantized results
+/// are finished in the draft row the plan gave them and encoded into place by
+/// that warp.
 template <class Head, class Result, class Policy>
 struct apply_linear {
   static constexpr int threads = Policy::threads;
@@ -37,7 +41,12 @@ struct apply_linear {
   }
 
   Head head;
-  linear_layer layer;
+  dense_layer layer;  ///< the layer this launch runs
+  /// Where among a row's floats between layers this launch's layer reads its
+  /// inputs, and where it writes its outputs; -1: the pooled row, and the
+  /// result row (the last layer's).
+  std::int64_t inputs_between;
+  std::int64_t outputs_between;
   const std::byte* image;
   Result* output;
   float* workspace;
@@ -47,35 +56,52 @@ struct apply_linear {
   SEQPOOL_HOST_DEVICE void operator()(const Block& block, std::int64_t index, shared_storage& shared) const {
     const image_header& header = *reinterpret_cast<const image_header*>(image);
     const auto count = static_cast<std::int64_t>(header.linears.count);
-    const int per_block = rows_per_block(layer.in_features);
+    const std::int64_t inputs = layer.linear.in_features;
+    const int per_block = rows_per_block(inputs);
     const std::int64_t first = index * per_block;
     if (first >= count) return;
     const int rows = count - first < per_block ? static_cast<int>(count - first) : per_block;
     const linear_record* records = header.linears.in(image) + first;
-    const std::int64_t inputs = layer.in_features;
     const bool in_shared = rows * inputs <= Policy::linear_shared_floats;
 
     if (in_shared) {
       block.threads([&](int warp, int lane) {
         for (std::int64_t i = warp * warp_lanes + lane; i < rows * inputs; i += threads)
-          shared.pooled[i] = workspace[records[i / inputs].input + i % inputs];
+          shared.pooled[i] = workspace[input_of(records[i / inputs]) + i % inputs];
       });
     }
     block.sync();
-    std::int32_t widest = 0;
-    for (int r = 0; r < rows; ++r) widest = records[r].width > widest ? records[r].width : widest;
+    const bool last = outputs_between < 0;
+    auto widest = static_cast<std::int32_t>(layer.linear.out_features);  // widths are 32-bit, as records hold them
+    if (last) {
+      widest = 0;
+      for (int r = 0; r < rows; ++r) widest = records[r].width > widest ? records[r].width : widest;
+    }
     block.warps([&](const auto& warp) {
-      for (std::int32_t o = warp.index; o < widest; o += Policy::warps) outputs(warp, o, records, rows, in_shared, shared);
+      for (std::int32_t o = warp.index; o < widest; o += Policy::warps)
+        outputs(warp, o, records, rows, in_shared, shared);
     });
     block.sync();
+    // A warp a row: the layer's activation function over the row's outputs,
+    // then, after the last layer, the head's epilogue.
+    const activation_function function = layer.activation;
     block.warps([&](const auto& warp) {
       if (warp.index >= rows) return;
       const linear_record row = records[warp.index];
-      float* finished = row_of(row);
-      memory_row<std::remove_cvref_t<decltype(warp)>, Policy::warp_row_vectors_in_flight> result{warp, finished, row.width};
+      float* written = outputs_of(row);
+      const std::int32_t width = last ? row.width : widest;
+      if (function != activation_function::identity) {
+        warp.lanes([&](int lane) {
+          for (std::int32_t c = lane; c < width; c += warp_lanes) written[c] = activate(function, written[c]);
+        });
+        warp.sync();
+      }
+      if (!last) return;
+      using finishing_row = memory_row<std::remove_cvref_t<decltype(warp)>, Policy::warp_row_vectors_in_flight>;
+      finishing_row result{warp, written, width};
       head.epilogue(result, header.requests.in(image)[row.request].knobs);
       if (row.draft >= 0)
-        encode_into<Policy::warp_row_vectors_in_flight>(warp, output + row.offset, finished, row.width, encoding);
+        encode_into<Policy::warp_row_vectors_in_flight>(warp, output + row.offset, written, width, encoding);
     });
   }
 
@@ -88,12 +114,24 @@ struct apply_linear {
     return workspace + row.draft;
   }
 
+  /// The workspace float offset of the row this launch's layer reads: the
+  /// pooled row, or the outputs of the layer before.
+  SEQPOOL_HOST_DEVICE std::int64_t input_of(const linear_record& row) const {
+    return inputs_between < 0 ? row.input : row.between + inputs_between;
+  }
+
+  /// Where this launch's layer writes a row's outputs: the result row after
+  /// the last layer, the row's place between layers before it.
+  SEQPOOL_HOST_DEVICE float* outputs_of(const linear_record& row) const {
+    return outputs_between < 0 ? row_of(row) : workspace + row.between + outputs_between;
+  }
+
   /// Output `o` of every row of the block that keeps it.
   template <class Warp>
   SEQPOOL_HOST_DEVICE void outputs(const Warp& warp, std::int32_t o, const linear_record* records, int rows,
                                    bool in_shared, const shared_storage& shared) const {
-    const std::int64_t inputs = layer.in_features;
-    const float* weights = layer.weight + o * inputs;
+    const std::int64_t inputs = layer.linear.in_features;
+    const float* weights = layer.linear.weight + o * inputs;
     typename Warp::template values<lane_fragment<Policy::linear_rows>> sums;
     warp.lanes([&](int lane) {
       lane_fragment<Policy::linear_rows>& mine = sums[lane];
@@ -104,16 +142,16 @@ struct apply_linear {
         SEQPOOL_UNROLL
         for (int r = 0; r < Policy::linear_rows; ++r)
           if (r < rows)
-            mine.at[r] += weight * (in_shared ? shared.pooled[r * inputs + k] : workspace[records[r].input + k]);
+            mine.at[r] += weight * (in_shared ? shared.pooled[r * inputs + k] : workspace[input_of(records[r]) + k]);
       }
     });
     SEQPOOL_UNROLL
     for (int r = 0; r < Policy::linear_rows; ++r) {
       if (r >= rows) break;
       const float total = warp.sum([&](int lane) { return sums[lane].at[r]; });
-      if (o >= records[r].width) continue;
+      if (outputs_between < 0 && o >= records[r].width) continue;
       warp.lanes([&](int lane) {
-        if (lane == 0) row_of(records[r])[o] = layer.bias != nullptr ? total + layer.bias[o] : total;
+        if (lane == 0) outputs_of(records[r])[o] = layer.linear.bias != nullptr ? total + layer.linear.bias[o] : total;
       });
     }
   }

@@ -91,25 +91,26 @@ struct algorithms {
     const bool stream_results =
         static_cast<std::size_t>(into.output_values) * sizeof(Result) >= Policy::streamed_output_bytes;
     const auto items = [](auto section) { return static_cast<std::int64_t>(section.count); };
+    const dense_layer layer = head.layers()[0];  // the items' own, where the head has one layer
     if constexpr (Method::kind == method_kind::token) {
       if (items(at.gather_bases) > 1)
         space.launch(items(at.gather_bases) - 1,
-                     gather_rows<Head, T, Result, Policy>{head, head.linear(), hidden.data_handle(), hidden.stride(0),
+                     gather_rows<Head, T, Result, Policy>{head, layer, hidden.data_handle(), hidden.stride(0),
                                                           at.gathers.in(image), at.gather_bases.in(image),
                                                           at.masks.in(image), requests, at.column_table.in(image),
                                                           memory, stream_results});
     } else {
       if (items(at.tiles) > 0)
         space.launch(items(at.tiles), reduce_tiles<Method, Head, T, Result, Policy>{
-                                          method, head, head.linear(), hidden.data_handle(), hidden.stride(0),
+                                          method, head, layer, hidden.data_handle(), hidden.stride(0),
                                           at.tiles.in(image), requests, memory, items(at.tiles), stream_results});
       if (items(at.combines) > 0)
         space.launch(items(at.combines), combine_partials<Method, Head, Result, Policy>{
-                                             method, head, head.linear(), at.combines.in(image), requests, memory});
+                                             method, head, layer, at.combines.in(image), requests, memory});
     }
     if (items(at.linears) > 0)
       space.launch(items(at.linears),
-                   apply_linear<Head, Result, Policy>{head, head.linear(), at.linears.in(image), requests, memory});
+                   apply_linear<Head, Result, Policy>{head, head.layers(), at.linears.in(image), requests, memory});
   }
 };
 

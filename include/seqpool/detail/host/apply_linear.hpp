@@ -1,4 +1,4 @@
-// Host algorithms: the head's linear layer (projector or classifier) over pooled rows.
+// Host algorithms: the head's dense layers (projector or classifier, or a stack) over pooled rows.
 #pragma once
 
 #include <cstdint>
@@ -12,23 +12,30 @@
 
 namespace seqpool::detail::host {
 
-/// Writes bias + W · pooled for the layer's first `outputs` outputs; each dot
-/// product may be reassociated into vector lanes.
-inline void linear_outputs(const linear_layer& layer, const float* __restrict__ pooled, float* out,
+/// Output `o` of a dense layer from the dot product of its weight row with the input.
+inline float dense_output(const dense_layer& layer, std::int64_t o, float total) {
+  return activate(layer.activation, layer.linear.bias != nullptr ? total + layer.linear.bias[o] : total);
+}
+
+/// Writes f(bias + W · pooled) for the layer's first `outputs` outputs, f its
+/// activation function; each dot product may be reassociated into vector lanes.
+inline void linear_outputs(const dense_layer& dense, const float* __restrict__ pooled, float* out,
                            std::int64_t outputs) {
+  const linear_layer& layer = dense.linear;
   for (std::int64_t o = 0; o < outputs; ++o) {
     const float* __restrict__ weights = layer.weight + o * layer.in_features;
     float total = 0.0f;
     SEQPOOL_SIMD_REDUCTION(+ : total)
     for (std::int64_t k = 0; k < layer.in_features; ++k) total += weights[k] * pooled[k];
-    out[o] = layer.bias != nullptr ? total + layer.bias[o] : total;
+    out[o] = dense_output(dense, o, total);
   }
 }
 
 /// linear_outputs() for `count` ≤ 4 rows at once, row b's first outputs[b]
 /// into out[b]: each weight row is read once for all of them.
-inline void linear_outputs_of_rows(const linear_layer& layer, const float* const* pooled, float* const* out,
+inline void linear_outputs_of_rows(const dense_layer& dense, const float* const* pooled, float* const* out,
                                    const std::int64_t* outputs, int count) {
+  const linear_layer& layer = dense.linear;
   const float* __restrict__ p0 = pooled[0];
   const float* __restrict__ p1 = pooled[count > 1 ? 1 : 0];
   const float* __restrict__ p2 = pooled[count > 2 ? 2 : 0];
@@ -48,14 +55,14 @@ inline void linear_outputs_of_rows(const linear_layer& layer, const float* const
     }
     const float totals[4] = {t0, t1, t2, t3};
     for (int b = 0; b < count; ++b)
-      if (o < outputs[b]) out[b][o] = layer.bias != nullptr ? totals[b] + layer.bias[o] : totals[b];
+      if (o < outputs[b]) out[b][o] = dense_output(dense, o, totals[b]);
   }
 }
 
 /// Finishes a result row from a pooled row: the layer's first `width` outputs
 /// into `out`, then the head's epilogue on them.
 template <class Head>
-void linear_row(const Head& head, const linear_layer& layer, const float* pooled, float* out, std::int64_t width,
+void linear_row(const Head& head, const dense_layer& layer, const float* pooled, float* out, std::int64_t width,
                 const request_knobs& knobs) {
   linear_outputs(layer, pooled, out, width);
   head::plain_row row{out, width};
@@ -68,7 +75,7 @@ void linear_row(const Head& head, const linear_layer& layer, const float* pooled
 /// the item's own scratch row: it never leaves the core's caches, and no second
 /// pass reads it.
 template <class Policy, class Head, class Result>
-void linear_into(const Head& head, const linear_layer& layer, const float* pooled, Result* out, std::int64_t width,
+void linear_into(const Head& head, const dense_layer& layer, const float* pooled, Result* out, std::int64_t width,
                  const request_knobs& knobs, const result_encoding<Result>& encoding) {
   if constexpr (std::is_same_v<Result, float>) {
     linear_row(head, layer, pooled, out, width, knobs);
@@ -79,14 +86,15 @@ void linear_into(const Head& head, const linear_layer& layer, const float* poole
   }
 }
 
-/// One item computes a result row from a pooled row in the workspace, then runs
-/// the head's epilogue on it: rows wider than an item's scratch row. A result
-/// row other than float wider than that is finished in the draft row the plan
-/// gave it.
+/// One item computes a result row from a pooled row in the workspace through
+/// every dense layer, then runs the head's epilogue on it: rows wider than an
+/// item's scratch row, and every row of a stack, whose outputs of each layer
+/// but the last the plan gave rows of the workspace. A result row other than
+/// float wider than the scratch row is finished in the draft row the plan gave it.
 template <class Head, class Result, class Policy>
 struct apply_linear {
   Head head;
-  linear_layer layer;
+  dense_stack layers;
   const linear_record* rows;
   const request_record* requests;
   step_memory<Result> memory;
@@ -95,12 +103,17 @@ struct apply_linear {
     const linear_record row = rows[item];
     const request_knobs& knobs = requests[row.request].knobs;
     const float* pooled = memory.workspace + row.input;
+    for (int k = 0; k + 1 < layers.size(); ++k) {
+      float* outputs = memory.workspace + row.between + layers.between_offset(k);
+      linear_outputs(layers[k], pooled, outputs, layers[k].linear.out_features);
+      pooled = outputs;
+    }
     if (row.draft < 0) {
-      linear_into<Policy>(head, layer, pooled, memory.output + row.offset, row.width, knobs, memory.encoding);
+      linear_into<Policy>(head, layers.last(), pooled, memory.output + row.offset, row.width, knobs, memory.encoding);
       return;
     }
     float* draft = memory.workspace + row.draft;
-    linear_row(head, layer, pooled, draft, row.width, knobs);
+    linear_row(head, layers.last(), pooled, draft, row.width, knobs);
     store_row(memory.output + row.offset, draft, row.width, false, memory.encoding);
   }
 };

@@ -20,7 +20,7 @@ template <class Method, class Head, class Result, class Policy>
 struct combine_partials {
   Method method;
   Head head;
-  linear_layer layer;
+  dense_layer layer;  ///< the head's one dense layer, where an item passes rows through it
   const std::int32_t* combines;
   const request_record* requests;
   step_memory<Result> memory;

@@ -25,7 +25,7 @@ namespace seqpool::detail::host {
 template <class Head, class T, class Result, class Policy>
 struct gather_rows {
   Head head;
-  linear_layer layer;
+  dense_layer layer;  ///< the head's one dense layer, where an item passes rows through it
   const T* hidden;
   std::int64_t row_stride;
   const gather_record* runs;

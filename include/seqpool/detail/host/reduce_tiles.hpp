@@ -29,7 +29,7 @@ template <class Method, class Head, class T, class Result, class Policy>
 struct reduce_tiles {
   Method method;
   Head head;
-  linear_layer layer;
+  dense_layer layer;  ///< the head's one dense layer, where an item passes rows through it
   const T* hidden;
   std::int64_t row_stride;
   const tile_record* tiles;
