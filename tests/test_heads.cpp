@@ -17,3 +17,5 @@ TEST_CASE_TEMPLATE_APPLY(token_heads_every_row, test::cpu_spaces);
 TEST_CASE_TEMPLATE_APPLY(head_knobs_that_do_not_fit, test::cpu_spaces);
 TEST_CASE_TEMPLATE_APPLY(case_30_dense_stacks, test::cpu_spaces);
 TEST_CASE_TEMPLATE_APPLY(stacks_that_do_not_chain, test::cpu_spaces);
+TEST_CASE_TEMPLATE_APPLY(user_head_stacks, test::cpu_spaces);
+TEST_CASE_TEMPLATE_APPLY(stack_through_wide_layer, test::cpu_spaces);

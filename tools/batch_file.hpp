@@ -80,8 +80,9 @@ class object_reader {
  public:
   object_reader(const json& object, std::string where, std::string prefix = "")
       : object_(object), where_(std::move(where)), prefix_(std::move(prefix)) {
-    if (!object_.is_object())
-      fail_at(prefix_.empty() ? "" : prefix_.substr(0, prefix_.size() - 1), "expected an object");
+    if (!object_.is_object())  // named by its own field, which the prefix ends with
+      throw input_error(where_ + ": " + (prefix_.empty() ? "" : prefix_.substr(0, prefix_.size() - 1) + ": ") +
+                        "expected an object");
   }
 
   /// Rejects keys the format does not have: a misspelt field must not pass silently.
@@ -211,7 +212,6 @@ inline constexpr std::array<std::string_view, 4> activation_names{"identity", "t
 /// The weight, bias and activation function a layer object names, if it names
 /// a weight; weight and bias must be <f4 and fit each other. Whether the weight
 /// fits the rows it will see is checked per request.
-
 inline std::optional<layer_file> read_layer(const object_reader& layer, const std::filesystem::path& folder) {
   if (!layer.has("weight")) {
     for (const std::string_view key : {"bias", "activation"})

@@ -3,10 +3,12 @@
 // Defines templated cases; a translation unit applies them to its spaces.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include <doctest/doctest.h>
@@ -279,4 +281,81 @@ TEST_CASE_TEMPLATE_DEFINE("stacks that do not chain are refused", Space, stacks_
                                                              head::embed(seqpool::dense_stack{{narrow.layer()}}));
   CHECK_THROWS_WITH_AS(embedder.plan(seqpool::batch{{test::whole("a", task::embed, 2)}}, state),
                        "request 0 (id \"a\"): projector: takes 2 columns but the method returns 3", seqpool::error);
+}
+
+/// A user's head: its layers, and an epilogue that doubles every value. It
+/// offers no kernel_head(), so device kernels carry it whole.
+struct doubling_head {
+  static constexpr seqpool::head_kind kind = seqpool::head_kind::embed;
+  seqpool::dense_stack projector;
+
+  seqpool::dense_stack layers() const { return projector; }
+  std::int64_t output_width(std::size_t, const seqpool::request&, std::int64_t width) const {
+    return projector.present() ? projector.out_features() : width;
+  }
+  template <class Row>
+  SEQPOOL_HOST_DEVICE void epilogue(Row& row, const seqpool::request_knobs&) const {
+    row.transform([](float x) { return 2 * x; });
+  }
+};
+
+// What device kernels carry of a head: the built-in heads' epilogues alone, a user's head whole.
+static_assert(std::is_same_v<decltype(seqpool::detail::kernel_head_of(seqpool::head::embed{})), seqpool::head::normalize>);
+static_assert(std::is_same_v<decltype(seqpool::detail::kernel_head_of(seqpool::head::classify{})), seqpool::head::score>);
+static_assert(std::is_same_v<decltype(seqpool::detail::kernel_head_of(doubling_head{})), doubling_head>);
+
+TEST_CASE_TEMPLATE_DEFINE("a user's head runs its stack and epilogue, and its layers are checked", Space,
+                          user_head_stacks) {
+  using namespace heads_cases;
+  using seqpool::activation_function;
+  Space space;
+  // [1, 2] → [1, 2, −1] → relu [1, 2, 0] → [4, 2] (case 30), doubled: [8, 4].
+  const auto first = load_layer(space, 3, {1, 0, 0, 1, 1, 1}, std::vector<float>{0, 0, -4});
+  const auto second = load_layer(space, 2, {1, 1, 1, 2, 0, -1}, std::vector<float>{1, 0});
+  const doubling_head doubling{{{first.layer(), activation_function::relu}, {second.layer()}}};
+  test::check_equal(*pool_rows(space, doubling, 2, {1, 2}, {{}})[0], 1, 2, {8, 4});
+  // Layers that do not chain, and a layer without a weight, are refused when the pooler is made.
+  using user_pooler = seqpool::pooler<method::cls, doubling_head, Space>;
+  CHECK_THROWS_WITH_AS(user_pooler(space, 2, {}, doubling_head{{{first.layer()}, {first.layer()}}}),
+                       "layers: layer 1 takes 2 inputs but layer 0 gives 3", seqpool::error);
+  CHECK_THROWS_WITH_AS(user_pooler(space, 2, {}, doubling_head{{seqpool::linear_layer{}}}),
+                       "layers: the weight is null", seqpool::error);
+}
+
+TEST_CASE_TEMPLATE_DEFINE("a stack's layer wider than shared memory reads its inputs from the workspace", Space,
+                          stack_through_wide_layer) {
+  using namespace heads_cases;
+  using seqpool::activation_function;
+  Space space;
+  seqpool::state_store<Space> state(space);
+  // [x0, x1] → 8200 outputs x0 + (o % 3)·x1, relu → 2 outputs: their mean, and
+  // the sum of every seventh; for rows [1, −1] and [2, 1] of ALL, whole.
+  constexpr std::int64_t wide = 8200;
+  std::vector<float> up, down(2 * wide, 0.0f);
+  for (std::int64_t o = 0; o < wide; ++o) {
+    up.push_back(1.0f);
+    up.push_back(static_cast<float>(o % 3));
+    down[o] = 1.0f / wide;
+    if (o % 7 == 0) down[wide + o] = 1.0f;
+  }
+  const auto first = load_layer(space, wide, up);
+  const auto second = load_layer(space, 2, down);
+  seqpool::pooler<method::all, head::embed, Space> pooler(
+      space, 2, {}, head::embed({{first.layer(), activation_function::relu}, {second.layer()}}));
+  const std::vector<float> rows{1, -1, 2, 1};
+  const auto out = test::run_step(
+      space, pooler, state, seqpool::batch{{test::whole("w", task::token_embed, 2, {.use_activation = false})}}, rows);
+  std::vector<float> expected;
+  for (int r = 0; r < 2; ++r) {
+    double mean = 0, sevenths = 0;
+    for (std::int64_t o = 0; o < wide; ++o) {
+      const double value = std::max(0.0, double(rows[2 * r]) + double(o % 3) * rows[2 * r + 1]);
+      mean += value / wide;
+      if (o % 7 == 0) sevenths += value;
+    }
+    expected.push_back(static_cast<float>(mean));
+    expected.push_back(static_cast<float>(sevenths));
+  }
+  REQUIRE(out[0]->rows == 2);
+  check_values(out[0]->values, expected, 1e-5);
 }

@@ -369,6 +369,9 @@ class Errors(unittest.TestCase):
                           "projector.layers[1].weight: missing", write)
         self.config_error(lambda s: s.update(projector={"layers": [{"weight": "w.npy", "scale": 2}]}),
                           "projector.layers[0].scale: unknown field", write)
+        self.config_error(lambda s: s.update(projector={"layers": [layer, 1]}),
+                          "projector.layers[1]: expected an object", write)
+        self.config_error(lambda s: s.update(classifier=3), "classifier: expected an object", write)
         self.config_error(lambda s: s.update(projector={"weight": "w.npy", "activation": "swish"}),
                           'projector.activation: "swish" is not identity, tanh, gelu or relu', write)
         self.config_error(lambda s: s.update(classifier={"activation": "tanh"}),

@@ -18,6 +18,8 @@ TEST_CASE_TEMPLATE_APPLY(token_heads_every_row, test::cuda_spaces);
 TEST_CASE_TEMPLATE_APPLY(head_knobs_that_do_not_fit, test::cuda_spaces);
 TEST_CASE_TEMPLATE_APPLY(case_30_dense_stacks, test::cuda_spaces);
 TEST_CASE_TEMPLATE_APPLY(stacks_that_do_not_chain, test::cuda_spaces);
+TEST_CASE_TEMPLATE_APPLY(user_head_stacks, test::cuda_spaces);
+TEST_CASE_TEMPLATE_APPLY(stack_through_wide_layer, test::cuda_spaces);
 TEST_CASE_TEMPLATE_APPLY(case_1_cls, test::cuda_spaces);
 TEST_CASE_TEMPLATE_APPLY(case_2_last, test::cuda_spaces);
 TEST_CASE_TEMPLATE_APPLY(case_3_mean, test::cuda_spaces);

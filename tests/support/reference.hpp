@@ -41,7 +41,7 @@ inline double reference_activation(seqpool::activation_function function, double
     case seqpool::activation_function::gelu:
       return 0.5 * x * (1.0 + std::erf(x / std::sqrt(2.0)));
     case seqpool::activation_function::relu:
-      return x > 0 ? x : 0.0;
+      return x < 0 ? 0.0 : x;  // NaN stays NaN
     default:
       return x;
   }

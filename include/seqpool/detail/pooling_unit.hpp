@@ -51,6 +51,9 @@ class pooling_unit {
     // Records hold widths in 32 bits.
     if (hidden_size < 1 || hidden_size > std::numeric_limits<std::int32_t>::max())
       fail("hidden_size", "must be in [1, 2147483647], got ", hidden_size);
+    // The built-in heads check their layers when made; a user's head is checked
+    // here, so that no layer reads past the rows the plan gives between layers.
+    checked(head_.layers(), "layers");
   }
 
   /// int8 and uint8 results: copies the calibration ranges into the space's

@@ -56,10 +56,13 @@ namespace detail {
 /// which its own launches are given — or else the head itself.
 template <class Head>
 auto kernel_head_of(const Head& head) {
-  if constexpr (requires { head.kernel_head().epilogue(std::declval<head::plain_row&>(), request_knobs{}); })
+  if constexpr (requires { head.kernel_head().epilogue(std::declval<head::plain_row&>(), request_knobs{}); }) {
+    static_assert(std::is_trivially_copyable_v<decltype(head.kernel_head())>,
+                  "seqpool: a head's kernel_head() is copied into device work, so it is trivially copyable");
     return head.kernel_head();
-  else
+  } else {
     return head;
+  }
 }
 
 }  // namespace detail

@@ -37,7 +37,7 @@ struct in_one_wave {
 
 /// Written for the GPU: warps read whole lines with 16-byte loads and cooperate
 /// on a row. A long request's tiles are merged by the pooling launch itself,
-/// and a linear layer is a launch of its own. The OpenMP stand-in runs the same
+/// and each of the head's dense layers is a launch of its own. The OpenMP stand-in runs the same
 /// kernels, a block's threads in turn.
 template <class Policy = launch_policy>
 struct algorithms {
@@ -63,7 +63,7 @@ struct algorithms {
   /// of two lanes: every quantized row is drafted, and encoded from its draft.
   static constexpr bool drafts_quantized_rows = true;
 
-  /// The linear layer is always a launch of its own.
+  /// The head's dense layers are always launches of their own.
   static bool linear_in_item(std::int64_t, std::int64_t, bool) { return false; }
 
   /// The layer's launch writes a row's outputs from every warp of its block, so

@@ -64,8 +64,8 @@ struct launch_policy {
   /// whole sectors (16 bytes of float, 8 of a 16-bit type).
   static constexpr int gather_run_elements = 4;
 
-  /// The linear layer: pooled rows a block passes through it together, sharing
-  /// each weight row it reads, and the shared memory that holds them.
+  /// A dense layer's launch: rows a block passes through the layer together,
+  /// sharing each weight row it reads, and the shared memory that holds them.
   static constexpr int linear_rows = 8;
   static constexpr int linear_shared_floats = 8192;
 };

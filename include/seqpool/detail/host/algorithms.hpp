@@ -23,7 +23,7 @@ namespace seqpool::detail::host {
 /// Written for CPU caches: an item covers whole rows, so its inner loop
 /// vectorises and a row's epilogue runs while the row is in cache. A long
 /// request's tiles are merged by a pass of their own (combine_partials), and an
-/// item that pools a row passes it through the head's linear layer itself.
+/// item that pools a row passes it through the head's one dense layer itself.
 template <class Policy = launch_policy>
 struct algorithms {
   using policy = Policy;
@@ -38,8 +38,9 @@ struct algorithms {
   /// are drafted only where 16-bit ones would be.
   static constexpr bool drafts_quantized_rows = false;
 
-  /// Whether the item that pools a row passes it through the head's linear layer
-  /// itself: when the pooled row, and a result row other than float, fit its scratch row.
+  /// Whether the item that pools a row passes it through the head's one dense
+  /// layer itself: when the pooled row, and a result row other than float, fit
+  /// its scratch row. (A stack takes the layers' pass.)
   static bool linear_in_item(std::int64_t pooled_width, std::int64_t out_width, bool rounding) {
     return pooled_width <= Policy::scratch_row_floats && (!rounding || out_width <= Policy::scratch_row_floats);
   }
