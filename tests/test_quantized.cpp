@@ -51,6 +51,18 @@ TEST_CASE("an int8 or uint8 value is truncated toward zero and saturates; NaN is
   }
 }
 
+TEST_CASE("ranges are copied into the space at once: their lower bounds and steps, one upload and one wait") {
+  using namespace quantized_cases;
+  using device_omp = seqpool::device_space<seqpool::omp_backend>;
+  device_omp space;
+  seqpool::pooler<method::mean, head::embed, device_omp, std::uint8_t> pooler(space, hidden_size);
+  const seqpool::audit_scope scope(space.audit());
+  pooler.set_ranges({lower, upper});
+  CHECK(scope.counts().uploads == 1);
+  CHECK(scope.counts().upload_bytes == static_cast<std::int64_t>(2 * lower.size() * sizeof(float)));
+  CHECK(scope.counts().waits == 1);
+}
+
 TEST_CASE("ranges set again are copied where a captured step's kernels read them") {
   using namespace quantized_cases;
   using device_omp = seqpool::device_space<seqpool::omp_backend>;

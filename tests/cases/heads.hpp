@@ -328,14 +328,15 @@ TEST_CASE_TEMPLATE_DEFINE("a stack's layer wider than shared memory reads its in
   using seqpool::activation_function;
   Space space;
   seqpool::state_store<Space> state(space);
-  // [x0, x1] → 8200 outputs x0 + (o % 3)·x1, relu → 2 outputs: their mean, and
-  // the sum of every seventh; for rows [1, −1] and [2, 1] of ALL, whole.
+  // [x0, x1] → 8200 outputs x0 + (o % 3)·x1, relu → 2 outputs: their sum over
+  // 8192, and the sum of every seventh (small integers and a power of two: exact
+  // in float, in any order); for rows [1, −1] and [2, 1] of ALL, whole.
   constexpr std::int64_t wide = 8200;
   std::vector<float> up, down(2 * wide, 0.0f);
   for (std::int64_t o = 0; o < wide; ++o) {
     up.push_back(1.0f);
     up.push_back(static_cast<float>(o % 3));
-    down[o] = 1.0f / wide;
+    down[o] = 1.0f / 8192;
     if (o % 7 == 0) down[wide + o] = 1.0f;
   }
   const auto first = load_layer(space, wide, up);
@@ -347,15 +348,15 @@ TEST_CASE_TEMPLATE_DEFINE("a stack's layer wider than shared memory reads its in
       space, pooler, state, seqpool::batch{{test::whole("w", task::token_embed, 2, {.use_activation = false})}}, rows);
   std::vector<float> expected;
   for (int r = 0; r < 2; ++r) {
-    double mean = 0, sevenths = 0;
+    double scaled = 0, sevenths = 0;
     for (std::int64_t o = 0; o < wide; ++o) {
       const double value = std::max(0.0, double(rows[2 * r]) + double(o % 3) * rows[2 * r + 1]);
-      mean += value / wide;
+      scaled += value / 8192;
       if (o % 7 == 0) sevenths += value;
     }
-    expected.push_back(static_cast<float>(mean));
+    expected.push_back(static_cast<float>(scaled));
     expected.push_back(static_cast<float>(sevenths));
   }
   REQUIRE(out[0]->rows == 2);
-  check_values(out[0]->values, expected, 1e-5);
+  test::check_equal(*out[0], 2, 2, expected);
 }

@@ -666,9 +666,7 @@ class planner {
   }
 
   /// The output values a result row of `width` columns takes.
-  std::int64_t values_of(std::int64_t width) const {
-    return (width + shape_.columns_per_value - 1) / shape_.columns_per_value;
-  }
+  std::int64_t values_of(std::int64_t width) const { return detail::values_of(width, shape_.columns_per_value); }
 
   /// Positions of another chunk chosen_rows() lists at a time.
   static constexpr std::int64_t counted_stretch = 4096;

@@ -69,16 +69,18 @@ class pooling_unit {
            " and ", ranges.upper.size());
     if (ranges_.size() != 0 && ranges_.size() != 2 * columns)
       fail("ranges", "set again, they keep their width of ", ranges_.size() / 2, " columns, got ", columns);
-    std::vector<float> steps(columns);
+    // [lower | steps], as result_encoding reads them, copied in at once.
+    std::vector<float> lower_and_steps(ranges.lower.begin(), ranges.lower.end());
+    lower_and_steps.resize(2 * columns);
     for (std::size_t c = 0; c < columns; ++c) {
-      steps[c] = step_of(ranges.lower[c], ranges.upper[c]);
-      if (!(ranges.lower[c] < ranges.upper[c]) || !std::isfinite(steps[c]) || !(steps[c] > 0.0f))
+      const float step = step_of(ranges.lower[c], ranges.upper[c]);
+      if (!(ranges.lower[c] < ranges.upper[c]) || !std::isfinite(step) || !(step > 0.0f))
         fail("ranges", "each column needs lower < upper, both finite and a step above 0; column ", c, " has lower ",
              ranges.lower[c], " and upper ", ranges.upper[c]);
+      lower_and_steps[columns + c] = step;
     }
     if (ranges_.size() == 0) ranges_ = buffer<float, Space>(*space_, 2 * columns);
-    space_->copy_in(ranges.lower, ranges_.span().subspan(0, columns));
-    space_->copy_in(std::span<const float>(steps), ranges_.span().subspan(columns, columns));
+    space_->copy_in(std::span<const float>(lower_and_steps), ranges_.span());
   }
 
   std::int64_t hidden_size() const { return hidden_size_; }

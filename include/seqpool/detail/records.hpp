@@ -131,7 +131,7 @@ struct row_copy {
 /// layer); in a draft row or the state, a row of its width in floats.
 SEQPOOL_HOST_DEVICE inline std::int64_t row_stride_of(const request_record& owner, int columns_per_value) {
   const std::int64_t width = (owner.flags & through_linear) != 0 ? owner.linear_width : owner.width;
-  return owner.where == target::output ? (width + columns_per_value - 1) / columns_per_value : width;
+  return owner.where == target::output ? values_of(width, columns_per_value) : width;
 }
 
 /// The output value offset a drafted gathered row is encoded at, from the

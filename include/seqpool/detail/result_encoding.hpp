@@ -17,10 +17,15 @@ namespace seqpool::detail {
 template <class Result>
 inline constexpr int columns_per_value = std::is_same_v<Result, binary> || std::is_same_v<Result, ubinary> ? 8 : 1;
 
-/// The output values a result row of `width` columns takes.
+/// The output values a result row of `width` columns takes, `per_value` columns a value.
+SEQPOOL_HOST_DEVICE constexpr std::int64_t values_of(std::int64_t width, std::int64_t per_value) {
+  return (width + per_value - 1) / per_value;
+}
+
+/// The same for results of type Result.
 template <class Result>
 SEQPOOL_HOST_DEVICE constexpr std::int64_t values_of(std::int64_t width) {
-  return (width + columns_per_value<Result> - 1) / columns_per_value<Result>;
+  return values_of(width, columns_per_value<Result>);
 }
 
 enum class encoding_kind : std::uint8_t { rounded, ranged, packed };

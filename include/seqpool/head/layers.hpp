@@ -16,14 +16,13 @@ namespace seqpool {
 
 /// A dense layer's weights on the device: `weight` is [out_features, in_features]
 /// row-major float in the space's memory, `bias` has out_features floats or is
-/// null. A layer with a null weight is absent.
+/// null. A head with no layer has an empty dense_stack; one whose layer has a
+/// null weight is refused.
 struct linear_layer {
   const float* weight = nullptr;
   const float* bias = nullptr;
   std::int64_t out_features = 0;
   std::int64_t in_features = 0;
-
-  constexpr bool present() const { return weight != nullptr; }
 };
 
 /// What a dense layer applies to each of its outputs, as PyTorch defines it:
