@@ -57,8 +57,8 @@ struct dense_layer {
 /// The layers a head passes a pooled row through, one after another, each
 /// output of each through its layer's activation function: a projector or a
 /// classifier alone, or stacks such as BERT's pooler (dense → tanh) before a
-/// classifier, or sentence-transformers' Dense modules (EmbeddingGemma's
-/// 768 → 3072 → 768). Empty: the head has no layers. Held by value, so that a
+/// classifier, or sentence-transformers' Dense modules (an expansion and a
+/// projection back). Empty: the head has no layers. Held by value, so that a
 /// head stays trivially copyable.
 class dense_stack {
  public:
