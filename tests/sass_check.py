@@ -2,8 +2,9 @@
 the MEAN and MAX pooling kernels, bf16 and fp32, MEAN from bf16 rows into bf16
 results and from fp32 rows into int8 ones, MEAN as the sweep's candidate with two
 stages of loads cuts it, the gathering kernel (ALL, STEP) for fp32 and bf16 rows
-and bf16 rows into sign bits, the linear layer, and the upload of a captured step
-(copy_pieces, which reads the pinned slot over the host link).
+and bf16 rows into sign bits, the linear layer over pooled rows and over ALL's
+bf16 rows where they lie, and the upload of a captured step (copy_pieces, which
+reads the pinned slot over the host link).
 
 Every kernel keeps its values in registers: ptxas reports no stack frame and no
 spills. Those that read hidden states do so with 128-bit global loads
@@ -43,7 +44,9 @@ KERNELS["mean fp32 to int8"] = re.compile(r"pool_rowsINS_6method4meanENS_4head9n
 KERNELS["gather fp32"] = re.compile(r"gather_rowsINS_4head9normalizeEffNS")
 KERNELS["gather bf16"] = re.compile(r"gather_rowsINS_4head9normalizeE13__nv_bfloat16fNS")
 KERNELS["gather bf16 to ubinary"] = re.compile(r"gather_rowsINS_4head9normalizeE13__nv_bfloat16NS_7ubinaryE")
-KERNELS["linear"] = re.compile(r"apply_linearINS_4head9normalizeEfNS")
+KERNELS["linear"] = re.compile(r"apply_linearINS_4head9normalizeENS1_16workspace_inputsEfNS")
+# The layer's kernel reading ALL's bf16 rows where they lie (a multi-vector projection).
+KERNELS["projection bf16"] = re.compile(r"apply_linearINS_4head9normalizeENS1_13returned_rowsI13__nv_bfloat16EEfNS")
 KERNELS["copy"] = re.compile(r"copy_pieces")
 WIDE_LOADS = [k for k in KERNELS if k not in ("linear", "gather bf16", "gather bf16 to ubinary")]
 # The kernels that read hidden states score those loads alone: streaming loads
@@ -55,15 +58,16 @@ STREAMED = ".EF"
 # holds, and bytes of loads an SM has in flight (see the docstring).
 THREADS = 256
 # The dense layer's kernel (a launch a layer of a head's stack, each with a pass
-# of its activation function) holds 4 blocks an SM at 64 registers (6 at 40
-# before stacks); it reads weights from L2 for a few rows, not hidden states.
-BLOCKS_AT_LEAST = {kernel: {"linear": 4, "copy": 1}.get(kernel, 2) for kernel in KERNELS}
+# of its activation function) holds 5 blocks an SM at 48 registers, whether it
+# reads pooled rows from the workspace or returned rows where they lie; then it
+# reads weights from L2 for a few rows.
+BLOCKS_AT_LEAST = {kernel: {"linear": 5, "projection bf16": 5, "copy": 1}.get(kernel, 2) for kernel in KERNELS}
 KB = 1024
 BYTES_IN_FLIGHT_AT_LEAST = {"mean fp32": 128 * KB, "max fp32": 128 * KB, "mean bf16": 64 * KB, "max bf16": 64 * KB,
                             "mean bf16 to bf16": 64 * KB, "mean fp32 pipelined": 128 * KB,
                             "mean bf16 pipelined": 64 * KB, "gather fp32": 64 * KB, "gather bf16": 32 * KB,
                             "mean fp32 to int8": 128 * KB, "gather bf16 to ubinary": 32 * KB, "copy": 64 * KB,
-                            "linear": 80 * KB}
+                            "linear": 100 * KB, "projection bf16": 80 * KB}
 
 
 def blocks_per_sm(registers, shared_bytes):

@@ -213,6 +213,7 @@ TEST_CASE("forward runs the plan the last reserve() was for, once, and throws be
 }
 
 TEST_CASE("each pooler makes one launch, two with a linear layer, and none with nothing to do") {
+  // A token method's layer reads the rows it returns where they lie: no launch gathers them first.
   device_omp space;
   seqpool::state_store<device_omp> state(space);
   const std::vector<float> weights = capture_cases::classifier_weights();
@@ -241,7 +242,13 @@ TEST_CASE("each pooler makes one launch, two with a linear layer, and none with 
   CHECK(launches(all, tokens) == 1);
   seqpool::pooler<method::all, head::classify, device_omp> scored(space, hidden_size, {}, head::classify(layer));
   const seqpool::batch scored_tokens{{test::whole("u", task::token_classify, 4)}};
-  CHECK(launches(scored, scored_tokens) == 2);
+  CHECK(launches(scored, scored_tokens) == 1);
+  // A chunk that stashes its rows gathers them into the state; the last projects them from there.
+  const auto stashed = [&](std::int64_t begin, std::int64_t count) {
+    return seqpool::batch{{test::part("v", task::token_classify, 9, begin, count)}};
+  };
+  CHECK(launches(scored, stashed(0, 5)) == 1);
+  CHECK(launches(scored, stashed(5, 4)) == 1);
   // LAST before a prompt's last chunk reads nothing and keeps nothing.
   seqpool::pooler<method::last, head::embed, device_omp> last(space, hidden_size);
   CHECK(launches(last, seqpool::batch{{test::part("l", task::embed, 9, 0, 4)}}) == 0);

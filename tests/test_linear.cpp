@@ -1,7 +1,8 @@
 // host_space passes each pooled row through the head's linear layer in the item
 // that pools it (gathered rows a block at a time); rows wider than its scratch
 // row take the device's path, through the workspace and a pass of the layer.
-// Each against the reference.
+// The device's layer reads a token method's rows where they lie. Each against
+// the reference.
 #include <cmath>
 #include <cstdint>
 #include <optional>
@@ -19,16 +20,18 @@ namespace {
 
 namespace method = seqpool::method;
 namespace head = seqpool::head;
+using device_omp = seqpool::device_space<seqpool::omp_backend>;
 constexpr std::int64_t scratch_row_floats = seqpool::detail::host::launch_policy::scratch_row_floats;
 
 /// A layer of `out_features` outputs over `in_features` columns, with a bias, in
-/// host memory, and the reference's description of the head around it.
+/// the space's memory, and the reference's description of the head around it.
+template <class Space>
 struct drawn_layer {
   test::head_spec spec;
-  seqpool::buffer<float, seqpool::host_space> weight;
-  seqpool::buffer<float, seqpool::host_space> bias;
+  seqpool::buffer<float, Space> weight;
+  seqpool::buffer<float, Space> bias;
 
-  drawn_layer(seqpool::host_space& space, bool classify, std::int64_t out_features, std::int64_t in_features)
+  drawn_layer(Space& space, bool classify, std::int64_t out_features, std::int64_t in_features)
       : spec{.classify = classify,
              .layers = {{.weight = test::drawn_values(out_features * in_features, 3,
                                                       1.0f / std::sqrt(static_cast<float>(in_features))),
@@ -106,21 +109,21 @@ TEST_CASE("a chunked request finishes through the layer from its running state")
   check_chunks("cls", method::cls{});
 }
 
-TEST_CASE("gathered rows pass through the layer a block at a time, whatever shares the block") {
-  // Ten thousand rows over the gathering pass's items, about ten an item: blocks
-  // hold rows of neighbouring requests of other kept widths (dimensions), and
-  // rows a first chunk left in the state beside rows of this step.
+TEST_CASE("returned rows pass through the layer, whatever shares the block") {
+  // Ten thousand rows over the gathering pass's items (host_space, which passes
+  // them a block at a time), about ten an item, or over the layer's blocks
+  // (the device's, which reads them where they lie): blocks hold rows of
+  // neighbouring requests of other kept widths (dimensions), and rows a first
+  // chunk left in the state beside rows of this step.
   constexpr std::int64_t hidden_size = 24;
   const std::vector<float> hidden = test::drawn_values(10000 * hidden_size, 7);
   const std::vector<std::int64_t> lens{5, 3, 2001, 7, 6184};
   const std::vector<std::optional<std::int64_t>> kept{std::nullopt, 2, 4, std::nullopt, 3};
-  const auto check = [&]<class Result>(Result, double tolerance) {
+  const auto check = [&]<class Space, class Result>(Space& space, Result, double tolerance) {
     CAPTURE(sizeof(Result));
-    seqpool::host_space space;
-    seqpool::state_store<seqpool::host_space> state(space);
+    seqpool::state_store<Space> state(space);
     const drawn_layer layer(space, false, 5, hidden_size);
-    seqpool::pooler<method::all, head::embed, seqpool::host_space, Result> pooler(space, hidden_size, {},
-                                                                                 head::embed(layer.layer()));
+    seqpool::pooler<method::all, head::embed, Space, Result> pooler(space, hidden_size, {}, head::embed(layer.layer()));
     const auto rows = [&](std::int64_t begin, std::int64_t end) {
       return std::vector<float>(hidden.begin() + begin * hidden_size, hidden.begin() + end * hidden_size);
     };
@@ -147,6 +150,32 @@ TEST_CASE("gathered rows pass through the layer a block at a time, whatever shar
                         tolerance);
     }
   };
-  check(float{}, 1e-5);
-  check(seqpool::bfloat16{}, 1e-2);
+  seqpool::host_space host;
+  check(host, float{}, 1e-5);
+  check(host, seqpool::bfloat16{}, 1e-2);
+  device_omp device;
+  check(device, float{}, 1e-5);
+  check(device, seqpool::bfloat16{}, 1e-2);
+}
+
+TEST_CASE("on the device a token method's first layer reads each returned row where it lies") {
+  // No run gathers a row, and no row waits in the workspace; rows wider than
+  // the layer's shared memory (8200 floats) are read once an output.
+  for (const std::int64_t hidden_size : {std::int64_t{24}, std::int64_t{8200}}) {
+    CAPTURE(hidden_size);
+    const std::vector<std::int64_t> lens{1, 7, 30};
+    const std::vector<float> hidden = test::drawn_values(test::total_rows(lens) * hidden_size, 8);
+    device_omp space;
+    seqpool::state_store<device_omp> state(space);
+    const drawn_layer layer(space, false, 3, hidden_size);
+    seqpool::pooler<method::all, head::embed, device_omp> pooler(space, hidden_size, {}, head::embed(layer.layer()));
+    const seqpool::batch step = test::whole_prompts(pooler.task, lens);
+    const seqpool::step_plan plan = pooler.plan(step, state);
+    const auto& records = seqpool::detail::plan_access::program(plan).shares[0].records;
+    CHECK(records.gathers.empty());
+    REQUIRE(records.linears.size() == 38);
+    for (const seqpool::detail::linear_record& row : records.linears) CHECK(row.input == -1);
+    test::check_prompts(test::run_step(space, pooler, state, step, hidden), step, hidden, hidden_size,
+                        std::vector<std::string_view>(lens.size(), "all"), layer.spec, 3, 1e-5);
+  }
 }

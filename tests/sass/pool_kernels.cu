@@ -3,7 +3,8 @@
 // results, MEAN over bf16 rows into bf16 results and over fp32 rows into int8
 // ones, MEAN as the candidate policy with two stages of loads cuts it),
 // gathering (ALL's and STEP's rows, fp32 and bf16, and bf16 into sign bits),
-// the linear layer and a captured step's upload.
+// the linear layer over pooled rows and over ALL's bf16 rows where they lie
+// (a multi-vector projection), and a captured step's upload.
 #include <cstdint>
 
 #include <seqpool/seqpool.hpp>
@@ -30,5 +31,9 @@ template __global__ void device::run_blocks(gathering<float>, unsigned);
 template __global__ void device::run_blocks(pooling<seqpool::method::mean, float, std::int8_t>, unsigned);
 template __global__ void device::run_blocks(gathering<__nv_bfloat16>, unsigned);
 template __global__ void device::run_blocks(gathering<__nv_bfloat16, seqpool::ubinary>, unsigned);
-template __global__ void device::run_blocks(device::apply_linear<embed, float, device::launch_policy>, unsigned);
+template <class Inputs>
+using layer = device::apply_linear<embed, Inputs, float, device::launch_policy>;
+
+template __global__ void device::run_blocks(layer<device::workspace_inputs>, unsigned);
+template __global__ void device::run_blocks(layer<device::returned_rows<__nv_bfloat16>>, unsigned);
 template __global__ void device::run_blocks(device::copy_pieces, unsigned);

@@ -482,10 +482,18 @@ class planner {
     const std::int32_t record = add_records(r, 1, column_offset);
     if (part.chunked()) keep_state(record, index, r, d.rows_total * d.width, key, 1, 0);
     const std::int64_t rows = d.rows_before + static_cast<std::int64_t>(d.count);
-    const destination to =
-        part.finished() ? route_results(record, result, rows, d.width, d.out_width, Algorithms::policy::held_row_floats)
-                        : destination{target::state, 0, d.width, 0, d.width};
+    // A family that projects returned rows where they lie gathers none of a
+    // finishing request's rows that a dense layer takes: its linear records say where they are.
+    const bool projected = part.finished() && shape_.has_linear && Algorithms::projects_returned_rows;
+    const std::size_t first_linear = share_.records.linears.size();
+    const destination to = part.finished() ? route_results(record, result, rows, d.width, d.out_width,
+                                                           Algorithms::policy::held_row_floats, projected)
+                                           : destination{target::state, 0, d.width, 0, d.width};
     direct(share_.records.requests[static_cast<std::size_t>(record)], to, 0, 0, values_of(d.out_width));
+    if (projected) {
+      locate_returned_rows(first_linear, d, part);
+      return;
+    }
 
     if (part.finished() && d.rows_before > 0)
       add_run({-1, to.offset, -1, static_cast<std::int32_t>(d.rows_before), record, static_cast<std::int32_t>(d.width)},
@@ -494,15 +502,14 @@ class planner {
     const std::int64_t offset = to.offset + d.rows_before * to.row_stride;
     const auto count = static_cast<std::int64_t>(d.count);
     if (d.consecutive) {
-      const std::int64_t first_row = part.first_row() + (d.first_position - part.num_computed);
-      add_run({first_row, offset, -1, static_cast<std::int32_t>(count), record, 0}, count);
+      add_run({hidden_row(part, d.first_position), offset, -1, static_cast<std::int32_t>(count), record, 0}, count);
       return;
     }
     // The chosen positions, from the first to the last: every row of that span,
     // or those its mask keeps.
     const std::span<const std::int64_t> chosen = std::span(positions_).subspan(d.first, d.count);
     const std::int64_t spanned = chosen.back() - chosen.front() + 1;
-    const std::int64_t first_row = part.first_row() + (chosen.front() - part.num_computed);
+    const std::int64_t first_row = hidden_row(part, chosen.front());
     if (spanned == count) {
       add_run({first_row, offset, -1, static_cast<std::int32_t>(count), record, 0}, count);
       return;
@@ -516,6 +523,28 @@ class planner {
       words[static_cast<std::size_t>(bit / 32)] |= 1u << (bit % 32);
     }
     add_run({first_row, offset, static_cast<std::int32_t>(mask), static_cast<std::int32_t>(spanned), record, 0}, count);
+  }
+
+  /// The hidden row of a chunk's prompt position.
+  static std::int64_t hidden_row(const chunk& part, std::int64_t position) {
+    return part.first_row() + (position - part.num_computed);
+  }
+
+  /// Writes where each returned row of a finishing request lies into its
+  /// linear records, from `first` on: the rows earlier chunks stashed in its
+  /// state, a width apart, then this chunk's hidden rows.
+  void locate_returned_rows(std::size_t first, const decision& d, const chunk& part) {
+    linear_record* rows = share_.records.linears.data() + first;
+    for (std::int64_t k = 0; k < d.rows_before; ++k) rows[k].source = -1 - k * d.width;
+    rows += d.rows_before;
+    const auto count = static_cast<std::int64_t>(d.count);
+    if (count == 0) return;
+    if (d.consecutive) {
+      for (std::int64_t k = 0; k < count; ++k) rows[k].source = hidden_row(part, d.first_position + k);
+      return;
+    }
+    const std::span<const std::int64_t> chosen = std::span(positions_).subspan(d.first, d.count);
+    for (std::int64_t k = 0; k < count; ++k) rows[k].source = hidden_row(part, chosen[static_cast<std::size_t>(k)]);
   }
 
   /// A run of a request's rows, of which `returned` are returned.
@@ -636,9 +665,12 @@ class planner {
   /// layers writes the result and runs the epilogue, drafting 16-bit rows where
   /// the family says, and quantized rows where it drafts them all; a stack's
   /// outputs of every layer but the last lie in the workspace, a row's
-  /// together. In the output, rows lie the values they take apart.
+  /// together. Rows `in_place` (a token method's returned rows, where the
+  /// family projects them where they lie) take no workspace before the layers:
+  /// the caller writes where each lies into its linear record. In the output,
+  /// rows lie the values they take apart.
   destination route_results(std::int32_t record, std::size_t result, std::int64_t rows, std::int64_t pooled_width,
-                            std::int64_t out_width, std::int64_t held_width) {
+                            std::int64_t out_width, std::int64_t held_width, bool in_place = false) {
     const std::int64_t out_values = values_of(out_width);
     const result_slice slice{align_values(output_end_, shape_.result_bytes), rows, out_values};
     share_.results[result] = slice;
@@ -652,14 +684,14 @@ class planner {
               out_width, slice.offset};
     }
     const std::int64_t between = shape_.between_floats;
-    if (between == 0 && Algorithms::linear_in_item(pooled_width, out_width, rounding))
+    if (between == 0 && !in_place && Algorithms::linear_in_item(pooled_width, out_width, rounding))
       return {target::output, slice.offset, pooled_width, finish | through_linear, out_values, 0, out_width};
-    const std::int64_t pooled = share_.take_workspace(rows * pooled_width);
+    const std::int64_t pooled = in_place ? -1 : share_.take_workspace(rows * pooled_width);
     const bool draft = always_drafted || (rounding && Algorithms::drafts_linear_rows(out_width));
     const std::int64_t drafts = draft ? share_.take_workspace(rows * out_width) : -1;
     const std::int64_t betweens = between > 0 ? share_.take_workspace(rows * between) : -1;
     for (std::int64_t k = 0; k < rows; ++k)
-      share_.records.linears.push_back({pooled + k * pooled_width, slice.offset + k * out_values,
+      share_.records.linears.push_back({in_place ? -1 : pooled + k * pooled_width, -1, slice.offset + k * out_values,
                                         draft ? drafts + k * out_width : -1, between > 0 ? betweens + k * between : -1,
                                         record, static_cast<std::int32_t>(out_width)});
     return {target::workspace, pooled, pooled_width, finish, pooled_width};

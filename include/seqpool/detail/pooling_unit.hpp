@@ -147,14 +147,16 @@ class pooling_unit {
 
   /// The widest row a result can have.
   std::int64_t widest_result() const {
-    return std::max(hidden_size_, head_.layers().present() ? head_.layers().out_features() : 0);
+    const dense_stack layers = head_.layers();
+    return std::max(hidden_size_, layers.present() ? layers.out_features() : 0);
   }
 
  private:
   pooler_shape shape_of(bool bounded) const {
+    const dense_stack layers = head_.layers();  // a head gives its layers by value
     return {.hidden_size = hidden_size_,
-            .has_linear = head_.layers().present(),
-            .between_floats = head_.layers().present() ? head_.layers().between_floats() : 0,
+            .has_linear = layers.present(),
+            .between_floats = layers.present() ? layers.between_floats() : 0,
             .result_bytes = static_cast<std::int64_t>(sizeof(Result)),
             .bounded = bounded,
             .quantized = quantized_element<Result>,

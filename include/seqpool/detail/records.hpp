@@ -190,9 +190,11 @@ struct gather_cursor {
   SEQPOOL_HOST_DEVICE bool kept(std::int64_t bit) const { return ((masks[bit / 32] >> (bit % 32)) & 1u) != 0; }
 };
 
-/// A result row computed by the head's dense layers from a pooled row.
+/// A result row computed by the head's dense layers from a pooled row, or
+/// from a token method's returned row.
 struct linear_record {
-  std::int64_t input;    ///< workspace float offset of the pooled row
+  std::int64_t input;    ///< workspace float offset of the pooled (or gathered) row; -1: read at `source`
+  std::int64_t source;   ///< a returned row read where it lies, as a row_copy's source; else unused
   std::int64_t offset;   ///< output value offset of the result row
   std::int64_t draft;    ///< results drafted: the workspace float offset of the draft row; else -1
   std::int64_t between;  ///< stacks: workspace float offset of its outputs of every layer but the last; else -1

@@ -66,6 +66,10 @@ struct algorithms {
   /// The head's dense layers are always launches of their own.
   static bool linear_in_item(std::int64_t, std::int64_t, bool) { return false; }
 
+  /// The first layer's launch reads a token method's returned rows where they
+  /// lie: no gathering launch copies them to the workspace for it.
+  static constexpr bool projects_returned_rows = true;
+
   /// The layer's launch writes a row's outputs from every warp of its block, so
   /// a 16-bit result row is always drafted (as every quantized one is).
   static bool drafts_linear_rows(std::int64_t) { return true; }
@@ -124,7 +128,8 @@ struct algorithms {
   // Launching: which kernels, on how many blocks.
 
   /// One pooling or gathering launch, and one for each of the head's dense
-  /// layers, each carrying what kernels carry of the head (kernel_head_of) and
+  /// layers (a token method's first reading the returned rows where they lie),
+  /// each carrying what kernels carry of the head (kernel_head_of) and
   /// sized by `counts` (a plan's, or a capacity's for a captured step, whose
   /// blocks past the image's own counts return at once), none when it has no
   /// blocks. Gathering and linear launches run on at most
@@ -155,14 +160,22 @@ struct algorithms {
     }
     const dense_stack layers = head.layers();
     if (!layers.present() || counts.linears == 0) return;
-    using linear_kernel = apply_linear<Carried, Result, Policy>;
     for (int k = 0; k < layers.size(); ++k) {
-      const std::int64_t per_block = linear_kernel::rows_per_block(layers[k].linear.in_features);
-      const std::int64_t inputs_between = k == 0 ? -1 : layers.between_offset(k - 1);
       const std::int64_t outputs_between = k + 1 == layers.size() ? -1 : layers.between_offset(k);
-      space.launch((static_cast<std::int64_t>(counts.linears) + per_block - 1) / per_block,
-                   linear_kernel{carried, layers[k], inputs_between, outputs_between, image, into.output,
-                                 into.workspace, into.encoding});
+      const auto run_layer = [&]<class Inputs>(const Inputs& inputs) {
+        using linear_kernel = apply_linear<Carried, Inputs, Result, Policy>;
+        const std::int64_t per_block = linear_kernel::rows_per_block(layers[k].linear.in_features);
+        space.launch((static_cast<std::int64_t>(counts.linears) + per_block - 1) / per_block,
+                     linear_kernel{carried, layers[k], inputs, outputs_between, image, into.output, into.workspace,
+                                   into.encoding});
+      };
+      if constexpr (Method::kind == method_kind::token) {
+        if (k == 0) {
+          run_layer(returned_rows<T>{rows, hidden.stride(0), rows_aligned});
+          continue;
+        }
+      }
+      run_layer(workspace_inputs{into.workspace, k == 0 ? -1 : layers.between_offset(k - 1)});
     }
   }
 };

@@ -1,10 +1,11 @@
-// Device kernels: a dense layer of the head (projector or classifier, or a stack's) over pooled rows.
+// Device kernels: a dense layer of the head (projector or classifier, or a stack's) over pooled or returned rows.
 #pragma once
 
 #include <cstdint>
 #include <type_traits>
 
 #include <seqpool/config.hpp>
+#include <seqpool/detail/device/layer_inputs.hpp>
 #include <seqpool/detail/device/rows.hpp>
 #include <seqpool/detail/device/team.hpp>
 #include <seqpool/detail/image.hpp>
@@ -14,7 +15,8 @@
 namespace seqpool::detail::device {
 
 /// A block passes up to `rows_per_block` rows through one of the head's dense
-/// layers together: it copies them into shared memory, then each warp takes
+/// layers together: it copies them into shared memory from where its Inputs
+/// say they lie (layer_inputs.hpp), then each warp takes
 /// outputs in turn, its lanes reading the output's weight row front to back
 /// (coalesced) and each weight serving every row of the block; then a warp a
 /// row applies the layer's activation function. A launch runs one layer: one
@@ -23,13 +25,14 @@ namespace seqpool::detail::device {
 /// the head's epilogue follows in the same warp. 16-bit and quantized results
 /// are finished in the draft row the plan gave them and encoded into place by
 /// that warp.
-template <class Head, class Result, class Policy>
+template <class Head, class Inputs, class Result, class Policy>
 struct apply_linear {
   static constexpr int threads = Policy::threads;
   static constexpr bool one_wave = true;
   static_assert(Policy::linear_rows <= Policy::warps, "a warp runs the epilogue of each row");
 
   struct shared_storage {
+    typename Inputs::row sources[Policy::linear_rows];  ///< where each of the block's rows lies
     float pooled[Policy::linear_shared_floats];
   };
 
@@ -42,10 +45,9 @@ struct apply_linear {
 
   Head head;
   dense_layer layer;  ///< the layer this launch runs
-  /// Where among a row's floats between layers this launch's layer reads its
-  /// inputs, and where it writes its outputs; -1: the pooled row, and the
+  Inputs inputs;      ///< where it reads its input rows
+  /// Where among a row's floats between layers it writes its outputs; -1: the
   /// result row (the last layer's).
-  std::int64_t inputs_between;
   std::int64_t outputs_between;
   const std::byte* image;
   Result* output;
@@ -56,18 +58,23 @@ struct apply_linear {
   SEQPOOL_HOST_DEVICE void operator()(const Block& block, std::int64_t index, shared_storage& shared) const {
     const image_header& header = *reinterpret_cast<const image_header*>(image);
     const auto count = static_cast<std::int64_t>(header.linears.count);
-    const std::int64_t inputs = layer.linear.in_features;
-    const int per_block = rows_per_block(inputs);
+    const std::int64_t in_features = layer.linear.in_features;
+    const int per_block = rows_per_block(in_features);
     const std::int64_t first = index * per_block;
     if (first >= count) return;
     const int rows = count - first < per_block ? static_cast<int>(count - first) : per_block;
     const linear_record* records = header.linears.in(image) + first;
-    const bool in_shared = rows * inputs <= Policy::linear_shared_floats;
+    const bool in_shared = rows * in_features <= Policy::linear_shared_floats;
 
+    block.threads([&](int warp, int lane) {
+      const int thread = warp * warp_lanes + lane;
+      if (thread < rows) shared.sources[thread] = inputs.row_of(image, records[thread]);
+    });
+    block.sync();
     if (in_shared) {
       block.threads([&](int warp, int lane) {
-        for (std::int64_t i = warp * warp_lanes + lane; i < rows * inputs; i += threads)
-          shared.pooled[i] = workspace[input_of(records[i / inputs]) + i % inputs];
+        inputs.template stage<Policy>(shared.sources, rows, static_cast<int>(in_features), shared.pooled,
+                                      warp * warp_lanes + lane, threads);
       });
     }
     block.sync();
@@ -77,9 +84,10 @@ struct apply_linear {
       widest = 0;
       for (int r = 0; r < rows; ++r) widest = records[r].width > widest ? records[r].width : widest;
     }
+    // A block whose rows do not fit shared memory has one, read where it lies.
     block.warps([&](const auto& warp) {
       for (std::int32_t o = warp.index; o < widest; o += Policy::warps)
-        outputs(warp, o, records, rows, in_shared, shared);
+        outputs(warp, o, records, rows, in_shared ? nullptr : &shared.sources[0], shared);
     });
     block.sync();
     // A warp a row: the layer's activation function over the row's outputs,
@@ -114,35 +122,30 @@ struct apply_linear {
     return workspace + row.draft;
   }
 
-  /// The workspace float offset of the row this launch's layer reads: the
-  /// pooled row, or the outputs of the layer before.
-  SEQPOOL_HOST_DEVICE std::int64_t input_of(const linear_record& row) const {
-    return inputs_between < 0 ? row.input : row.between + inputs_between;
-  }
-
   /// Where this launch's layer writes a row's outputs: the result row after
   /// the last layer, the row's place between layers before it.
   SEQPOOL_HOST_DEVICE float* outputs_of(const linear_record& row) const {
     return outputs_between < 0 ? row_of(row) : workspace + row.between + outputs_between;
   }
 
-  /// Output `o` of every row of the block that keeps it.
+  /// Output `o` of every row of the block that keeps it, from the rows staged
+  /// in shared memory, or from the one row of a block too wide to stage it.
   template <class Warp>
   SEQPOOL_HOST_DEVICE void outputs(const Warp& warp, std::int32_t o, const linear_record* records, int rows,
-                                   bool in_shared, const shared_storage& shared) const {
-    const std::int64_t inputs = layer.linear.in_features;
-    const float* weights = layer.linear.weight + o * inputs;
+                                   const typename Inputs::row* unstaged, const shared_storage& shared) const {
+    const std::int64_t in_features = layer.linear.in_features;
+    const float* weights = layer.linear.weight + o * in_features;
     typename Warp::template values<lane_fragment<Policy::linear_rows>> sums;
     warp.lanes([&](int lane) {
       lane_fragment<Policy::linear_rows>& mine = sums[lane];
       SEQPOOL_UNROLL
       for (int r = 0; r < Policy::linear_rows; ++r) mine.at[r] = 0.0f;
-      for (std::int64_t k = lane; k < inputs; k += warp_lanes) {
+      for (std::int64_t k = lane; k < in_features; k += warp_lanes) {
         const float weight = weights[k];
         SEQPOOL_UNROLL
         for (int r = 0; r < Policy::linear_rows; ++r)
           if (r < rows)
-            mine.at[r] += weight * (in_shared ? shared.pooled[r * inputs + k] : workspace[input_of(records[r]) + k]);
+            mine.at[r] += weight * (unstaged == nullptr ? shared.pooled[r * in_features + k] : (*unstaged)[k]);
       }
     });
     SEQPOOL_UNROLL

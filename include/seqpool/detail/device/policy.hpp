@@ -68,6 +68,9 @@ struct launch_policy {
   /// sharing each weight row it reads, and the shared memory that holds them.
   static constexpr int linear_rows = 8;
   static constexpr int linear_shared_floats = 8192;
+  /// 16-byte vectors of a token method's returned rows a thread of that block
+  /// loads at once as it stages them in shared memory.
+  static constexpr int linear_vectors_in_flight = 4;
 };
 
 /// The candidates a sweep on the GPU measures against launch_policy

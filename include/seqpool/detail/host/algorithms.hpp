@@ -45,6 +45,10 @@ struct algorithms {
     return pooled_width <= Policy::scratch_row_floats && (!rounding || out_width <= Policy::scratch_row_floats);
   }
 
+  /// A token method's returned rows bound for a stack, or too wide for the
+  /// item, are gathered into the workspace for the layers' pass.
+  static constexpr bool projects_returned_rows = false;
+
   /// Whether the layer's pass drafts a result row other than float in the
   /// workspace: when its item cannot hold the row in its scratch row.
   static bool drafts_linear_rows(std::int64_t out_width) { return out_width > Policy::held_row_floats; }
