@@ -18,17 +18,20 @@
 #include <seqpool/capacity.hpp>
 #include <seqpool/float16.hpp>
 #include <seqpool/head/classify.hpp>
+#include <seqpool/head/layers.hpp>
 #include <seqpool/plan.hpp>
 #include <seqpool/space/audit.hpp>
 
 namespace seqpool::python {
 
-/// A linear layer's weights, [rows, cols] row-major, as the caller handed them over.
+/// A dense layer's weights, [rows, cols] row-major, as the caller handed them
+/// over, and the function applied to each of its outputs.
 struct layer_weights {
   std::vector<float> weight;
   std::vector<float> bias;  ///< empty: none
   std::int64_t rows = 0;
   std::int64_t cols = 0;
+  activation_function activation = activation_function::identity;
 };
 
 /// What a dispatcher is made of: a method name per task (none: the task is not
@@ -36,8 +39,8 @@ struct layer_weights {
 struct engine_config {
   std::int64_t hidden_size = 0;
   std::array<std::optional<std::string>, 4> methods;  ///< by seqpool::task
-  std::optional<layer_weights> projector;
-  std::optional<layer_weights> classifier;
+  std::vector<layer_weights> projector;   ///< the embed head's layers, one after another (none: empty)
+  std::vector<layer_weights> classifier;  ///< the classify head's
   head::problem_type problem = head::problem_type::single_label;
   std::optional<head::platt_scaling> platt;
 };

@@ -10,6 +10,7 @@
 #include <string>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 #include <seqpool/configurable.hpp>
 #include <seqpool/dlpack.hpp>
@@ -27,15 +28,16 @@ Runtime method_named(const std::string& name, task pooling_task) {
                ")");
 }
 
-/// A layer's weights in the space's memory.
+/// A dense layer's weights in the space's memory, and its activation function.
 template <class Space>
 class layer_memory {
  public:
   layer_memory(Space& space, const layer_weights& given)
       : weight_(copy_in(space, given.weight)), bias_(copy_in(space, given.bias)) {
-    layer_ = {weight_.data(), given.bias.empty() ? nullptr : bias_.data(), given.rows, given.cols};
+    layer_ = {{weight_.data(), given.bias.empty() ? nullptr : bias_.data(), given.rows, given.cols},
+              given.activation};
   }
-  linear_layer layer() const { return layer_; }
+  dense_layer layer() const { return layer_; }
 
  private:
   static buffer<float, Space> copy_in(Space& space, const std::vector<float>& values) {
@@ -45,7 +47,26 @@ class layer_memory {
   }
   buffer<float, Space> weight_;
   buffer<float, Space> bias_;
-  linear_layer layer_;
+  dense_layer layer_;
+};
+
+/// Layers copied into the space's memory, and the stack of them a head runs.
+template <class Space>
+class stack_memory {
+ public:
+  stack_memory(Space& space, const std::vector<layer_weights>& given) {
+    layers_.reserve(given.size());
+    for (const layer_weights& layer : given) layers_.emplace_back(space, layer);
+  }
+
+  dense_stack stack() const {
+    std::vector<dense_layer> layers;
+    for (const layer_memory<Space>& layer : layers_) layers.push_back(layer.layer());
+    return dense_stack(std::span<const dense_layer>(layers));
+  }
+
+ private:
+  std::vector<layer_memory<Space>> layers_;
 };
 
 template <class Space, class Result>
@@ -84,8 +105,8 @@ class engine_of final : public engine {
         state_(space_),
         dispatcher_(make()) {
     // The weights are in the space now: the host copies are not kept.
-    config_.projector.reset();
-    config_.classifier.reset();
+    config_.projector.clear();
+    config_.classifier.clear();
   }
 
   std::int64_t hidden_size() const override { return config_.hidden_size; }
@@ -147,11 +168,10 @@ class engine_of final : public engine {
   auto& home_of(graph_upload_handle& home) { return dynamic_cast<graph_upload_handle_of<Space>&>(home).home(); }
 
   runner make() {
-    if (config_.projector) projector_.emplace(space_, *config_.projector);
-    if (config_.classifier) classifier_.emplace(space_, *config_.classifier);
-    const head::embed embed_head = projector_ ? head::embed(projector_->layer()) : head::embed();
-    const head::classify classify_head(classifier_ ? dense_stack(classifier_->layer()) : dense_stack(),
-                                       config_.problem, config_.platt);
+    projector_.emplace(space_, config_.projector);
+    classifier_.emplace(space_, config_.classifier);
+    const head::embed embed_head(projector_->stack());
+    const head::classify classify_head(classifier_->stack(), config_.problem, config_.platt);
     return runner(space_, entry<method::any_sequence>(task::embed, embed_head),
                   entry<method::any_sequence>(task::classify, classify_head),
                   entry<method::any_token>(task::token_embed, embed_head),
@@ -169,8 +189,8 @@ class engine_of final : public engine {
   engine_config config_;  ///< without the layers' weights, once made
   std::int32_t device_id_;
   Space space_;
-  std::optional<layer_memory<Space>> projector_;
-  std::optional<layer_memory<Space>> classifier_;
+  std::optional<stack_memory<Space>> projector_;  ///< made with the dispatcher, which reads them
+  std::optional<stack_memory<Space>> classifier_;
   state_store<Space> state_;
   runner dispatcher_;
 };

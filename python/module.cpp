@@ -11,6 +11,7 @@
 #include <optional>
 #include <string>
 #include <utility>
+#include <variant>
 #include <vector>
 
 #include <nanobind/nanobind.h>
@@ -20,6 +21,7 @@
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/tuple.h>
 #include <nanobind/stl/unique_ptr.h>
+#include <nanobind/stl/variant.h>
 #include <nanobind/stl/vector.h>
 
 #include <seqpool/dlpack.hpp>
@@ -148,22 +150,45 @@ std::vector<float> read_floats(const any_tensor& tensor, std::int32_t ndim, cons
   return std::vector<float>(first, first + size);
 }
 
-std::optional<layer_weights> read_layer(std::optional<any_tensor> weight, std::optional<any_tensor> bias,
-                                        const std::string& what) {
-  if (!weight) {
-    if (bias) detail::fail(what + "_bias", "is given without a ", what);
-    return std::nullopt;
-  }
+/// A dense layer from its weight, [rows, cols] float32, and bias, [rows]
+/// float32 or none; errors name the fields as given.
+layer_weights read_layer(const any_tensor& weight, const std::optional<any_tensor>& bias,
+                         const std::string& weight_field, const std::string& bias_field) {
   layer_weights layer;
-  layer.weight = read_floats(*weight, 2, what);
-  layer.rows = static_cast<std::int64_t>(weight->shape(0));
-  layer.cols = static_cast<std::int64_t>(weight->shape(1));
+  layer.weight = read_floats(weight, 2, weight_field);
+  layer.rows = static_cast<std::int64_t>(weight.shape(0));
+  layer.cols = static_cast<std::int64_t>(weight.shape(1));
   if (bias) {
-    layer.bias = read_floats(*bias, 1, what + "_bias");
+    layer.bias = read_floats(*bias, 1, bias_field);
     if (std::cmp_not_equal(layer.bias.size(), layer.rows))
-      detail::fail(what + "_bias", "must have shape [", layer.rows, "] (the weight's rows), got [", layer.bias.size(), "]");
+      detail::fail(bias_field, "must have shape [", layer.rows, "] (the weight's rows), got [", layer.bias.size(), "]");
   }
   return layer;
+}
+
+/// A head's layers as a Dispatcher is given them: one weight (and its bias
+/// beside it, as `what`_bias), or a list of seqpool.Dense layers, each with
+/// its own bias and activation function.
+using given_layers = std::variant<any_tensor, layer_weights, std::vector<layer_weights>>;
+
+std::vector<layer_weights> read_stack(std::optional<given_layers> given, const std::optional<any_tensor>& bias,
+                                      const std::string& what) {
+  if (!given) {
+    if (bias) detail::fail(what + "_bias", "is given without a ", what);
+    return {};
+  }
+  if (const auto* weight = std::get_if<any_tensor>(&*given)) return {read_layer(*weight, bias, what, what + "_bias")};
+  if (bias) detail::fail(what + "_bias", "goes with one weight; a Dense layer has its own bias");
+  if (auto* layer = std::get_if<layer_weights>(&*given)) return {std::move(*layer)};
+  auto& layers = std::get<std::vector<layer_weights>>(*given);
+  if (layers.empty() || std::cmp_greater(layers.size(), dense_stack::most_layers))
+    detail::fail(what, "a list of 1 to ", dense_stack::most_layers, " Dense layers, got ", layers.size());
+  return std::move(layers);
+}
+
+activation_function activation_of(const std::string& name) {
+  if (const std::optional<activation_function> found = activation_named(name)) return *found;
+  detail::fail("activation", "expected \"identity\", \"tanh\", \"gelu\" or \"relu\", got \"" + name + "\"");
 }
 
 result_kind result_named(const std::string& name) {
@@ -185,15 +210,15 @@ class dispatcher_object {
  public:
   dispatcher_object(std::int64_t hidden_size, std::optional<std::string> embed, std::optional<std::string> classify,
                     std::optional<std::string> token_embed, std::optional<std::string> token_classify,
-                    std::optional<any_tensor> projector, std::optional<any_tensor> projector_bias,
-                    std::optional<any_tensor> classifier, std::optional<any_tensor> classifier_bias,
+                    std::optional<given_layers> projector, std::optional<any_tensor> projector_bias,
+                    std::optional<given_layers> classifier, std::optional<any_tensor> classifier_bias,
                     const std::string& problem, std::optional<float> logit_mean, std::optional<float> logit_sigma,
                     const std::string& result_dtype, const std::string& device, std::uintptr_t stream) {
     engine_config config;
     config.hidden_size = hidden_size;
     config.methods = {std::move(embed), std::move(classify), std::move(token_embed), std::move(token_classify)};
-    config.projector = read_layer(std::move(projector), std::move(projector_bias), "projector");
-    config.classifier = read_layer(std::move(classifier), std::move(classifier_bias), "classifier");
+    config.projector = read_stack(std::move(projector), projector_bias, "projector");
+    config.classifier = read_stack(std::move(classifier), classifier_bias, "classifier");
     config.problem = problem_named(problem);
     if (logit_mean.has_value() != logit_sigma.has_value())
       detail::fail("logit_mean", "and logit_sigma are given together (Platt scaling), or neither");
@@ -555,6 +580,31 @@ NB_MODULE(_seqpool, m) {
     }
   });
 
+  nb::class_<layer_weights>(m, "Dense")
+      .def(
+          "__init__",
+          [](layer_weights* made, const any_tensor& weight, const std::optional<any_tensor>& bias,
+             const std::string& activation) {
+            // Everything that may throw before the object is made: nanobind frees none that throws after.
+            layer_weights layer = read_layer(weight, bias, "weight", "bias");
+            layer.activation = activation_of(activation);
+            new (made) layer_weights(std::move(layer));
+          },
+          "weight"_a, "bias"_a = nb::none(), nb::kw_only(), "activation"_a = "identity",
+          "A dense layer of a head: f(x @ weight.T + bias), weight float32 [out, in] and bias [out] (copied), f "
+          "the activation function (identity, tanh, gelu, relu).")
+      .def_prop_ro("out_features", [](const layer_weights& layer) { return layer.rows; })
+      .def_prop_ro("in_features", [](const layer_weights& layer) { return layer.cols; })
+      .def_prop_ro("activation",
+                   [](const layer_weights& layer) {
+                     return std::string(seqpool::activation_names[static_cast<std::size_t>(layer.activation)]);
+                   })
+      .def("__repr__", [](const layer_weights& layer) {
+        return "Dense(" + std::to_string(layer.cols) + " -> " + std::to_string(layer.rows) +
+               (layer.bias.empty() ? "" : ", bias") + ", activation=\"" +
+               std::string(seqpool::activation_names[static_cast<std::size_t>(layer.activation)]) + "\")";
+      });
+
   nb::class_<seqpool::pooling_params>(m, "PoolingParams")
       .def(
           "__init__",
@@ -626,8 +676,8 @@ NB_MODULE(_seqpool, m) {
 
   nb::class_<dispatcher_object>(m, "Dispatcher")
       .def(nb::init<std::int64_t, std::optional<std::string>, std::optional<std::string>, std::optional<std::string>,
-                    std::optional<std::string>, std::optional<any_tensor>, std::optional<any_tensor>,
-                    std::optional<any_tensor>, std::optional<any_tensor>, const std::string&,
+                    std::optional<std::string>, std::optional<given_layers>, std::optional<any_tensor>,
+                    std::optional<given_layers>, std::optional<any_tensor>, const std::string&,
                     std::optional<float>, std::optional<float>, const std::string&, const std::string&,
                     std::uintptr_t>(),
            "hidden_size"_a, nb::kw_only(), "embed"_a = nb::none(), "classify"_a = nb::none(),

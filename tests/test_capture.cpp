@@ -212,7 +212,7 @@ TEST_CASE("forward runs the plan the last reserve() was for, once, and throws be
   check_space(device);
 }
 
-TEST_CASE("each pooler makes one launch, two with a linear layer, and none with nothing to do") {
+TEST_CASE("each pooler makes one launch, one more with a linear layer (but a token pooler), none with nothing to do") {
   // A token method's layer reads the rows it returns where they lie: no launch gathers them first.
   device_omp space;
   seqpool::state_store<device_omp> state(space);

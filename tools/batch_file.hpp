@@ -206,9 +206,6 @@ inline npy_array read_named_array(const object_reader& object, std::string_view 
   }
 }
 
-/// The names of the activation functions a layer may name, in activation_function's order.
-inline constexpr std::array<std::string_view, 4> activation_names{"identity", "tanh", "gelu", "relu"};
-
 /// The weight, bias and activation function a layer object names, if it names
 /// a weight; weight and bias must be <f4 and fit each other. Whether the weight
 /// fits the rows it will see is checked per request.
@@ -221,10 +218,9 @@ inline std::optional<layer_file> read_layer(const object_reader& layer, const st
   layer_file read{read_named_array(layer, "weight", folder, weight_dtypes), std::nullopt};
   if (layer.has("activation")) {
     const std::string wanted = layer.string("activation");
-    const auto found = std::ranges::find(activation_names, wanted);
-    if (found == activation_names.end())
-      layer.fail_at("activation", "\"" + wanted + "\" is not identity, tanh, gelu or relu");
-    read.activation = static_cast<activation_function>(found - activation_names.begin());
+    const std::optional<activation_function> found = activation_named(wanted);
+    if (!found) layer.fail_at("activation", "\"" + wanted + "\" is not identity, tanh, gelu or relu");
+    read.activation = *found;
   }
   if (read.weight.descr != "<f4" || read.weight.shape.size() != 2 || read.weight.shape[0] < 1 ||
       read.weight.shape[1] < 1)

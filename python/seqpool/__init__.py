@@ -13,9 +13,10 @@ Engines call the three phases themselves (SPEC section 12):
     out = dispatcher.forward(hidden, plan)  # the step: no sync, no allocation
     rows = seqpool.split(torch.from_dlpack(out), plan)
 """
-from ._seqpool import DeviceError, Dispatcher, GraphUpload, Plan, PoolingParams, has_cuda
+from ._seqpool import Dense, DeviceError, Dispatcher, GraphUpload, Plan, PoolingParams, has_cuda
 
-__all__ = ["DeviceError", "Dispatcher", "GraphUpload", "Plan", "PoolingParams", "has_cuda", "pooler", "pool", "split"]
+__all__ = ["Dense", "DeviceError", "Dispatcher", "GraphUpload", "Plan", "PoolingParams", "has_cuda", "pooler", "pool",
+           "split"]
 
 TOKEN_METHODS = ("all", "step")
 

@@ -211,6 +211,45 @@ def test_a_dispatcher_with_mixed_tasks_and_integer_ids():
         assert np.array_equal(a, b)
 
 
+def test_heads_of_several_dense_layers():
+    """A head's layers as a list of seqpool.Dense, each output through its layer's activation
+    function: a Dense expansion and projection back (GELU between), BERT's pooler (dense, tanh)
+    before a classifier, one layer with an activation; each task against the reference."""
+    rng = np.random.default_rng(13)
+    hidden_size = 12
+    lengths = [4, 1, 9, 3]
+
+    def weight(out, inputs):
+        return (rng.normal(size=(out, inputs)) / np.sqrt(inputs)).astype(np.float32)
+
+    up, up_bias, down = weight(20, hidden_size), rng.normal(size=20).astype(np.float32), weight(6, 20)
+    pooler, pooler_bias, labels = weight(hidden_size, hidden_size), rng.normal(size=hidden_size).astype(np.float32), \
+        weight(3, hidden_size)
+    projector = [(up, up_bias, "gelu"), (down, None, "identity")]
+    classifier = [(pooler, pooler_bias, "tanh"), (labels, None)]
+    dispatcher = seqpool.Dispatcher(hidden_size, embed="mean", classify="cls", token_embed="all",
+                                    token_classify="all",
+                                    projector=[seqpool.Dense(up, up_bias, activation="gelu"), seqpool.Dense(down)],
+                                    classifier=[seqpool.Dense(pooler, pooler_bias, activation="tanh"),
+                                                seqpool.Dense(labels)])
+    tasks = ["embed", "classify", "token_embed", "token_classify"]
+    methods = {"embed": "mean", "classify": "cls", "token_embed": "all", "token_classify": "all"}
+    hidden = rng.normal(size=(sum(lengths), hidden_size)).astype(np.float32)
+    results = seqpool.pool(dispatcher, hidden, lengths, tasks=tasks)
+    starts = np.concatenate([[0], np.cumsum(lengths)])
+    for i, n in enumerate(lengths):
+        close(results[i], expected(methods[tasks[i]], tasks[i], hidden[starts[i]:starts[i] + n], {},
+                                   projector=projector, classifier=classifier))
+    # One layer with an activation function, given as a Dense.
+    relu = seqpool.Dense(down @ up, activation="relu")
+    assert (relu.in_features, relu.out_features, relu.activation) == (hidden_size, 6, "relu")
+    assert repr(relu) == 'Dense(12 -> 6, activation="relu")'
+    results = seqpool.pool(seqpool.pooler(hidden_size, "max", projector=relu), hidden, lengths)
+    for i, n in enumerate(lengths):
+        close(results[i], expected("max", "embed", hidden[starts[i]:starts[i] + n], {},
+                                   projector=[(down @ up, None, "relu")]))
+
+
 def test_the_sync_contract_holds_and_the_audit_is_readable():
     dispatcher = seqpool.pooler(8, "mean")
     hidden = np.ones((10, 8), np.float32)
@@ -249,6 +288,19 @@ def test_refusals_raise_value_error_with_seqpools_message():
     refuses("projector: must hold float32", seqpool.Dispatcher, 4, embed="cls", projector=np.ones((2, 4)))
     refuses("projector_bias: must have shape [2]", seqpool.Dispatcher, 4, embed="cls",
             projector=np.ones((2, 4), np.float32), projector_bias=np.ones(3, np.float32))
+    ones = np.ones((2, 4), np.float32)
+    refuses("activation: expected", seqpool.Dense, ones, activation="softmax")
+    refuses("weight: must have 2 dimensions", seqpool.Dense, np.ones(4, np.float32))
+    refuses("bias: must have shape [2]", seqpool.Dense, ones, np.ones(3, np.float32))
+    refuses("projector_bias: goes with one weight", seqpool.Dispatcher, 4, embed="cls",
+            projector=[seqpool.Dense(ones)], projector_bias=np.ones(2, np.float32))
+    refuses("projector_bias: goes with one weight", seqpool.Dispatcher, 4, embed="cls",
+            projector=seqpool.Dense(ones), projector_bias=np.ones(2, np.float32))
+    refuses("classifier: a list of 1 to 4 Dense layers, got 0", seqpool.Dispatcher, 4, classify="cls", classifier=[])
+    refuses("classifier: a list of 1 to 4 Dense layers, got 5", seqpool.Dispatcher, 4, classify="cls",
+            classifier=[seqpool.Dense(np.ones((4, 4), np.float32))] * 5)
+    refuses("projector: layer 1 takes 3 inputs but layer 0 gives 2", seqpool.Dispatcher, 4, embed="cls",
+            projector=[seqpool.Dense(ones), seqpool.Dense(np.ones((2, 3), np.float32))])
     refuses("ids", dispatcher.plan, [2], ids=[1.5])
     refuses("params", dispatcher.plan, [2], params=["mean"])
     refuses("prompt_lens", dispatcher.plan, np.array([[2]]))

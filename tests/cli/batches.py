@@ -4,6 +4,7 @@ The reference here is numpy code written from docs/SPEC.md, independent of the C
 reference the unit tests use.
 """
 import json
+import math
 import os
 import pathlib
 import subprocess
@@ -160,22 +161,33 @@ def pool(method, prompt, params, token_ids=None):
     return rows
 
 
+ACTIVATIONS = {"identity": lambda x: x, "tanh": np.tanh, "relu": lambda x: np.where(x < 0, 0.0, x),
+               "gelu": lambda x: 0.5 * x * (1 + np.vectorize(math.erf)(x / math.sqrt(2)))}
+
+
+def dense(rows, layers):
+    """A head's layers in turn (SPEC section 4): one (weight, bias), or a list of
+    (weight, bias) or (weight, bias, activation) layers."""
+    for weight, bias, *activation in layers if isinstance(layers, list) else [layers]:
+        rows = rows @ np.asarray(weight, np.float64).T + (0 if bias is None else np.asarray(bias, np.float64))
+        rows = ACTIVATIONS[activation[0] if activation else "identity"](rows)
+    return rows
+
+
 def head(rows, task, params, projector=None, classifier=None, problem_type="single_label", platt=None):
     """SPEC section 4, applied to one row or to each row of a matrix."""
     rows = np.atleast_2d(rows)
     use_activation = params.get("use_activation", True)
     if task in ("embed", "token_embed"):
         if projector is not None:
-            weight, bias = projector
-            rows = rows @ np.asarray(weight, np.float64).T + (0 if bias is None else np.asarray(bias, np.float64))
+            rows = dense(rows, projector)
         if params.get("dimensions") is not None:
             rows = rows[:, : params["dimensions"]]
         if use_activation:
             rows = rows / np.maximum(np.linalg.norm(rows, axis=1, keepdims=True), 1e-12)
         return rows
     if classifier is not None:
-        weight, bias = classifier
-        rows = rows @ np.asarray(weight, np.float64).T + (0 if bias is None else np.asarray(bias, np.float64))
+        rows = dense(rows, classifier)
     if platt is not None:
         rows = (rows - platt[0]) / platt[1]
     if not use_activation or problem_type == "regression":

@@ -1,12 +1,15 @@
 // The dense layers a head runs on a pooled row before its epilogue (SPEC section 4).
 #pragma once
 
+#include <array>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <initializer_list>
 #include <limits>
+#include <optional>
 #include <span>
+#include <string_view>
 
 #include <seqpool/batch.hpp>
 #include <seqpool/config.hpp>
@@ -33,6 +36,17 @@ enum class activation_function : std::uint8_t {
   gelu,  ///< x · Φ(x) = 0.5 · x · (1 + erf(x / √2)), torch.nn.GELU()
   relu,  ///< max(x, 0); NaN stays NaN
 };
+
+/// The functions' names, in activation_function's order, as seqpool-run's
+/// batch files and the Python module spell them.
+inline constexpr std::array<std::string_view, 4> activation_names{"identity", "tanh", "gelu", "relu"};
+
+/// The function named `name`, if one is.
+constexpr std::optional<activation_function> activation_named(std::string_view name) {
+  for (std::size_t k = 0; k < activation_names.size(); ++k)
+    if (activation_names[k] == name) return static_cast<activation_function>(k);
+  return std::nullopt;
+}
 
 /// The function on one value; `activation_function` names which.
 SEQPOOL_HOST_DEVICE inline float activate(activation_function function, float x) {

@@ -37,7 +37,7 @@ struct apply_linear {
   };
 
   /// Rows a block takes for a layer of `in_features` inputs: as many as shared
-  /// memory holds, and one, read from the workspace, when not even that fits.
+  /// memory holds, and one, read where it lies for every output, when not even that fits.
   SEQPOOL_HOST_DEVICE static constexpr int rows_per_block(std::int64_t in_features) {
     const std::int64_t fit = Policy::linear_shared_floats / in_features;
     return fit < 1 ? 1 : fit < Policy::linear_rows ? static_cast<int>(fit) : Policy::linear_rows;
