@@ -665,12 +665,12 @@ class planner {
   /// layers writes the result and runs the epilogue, drafting 16-bit rows where
   /// the family says, and quantized rows where it drafts them all; a stack's
   /// outputs of every layer but the last lie in the workspace, a row's
-  /// together. Rows `in_place` (a token method's returned rows, where the
-  /// family projects them where they lie) take no workspace before the layers:
-  /// the caller writes where each lies into its linear record. In the output,
-  /// rows lie the values they take apart.
+  /// together. Rows `projected` where they lie (a token method's returned
+  /// rows, on a family that does so) take no workspace before the layers: the
+  /// caller writes where each lies into its linear record. In the output, rows
+  /// lie the values they take apart.
   destination route_results(std::int32_t record, std::size_t result, std::int64_t rows, std::int64_t pooled_width,
-                            std::int64_t out_width, std::int64_t held_width, bool in_place = false) {
+                            std::int64_t out_width, std::int64_t held_width, bool projected = false) {
     const std::int64_t out_values = values_of(out_width);
     const result_slice slice{align_values(output_end_, shape_.result_bytes), rows, out_values};
     share_.results[result] = slice;
@@ -684,14 +684,14 @@ class planner {
               out_width, slice.offset};
     }
     const std::int64_t between = shape_.between_floats;
-    if (between == 0 && !in_place && Algorithms::linear_in_item(pooled_width, out_width, rounding))
+    if (between == 0 && !projected && Algorithms::linear_in_item(pooled_width, out_width, rounding))
       return {target::output, slice.offset, pooled_width, finish | through_linear, out_values, 0, out_width};
-    const std::int64_t pooled = in_place ? -1 : share_.take_workspace(rows * pooled_width);
+    const std::int64_t pooled = projected ? -1 : share_.take_workspace(rows * pooled_width);
     const bool draft = always_drafted || (rounding && Algorithms::drafts_linear_rows(out_width));
     const std::int64_t drafts = draft ? share_.take_workspace(rows * out_width) : -1;
     const std::int64_t betweens = between > 0 ? share_.take_workspace(rows * between) : -1;
     for (std::int64_t k = 0; k < rows; ++k)
-      share_.records.linears.push_back({in_place ? -1 : pooled + k * pooled_width, -1, slice.offset + k * out_values,
+      share_.records.linears.push_back({projected ? -1 : pooled + k * pooled_width, -1, slice.offset + k * out_values,
                                         draft ? drafts + k * out_width : -1, between > 0 ? betweens + k * between : -1,
                                         record, static_cast<std::int32_t>(out_width)});
     return {target::workspace, pooled, pooled_width, finish, pooled_width};
