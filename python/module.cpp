@@ -167,8 +167,8 @@ layer_weights read_layer(const any_tensor& weight, const std::optional<any_tenso
 }
 
 /// A head's layers as a Dispatcher is given them: one weight (and its bias
-/// beside it, as `what`_bias), or a list of seqpool.Dense layers, each with
-/// its own bias and activation function.
+/// beside it, as `what`_bias), or a seqpool.Dense or a list of 1 to 4, each
+/// with its own bias and activation function.
 using given_layers = std::variant<any_tensor, layer_weights, std::vector<layer_weights>>;
 
 std::vector<layer_weights> read_stack(std::optional<given_layers> given, const std::optional<any_tensor>& bias,
