@@ -188,7 +188,7 @@ std::vector<layer_weights> read_stack(std::optional<given_layers> given, const s
 
 activation_function activation_of(const std::string& name) {
   if (const std::optional<activation_function> found = activation_named(name)) return *found;
-  detail::fail("activation", "expected \"identity\", \"tanh\", \"gelu\" or \"relu\", got \"" + name + "\"");
+  detail::fail("activation", "expected " + activation_name_list() + ", got \"" + name + "\"");
 }
 
 result_kind result_named(const std::string& name) {

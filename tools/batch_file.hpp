@@ -219,7 +219,7 @@ inline std::optional<layer_file> read_layer(const object_reader& layer, const st
   if (layer.has("activation")) {
     const std::string wanted = layer.string("activation");
     const std::optional<activation_function> found = activation_named(wanted);
-    if (!found) layer.fail_at("activation", "\"" + wanted + "\" is not identity, tanh, gelu or relu");
+    if (!found) layer.fail_at("activation", "\"" + wanted + "\" is not " + activation_name_list());
     read.activation = *found;
   }
   if (read.weight.descr != "<f4" || read.weight.shape.size() != 2 || read.weight.shape[0] < 1 ||

@@ -156,7 +156,7 @@ class pooling_unit {
     const dense_stack layers = head_.layers();  // a head gives its layers by value
     return {.hidden_size = hidden_size_,
             .has_linear = layers.present(),
-            .between_floats = layers.present() ? layers.between_floats() : 0,
+            .between_floats = layers.between_floats(),
             .result_bytes = static_cast<std::int64_t>(sizeof(Result)),
             .bounded = bounded,
             .quantized = quantized_element<Result>,

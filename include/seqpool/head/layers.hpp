@@ -9,6 +9,7 @@
 #include <limits>
 #include <optional>
 #include <span>
+#include <string>
 #include <string_view>
 
 #include <seqpool/batch.hpp>
@@ -46,6 +47,14 @@ constexpr std::optional<activation_function> activation_named(std::string_view n
   for (std::size_t k = 0; k < activation_names.size(); ++k)
     if (activation_names[k] == name) return static_cast<activation_function>(k);
   return std::nullopt;
+}
+
+/// The names as a message lists them: "identity, tanh, gelu or relu".
+inline std::string activation_name_list() {
+  std::string list;
+  for (std::size_t k = 0; k < activation_names.size(); ++k)
+    list.append(k == 0 ? "" : k + 1 < activation_names.size() ? ", " : " or ").append(activation_names[k]);
+  return list;
 }
 
 /// The function on one value; `activation_function` names which.
