@@ -102,6 +102,23 @@ TEST_CASE_TEMPLATE("a sequence method sends a fixed number of bytes a request, w
   MESSAGE("CLS sends ", per_request, " bytes a request");
 }
 
+TEST_CASE("a capacity bounds no workspace for the rows a device token method's dense layers read where they lie") {
+  const seqpool::capacity limits{.requests = 4, .rows = 4096, .result_rows = 4096, .columns = 0};
+  for (const std::int64_t between : {std::int64_t{0}, std::int64_t{23}}) {
+    CAPTURE(between);
+    const seqpool::detail::pooler_shape shape{
+        .hidden_size = 1024, .has_linear = true, .between_floats = between, .result_bytes = 4};
+    using device_planner = seqpool::detail::planner<seqpool::detail::device::algorithms<>>;
+    using host_planner = seqpool::detail::planner<seqpool::detail::host::algorithms<>>;
+    // The host gathers each returned row into the workspace for the layers' pass.
+    CHECK(host_planner::bounds(limits, shape, 128, true).workspace_floats >=
+          limits.result_rows * (shape.hidden_size + between));
+    // The device's first layer reads each where it lies: only a stack's outputs between layers take room.
+    CHECK(device_planner::bounds(limits, shape, 128, true).workspace_floats ==
+          limits.result_rows * between + 6 * limits.requests);
+  }
+}
+
 TEST_CASE("a captured token step's image grows with its capacity's requests, not with its rows") {
   using device_omp = seqpool::device_space<seqpool::omp_backend>;
   device_omp space;

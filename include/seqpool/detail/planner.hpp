@@ -110,8 +110,10 @@ class planner {
       most.records.gather_bases = static_cast<std::size_t>(Algorithms::policy::gather_units + 1);
       most.records.columns = static_cast<std::size_t>(limits.columns);
       if (shape.has_linear) {
+        // A family that projects returned rows where they lie gathers none into the workspace.
+        const std::int64_t gathered = Algorithms::projects_returned_rows ? 0 : hidden_size;
         most.records.linears = static_cast<std::size_t>(limits.result_rows);
-        most.workspace_floats = limits.result_rows * (hidden_size + shape.between_floats) + 6 * limits.requests;
+        most.workspace_floats = limits.result_rows * (gathered + shape.between_floats) + 6 * limits.requests;
       }
       most.output_per_request = align_slack;
       most.output_per_result_row = widest_result;
