@@ -12,6 +12,7 @@
 #include <string>
 #include <string_view>
 #include <tuple>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -314,7 +315,7 @@ using methods = decltype(std::tuple_cat(typename alternatives<seqpool::method::a
 
 template <class Space, std::size_t... Pairs>
 void compare_pairs(std::index_sequence<Pairs...>) {
-  const auto one = []<std::size_t Pair>() {
+  const auto one = []<std::size_t Pair>(std::integral_constant<std::size_t, Pair>) {
     if constexpr (Pair % SEQPOOL_TEST_PARTS == SEQPOOL_TEST_PART) {
       using method = std::tuple_element_t<Pair / combination_count, methods>;
       using chosen = std::tuple_element_t<Pair % combination_count, combinations>;
@@ -322,7 +323,7 @@ void compare_pairs(std::index_sequence<Pairs...>) {
       chosen::template compare<method, Space>(static_cast<std::uint32_t>(Pair * 100 + 1));
     }
   };
-  (one.template operator()<Pairs>(), ...);
+  (one(std::integral_constant<std::size_t, Pairs>{}), ...);
 }
 
 }  // namespace random_cases
