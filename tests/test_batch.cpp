@@ -1,4 +1,6 @@
 // The host-side layout of a step: derived fields, task groups, validation.
+#include <string>
+
 #include <doctest/doctest.h>
 
 #include <seqpool/batch.hpp>
@@ -88,6 +90,20 @@ TEST_CASE("bad metadata is rejected with the request index, its id and the field
                  "request 0 (id \"o\"): num_computed + num_scheduled: 3 + 4 exceeds prompt_len 5");
   check_rejected({{whole("d", task::embed, 1), whole("e", task::classify, 1), whole("d", task::embed, 1)}},
                  "request 2 (id \"d\"): id: appears twice in one step (first as request 0)");
+}
+
+TEST_CASE("among thousands of requests, every repeated id is found and no distinct one is taken for another") {
+  // Ids that share prefixes and lengths, so that the table's probes meet other ids often.
+  seqpool::batch step;
+  for (int k = 0; k < 5000; ++k) step.requests.push_back(whole("cmpl-" + std::to_string(k), task::embed, 1));
+  CHECK(seqpool::lay_out(step).chunks.size() == 5000);
+  for (const int repeated : {0, 1234, 4999}) {
+    CAPTURE(repeated);
+    seqpool::batch twice = step;
+    twice.requests.push_back(whole("cmpl-" + std::to_string(repeated), task::embed, 1));
+    check_rejected(twice, "request 5000 (id \"cmpl-" + std::to_string(repeated) +
+                              "\"): id: appears twice in one step (first as request " + std::to_string(repeated) + ")");
+  }
 }
 
 TEST_CASE("a padded layout's padding is right or left") {

@@ -179,27 +179,36 @@ namespace detail {
 /// Throws for the first of `count` requests, in order, whose id an earlier one
 /// already has; the k-th is requests[index_of(k)], and messages name that index.
 /// An open-addressing table in `buckets` (whose storage it reuses) allocates at
-/// most once, where a hash map would allocate a node per request.
+/// most once, where a hash map would allocate a node per request. An entry
+/// holds 1 + k in its low 32 bits (a step's records count requests in 32 bits)
+/// and the high half of the id's hash above them: a probe reads the other
+/// request's id (another cache line, often another allocation) only where the
+/// two hashes agree.
 template <class IndexOf>
 void check_unique_ids(std::span<const request> requests, std::size_t count, IndexOf index_of,
-                      std::vector<std::size_t>& buckets) {
+                      std::vector<std::uint64_t>& buckets) {
+  constexpr std::uint64_t low_half = 0xffff'ffffu;
   const std::size_t size = std::bit_ceil(std::max<std::size_t>(2 * count, 16));
-  buckets.assign(size, 0);  // 1 + the k of the request whose id sits there
+  buckets.assign(size, 0);
   for (std::size_t k = 0; k < count; ++k) {
     const std::size_t index = index_of(k);
     const std::string_view id = requests[index].id;
-    std::size_t bucket = std::hash<std::string_view>{}(id) & (size - 1);
-    for (; buckets[bucket] != 0; bucket = (bucket + 1) & (size - 1))
-      if (requests[index_of(buckets[bucket] - 1)].id == id)
-        fail_request(index, id, "id", "appears twice in one step (first as request ", index_of(buckets[bucket] - 1),
-                     ")");
-    buckets[bucket] = k + 1;
+    const std::uint64_t hash = std::hash<std::string_view>{}(id);
+    const std::uint64_t tag = hash & ~low_half;
+    std::size_t bucket = hash & (size - 1);
+    for (; buckets[bucket] != 0; bucket = (bucket + 1) & (size - 1)) {
+      if ((buckets[bucket] & ~low_half) != tag) continue;
+      const std::size_t earlier = index_of((buckets[bucket] & low_half) - 1);
+      if (requests[earlier].id == id)
+        fail_request(index, id, "id", "appears twice in one step (first as request ", earlier, ")");
+    }
+    buckets[bucket] = tag | (k + 1);
   }
 }
 
 /// lay_out() into `layout`, reusing its storage and that of `id_table` (the check of unique ids).
 inline void lay_out_into(std::span<const request> requests, std::optional<padded_rows> padded, step_layout& layout,
-                         std::vector<std::size_t>& id_table) {
+                         std::vector<std::uint64_t>& id_table) {
   layout.chunks.clear();
   layout.groups.clear();
   layout.chunks.reserve(requests.size());
@@ -266,7 +275,7 @@ inline void chunks_in_step(const step_layout& layout, std::vector<chunk>& chunks
 /// request, its id and the field.
 inline step_layout lay_out(std::span<const request> requests, std::optional<padded_rows> padded = std::nullopt) {
   step_layout layout;
-  std::vector<std::size_t> id_table;
+  std::vector<std::uint64_t> id_table;
   detail::lay_out_into(requests, padded, layout, id_table);
   return layout;
 }

@@ -17,7 +17,7 @@ namespace seqpool::detail {
 /// made into the same step_plan.
 struct plan_scratch {
   step_layout layout;
-  std::vector<std::size_t> id_table;  ///< the layout's check of unique ids
+  std::vector<std::uint64_t> id_table;  ///< the layout's check of unique ids
   std::vector<chunk> chunks;          ///< the layout's chunks, rows counted from the step's first row
   std::vector<std::size_t> chosen;    ///< one entry's requests
   planner_scratch planner;

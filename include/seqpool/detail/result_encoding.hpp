@@ -19,7 +19,7 @@ inline constexpr int columns_per_value = std::is_same_v<Result, binary> || std::
 
 /// The output values a result row of `width` columns takes, `per_value` columns a value.
 SEQPOOL_HOST_DEVICE constexpr std::int64_t values_of(std::int64_t width, std::int64_t per_value) {
-  return (width + per_value - 1) / per_value;
+  return per_value == 1 ? width : (width + per_value - 1) / per_value;  // no division for most result types
 }
 
 /// The same for results of type Result.
