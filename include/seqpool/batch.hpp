@@ -180,10 +180,10 @@ namespace detail {
 /// already has; the k-th is requests[index_of(k)], and messages name that index.
 /// An open-addressing table in `buckets` (whose storage it reuses) allocates at
 /// most once, where a hash map would allocate a node per request. An entry
-/// holds 1 + k in its low 32 bits (a step's records count requests in 32 bits)
-/// and the high half of the id's hash above them: a probe reads the other
-/// request's id (another cache line, often another allocation) only where the
-/// two hashes agree.
+/// holds 1 + k in its low 32 bits (1 + k ≤ count fits: 2^32 requests of
+/// sizeof(request) bytes each would take over a terabyte) and the high half of
+/// the id's hash above them: a probe reads the other request's id (another
+/// cache line, often another allocation) only where the two hashes agree.
 template <class IndexOf>
 void check_unique_ids(std::span<const request> requests, std::size_t count, IndexOf index_of,
                       std::vector<std::uint64_t>& buckets) {

@@ -289,7 +289,8 @@ def test_refusals_raise_value_error_with_seqpools_message():
     refuses("projector_bias: must have shape [2]", seqpool.Dispatcher, 4, embed="cls",
             projector=np.ones((2, 4), np.float32), projector_bias=np.ones(3, np.float32))
     ones = np.ones((2, 4), np.float32)
-    refuses("activation: expected", seqpool.Dense, ones, activation="softmax")
+    refuses('activation: expected "identity", "tanh", "gelu" or "relu", got "softmax"', seqpool.Dense, ones,
+            activation="softmax")
     refuses("weight: must have 2 dimensions", seqpool.Dense, np.ones(4, np.float32))
     refuses("bias: must have shape [2]", seqpool.Dense, ones, np.ones(3, np.float32))
     refuses("projector_bias: goes with one weight", seqpool.Dispatcher, 4, embed="cls",

@@ -373,7 +373,7 @@ class Errors(unittest.TestCase):
                           "projector.layers[1]: expected an object", write)
         self.config_error(lambda s: s.update(classifier=3), "classifier: expected an object", write)
         self.config_error(lambda s: s.update(projector={"weight": "w.npy", "activation": "swish"}),
-                          'projector.activation: "swish" is not identity, tanh, gelu or relu', write)
+                          'projector.activation: "swish" is not "identity", "tanh", "gelu" or "relu"', write)
         self.config_error(lambda s: s.update(classifier={"activation": "tanh"}),
                           "classifier.activation: given without a weight", write)
         # The library refuses a stack whose layers do not chain: 2 outputs into a layer of 3 inputs.

@@ -89,9 +89,9 @@ bool close(const test::matrix& actual, const test::matrix& expected) {
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   FuzzedDataProvider in(data, size);
   const std::int64_t hidden_size = in.ConsumeIntegralInRange<std::int64_t>(1, 9);
-  const char* sequences[] = {"cls", "last", "mean", "max"};
+  const char* sequences[] = {"cls", "last", "mean", "max", "weighted_mean", "mean_sqrt_len"};
   const char* tokens[] = {"all", "step"};
-  const char* sequence = sequences[in.ConsumeIntegralInRange(0, 3)];
+  const char* sequence = sequences[in.ConsumeIntegralInRange(0, 5)];
   const char* token = tokens[in.ConsumeIntegralInRange(0, 1)];
   engine<seqpool::host_space> host(hidden_size, sequence, token);
   engine<seqpool::device_space<seqpool::omp_backend>> device(hidden_size, sequence, token);

@@ -49,11 +49,13 @@ constexpr std::optional<activation_function> activation_named(std::string_view n
   return std::nullopt;
 }
 
-/// The names as a message lists them: "identity, tanh, gelu or relu".
+/// The names as a message lists them, quoted as a user writes them: `"identity", "tanh", "gelu" or "relu"`.
 inline std::string activation_name_list() {
   std::string list;
   for (std::size_t k = 0; k < activation_names.size(); ++k)
-    list.append(k == 0 ? "" : k + 1 < activation_names.size() ? ", " : " or ").append(activation_names[k]);
+    list.append(k == 0 ? "\"" : k + 1 < activation_names.size() ? ", \"" : " or \"")
+        .append(activation_names[k])
+        .append("\"");
   return list;
 }
 
