@@ -282,8 +282,10 @@ class step_runner {
     std::vector<std::size_t>& chosen = scratch.chosen;
     for_each_unit([&](std::size_t entry, const auto& unit) {
       chosen.clear();
-      for (std::size_t i = 0; i < step.requests.size(); ++i)
-        if (step.requests[i].task == tasks[entry]) chosen.push_back(i);
+      for (const task_group& group : layout.groups)  // the groups hold the requests' tasks: no pass over the requests
+        if (group.task == tasks[entry])
+          for (std::size_t i = group.first_request; i < group.first_request + group.num_requests; ++i)
+            chosen.push_back(i);
       if (chosen.empty()) return;
       const std::int64_t output_begin = detail::align_values(program.output_size, sizeof(Result));
       detail::share& planned = program.shares.next();

@@ -225,40 +225,41 @@ TEST_CASE_TEMPLATE_DEFINE("a dispatcher step captured after the ring wrapped rep
 
 namespace capture_cases {
 
-/// A pooler of Result results captured once and replayed for steps of other
-/// sizes and chunks, each equal to the host's float results (16-bit: rounded,
-/// within one step of the 16-bit type, since host and device add in other orders).
-template <class Space, class Result>
-void pooler_capture_with() {
-  CAPTURE(sizeof(Result));
-  using graph_type = test::captured_graph<Space>;
-  const seqpool::capacity limits{.requests = 4, .rows = 1200};
-  Space space{graph_type::backend()};
-  seqpool::state_store<Space> state(space);
-  seqpool::pooler<method::mean, head::embed, Space, Result> pooler(space, hidden_size);
-  pooler.reserve_capacity(limits);
-  seqpool::host_space host;
-  seqpool::state_store<seqpool::host_space> host_state(host);
-  seqpool::pooler<method::mean, head::embed, seqpool::host_space> reference(host, hidden_size);
+/// Steps of the pooler cases: a long prompt in chunks of 500, 100 and 500 rows
+/// beside short whole prompts, then whole prompts up to the capacity's rows.
+std::vector<std::vector<seqpool::request>> replayed_steps(task pooling_task) {
+  return {
+      {test::part("long", pooling_task, 1100, 0, 500), test::whole("a", pooling_task, 3)},
+      {test::whole("b", pooling_task, 1), test::part("long", pooling_task, 1100, 500, 100),
+       test::whole("c", pooling_task, 90)},
+      {test::part("long", pooling_task, 1100, 600, 500)},
+      {test::whole("d", pooling_task, 700), test::whole("e", pooling_task, 2), test::whole("f", pooling_task, 300)},
+      {test::whole("g", pooling_task, 1200)},
+      {test::whole("h", pooling_task, 5)},
+  };
+}
 
+/// `pooler`, sized for `limits`, captured at the first of `steps` and replayed
+/// for the others, each step equal to `reference`'s in `host` (float results)
+/// within `tolerance`. Request "long" continues across the steps.
+template <class Space, class Pooler, class Reference>
+void replay_against(Space& space, Pooler& pooler, seqpool::host_space& host, Reference& reference,
+                    const seqpool::capacity& limits, const std::vector<std::vector<seqpool::request>>& steps,
+                    double tolerance) {
+  using graph_type = test::captured_graph<Space>;
+  using Result = typename Pooler::result_type;
+  seqpool::state_store<Space> state(space);
+  seqpool::state_store<seqpool::host_space> host_state(host);
+  pooler.reserve_capacity(limits);
   seqpool::buffer<Result, Space> output(space, static_cast<std::size_t>(pooler.output_capacity()));
   seqpool::buffer<float, Space> hidden(space, static_cast<std::size_t>(limits.rows * hidden_size));
   auto home = pooler.reserve_graph();
   std::optional<graph_type> graph;
-  const std::vector<float> prompt = [] {
-    std::vector<float> values(1200 * hidden_size);  // as many rows as the longest prompt below
+  const std::vector<float> prompt = [&] {
+    std::vector<float> values(static_cast<std::size_t>(limits.rows * hidden_size));  // the longest prompt's rows
     for (std::size_t i = 0; i < values.size(); ++i) values[i] = static_cast<float>(static_cast<int>(i % 29) - 14) / 7;
     return values;
   }();
-  // A long prompt in chunks of 500, 100 and 500 rows beside short whole prompts.
-  const std::vector<std::vector<seqpool::request>> steps{
-      {test::part("long", task::embed, 1100, 0, 500), test::whole("a", task::embed, 3)},
-      {test::whole("b", task::embed, 1), test::part("long", task::embed, 1100, 500, 100), test::whole("c", task::embed, 90)},
-      {test::part("long", task::embed, 1100, 600, 500)},
-      {test::whole("d", task::embed, 700), test::whole("e", task::embed, 2), test::whole("f", task::embed, 300)},
-      {test::whole("g", task::embed, 1200)},
-      {test::whole("h", task::embed, 5)},
-  };
   std::int64_t long_done = 0;
   for (std::size_t s = 0; s < steps.size(); ++s) {
     CAPTURE(s);
@@ -287,10 +288,52 @@ void pooler_capture_with() {
     const test::results actual = test::slice(plan, test::to_host(space, output));
     for (std::size_t i = 0; i < expected.size(); ++i) {
       REQUIRE(actual[i].has_value() == expected[i].has_value());
-      if (expected[i]) test::check_close(*actual[i], *expected[i], std::is_same_v<Result, float> ? 1e-5 : 1e-2);
+      if (expected[i]) test::check_close(*actual[i], *expected[i], tolerance);
     }
   }
   CHECK(state.size() == 0);
+}
+
+/// A MEAN pooler of Result results captured once and replayed for steps of
+/// other sizes and chunks (16-bit results: within one step of the 16-bit type,
+/// since host and device add in other orders).
+template <class Space, class Result>
+void pooler_capture_with() {
+  CAPTURE(sizeof(Result));
+  Space space{test::captured_graph<Space>::backend()};
+  seqpool::pooler<method::mean, head::embed, Space, Result> pooler(space, hidden_size);
+  seqpool::host_space host;
+  seqpool::pooler<method::mean, head::embed, seqpool::host_space> reference(host, hidden_size);
+  replay_against(space, pooler, host, reference, {.requests = 4, .rows = 1200}, replayed_steps(task::embed),
+                 std::is_same_v<Result, float> ? 1e-5 : 1e-2);
+}
+
+/// An ALL pooler whose embed head is a stack of two dense layers (40 → 23, tanh,
+/// then 23 → 16), of Result results, captured once and replayed: the long
+/// prompt's first chunks stash their rows in its state, and its last chunk
+/// passes them through the stack with its own, 1100 result rows. The
+/// capacity's workspace counts no gathered rows for a family that projects
+/// returned rows where they lie: the outputs between the layers and the
+/// drafts, for every result row the capacity allows, must still fit.
+template <class Space, class Result>
+void token_stack_capture_with() {
+  CAPTURE(sizeof(Result));
+  constexpr std::int64_t between = 23;
+  constexpr std::int64_t embedded = 16;
+  const std::vector<float> weights = test::drawn_values(between * (hidden_size + embedded), 7, 0.2f);
+  const auto stack = [](const float* dense) {
+    return seqpool::dense_stack{{{dense, nullptr, between, hidden_size}, seqpool::activation_function::tanh},
+                                {{dense + between * hidden_size, nullptr, embedded, between}}};
+  };
+  Space space{test::captured_graph<Space>::backend()};
+  const seqpool::buffer<float, Space> dense = test::to_space(space, weights);
+  seqpool::pooler<method::all, head::embed, Space, Result> pooler(space, hidden_size, method::all{},
+                                                                  head::embed(stack(dense.data())));
+  seqpool::host_space host;
+  seqpool::pooler<method::all, head::embed, seqpool::host_space> reference(host, hidden_size, method::all{},
+                                                                           head::embed(stack(weights.data())));
+  replay_against(space, pooler, host, reference, {.requests = 4, .rows = 1200, .result_rows = 1200},
+                 replayed_steps(task::token_embed), std::is_same_v<Result, float> ? 1e-5 : 1e-2);
 }
 
 }  // namespace capture_cases
@@ -299,6 +342,12 @@ TEST_CASE_TEMPLATE_DEFINE("a pooler step captured once replays for batches of ot
                           pooler_capture) {
   capture_cases::pooler_capture_with<Space, float>();
   capture_cases::pooler_capture_with<Space, seqpool::bfloat16>();
+}
+
+TEST_CASE_TEMPLATE_DEFINE("a token pooler with a stack of layers, captured once, projects stashed and fresh rows on replay",
+                          Space, token_stack_capture) {
+  capture_cases::token_stack_capture_with<Space, float>();
+  capture_cases::token_stack_capture_with<Space, seqpool::bfloat16>();
 }
 
 TEST_CASE_TEMPLATE_DEFINE("the device kernels give the same results, bit for bit, whatever the wave their grids are cut to",

@@ -19,4 +19,5 @@ using capture_spaces =
 
 TEST_CASE_TEMPLATE_APPLY(dispatcher_capture, capture_spaces);
 TEST_CASE_TEMPLATE_APPLY(pooler_capture, capture_spaces);
+TEST_CASE_TEMPLATE_APPLY(token_stack_capture, capture_spaces);
 TEST_CASE_TEMPLATE_APPLY(any_wave, capture_spaces);
