@@ -16,8 +16,11 @@ holds (65,536 registers, 228 KB of shared memory, 64 warps) and the bytes of
 global loads an SM can have in flight (what each thread loads before it uses a
 loaded value, times the SM's threads; for the kernels that read hidden states,
 their streaming loads of those alone), and fails when either falls below what the
-kernels have today: a guard of the design for when no GPU is at hand
-(docs/PERFORMANCE.md, GPU).
+kernels have today. For the kernels that read hidden states it follows a block's
+path through the data its loads return: the dependent loads before the first load
+of hidden states, the streaming loads a loop keeps in flight across its edge, and
+the dependent loads after the last; none may grow worse than today's. A guard of
+the design for when no GPU is at hand (docs/PERFORMANCE.md, GPU).
 
 usage: sass_check.py CUOBJDUMP SOURCE OUTDIR -- NVCC [ARGS...]
 """
@@ -70,6 +73,25 @@ BYTES_IN_FLIGHT_AT_LEAST = {"mean fp32": 128 * KB, "max fp32": 128 * KB, "mean b
                             "linear": 100 * KB, "projection bf16": 80 * KB}
 
 
+# The path of a block, for the kernels that read hidden states (today's values,
+# ceilings or floors): dependent loads before its first load of hidden states
+# (the image's header → work → tile → request for the pooling kernels; the
+# design's goal is one), streaming loads in flight across a loop's edge (the
+# candidate with two stages of loads issues the next stage's before it adds the
+# one it holds; the default none), and dependent loads after the last (the
+# arrivals, merges and epilogues; the goal is at most four round trips). The
+# dense layer's kernel over rows where they lie is scored before its first row
+# alone: what follows is its product with the weights, which shared memory
+# (taken as one value) links into one chain.
+LOADS_BEFORE_DATA_AT_MOST = {"mean bf16": 5, "max bf16": 5, "mean bf16 pipelined": 5, "mean bf16 to bf16": 5,
+                             "mean fp32": 4, "max fp32": 4, "mean fp32 pipelined": 4, "mean fp32 to int8": 4,
+                             "gather fp32": 8, "gather bf16": 9, "gather bf16 to ubinary": 9, "projection bf16": 4}
+CARRIED_AT_LEAST = {"mean bf16 pipelined": 8, "mean fp32 pipelined": 12}
+TAIL_ROUND_TRIPS_AT_MOST = {"mean bf16": 2, "max bf16": 2, "mean bf16 pipelined": 2, "mean bf16 to bf16": 3,
+                            "mean fp32": 3, "max fp32": 2, "mean fp32 pipelined": 2, "mean fp32 to int8": 3,
+                            "gather fp32": 3, "gather bf16": 3, "gather bf16 to ubinary": 3}
+
+
 def blocks_per_sm(registers, shared_bytes):
     """Blocks of THREADS threads one sm_90 SM holds: registers are given out per
     warp in units of 256, up to 65,536 an SM; 228 KB of shared memory (1 KB of
@@ -101,6 +123,117 @@ def bytes_before_use(code, kind=""):
             run = 0
             loaded.clear()
     return max(longest, run)
+
+
+# The SASS as instructions, in program order: address, guard predicate, opcode
+# with its modifiers, operands (the first is what it writes, where it writes).
+INSTRUCTION = re.compile(r"/\*([0-9a-f]{4,})\*/\s+(@!?U?P[T0-9]+\s+)?([A-Z0-9_.]+)\s*([^;]*);")
+REGISTER = re.compile(r"\b(U?R\d+|U?P\d+|RZ|PT|URZ|UPT)(\.64)?\b")
+WRITES_NOTHING = {"ST", "STG", "STS", "STL", "BRA", "EXIT", "BAR", "RED", "REDG", "MEMBAR", "BSYNC", "BSSY",
+                  "WARPSYNC", "NOP", "CALL", "RET", "YIELD", "DEPBAR", "ERRBAR", "CCTL", "FENCE"}
+
+
+def instructions(code):
+    found = []
+    for line in code.splitlines():
+        match = INSTRUCTION.search(line)
+        if match:
+            operands = [o.strip() for o in match.group(4).split(",")] if match.group(4).strip() else []
+            found.append((int(match.group(1), 16), (match.group(2) or "").strip().lstrip("@!"), match.group(3),
+                          operands))
+    return found
+
+
+def registers(operand, count=1):
+    """The registers an operand names: a pair for R2.64, `count` from its first otherwise."""
+    named = []
+    for name, pair in REGISTER.findall(operand):
+        if name in ("RZ", "PT", "URZ", "UPT"):
+            continue
+        kind = re.match(r"[A-Z]+", name).group(0)
+        first = int(name[len(kind):])
+        named += [f"{kind}{first + k}" for k in range(2 if pair else count)]
+    return named
+
+
+def is_global_load(opcode):
+    return opcode.split(".")[0] in ("LDG", "LD", "ATOMG", "ATOM")
+
+
+def is_streamed(opcode):
+    return opcode.startswith("LDG") and STREAMED in opcode
+
+
+def written_and_read(instruction):
+    """The registers and predicates an instruction writes and those it reads."""
+    _, guard, opcode, operands = instruction
+    read = registers(guard)
+    if opcode.split(".")[0] in WRITES_NOTHING or not operands:
+        return [], read + [r for o in operands for r in registers(o)]
+    size = re.search(r"\.(64|128)\b", opcode)
+    count = int(size.group(1)) // 32 if size and opcode.startswith(("LD", "ATOM")) else (
+        2 if ".WIDE" in opcode or ".64" in opcode else 1)
+    return registers(operands[0], count), read + [r for o in operands[1:] for r in registers(o)]
+
+
+def load_depths(code, begin=0):
+    """For each instruction from `begin`, the global loads that must return, one
+    after another, before its inputs are known: along registers and predicates,
+    shared memory taken as one value (a load from it waits for every store to it
+    before), kernel parameters (the constant bank) free; each loop's body counted once."""
+    depth, shared, found = {}, 0, []
+    for instruction in instructions(code)[begin:]:
+        written, read = written_and_read(instruction)
+        opcode = instruction[2]
+        inputs = max([depth.get(r, 0) for r in read] or [0])
+        if opcode.startswith("LDS"):
+            inputs = max(inputs, shared)
+        if opcode.startswith("STS"):
+            shared = max(shared, inputs)
+        found.append((instruction, inputs))
+        for register in written:
+            depth[register] = inputs + (1 if is_global_load(opcode) else 0)
+    return found
+
+
+def loads_before_data(code):
+    """Dependent global loads before the first streaming load of hidden states
+    (in program order) can issue: what the plan's records cost a block before
+    its first data load."""
+    return next(inputs for (_, _, opcode, _), inputs in load_depths(code) if is_streamed(opcode))
+
+
+def tail_round_trips(code):
+    """Dependent global loads (and atomics) after the last streaming load of
+    hidden states, in program order: the round trips of the arrivals, merges and
+    epilogues that follow the streaming (each loop's body counted once)."""
+    last = max(k for k, (_, _, opcode, _) in enumerate(instructions(code)) if is_streamed(opcode))
+    found = load_depths(code, last + 1)
+    return max([inputs + 1 for (_, _, opcode, _), inputs in found if is_global_load(opcode)] or [0])
+
+
+def carried_loads(code):
+    """Streaming loads inside a loop whose value its iteration does not use
+    before the loop's back-edge — loads issued for the next stage, in flight
+    across the loop's edge — and all streaming loads inside loops."""
+    code_list = instructions(code)
+    loops = []  # (first, back-edge) index pairs of backward branches
+    for k, (address, _, opcode, operands) in enumerate(code_list):
+        target = re.search(r"0x([0-9a-f]+)", operands[-1]) if opcode.startswith("BRA") and operands else None
+        if target and int(target.group(1), 16) <= address:
+            first = next(j for j, other in enumerate(code_list) if other[0] >= int(target.group(1), 16))
+            loops.append((first, k))
+    carried = total = 0
+    for k, instruction in enumerate(code_list):
+        inner = [loop for loop in loops if loop[0] <= k <= loop[1]]
+        if not is_streamed(instruction[2]) or not inner:
+            continue
+        _, edge = min(inner, key=lambda loop: loop[1] - loop[0])
+        loaded = set(written_and_read(instruction)[0])
+        used = any(loaded & set(written_and_read(later)[1]) for later in code_list[k + 1:edge + 1])
+        total += 1
+        carried += 0 if used else 1
+    return carried, total
 
 
 def main():
@@ -158,8 +291,23 @@ def main():
         if in_flight < BYTES_IN_FLIGHT_AT_LEAST.get(kernel, 0):
             failures.append(f"{kernel}: {in_flight // KB} KB of loads in flight an SM, fewer than "
                             f"{BYTES_IN_FLIGHT_AT_LEAST[kernel] // KB}")
+        path = ""
+        if kernel in READS_HIDDEN:
+            before, (carried, looped) = loads_before_data(code), carried_loads(code)
+            tail = tail_round_trips(code) if kernel in TAIL_ROUND_TRIPS_AT_MOST else None
+            if before > LOADS_BEFORE_DATA_AT_MOST[kernel]:
+                failures.append(f"{kernel}: {before} dependent loads before the first load of hidden states, more "
+                                f"than {LOADS_BEFORE_DATA_AT_MOST[kernel]}")
+            if tail is not None and tail > TAIL_ROUND_TRIPS_AT_MOST[kernel]:
+                failures.append(f"{kernel}: {tail} dependent loads after the last load of hidden states, more than "
+                                f"{TAIL_ROUND_TRIPS_AT_MOST[kernel]}")
+            if carried < CARRIED_AT_LEAST.get(kernel, 0):
+                failures.append(f"{kernel}: {carried} streaming loads in flight across a loop's edge, fewer than "
+                                f"{CARRIED_AT_LEAST[kernel]}")
+            path = (f"; {before} dependent loads before the first data load, {carried} of {looped} looped "
+                    f"streaming loads carried across the edge" + ("" if tail is None else f", {tail} after the last"))
         print(f"{kernel}: {wide} 128-bit loads; {registers} registers, {blocks} blocks ({blocks * THREADS // 32} warps) "
-              f"an SM, {in_flight // KB} KB of loads in flight an SM; {used}")
+              f"an SM, {in_flight // KB} KB of loads in flight an SM{path}; {used}")
     if failures:
         sys.exit("\n".join(failures))
 
