@@ -119,6 +119,23 @@ TEST_CASE("a capacity bounds no workspace for the rows a device token method's d
   }
 }
 
+TEST_CASE("a block finds its first records from the image's start, beside the header: works or gather bases") {
+  namespace detail = seqpool::detail;
+  detail::image_header header;
+  detail::lay_out_image({.requests = 3, .tiles = 5, .works = 4, .linears = 3}, header);
+  CHECK(header.works.offset == detail::first_section_offset);
+  detail::lay_out_image({.requests = 3, .gathers = 6, .gather_bases = 17, .mask_words = 2, .columns = 4}, header);
+  CHECK(header.gather_bases.offset == detail::first_section_offset);
+  // A captured step's image is laid out for its capacity's counts: a share has works or bases, never both.
+  const seqpool::capacity limits{.requests = 64, .rows = 4096, .result_rows = 4096, .columns = 16};
+  const detail::pooler_shape shape{.hidden_size = 1024, .has_linear = true, .result_bytes = 4};
+  using device_planner = detail::planner<detail::device::algorithms<>>;
+  const detail::share_bounds pooled = device_planner::bounds(limits, shape, 128, false);
+  const detail::share_bounds gathered = device_planner::bounds(limits, shape, 128, true);
+  CHECK((pooled.records.works > 0 && pooled.records.gather_bases == 0));
+  CHECK((gathered.records.gather_bases > 0 && gathered.records.works == 0));
+}
+
 TEST_CASE("a captured token step's image grows with its capacity's requests, not with its rows") {
   using device_omp = seqpool::device_space<seqpool::omp_backend>;
   device_omp space;

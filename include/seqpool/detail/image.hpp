@@ -63,21 +63,37 @@ constexpr std::size_t align_bytes(std::size_t bytes) {
   return (bytes + section_alignment - 1) / section_alignment * section_alignment;
 }
 
-/// Lays the sections for `counts` out after the header; returns the image's bytes.
+/// Where the first section starts: the pooling launch's works, or the
+/// gathering launch's bases (a share has one or the other, never both).
+inline constexpr std::size_t first_section_offset = align_bytes(sizeof(image_header));
+
+/// The records a block of the pooling or gathering launch reads first: found
+/// from the image's start, so that a block loads its own beside the header
+/// instead of after it. Within the image as long as the launch has no more
+/// block indices than the image has records, as an eager launch (its plan's
+/// counts) and a captured one (its capacity's, the image's region laid out for
+/// them) both have.
+template <class T>
+SEQPOOL_HOST_DEVICE const T* first_records(const std::byte* image) {
+  return reinterpret_cast<const T*>(image + first_section_offset);
+}
+
+/// Lays the sections for `counts` out after the header, the works and the
+/// gather bases first (first_records); returns the image's bytes.
 inline std::size_t lay_out_image(const record_counts& counts, image_header& header) {
-  std::size_t bytes = align_bytes(sizeof(image_header));
+  std::size_t bytes = first_section_offset;
   const auto add = [&]<class T>(section<T>& where, std::size_t count) {
     static_assert(std::is_trivially_copyable_v<T>, "an image holds plain bytes");
     where = {bytes, count};
     bytes = align_bytes(bytes + count * sizeof(T));
   };
+  add(header.works, counts.works);
+  add(header.gather_bases, counts.gather_bases);
   add(header.requests, counts.requests);
   add(header.state_table, counts.requests);
   add(header.tiles, counts.tiles);
-  add(header.works, counts.works);
   add(header.combines, counts.combines);
   add(header.gathers, counts.gathers);
-  add(header.gather_bases, counts.gather_bases);
   add(header.masks, counts.mask_words);
   add(header.column_table, counts.columns);
   add(header.linears, counts.linears);

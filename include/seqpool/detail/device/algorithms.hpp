@@ -85,7 +85,7 @@ struct algorithms {
     const auto first_tile = static_cast<std::int32_t>(records.tiles.size());
     if (pooled_whole(window, owner.width)) {
       owner.num_tiles = 1;
-      records.tiles.push_back({window.begin, static_cast<std::int32_t>(window.count), index, 0});
+      records.tiles.push_back({window.begin, static_cast<std::int32_t>(window.count), index, 0, owner.width});
       std::vector<work_record>& works = records.works;
       const bool joins = !works.empty() && works.back().slab < 0 && works.back().num_tiles < Policy::warps &&
                          works.back().first_tile + works.back().num_tiles == first_tile;
@@ -104,8 +104,8 @@ struct algorithms {
     for (std::int64_t t = 0; t < num_tiles; ++t) {
       const std::int64_t rows = std::min(Policy::tile_rows, window.count - t * Policy::tile_rows);
       const auto tile = static_cast<std::int32_t>(records.tiles.size());
-      records.tiles.push_back(
-          {window.begin + t * Policy::tile_rows, static_cast<std::int32_t>(rows), index, static_cast<std::int32_t>(t)});
+      records.tiles.push_back({window.begin + t * Policy::tile_rows, static_cast<std::int32_t>(rows), index,
+                               static_cast<std::int32_t>(t), owner.width});
       for (std::int64_t slab = 0; slab < slabs; ++slab)
         records.works.push_back({tile, 1, static_cast<std::int32_t>(slab)});
     }

@@ -53,10 +53,11 @@ struct gather_rows {
   template <class Block>
   SEQPOOL_HOST_DEVICE void operator()(const Block& block, std::int64_t index, shared_storage& shared) const {
     const image_header& header = *reinterpret_cast<const image_header*>(image);
+    const gather_base* bases = first_records<gather_base>(image);  // loaded beside the header, not after it
+    const gather_base base = bases[index];
+    const std::int64_t rows = bases[index + 1].first - base.first;
     if (index + 1 >= static_cast<std::int64_t>(header.gather_bases.count)) return;
-    const gather_base* bases = header.gather_bases.in(image);
-    const std::int64_t rows = bases[index + 1].first - bases[index].first;
-    gather_cursor cursor(header.gathers.in(image), header.masks.in(image), header.requests.in(image), bases[index],
+    gather_cursor cursor(header.gathers.in(image), header.masks.in(image), header.requests.in(image), base,
                          columns_per_value<Result>);
     for (std::int64_t done = 0; done < rows; done += Policy::warps) {
       const std::int64_t round = rows - done < Policy::warps ? rows - done : Policy::warps;

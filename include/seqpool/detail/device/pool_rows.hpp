@@ -66,8 +66,8 @@ struct pool_rows {
   template <class Block>
   SEQPOOL_HOST_DEVICE void operator()(const Block& block, std::int64_t index, shared_storage& shared) const {
     const image_header& header = *reinterpret_cast<const image_header*>(image);
+    const work_record work = first_records<work_record>(image)[index];  // loaded beside the header, not after it
     if (index >= static_cast<std::int64_t>(header.works.count)) return;
-    const work_record work = header.works.in(image)[index];
     if (work.slab < 0) {
       block.warps([&](const auto& warp) {
         for (int t = warp.index; t < work.num_tiles; t += Policy::warps)
@@ -116,7 +116,7 @@ struct pool_rows {
   SEQPOOL_HOST_DEVICE void pool_whole_into(const Warp& warp, const tile_record tile, const request_record& owner,
                                            const float* init, const Destination& result) const {
     const T* rows = hidden + tile.row_begin * row_stride;
-    const std::int64_t width = owner.width;
+    const std::int64_t width = tile.width;
     typename Warp::template values<lane_row> held;
     for (std::int64_t strip = 0; strip < width; strip += layout::strip_columns) {
       warp.lanes([&](int lane) {
@@ -203,7 +203,7 @@ struct pool_rows {
     const step_memory<Result> step = memory(header);
     float* out = step.at(owner.where, owner.offset, tile.request);  // drafted results: the row they are encoded from
     const float* init = (owner.flags & from_state) != 0 ? step.state[tile.request] : nullptr;
-    const std::int64_t width = owner.width;
+    const std::int64_t width = tile.width;
     const std::int64_t slab_begin = work.slab * Policy::slab_columns;
 
     // Each warp reduces a run of neighbouring rows; warp 0 merges the runs in order.

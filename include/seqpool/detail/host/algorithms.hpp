@@ -66,8 +66,8 @@ struct algorithms {
     }
     for (std::int64_t t = 0; t < num_tiles; ++t) {
       const std::int64_t rows = std::min(Policy::tile_rows, window.count - t * Policy::tile_rows);
-      planned.records.tiles.push_back(
-          {window.begin + t * Policy::tile_rows, static_cast<std::int32_t>(rows), index, static_cast<std::int32_t>(t)});
+      planned.records.tiles.push_back({window.begin + t * Policy::tile_rows, static_cast<std::int32_t>(rows), index,
+                                       static_cast<std::int32_t>(t), owner.width});
     }
   }
 

@@ -47,17 +47,17 @@ struct reduce_tiles {
     const std::uint8_t flags = alone ? owner.flags : 0;
     // `out` may be `init` itself: a chunk continuing in place.
     float* out = alone ? memory.at(owner.where, owner.offset, tile.request)
-                       : memory.workspace + owner.partials + tile.index * owner.width;
+                       : memory.workspace + owner.partials + tile.index * tile.width;
     const float* init = (flags & from_state) != 0 ? memory.state[tile.request] : nullptr;
     const T* first_row = hidden + tile.row_begin * row_stride;
-    const std::int64_t width = owner.width;
+    const std::int64_t width = tile.width;
 
     // This thread's next item is most likely the next tile: a tile of several
     // rows asks for its first row now. Its following rows come from the sweep's
     // own prefetch, which runs on into the next tile; asking for more here stalls
     // on full fill buffers. A tile of one row asks as it goes (start_sweep).
     const tile_record* next = item + 1 < num_tiles ? &tiles[item + 1] : nullptr;
-    if (next != nullptr && tile.rows > 1) prefetch_row(hidden + next->row_begin * row_stride, width_of(*next));
+    if (next != nullptr && tile.rows > 1) prefetch_row(hidden + next->row_begin * row_stride, next->width);
     const bool finishes = (flags & finish) != 0;
     const bool through = (flags & through_linear) != 0;
     const bool to_output = finishes && owner.where == target::output;
@@ -209,11 +209,10 @@ struct reduce_tiles {
               next_width < sweep_width ? next_width : sweep_width};
     }
     if (next == nullptr || row >= next->rows) return {};
-    const std::int64_t next_width = width_of(*next);
+    const std::int64_t next_width = next->width;
     return {hidden + (next->row_begin + row) * row_stride, next_width < sweep_width ? next_width : sweep_width};
   }
 
-  std::int64_t width_of(const tile_record& tile) const { return requests[tile.request].width; }
 };
 
 }  // namespace seqpool::detail::host
