@@ -212,7 +212,6 @@ struct reduce_tiles {
     const std::int64_t next_width = next->width;
     return {hidden + (next->row_begin + row) * row_stride, next_width < sweep_width ? next_width : sweep_width};
   }
-
 };
 
 }  // namespace seqpool::detail::host
