@@ -17,9 +17,10 @@ global loads an SM can have in flight (what each thread loads before it uses a
 loaded value, times the SM's threads; for the kernels that read hidden states,
 their streaming loads of those alone), and fails when either falls below what the
 kernels have today. For the kernels that read hidden states it follows a block's
-path through the data its loads return: the dependent loads before the first load
-of hidden states, the streaming loads a loop keeps in flight across its edge, and
-the dependent loads after the last; none may grow worse than today's. A guard of
+path through the data its loads return: the dependent loads that must return
+before its first load of hidden states issues, the streaming loads a loop keeps in
+flight across its edge, and the dependent loads laid out after the last; none may
+grow worse than today's. A guard of
 the design for when no GPU is at hand (docs/PERFORMANCE.md, GPU).
 
 usage: sass_check.py CUOBJDUMP SOURCE OUTDIR -- NVCC [ARGS...]
@@ -74,21 +75,20 @@ BYTES_IN_FLIGHT_AT_LEAST = {"mean fp32": 128 * KB, "max fp32": 128 * KB, "mean b
 
 
 # The path of a block, for the kernels that read hidden states (today's values,
-# ceilings or floors): dependent loads before its first load of hidden states
-# (for fp32 pooling, its work record and the header side by side, then its tile;
-# the design's goal is one), streaming loads in flight across a loop's edge (the
-# candidate with two stages of loads issues the next stage's before it adds the
-# one it holds; the default none), and dependent loads after the last (the
-# arrivals, merges and epilogues; the goal is at most four round trips). The
-# scan is in program order, so a register written on one branch counts for the
-# code after it (the bf16 kernels' scalar loads of a row's last columns, on
-# another path, lie before their first vector load); the dense layer's kernel
-# over rows where they lie is scored before its first row alone: what follows
-# is its product with the weights, which shared memory (taken as one value)
-# links into one chain.
+# ceilings or floors): dependent loads that must return before its first load of
+# hidden states issues (a warp issues in order: the deepest input of any
+# instruction up to it; for the pooling kernels the work record and the header
+# side by side, the tile, then the request record, whose flags the compiler reads
+# before the loop; the design's goal is one), streaming loads in flight across a
+# loop's edge (the candidate with two stages of loads issues the next stage's
+# before it adds the one it holds; the default none), and dependent loads laid
+# out after the last. The scan is in program order, so a register written on one
+# branch counts for the code after it; the dense layer's kernel over rows where
+# they lie is scored before its first row alone: what follows is its product
+# with the weights, which shared memory (taken as one value) links into one chain.
 LOADS_BEFORE_DATA_AT_MOST = {"mean bf16": 3, "max bf16": 3, "mean bf16 pipelined": 3, "mean bf16 to bf16": 3,
-                             "mean fp32": 2, "max fp32": 2, "mean fp32 pipelined": 2, "mean fp32 to int8": 2,
-                             "gather fp32": 7, "gather bf16": 8, "gather bf16 to ubinary": 8, "projection bf16": 4}
+                             "mean fp32": 3, "max fp32": 3, "mean fp32 pipelined": 3, "mean fp32 to int8": 3,
+                             "gather fp32": 7, "gather bf16": 9, "gather bf16 to ubinary": 9, "projection bf16": 4}
 CARRIED_AT_LEAST = {"mean bf16 pipelined": 8, "mean fp32 pipelined": 12}
 TAIL_ROUND_TRIPS_AT_MOST = {"mean bf16": 1, "max bf16": 1, "mean bf16 pipelined": 1, "mean bf16 to bf16": 1,
                             "mean fp32": 1, "max fp32": 1, "mean fp32 pipelined": 1, "mean fp32 to int8": 1,
@@ -168,18 +168,28 @@ def is_streamed(opcode):
 
 
 def written_and_read(instruction):
-    """The registers and predicates an instruction writes and those it reads."""
+    """The registers and predicates an instruction writes and those it reads.
+    It writes its first operand; a compare (…SETP, PLOP3) its first two
+    predicates; a shuffle or an atomic its predicate and then its register; an
+    instruction that writes a register, the carries out that follow it
+    (IADD3 R8, P3, P4, …)."""
     _, guard, opcode, operands = instruction
     read = registers(guard)
-    if opcode.split(".")[0] in WRITES_NOTHING or not operands:
+    base = opcode.split(".")[0]
+    if base in WRITES_NOTHING or not operands:
         return [], read + [r for o in operands for r in registers(o)]
     size = re.search(r"\.(64|128)\b", opcode)
     count = int(size.group(1)) // 32 if size and opcode.startswith(("LD", "ATOM")) else (
         2 if ".WIDE" in opcode or ".64" in opcode else 1)
-    # A predicate right after the destination is written too: a carry out (IADD3 R4, P0, …), a compare's second.
-    written = 2 if len(operands) > 1 and re.fullmatch(r"U?P(\d+|T)", operands[1]) else 1
-    return ([r for o in operands[:written] for r in registers(o, count)],
-            read + [r for o in operands[written:] for r in registers(o)])
+    is_predicate = lambda operand: re.fullmatch(r"U?P(\d+|T)", operand) is not None
+    if base.endswith("SETP") or base == "PLOP3" or base.startswith(("SHFL", "ATOM")):
+        written = 2
+    else:
+        written = 1
+        while written < len(operands) and is_predicate(operands[written]):
+            written += 1
+    destinations = [r for o in operands[:written] for r in registers(o, 1 if is_predicate(o) else count)]
+    return destinations, read + [r for o in operands[written:] for r in registers(o)]
 
 
 def load_depths(code, begin=0):
@@ -202,18 +212,30 @@ def load_depths(code, begin=0):
     return found
 
 
+def first_streamed(code_list):
+    """The index of the first streaming load of hidden states, in program order."""
+    found = [k for k, (_, _, opcode, _) in enumerate(code_list) if is_streamed(opcode)]
+    if not found:
+        raise LookupError("no streaming load of hidden states (LDG.E.EF)")
+    return found[0], found[-1]
+
+
 def loads_before_data(code):
-    """Dependent global loads before the first streaming load of hidden states
-    (in program order) can issue: what the plan's records cost a block before
-    its first data load."""
-    return next(inputs for (_, _, opcode, _), inputs in load_depths(code) if is_streamed(opcode))
+    """Dependent global loads that must return before the first streaming load
+    of hidden states (in program order) issues: a warp issues in order, so the
+    deepest of every instruction up to it, not only of its address. What the
+    plan's records cost a block before its first data load."""
+    first, _ = first_streamed(instructions(code))
+    return max(inputs for _, inputs in load_depths(code)[:first + 1])
 
 
 def tail_round_trips(code):
-    """Dependent global loads (and atomics) after the last streaming load of
-    hidden states, in program order: the round trips of the arrivals, merges and
-    epilogues that follow the streaming (each loop's body counted once)."""
-    last = max(k for k, (_, _, opcode, _) in enumerate(instructions(code)) if is_streamed(opcode))
+    """Dependent global loads (and atomics) laid out after the last streaming
+    load of hidden states, in program order, each loop's body once: the merges'
+    and epilogues' chains of loads that follow the streaming there. (Arrival
+    counters a compiler lays out before that load, and what depends on them
+    only through a branch, it does not see.)"""
+    _, last = first_streamed(instructions(code))
     found = load_depths(code, last + 1)
     return max([inputs + 1 for (_, _, opcode, _), inputs in found if is_global_load(opcode)] or [0])
 
@@ -223,8 +245,10 @@ def carried_loads(code):
     before the loop's back-edge — loads issued for the next stage, in flight
     across the loop's edge — and all streaming loads inside loops."""
     code_list = instructions(code)
+    # Branches laid out past the last EXIT are stubs (BRA.DIV), not loops.
+    end = max([k for k, (_, _, opcode, _) in enumerate(code_list) if opcode.startswith("EXIT")] or [len(code_list)])
     loops = []  # (first, back-edge) index pairs of backward branches
-    for k, (address, _, opcode, operands) in enumerate(code_list):
+    for k, (address, _, opcode, operands) in enumerate(code_list[:end]):
         target = re.search(r"0x([0-9a-f]+)", operands[-1]) if opcode.startswith("BRA") and operands else None
         if target and int(target.group(1), 16) <= address:
             first = next(j for j, other in enumerate(code_list) if other[0] >= int(target.group(1), 16))
@@ -297,9 +321,13 @@ def main():
         if in_flight < BYTES_IN_FLIGHT_AT_LEAST.get(kernel, 0):
             failures.append(f"{kernel}: {in_flight // KB} KB of loads in flight an SM, fewer than "
                             f"{BYTES_IN_FLIGHT_AT_LEAST[kernel] // KB}")
-        path = ""
+        path_figures = ""
         if kernel in READS_HIDDEN:
-            before, (carried, looped) = loads_before_data(code), carried_loads(code)
+            try:
+                before, (carried, looped) = loads_before_data(code), carried_loads(code)
+            except LookupError as missing:
+                failures.append(f"{kernel}: {missing}")
+                continue
             tail = tail_round_trips(code) if kernel in TAIL_ROUND_TRIPS_AT_MOST else None
             if before > LOADS_BEFORE_DATA_AT_MOST[kernel]:
                 failures.append(f"{kernel}: {before} dependent loads before the first load of hidden states, more "
@@ -310,10 +338,10 @@ def main():
             if carried < CARRIED_AT_LEAST.get(kernel, 0):
                 failures.append(f"{kernel}: {carried} streaming loads in flight across a loop's edge, fewer than "
                                 f"{CARRIED_AT_LEAST[kernel]}")
-            path = (f"; {before} dependent loads before the first data load, {carried} of {looped} looped "
+            path_figures = (f"; {before} dependent loads before the first data load, {carried} of {looped} looped "
                     f"streaming loads carried across the edge" + ("" if tail is None else f", {tail} after the last"))
         print(f"{kernel}: {wide} 128-bit loads; {registers} registers, {blocks} blocks ({blocks * THREADS // 32} warps) "
-              f"an SM, {in_flight // KB} KB of loads in flight an SM{path}; {used}")
+              f"an SM, {in_flight // KB} KB of loads in flight an SM{path_figures}; {used}")
     if failures:
         sys.exit("\n".join(failures))
 

@@ -181,7 +181,7 @@ namespace detail {
 /// An open-addressing table in `buckets` (whose storage it reuses) allocates at
 /// most once, where a hash map would allocate a node per request. An entry
 /// holds 1 + k in its low 32 bits (1 + k ≤ count fits: 2^32 requests of
-/// sizeof(request) bytes each would take over a terabyte) and the high half of
+/// sizeof(request) bytes each would take nearly a terabyte) and the high half of
 /// the id's hash above them: a probe reads the other request's id (another
 /// cache line, often another allocation) only where the two hashes agree.
 template <class IndexOf>

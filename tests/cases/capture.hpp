@@ -227,7 +227,7 @@ namespace capture_cases {
 
 /// Steps of the pooler cases: a long prompt in chunks of 500, 100 and 500 rows
 /// beside short whole prompts, then whole prompts up to the capacity's rows.
-std::vector<std::vector<seqpool::request>> replayed_steps(task pooling_task) {
+inline std::vector<std::vector<seqpool::request>> replayed_steps(task pooling_task) {
   return {
       {test::part("long", pooling_task, 1100, 0, 500), test::whole("a", pooling_task, 3)},
       {test::whole("b", pooling_task, 1), test::part("long", pooling_task, 1100, 500, 100),
@@ -286,6 +286,7 @@ void replay_against(Space& space, Pooler& pooler, seqpool::host_space& host, Ref
     home.mark_launched();
     const test::results expected = test::run_step(host, reference, host_state, step, rows);
     const test::results actual = test::slice(plan, test::to_host(space, output));
+    REQUIRE(actual.size() == expected.size());
     for (std::size_t i = 0; i < expected.size(); ++i) {
       REQUIRE(actual[i].has_value() == expected[i].has_value());
       if (expected[i]) test::check_close(*actual[i], *expected[i], tolerance);

@@ -67,12 +67,15 @@ constexpr std::size_t align_bytes(std::size_t bytes) {
 /// gathering launch's bases (a share has one or the other, never both).
 inline constexpr std::size_t first_section_offset = align_bytes(sizeof(image_header));
 
-/// The records a block of the pooling or gathering launch reads first: found
-/// from the image's start, so that a block loads its own beside the header
-/// instead of after it. Within the image as long as the launch has no more
-/// block indices than the image has records, as an eager launch (its plan's
-/// counts) and a captured one (its capacity's, the image's region laid out for
-/// them) both have.
+/// The records a block of the pooling or gathering launch reads first: their
+/// address needs no field of the header, so a block loads its own beside the
+/// header. A block reads its record (the gathering launch's, the next one too)
+/// before it checks its index against the header's count: within the image's
+/// memory as long as a launch has no more block indices than the image has
+/// records (bases less one), as an eager launch (its plan's counts) and a
+/// captured one (its capacity's, its region laid out for them) both have; a
+/// captured block past its batch's records reads bytes of its region this
+/// replay did not write, and returns.
 template <class T>
 SEQPOOL_HOST_DEVICE const T* first_records(const std::byte* image) {
   return reinterpret_cast<const T*>(image + first_section_offset);

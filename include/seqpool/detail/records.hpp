@@ -94,7 +94,7 @@ struct tile_record {
   std::int32_t rows;
   std::int32_t request;
   std::int32_t index;  ///< its place among the request's tiles
-  std::int32_t width;  ///< its request's: a block's loads of the rows need not wait for the request record
+  std::int32_t width;  ///< its request's: a block finds its rows' columns without the request record
 };
 
 /// Token methods: a run of a request's rows, copied to consecutive rows of its

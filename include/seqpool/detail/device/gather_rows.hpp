@@ -53,7 +53,7 @@ struct gather_rows {
   template <class Block>
   SEQPOOL_HOST_DEVICE void operator()(const Block& block, std::int64_t index, shared_storage& shared) const {
     const image_header& header = *reinterpret_cast<const image_header*>(image);
-    const gather_base* bases = first_records<gather_base>(image);  // loaded beside the header, not after it
+    const gather_base* bases = first_records<gather_base>(image);  // their address needs no header field
     const gather_base base = bases[index];
     const std::int64_t rows = bases[index + 1].first - base.first;
     if (index + 1 >= static_cast<std::int64_t>(header.gather_bases.count)) return;

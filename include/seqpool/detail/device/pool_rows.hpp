@@ -66,7 +66,7 @@ struct pool_rows {
   template <class Block>
   SEQPOOL_HOST_DEVICE void operator()(const Block& block, std::int64_t index, shared_storage& shared) const {
     const image_header& header = *reinterpret_cast<const image_header*>(image);
-    const work_record work = first_records<work_record>(image)[index];  // loaded beside the header, not after it
+    const work_record work = first_records<work_record>(image)[index];  // its address needs no header field
     if (index >= static_cast<std::int64_t>(header.works.count)) return;
     if (work.slab < 0) {
       block.warps([&](const auto& warp) {
