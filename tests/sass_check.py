@@ -20,8 +20,8 @@ kernels have today. For the kernels that read hidden states it follows a block's
 path through the data its loads return: the dependent loads that must return
 before its first load of hidden states issues, the streaming loads a loop keeps in
 flight across its edge, and the dependent loads laid out after the last; none may
-grow worse than today's. A guard of
-the design for when no GPU is at hand (docs/PERFORMANCE.md, GPU).
+grow worse than today's. A guard of the design for when no GPU is at hand
+(docs/PERFORMANCE.md, GPU).
 
 usage: sass_check.py CUOBJDUMP SOURCE OUTDIR -- NVCC [ARGS...]
 """
