@@ -192,13 +192,13 @@ def written_and_read(instruction):
     return destinations, read + [r for o in operands[written:] for r in registers(o)]
 
 
-def load_depths(code, begin=0):
+def load_depths(code_list, begin=0):
     """For each instruction from `begin`, the global loads that must return, one
     after another, before its inputs are known: along registers and predicates,
     shared memory taken as one value (a load from it waits for every store to it
     before), kernel parameters (the constant bank) free; each loop's body counted once."""
     depth, shared, found = {}, 0, []
-    for instruction in instructions(code)[begin:]:
+    for instruction in code_list[begin:]:
         written, read = written_and_read(instruction)
         opcode = instruction[2]
         inputs = max([depth.get(r, 0) for r in read] or [0])
@@ -212,39 +212,38 @@ def load_depths(code, begin=0):
     return found
 
 
-def first_streamed(code_list):
-    """The index of the first streaming load of hidden states, in program order."""
+def streamed_range(code_list):
+    """The indices of the first and the last streaming load of hidden states, in program order."""
     found = [k for k, (_, _, opcode, _) in enumerate(code_list) if is_streamed(opcode)]
     if not found:
         raise LookupError("no streaming load of hidden states (LDG.E.EF)")
     return found[0], found[-1]
 
 
-def loads_before_data(code):
+def loads_before_data(code_list):
     """Dependent global loads that must return before the first streaming load
     of hidden states (in program order) issues: a warp issues in order, so the
     deepest of every instruction up to it, not only of its address. What the
     plan's records cost a block before its first data load."""
-    first, _ = first_streamed(instructions(code))
-    return max(inputs for _, inputs in load_depths(code)[:first + 1])
+    first, _ = streamed_range(code_list)
+    return max(inputs for _, inputs in load_depths(code_list)[:first + 1])
 
 
-def tail_round_trips(code):
+def tail_round_trips(code_list):
     """Dependent global loads (and atomics) laid out after the last streaming
     load of hidden states, in program order, each loop's body once: the merges'
     and epilogues' chains of loads that follow the streaming there. (Arrival
     counters a compiler lays out before that load, and what depends on them
     only through a branch, it does not see.)"""
-    _, last = first_streamed(instructions(code))
-    found = load_depths(code, last + 1)
+    _, last = streamed_range(code_list)
+    found = load_depths(code_list, last + 1)
     return max([inputs + 1 for (_, _, opcode, _), inputs in found if is_global_load(opcode)] or [0])
 
 
-def carried_loads(code):
+def carried_loads(code_list):
     """Streaming loads inside a loop whose value its iteration does not use
     before the loop's back-edge — loads issued for the next stage, in flight
     across the loop's edge — and all streaming loads inside loops."""
-    code_list = instructions(code)
     # Branches laid out past the last EXIT are stubs (BRA.DIV), not loops.
     end = max([k for k, (_, _, opcode, _) in enumerate(code_list) if opcode.startswith("EXIT")] or [len(code_list)])
     loops = []  # (first, back-edge) index pairs of backward branches
@@ -253,14 +252,15 @@ def carried_loads(code):
         if target and int(target.group(1), 16) <= address:
             first = next(j for j, other in enumerate(code_list) if other[0] >= int(target.group(1), 16))
             loops.append((first, k))
+    accesses = [written_and_read(instruction) for instruction in code_list]
     carried = total = 0
     for k, instruction in enumerate(code_list):
         inner = [loop for loop in loops if loop[0] <= k <= loop[1]]
         if not is_streamed(instruction[2]) or not inner:
             continue
         _, edge = min(inner, key=lambda loop: loop[1] - loop[0])
-        loaded = set(written_and_read(instruction)[0])
-        used = any(loaded & set(written_and_read(later)[1]) for later in code_list[k + 1:edge + 1])
+        loaded = set(accesses[k][0])
+        used = any(loaded & set(read) for _, read in accesses[k + 1:edge + 1])
         total += 1
         carried += 0 if used else 1
     return carried, total
@@ -323,12 +323,13 @@ def main():
                             f"{BYTES_IN_FLIGHT_AT_LEAST[kernel] // KB}")
         path_figures = ""
         if kernel in READS_HIDDEN:
+            code_list = instructions(code)
             try:
-                before, (carried, looped) = loads_before_data(code), carried_loads(code)
+                before, (carried, looped) = loads_before_data(code_list), carried_loads(code_list)
             except LookupError as missing:
                 failures.append(f"{kernel}: {missing}")
                 continue
-            tail = tail_round_trips(code) if kernel in TAIL_ROUND_TRIPS_AT_MOST else None
+            tail = tail_round_trips(code_list) if kernel in TAIL_ROUND_TRIPS_AT_MOST else None
             if before > LOADS_BEFORE_DATA_AT_MOST[kernel]:
                 failures.append(f"{kernel}: {before} dependent loads before the first load of hidden states, more "
                                 f"than {LOADS_BEFORE_DATA_AT_MOST[kernel]}")
@@ -339,7 +340,8 @@ def main():
                 failures.append(f"{kernel}: {carried} streaming loads in flight across a loop's edge, fewer than "
                                 f"{CARRIED_AT_LEAST[kernel]}")
             path_figures = (f"; {before} dependent loads before the first data load, {carried} of {looped} looped "
-                    f"streaming loads carried across the edge" + ("" if tail is None else f", {tail} after the last"))
+                            f"streaming loads carried across the edge" +
+                            ("" if tail is None else f", {tail} after the last"))
         print(f"{kernel}: {wide} 128-bit loads; {registers} registers, {blocks} blocks ({blocks * THREADS // 32} warps) "
               f"an SM, {in_flight // KB} KB of loads in flight an SM{path_figures}; {used}")
     if failures:

@@ -45,12 +45,12 @@ struct reduce_tiles {
     const request_record& owner = requests[tile.request];
     const bool alone = owner.num_tiles == 1;
     const std::uint8_t flags = alone ? owner.flags : 0;
+    const std::int64_t width = tile.width;
     // `out` may be `init` itself: a chunk continuing in place.
     float* out = alone ? memory.at(owner.where, owner.offset, tile.request)
-                       : memory.workspace + owner.partials + tile.index * tile.width;
+                       : memory.workspace + owner.partials + tile.index * width;
     const float* init = (flags & from_state) != 0 ? memory.state[tile.request] : nullptr;
     const T* first_row = hidden + tile.row_begin * row_stride;
-    const std::int64_t width = tile.width;
 
     // This thread's next item is most likely the next tile: a tile of several
     // rows asks for its first row now. Its following rows come from the sweep's
