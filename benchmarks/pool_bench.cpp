@@ -438,6 +438,9 @@ void run_space(const char* space_name, const char* dtype, const batch_shape& sha
   add("last", [&] { return run.pooler_case("last", method::last{}, normalise); });
   add("mean", [&] { return run.pooler_case("mean", method::mean{}, normalise); });
   add("max", [&] { return run.pooler_case("max", method::max{}, normalise); });
+  // sentence-transformers' CLS ‖ MEAN ‖ MAX, from one read of the rows (three results' worth of columns).
+  add("cls+mean+max",
+      [&] { return run.pooler_case("cls+mean+max", method::concat<method::cls, method::mean, method::max>{}, normalise); });
   add("all", [&] { return run.pooler_case("all", method::all{}, normalise); });
   add("step", [&] { return run.pooler_case("step", method::step{}, normalise); });
   // ALL and STEP write more than they read: with bf16 results they write half as much.

@@ -295,16 +295,18 @@ void replay_against(Space& space, Pooler& pooler, seqpool::host_space& host, Ref
   CHECK(state.size() == 0);
 }
 
-/// A MEAN pooler of Result results captured once and replayed for steps of
-/// other sizes and chunks (16-bit results: within one step of the 16-bit type,
-/// since host and device add in other orders).
-template <class Space, class Result>
+/// A pooler of Method (MEAN, or a concat, whose requests are all split) and
+/// Result results captured once and replayed for steps of other sizes and
+/// chunks (16-bit results: within one step of the 16-bit type, since host and
+/// device add in other orders).
+template <class Space, class Result, class Method = method::mean>
 void pooler_capture_with() {
   CAPTURE(sizeof(Result));
+  CAPTURE(Method::name);
   Space space{test::captured_graph<Space>::backend()};
-  seqpool::pooler<method::mean, head::embed, Space, Result> pooler(space, hidden_size);
+  seqpool::pooler<Method, head::embed, Space, Result> pooler(space, hidden_size);
   seqpool::host_space host;
-  seqpool::pooler<method::mean, head::embed, seqpool::host_space> reference(host, hidden_size);
+  seqpool::pooler<Method, head::embed, seqpool::host_space> reference(host, hidden_size);
   replay_against(space, pooler, host, reference, {.requests = 4, .rows = 1200}, replayed_steps(task::embed),
                  std::is_same_v<Result, float> ? 1e-5 : 1e-2);
 }
@@ -343,6 +345,8 @@ TEST_CASE_TEMPLATE_DEFINE("a pooler step captured once replays for batches of ot
                           pooler_capture) {
   capture_cases::pooler_capture_with<Space, float>();
   capture_cases::pooler_capture_with<Space, seqpool::bfloat16>();
+  namespace method = seqpool::method;
+  capture_cases::pooler_capture_with<Space, float, method::concat<method::cls, method::mean, method::max>>();
 }
 
 TEST_CASE_TEMPLATE_DEFINE("a token pooler with a stack of layers, captured once, projects stashed and fresh rows on replay",

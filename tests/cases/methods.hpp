@@ -1,11 +1,13 @@
-// docs/TESTS.md cases 1-11 and 23-28: every method on small inputs checked by eye.
+// docs/TESTS.md cases 1-11, 23-28 and 31: every method on small inputs checked by eye.
 // Defines templated cases; a translation unit applies them to its spaces.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <limits>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <doctest/doctest.h>
@@ -73,6 +75,12 @@ test::results pool_chunked(const std::vector<float>& prompt, std::int64_t hidden
 }
 
 inline const std::vector<float> ten{1, 2, 3, 4, 5, 6, 7, 8, 9, 10};  // rows [1,2] … [9,10]
+
+/// A user's method that reads only a chunk's first row: no mode of a concat.
+struct first_row_only : seqpool::method::mean {
+  static constexpr std::string_view name = "first_row_only";
+  seqpool::row_window window(const seqpool::chunk& part) const { return {part.first_row(), 1}; }
+};
 
 /// Raw pooled values of the given spans of a prompt, one row each, whole and chunked alike.
 template <class Method, class Space>
@@ -276,6 +284,84 @@ TEST_CASE_TEMPLATE_DEFINE("case 27: MEAN, MAX and MEAN_SQRT_LEN leave out an ins
   state.release("c");
   means.reserve_capacity({.requests = 2, .rows = 8});
   CHECK(means.plan(seqpool::batch{{test::whole("s", task::embed, 5, {.instruction_len = 2})}}, state).results[0]);
+}
+
+TEST_CASE_TEMPLATE_DEFINE("case 31: a concat pools several methods side by side, whole, chunked and over spans",
+                          Space, case_31_concat) {
+  using namespace methods_cases;
+  using cls_mean_max = method::concat<method::cls, method::mean, method::max>;
+  // Rows [1,2] … [9,10] as prompts of 2 and 3 rows: CLS ‖ MEAN ‖ MAX of case 1, 3 and 4's rows.
+  const auto whole = pool_whole<cls_mean_max, Space>(ten, 2, {2, 3});
+  test::check_equal(*whole[0], 1, 6, {1, 2, 2, 3, 3, 4});
+  test::check_equal(*whole[1], 1, 6, {5, 6, 7, 8, 9, 10});
+  for (const std::vector<std::int64_t>& chunks :
+       std::vector<std::vector<std::int64_t>>{{5}, {1, 3, 1}, {1, 1, 3}, {2, 3}, {4, 1}}) {
+    CAPTURE(joined(chunks));
+    // One prompt of five rows: CLS [1,2], MEAN [5,6], MAX [9,10]; LAST [9,10] and weighted MEAN
+    // ([1,2] + 2·[3,4] + 3·[5,6] + 4·[7,8] + 5·[9,10]) / 15 = [95, 110] / 15.
+    test::check_equal(*pool_chunked<cls_mean_max, Space>(ten, 2, chunks)[0], 1, 6, {1, 2, 5, 6, 9, 10});
+    test::check_close(
+        *pool_chunked<method::concat<method::last, method::weighted_mean, method::cls>, Space>(ten, 2, chunks)[0],
+        test::matrix{1, 6, {9, 10, 95.0f / 15, 110.0f / 15, 1, 2}}, 1e-6);
+    // Spans [0, 2) and [2, 5): each its own CLS and MEAN.
+    test::check_equal(pool_spans<method::concat<method::cls, method::mean>, Space>(ten, 2, {{0, 2}, {2, 5}}, chunks),
+                      2, 4, {1, 2, 2, 3, 5, 6, 7, 8});
+    // Modes that all leave out an instruction of two rows: MEAN and MAX of [5,6], [7,8], [9,10].
+    seqpool::pooling_params instructed = raw;
+    instructed.instruction_len = 2;
+    test::check_equal(*pool_chunked<method::concat<method::mean, method::max>, Space>(ten, 2, chunks, instructed)[0], 1,
+                      4, {7, 8, 9, 10});
+  }
+
+  // A long prompt, split over tiles and slabs on the device: row t is [t, t + 1, …, t + 63], so
+  // CLS is [0 … 63], MEAN 549.5 + c (sums of integers, exact in float) and MAX 1099 + c.
+  constexpr std::int64_t columns = 64;
+  constexpr std::int64_t rows = 1100;
+  std::vector<float> prompt;
+  for (std::int64_t t = 0; t < rows; ++t)
+    for (std::int64_t c = 0; c < columns; ++c) prompt.push_back(static_cast<float>(t + c));
+  std::vector<float> expected;
+  for (const float base : {0.0f, 549.5f, 1099.0f})
+    for (std::int64_t c = 0; c < columns; ++c) expected.push_back(base + static_cast<float>(c));
+  for (const std::vector<std::int64_t>& chunks : std::vector<std::vector<std::int64_t>>{{rows}, {700, 400}, {1, 1099}}) {
+    CAPTURE(joined(chunks));
+    test::check_equal(*pool_chunked<cls_mean_max, Space>(prompt, columns, chunks)[0], 1, 3 * columns, expected);
+    // Cut to 100 columns: CLS whole and the first 36 of MEAN; to 40, CLS's first 40.
+    seqpool::pooling_params cut = raw;
+    cut.dimensions = 100;
+    test::check_equal(*pool_chunked<cls_mean_max, Space>(prompt, columns, chunks, cut)[0], 1, 100,
+                      std::vector<float>(expected.begin(), expected.begin() + 100));
+    cut.dimensions = 40;
+    test::check_equal(*pool_chunked<cls_mean_max, Space>(prompt, columns, chunks, cut)[0], 1, 40,
+                      std::vector<float>(expected.begin(), expected.begin() + 40));
+  }
+  // The embed head normalises the whole row: [1,2,2,3,3,4] / √43.
+  const auto normalised = pool_whole<cls_mean_max, Space>({1, 2, 3, 4}, 2, {2}, {});
+  const float norm = std::sqrt(43.0f);
+  test::check_close(*normalised[0], test::matrix{1, 6, {1 / norm, 2 / norm, 2 / norm, 3 / norm, 3 / norm, 4 / norm}},
+                    1e-6);
+
+  Space space;
+  seqpool::state_store<Space> state(space);
+  // Modes given by value, as a user's method that holds parameters is.
+  using cls_max = method::concat<method::cls, method::max>;
+  raw_pooler<cls_max, Space> given(space, 2, cls_max(method::cls{}, method::max{}));
+  test::check_equal(*test::run_step(space, given, state, seqpool::batch{{test::whole("g", task::embed, 2, raw)}},
+                                    std::vector<float>{1, -5, 3, -4})[0],
+                    1, 4, {1, -5, 3, -4});
+
+  // Refused: an instruction that its modes treat differently (CLS reads row 0 of it).
+  raw_pooler<method::concat<method::cls, method::mean>, Space> cls_mean(space, 2);
+  CHECK_THROWS_WITH_AS(cls_mean.plan(seqpool::batch{{test::whole("i", task::embed, 5, {.instruction_len = 1})}}, state),
+                       "request 0 (id \"i\"): instruction_len: cls+mean does not leave out an instruction: give 0 (a "
+                       "method that can says so with `static constexpr seqpool::instruction_rule instruction`)",
+                       seqpool::error);
+  // A mode that reads fewer rows than the chunk has.
+  raw_pooler<method::concat<method::mean, first_row_only>, Space> narrow(space, 2);
+  CHECK_THROWS_WITH_AS(narrow.plan(seqpool::batch{{test::whole("n", task::embed, 5, raw)}}, state),
+                       "method: mean+first_row_only: its mode first_row_only reads rows [0, 1) of a chunk of rows "
+                       "[0, 5); a concat's modes read every row (or are CLS or LAST)",
+                       seqpool::error);
 }
 
 TEST_CASE_TEMPLATE_DEFINE("case 28: token filters drop the first row, the last, and rows of listed ids", Space,

@@ -166,10 +166,10 @@ void compare_with_reference(std::uint32_t seed, const batch_shape& shape, bool c
   Space space;
   const std::int64_t hidden_size = shape.hidden_size;
 
-  // A STEP group may return fewer columns; a linear layer must then take that many.
+  // A STEP group may return fewer columns, a concat pools more; a linear layer must then take that many.
   const std::int64_t columns = Method::name == "step" && draw.chance(0.5)
                                    ? draw.between(1, std::min<std::int64_t>(hidden_size, 8))
-                                   : hidden_size;
+                                   : seqpool::detail::modes_of<Method> * hidden_size;
   drawn_head<Head, Space> pooling_head(space, draw, columns);
   seqpool::pooler<Method, Head, Space, Result> pooler(space, hidden_size, {}, pooling_head.policy);
   seqpool::state_store<Space> state(space);
@@ -263,7 +263,8 @@ void compare_with_reference(std::uint32_t seed, const batch_shape& shape, bool c
   for (const prompt& p : prompts) {
     CAPTURE(p.r.id);
     const auto& chosen = p.r.params.returned_token_ids;
-    const std::int64_t pooled_width = chosen.empty() ? hidden_size : static_cast<std::int64_t>(chosen.size());
+    const std::int64_t pooled_width = chosen.empty() ? seqpool::detail::modes_of<Method> * hidden_size
+                                                     : static_cast<std::int64_t>(chosen.size());
     const std::int64_t head_width = pooling_head.spec.layers.empty() ? pooled_width : pooling_head.out_features;
     const std::int64_t kept = p.r.params.dimensions.value_or(head_width);
     // A quantized combination's results are the float pooler's, checked as float results are.
@@ -294,8 +295,8 @@ using combinations =
                combination<head::classify, float, std::uint8_t>>;
 inline constexpr std::size_t combination_count = std::tuple_size_v<combinations>;
 
-/// The methods compared: every built-in one, sequence methods then token methods
-/// (seqpool/method/builtin.hpp).
+/// The methods compared: every built-in one, sequence methods then a concat
+/// (sentence-transformers' CLS ‖ MEAN ‖ MAX), then token methods (seqpool/method/builtin.hpp).
 template <class Runtime>
 struct alternatives;
 template <class... Methods>
@@ -303,6 +304,7 @@ struct alternatives<seqpool::method::runtime_method<Methods...>> {
   using types = std::tuple<Methods...>;
 };
 using methods = decltype(std::tuple_cat(typename alternatives<seqpool::method::any_sequence>::types{},
+                                        std::tuple<method::concat<method::cls, method::mean, method::max>>{},
                                         typename alternatives<seqpool::method::any_token>::types{}));
 
 /// The test is compiled in parts (tests/meson.build): this translation unit

@@ -53,6 +53,13 @@ inline std::vector<std::vector<double>> reference_rows(std::string_view method, 
   const auto row = [&](std::int64_t t) {
     return std::vector<double>(prompt.begin() + t * hidden_size, prompt.begin() + (t + 1) * hidden_size);
   };
+  if (const std::size_t plus = method.find('+'); plus != std::string_view::npos) {
+    // A concat: its modes' rows side by side.
+    std::vector<double> joined = reference_rows(method.substr(0, plus), prompt, hidden_size, r)[0];
+    const std::vector<double> rest = reference_rows(method.substr(plus + 1), prompt, hidden_size, r)[0];
+    joined.insert(joined.end(), rest.begin(), rest.end());
+    return {joined};
+  }
   if (method == "cls") return {row(0)};
   if (method == "last") return {row(prompt_len - 1)};
   // MEAN, MAX and MEAN_SQRT_LEN pool the rows after the instruction.

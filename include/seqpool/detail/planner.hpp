@@ -29,6 +29,7 @@ namespace seqpool::detail {
 /// What the planner is told about the pooler whose share it plans.
 struct pooler_shape {
   std::int64_t hidden_size = 0;
+  std::int64_t modes = 1;  ///< sequence methods: a concat's modes, whose rows lie side by side in its pooled row
   bool has_linear = false;
   std::int64_t between_floats = 0;  ///< a stack of dense layers: the floats a row takes between them (0: one layer)
   std::int64_t result_bytes = 4;  ///< bytes of a result value: 4, 2 for 16-bit results, 1 for quantized ones
@@ -121,9 +122,9 @@ class planner {
     } else {
       if (shape.has_linear) {
         most.records.linears = static_cast<std::size_t>(limits.requests);
-        most.workspace_floats = limits.requests * (hidden_size + shape.between_floats + 6);
+        most.workspace_floats = limits.requests * (shape.modes * hidden_size + shape.between_floats + 6);
       }
-      Algorithms::bound_pooling(limits, hidden_size, most);
+      Algorithms::bound_pooling(limits, hidden_size, shape.modes, most);
       most.output_per_request = widest_result + align_slack;
       if (shape.result_bytes < 4) most.workspace_floats += limits.requests * (widest_result + 3);
     }
@@ -211,7 +212,7 @@ class planner {
     if (r.params.instruction_len != 0) check_instruction<Method>(index, r);
     token_span after;
     const std::span<const token_span> spans = pooled_spans<Method>(r, after);
-    d.width = shape_.hidden_size;
+    d.width = modes_of<Method> * shape_.hidden_size;
     d.out_width = head.output_width(index, r, d.width);
     check_ranges(index, r, d.out_width);
     d.first = windows_.size();
@@ -439,15 +440,15 @@ class planner {
     const std::span<const token_span> spans = pooled_spans<Method>(r, after);
     const std::span<const row_window> windows = std::span(windows_).subspan(d.first, d.count);
     const auto count = static_cast<std::int64_t>(d.count);
-    const std::int64_t hidden_size = shape_.hidden_size;
+    const std::int64_t pooled_width = d.width;
     const bool keeps = keeps_state || !spans.empty();  // whether the request's state holds a reduction
     std::int64_t held = Algorithms::policy::held_row_floats;
-    for (const row_window window : windows) held = std::min(held, Algorithms::held_width(window, d.out_width));
+    for (const row_window window : windows) held = std::min(held, Algorithms::held_width(window, d.out_width, std::min(shape_.hidden_size, d.out_width)));
     const std::size_t result = take_result();
     const std::int32_t first = add_records(r, count, -1);
-    if (part.chunked()) keep_state(first, index, r, keeps ? count * hidden_size : 0, key, count, hidden_size);
-    const destination to = part.finished() ? route_results(first, result, count, hidden_size, d.out_width, held)
-                                           : destination{target::state, 0, hidden_size, 0, 0};
+    if (part.chunked()) keep_state(first, index, r, keeps ? count * pooled_width : 0, key, count, pooled_width);
+    const destination to = part.finished() ? route_results(first, result, count, pooled_width, d.out_width, held)
+                                           : destination{target::state, 0, pooled_width, 0, 0};
     for (std::int64_t k = 0; k < count; ++k) {
       const row_window window = windows[static_cast<std::size_t>(k)];
       // A chunk that does not finish writes only the state of a reduction it adds to.
@@ -457,7 +458,9 @@ class planner {
       owner.prompt_len = seen.prompt_len;
       owner.position_offset = seen.num_computed - seen.first_row();
       direct(owner, to, k, starts_from_state(part, seen, keeps_state) ? from_state : 0, values_of(d.out_width));
-      Algorithms::cut(share_, first + static_cast<std::int32_t>(k), window);
+      // Rows are read up to the columns the pooled row keeps of its first mode's.
+      Algorithms::cut(share_, first + static_cast<std::int32_t>(k), window,
+                      std::min<std::int64_t>(shape_.hidden_size, owner.width));
     }
   }
 

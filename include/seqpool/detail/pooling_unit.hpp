@@ -49,8 +49,9 @@ class pooling_unit {
         arrivals_(space, 0),
         ranges_(space, 0) {
     // Records hold widths in 32 bits.
-    if (hidden_size < 1 || hidden_size > std::numeric_limits<std::int32_t>::max())
-      fail("hidden_size", "must be in [1, 2147483647], got ", hidden_size);
+    if (hidden_size < 1 || hidden_size > std::numeric_limits<std::int32_t>::max() / modes())
+      fail("hidden_size", "must be in [1, ", std::numeric_limits<std::int32_t>::max() / modes(), "], got ",
+           hidden_size);
     // The built-in heads check their layers when made; a user's head is checked
     // here, so that no layer reads past the rows the plan gives between layers.
     checked(head_.layers(), "layers");
@@ -148,13 +149,21 @@ class pooling_unit {
   /// The widest row a result can have.
   std::int64_t widest_result() const {
     const dense_stack layers = head_.layers();
-    return std::max(hidden_size_, layers.present() ? layers.out_features() : 0);
+    return std::max(modes() * hidden_size_, layers.present() ? layers.out_features() : 0);
+  }
+
+  /// The modes of the method (a concat's methods; 1 otherwise).
+  std::int64_t modes() const {
+    std::int64_t count = 1;
+    with_method([&]<class M>(const M&) { count = modes_of<M>; });
+    return count;
   }
 
  private:
   pooler_shape shape_of(bool bounded) const {
     const dense_stack layers = head_.layers();  // a head gives its layers by value
     return {.hidden_size = hidden_size_,
+            .modes = modes(),
             .has_linear = layers.present(),
             .between_floats = layers.between_floats(),
             .result_bytes = static_cast<std::int64_t>(sizeof(Result)),

@@ -3,6 +3,7 @@
 
 #include <seqpool/method/all.hpp>
 #include <seqpool/method/cls.hpp>
+#include <seqpool/method/concat.hpp>
 #include <seqpool/method/last.hpp>
 #include <seqpool/method/max.hpp>
 #include <seqpool/method/mean.hpp>

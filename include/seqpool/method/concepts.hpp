@@ -7,6 +7,7 @@
 #include <span>
 #include <string_view>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include <seqpool/batch.hpp>
@@ -165,6 +166,42 @@ constexpr std::string_view name_of(std::string_view unnamed) {
 template <class M>
 inline constexpr bool is_runtime_method = false;
 
+/// The modes of a sequence method: a concat's methods, whose results lie
+/// side by side in its pooled row and which the passes and kernels take each
+/// row value into; 1 for any other method, which is its own only mode.
+template <class M>
+inline constexpr int modes_of = 1;
+
+/// Mode S of method M: a concat's method S, or M itself.
+template <int S, class M>
+SEQPOOL_HOST_DEVICE constexpr const auto& mode_of(const M& method) {
+  if constexpr (modes_of<M> > 1)
+    return method.template mode<S>();
+  else
+    return method;
+}
+
+/// Calls work.template operator()<S>() — a lambda `[&]<int S>() {…}` — for
+/// each mode S of N, in order.
+template <int N, class Work>
+SEQPOOL_HOST_DEVICE constexpr void for_modes(Work&& work) {
+  [&]<int... S>(std::integer_sequence<int, S...>) {
+    (work.template operator()<S>(), ...);
+  }(std::make_integer_sequence<int, N>{});
+}
+
+/// Calls work.template operator()<S>(begin, end) for each mode S of N whose
+/// columns a pooled row of `width` columns keeps, [begin, end): mode S's
+/// start at S × `loaded` (the columns read of each row), and a row cut short
+/// (matryoshka truncation) keeps the first modes' columns, the last in part.
+template <int N, class Work>
+SEQPOOL_HOST_DEVICE constexpr void for_mode_columns(std::int64_t loaded, std::int64_t width, Work&& work) {
+  for_modes<N>([&]<int S>() {
+    const std::int64_t begin = S * loaded;
+    if (begin < width) work.template operator()<S>(begin, begin + loaded < width ? begin + loaded : width);
+  });
+}
+
 template <class M>
 inline constexpr bool dependent_false = false;
 
@@ -172,8 +209,8 @@ inline constexpr bool dependent_false = false;
 /// that a user-written method that misses one learns which.
 template <class M>
 consteval bool method_is_complete() {
-  if constexpr (is_runtime_method<M>) {
-    return true;  // its alternatives were checked where it was declared
+  if constexpr (is_runtime_method<M> || modes_of<M> > 1) {
+    return true;  // its alternatives or modes were checked where it was declared
   } else if constexpr (!declares_kind<M>) {
     static_assert(dependent_false<M>, "seqpool: a pooling method needs `static constexpr seqpool::method_kind kind`");
     return false;
@@ -208,6 +245,7 @@ consteval bool method_is_complete() {
 }  // namespace detail
 
 template <class M>
-concept pooling_method = sequence_method<M> || token_method<M> || detail::is_runtime_method<M>;
+concept pooling_method =
+    sequence_method<M> || token_method<M> || detail::is_runtime_method<M> || (detail::modes_of<M> > 1);
 
 }  // namespace seqpool

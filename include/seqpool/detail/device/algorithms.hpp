@@ -2,6 +2,7 @@
 // and which kernels run them on how big a grid.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 
@@ -46,16 +47,19 @@ struct algorithms {
   // Planning: how the planner cuts a share.
 
   /// Whether one warp pools a request's window whole (packed with its
-  /// neighbours into a block), rather than blocks of tiles and slabs.
-  static bool pooled_whole(row_window window, std::int64_t width) {
-    return window.count * width <= Policy::packed_elements;
+  /// neighbours into a block), rather than blocks of tiles and slabs: a short
+  /// one whose pooled row of `width` columns is one mode's (the `loaded`
+  /// columns it reads of each row). A concat's requests are split, whose
+  /// blocks hold a few columns of every mode a lane.
+  static bool pooled_whole(row_window window, std::int64_t width, std::int64_t loaded) {
+    return width == loaded && window.count * width <= Policy::packed_elements;
   }
 
   /// The widest result row the kernel that finishes a pooled request holds
   /// whole: one strip for a warp that pools it whole, none for a request split
   /// over blocks (the last slab to arrive finishes it in memory).
-  static std::int64_t held_width(row_window window, std::int64_t width) {
-    return pooled_whole(window, width) ? Policy::held_row_floats : 0;
+  static std::int64_t held_width(row_window window, std::int64_t width, std::int64_t loaded) {
+    return pooled_whole(window, width, loaded) ? Policy::held_row_floats : 0;
   }
 
   /// A warp rounds a 16-bit value in the lane that holds it, but an int8 or
@@ -75,15 +79,16 @@ struct algorithms {
   static bool drafts_linear_rows(std::int64_t) { return true; }
 
   /// A short request is one tile that a warp pools whole, packed into a block
-  /// with the short requests next to it; a long one is split into tiles of
-  /// tile_rows rows and slabs of slab_columns columns, a block each, with
-  /// arrival counters for the merge of its tiles (one per slab) and for its
-  /// epilogue (one).
-  static void cut(share& planned, std::int32_t index, row_window window) {
+  /// with the short requests next to it; a long one (or a concat's) is split
+  /// into tiles of tile_rows rows and slabs of slab_columns of the `loaded`
+  /// columns, a block each, with arrival counters for the merge of its tiles
+  /// (one per slab) and for its epilogue (one), and a partial row per tile of
+  /// a mode_stride for each mode whose columns its row keeps (partial_stride).
+  static void cut(share& planned, std::int32_t index, row_window window, std::int64_t loaded) {
     share_records& records = planned.records;
     request_record& owner = records.requests[static_cast<std::size_t>(index)];
     const auto first_tile = static_cast<std::int32_t>(records.tiles.size());
-    if (pooled_whole(window, owner.width)) {
+    if (pooled_whole(window, owner.width, loaded)) {
       owner.num_tiles = 1;
       records.tiles.push_back({window.begin, static_cast<std::int32_t>(window.count), index, 0, owner.width});
       std::vector<work_record>& works = records.works;
@@ -95,17 +100,18 @@ struct algorithms {
         works.push_back({first_tile, 1, -1});
       return;
     }
-    const std::int64_t num_tiles = (window.count + Policy::tile_rows - 1) / Policy::tile_rows;
-    const std::int64_t slabs = (owner.width + Policy::slab_columns - 1) / Policy::slab_columns;
+    // A concat's request that finishes from its state alone is one tile of no rows.
+    const std::int64_t num_tiles = std::max<std::int64_t>(1, (window.count + Policy::tile_rows - 1) / Policy::tile_rows);
+    const std::int64_t slabs = (loaded + Policy::slab_columns - 1) / Policy::slab_columns;
     owner.num_tiles = static_cast<std::int32_t>(num_tiles);
     owner.arrivals = planned.take_arrivals(slabs + 1);
     if (num_tiles > 1)
-      owner.partials = planned.take_workspace(num_tiles * partial_stride(owner.width));
+      owner.partials = planned.take_workspace(num_tiles * partial_stride(owner.width, loaded));
     for (std::int64_t t = 0; t < num_tiles; ++t) {
       const std::int64_t rows = std::min(Policy::tile_rows, window.count - t * Policy::tile_rows);
       const auto tile = static_cast<std::int32_t>(records.tiles.size());
       records.tiles.push_back({window.begin + t * Policy::tile_rows, static_cast<std::int32_t>(rows), index,
-                               static_cast<std::int32_t>(t), owner.width});
+                               static_cast<std::int32_t>(t), static_cast<std::int32_t>(loaded)});
       for (std::int64_t slab = 0; slab < slabs; ++slab)
         records.works.push_back({tile, 1, static_cast<std::int32_t>(slab)});
     }
@@ -114,13 +120,15 @@ struct algorithms {
   /// The most tiles, blocks, arrival counters and partial floats a share of a
   /// sequence method within `limits` can need: a request is at most one tile
   /// more than its rows fill, and a split request reads more than
-  /// packed_elements.
-  static void bound_pooling(const capacity& limits, std::int64_t hidden_size, share_bounds& most) {
+  /// packed_elements, or is a concat's (`modes` > 1).
+  static void bound_pooling(const capacity& limits, std::int64_t hidden_size, std::int64_t modes,
+                            share_bounds& most) {
     const std::int64_t rows = limits.rows;
     most.records.tiles = static_cast<std::size_t>(limits.requests + rows / Policy::tile_rows);
-    most.workspace_floats += (2 * rows / Policy::tile_rows + limits.requests) * (hidden_size + 3);
+    most.workspace_floats += (2 * rows / Policy::tile_rows + limits.requests) * modes * (hidden_size + 3);
     const std::int64_t slabs = (hidden_size + Policy::slab_columns - 1) / Policy::slab_columns;
-    const std::int64_t split = std::min(limits.requests, rows * hidden_size / (Policy::packed_elements + 1));
+    const std::int64_t split =
+        modes > 1 ? limits.requests : std::min(limits.requests, rows * hidden_size / (Policy::packed_elements + 1));
     most.records.works = static_cast<std::size_t>(limits.requests + (split + rows / Policy::tile_rows) * slabs);
     most.arrivals = split * (slabs + 1);
   }

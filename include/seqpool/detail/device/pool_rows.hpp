@@ -15,9 +15,16 @@
 
 namespace seqpool::detail::device {
 
-/// Floats between a split request's partial rows in the workspace: each starts
-/// on a 16-byte boundary, so the merge reads them in vectors.
-SEQPOOL_HOST_DEVICE constexpr std::int64_t partial_stride(std::int64_t width) { return align_floats(width); }
+/// Floats between the modes' columns of a split request's partial row in
+/// the workspace, `loaded` each: each starts on a 16-byte boundary, so the
+/// merge reads them in vectors.
+SEQPOOL_HOST_DEVICE constexpr std::int64_t mode_stride(std::int64_t loaded) { return align_floats(loaded); }
+
+/// Floats between a split request's partial rows: a mode_stride for each
+/// mode whose columns its pooled row of `width` columns keeps (one, but for a concat's).
+SEQPOOL_HOST_DEVICE constexpr std::int64_t partial_stride(std::int64_t width, std::int64_t loaded) {
+  return (width + loaded - 1) / loaded * mode_stride(loaded);
+}
 
 /// One block per work record. A packed block pools up to `warps` short
 /// requests, a warp each, whole: every lane reduces its vectors of the row over
@@ -34,7 +41,9 @@ SEQPOOL_HOST_DEVICE constexpr std::int64_t partial_stride(std::int64_t width) { 
 /// rows this one leaves in the workspace. 16-bit results are rounded as a warp
 /// stores them from its registers, or, drafted in the workspace (split
 /// requests, wide rows), by the warp or block that runs the epilogue, which
-/// encodes every quantized row (always drafted) the same way.
+/// encodes every quantized row (always drafted) the same way. A concat's
+/// requests are split: a lane takes each value it loads into the same columns
+/// of every mode, holding slab_lane_floats of each.
 template <class Method, class Head, class T, class Result, class Policy>
 struct pool_rows {
   static constexpr int threads = Policy::threads;
@@ -45,8 +54,9 @@ struct pool_rows {
   using layout = lane_layout<elements, Policy::lane_floats>;  ///< packed: how a warp's lanes hold a row
   static constexpr int lane_vectors = layout::vectors;
   static constexpr int slab_vectors = Policy::slab_lane_floats / elements;  ///< split: vectors a lane reads a row
+  static constexpr int modes = modes_of<Method>;
   using lane_row = lane_fragment<Policy::lane_floats>;
-  using lane_slab = lane_fragment<Policy::slab_lane_floats>;
+  using lane_slab = lane_fragment<Policy::slab_lane_floats * modes>;  ///< mode S's floats from S × slab_lane_floats
 
   struct shared_storage {
     lane_slab merged[Policy::warps][warp_lanes];  ///< each warp's rows of a split block, merged in warp order
@@ -85,12 +95,13 @@ struct pool_rows {
 
   /// The value a column ends with: the reduction of the rows read (none, for a
   /// request that finishes from its state alone) after the state a chunked
-  /// request brings, then the method's finish when the request finishes.
-  SEQPOOL_HOST_DEVICE float column_value(float pooled, bool read_rows, const float* init, std::int64_t column,
-                                     const request_record& owner) const {
+  /// request brings, then the finish of `reducing` (the method, or a concat's mode) when the request finishes.
+  template <class Reducing>
+  SEQPOOL_HOST_DEVICE static float column_value(const Reducing& reducing, float pooled, bool read_rows,
+                                                const float* init, std::int64_t column, const request_record& owner) {
     float value = pooled;
-    if (init != nullptr) value = read_rows ? method.merge(init[column], pooled) : init[column];
-    return (owner.flags & finish) != 0 ? method.finish(value, owner.prompt_len) : value;
+    if (init != nullptr) value = read_rows ? reducing.merge(init[column], pooled) : init[column];
+    return (owner.flags & finish) != 0 ? reducing.finish(value, owner.prompt_len) : value;
   }
 
   // Packed blocks.
@@ -125,7 +136,8 @@ struct pool_rows {
         SEQPOOL_UNROLL
         for (int i = 0; i < Policy::lane_floats; ++i) {
           const std::int64_t column = layout::column(strip, lane, i);
-          if (column < width) mine.at[i] = column_value(mine.at[i], tile.rows > 0, init, column, owner);
+          if (column < width)
+            mine.at[i] = column_value(mode_of<0>(method), mine.at[i], tile.rows > 0, init, column, owner);
         }
         result.strip_done(mine, strip, lane);
       });
@@ -134,11 +146,11 @@ struct pool_rows {
   }
 
   /// A packed lane's vectors of one strip, reduced over `count` rows from identity();
-  /// the first row sits at `first_position` of its prompt.
+  /// the first row sits at `first_position` of its prompt. A packed request's row is one mode's.
   SEQPOOL_HOST_DEVICE void reduce_whole(const T* rows, std::int64_t count, std::int64_t first_position,
                                         std::int64_t width, std::int64_t strip, int lane, lane_row& mine) const {
     SEQPOOL_UNROLL
-    for (int i = 0; i < Policy::lane_floats; ++i) mine.at[i] = method.identity();
+    for (int i = 0; i < Policy::lane_floats; ++i) mine.at[i] = mode_of<0>(method).identity();
     // The lane's last vector is its farthest: if it is whole, they all are.
     if (rows_aligned && layout::column(strip, lane, Policy::lane_floats - 1) < width) {
       constexpr int stage_rows = Policy::packed_vectors_in_flight > lane_vectors
@@ -152,33 +164,39 @@ struct pool_rows {
               into[k] = load_once(rows + r * row_stride + layout::column(strip, lane, k * elements));
           },
           [&](std::int64_t r, const raw_vector (&loaded)[lane_vectors]) {
-            accumulate_vectors<lane_vectors>(loaded, mine.at, first_position + r);
+            accumulate_vectors<lane_vectors, 1>(loaded, mine.at, first_position + r);
           });
       return;
     }
     for (std::int64_t r = 0; r < count; ++r)
       SEQPOOL_UNROLL
       for (int k = 0; k < lane_vectors; ++k)
-        accumulate_columns(rows + r * row_stride, layout::column(strip, lane, k * elements), width, mine.at + k * elements,
-                           first_position + r);
+        accumulate_columns<1, 0>(rows + r * row_stride, layout::column(strip, lane, k * elements), width,
+                                 mine.at + k * elements, first_position + r);
   }
 
-  /// One row's loaded vectors taken into `values`; the row sits at `position` of its prompt.
-  template <int Vectors>
+  /// One row's loaded vectors taken into `values`, into the floats of each of
+  /// the first `Modes` modes, which lie Vectors × elements apart; the row
+  /// sits at `position` of its prompt.
+  template <int Vectors, int Modes>
   SEQPOOL_HOST_DEVICE void accumulate_vectors(const raw_vector (&loaded)[Vectors], float* values,
                                               std::int64_t position) const {
     SEQPOOL_UNROLL
     for (int k = 0; k < Vectors; ++k) {
       float row[elements];
       to_floats<T>(loaded[k], row);
-      SEQPOOL_UNROLL
-      for (int e = 0; e < elements; ++e)
-        values[k * elements + e] = accumulate_at(method, values[k * elements + e], row[e], position);
+      for_modes<Modes>([&]<int S>() {
+        float* into = values + S * (Vectors * elements) + k * elements;
+        SEQPOOL_UNROLL
+        for (int e = 0; e < elements; ++e) into[e] = accumulate_at(mode_of<S>(method), into[e], row[e], position);
+      });
     }
   }
 
   /// One vector's columns from `column` of one row, where a vector load cannot
-  /// take them: an unaligned row, or past the row's last whole vector.
+  /// take them (an unaligned row, or past the row's last whole vector), into
+  /// the floats of each of the first `Modes` modes in `values`, `Apart` apart.
+  template <int Modes, int Apart>
   SEQPOOL_HOST_DEVICE void accumulate_columns(const T* row, std::int64_t column, std::int64_t width, float* values,
                                               std::int64_t position) const {
     const std::int64_t count = width - column;
@@ -188,9 +206,12 @@ struct pool_rows {
       to_floats<T>(load_once(row + column), loaded);
     else
       load_columns<elements>(row, column, count, loaded);
-    SEQPOOL_UNROLL
-    for (int e = 0; e < elements; ++e)
-      if (e < count) values[e] = accumulate_at(method, values[e], loaded[e], position);
+    for_modes<Modes>([&]<int S>() {
+      float* into = values + S * Apart;
+      SEQPOOL_UNROLL
+      for (int e = 0; e < elements; ++e)
+        if (e < count) into[e] = accumulate_at(mode_of<S>(method), into[e], loaded[e], position);
+    });
   }
 
   // Split blocks.
@@ -203,7 +224,7 @@ struct pool_rows {
     const step_memory<Result> step = memory(header);
     float* out = step.at(owner.where, owner.offset, tile.request);  // drafted results: the row they are encoded from
     const float* init = (owner.flags & from_state) != 0 ? step.state[tile.request] : nullptr;
-    const std::int64_t width = tile.width;
+    const std::int64_t width = tile.width;  // the columns read of each row: a mode's
     const std::int64_t slab_begin = work.slab * Policy::slab_columns;
 
     // Each warp reduces a run of neighbouring rows; warp 0 merges the runs in order.
@@ -217,15 +238,15 @@ struct pool_rows {
     });
     block.sync();
     const bool alone = owner.num_tiles == 1;
-    float* partial = workspace + owner.partials + tile.index * partial_stride(width);
+    float* partial = workspace + owner.partials + tile.index * tile_stride(owner.width, width);
     block.threads([&](int warp, int lane) {
       if (warp != 0) return;
       lane_slab& mine = merge_runs(shared, lane, tile.rows, run);
       const std::int64_t column = slab_begin + lane * Policy::slab_lane_floats;
       if (alone) {
-        store_slab(out, mine, init, column, width, owner, true);
+        store_slab(out, width, mine, init, column, width, owner, tile.rows > 0 ? read : from_state_alone);
       } else {
-        store_slab(partial, mine, nullptr, column, width, owner, false);
+        store_slab(partial, mode_stride(width), mine, nullptr, column, width, owner, partial_row);
       }
     });
 
@@ -236,13 +257,14 @@ struct pool_rows {
       block.threads([&](int warp, int lane) {
         const std::int64_t first = warp * share;
         const std::int64_t last = first + share < owner.num_tiles ? first + share : owner.num_tiles;
-        merge_partials(first, last, slab_begin + lane * Policy::slab_lane_floats, owner, shared.merged[warp][lane]);
+        merge_partials(first, last, slab_begin + lane * Policy::slab_lane_floats, width, owner,
+                       shared.merged[warp][lane]);
       });
       block.sync();
       block.threads([&](int warp, int lane) {
         if (warp != 0) return;
         lane_slab& mine = merge_runs(shared, lane, owner.num_tiles, share);
-        store_slab(out, mine, init, slab_begin + lane * Policy::slab_lane_floats, width, owner, true);
+        store_slab(out, width, mine, init, slab_begin + lane * Policy::slab_lane_floats, width, owner, read);
       });
     }
 
@@ -253,9 +275,30 @@ struct pool_rows {
     } else {
       block.sync();
     }
-    block_memory_row<Block, threads, Policy::block_row_vectors_in_flight> row{block, out, width};
+    block_memory_row<Block, threads, Policy::block_row_vectors_in_flight> row{block, out, owner.width};
     head.epilogue(row, owner.knobs);
     if ((owner.flags & drafted) != 0) row.encode_into(step.output + owner.result, encoding);
+  }
+
+  /// Floats between a split request's partial rows, whose pooled row has
+  /// `width` columns, `loaded` of them a mode's (partial_stride).
+  SEQPOOL_HOST_DEVICE static std::int64_t tile_stride(std::int64_t width, std::int64_t loaded) {
+    if constexpr (modes == 1)
+      return mode_stride(loaded);  // the row is its one mode's
+    else
+      return partial_stride(width, loaded);
+  }
+
+  /// The columns mode S keeps of the `loaded` a lane's slab covers: all of
+  /// them but in a row cut short (matryoshka truncation) to `width`.
+  template <int S>
+  SEQPOOL_HOST_DEVICE static std::int64_t kept_columns(std::int64_t width, std::int64_t loaded) {
+    if constexpr (S == 0) {
+      return loaded;
+    } else {
+      const std::int64_t rest = width - S * loaded;
+      return rest < loaded ? rest : loaded;
+    }
   }
 
   /// Warp 0's lane after merging, in order, every warp's run that held rows.
@@ -263,56 +306,67 @@ struct pool_rows {
                                             std::int64_t run) const {
     lane_slab& mine = shared.merged[0][lane];
     for (int other = 1; other < Policy::warps && other * run < count; ++other)
-      SEQPOOL_UNROLL
-      for (int i = 0; i < Policy::slab_lane_floats; ++i)
-        mine.at[i] = method.merge(mine.at[i], shared.merged[other][lane].at[i]);
+      for_modes<modes>([&]<int S>() {
+        constexpr int first = S * Policy::slab_lane_floats;
+        SEQPOOL_UNROLL
+        for (int i = first; i < first + Policy::slab_lane_floats; ++i)
+          mine.at[i] = mode_of<S>(method).merge(mine.at[i], shared.merged[other][lane].at[i]);
+      });
     return mine;
   }
 
   /// Partials [first, last) of a split request's slab merged into a lane's
-  /// columns from `column`, in order, `merged_partials_in_flight` partials
-  /// loaded at once: a warp's share of the merge costs a round trip to L2 for
-  /// each group of them, not for each partial. Columns past the row read 0.
+  /// columns from `column` of each mode, in order, `merged_partials_in_flight`
+  /// partials loaded at once: a warp's share of the merge costs a round trip to
+  /// L2 for each group of them, not for each partial. Columns past a mode's read 0.
   SEQPOOL_HOST_DEVICE void merge_partials(std::int64_t first, std::int64_t last, std::int64_t column,
-                                          const request_record& owner, lane_slab& mine) const {
+                                          std::int64_t loaded, const request_record& owner, lane_slab& mine) const {
     constexpr int group = Policy::merged_partials_in_flight;
     constexpr int lane_floats = Policy::slab_lane_floats;
     static_assert(lane_floats % 4 == 0, "a lane's columns of a slab are whole vectors of floats");
-    const std::int64_t width = owner.width;
-    const std::int64_t stride = partial_stride(width);
-    // A partial row starts on a 16-byte boundary and `column` is a multiple of
-    // the lane's floats, so a lane whose columns lie within the row loads vectors.
-    const bool whole = column + lane_floats <= width;
-    for (std::int64_t p = first; p < last; p += group) {
-      float loaded[group][lane_floats];
-      SEQPOOL_UNROLL
-      for (int g = 0; g < group; ++g) {
-        if (p + g >= last) continue;
-        const float* row = workspace + owner.partials + (p + g) * stride + column;
-        if (whole) {
+    const std::int64_t stride = tile_stride(owner.width, loaded);
+    for_modes<modes>([&]<int S>() {
+      const std::int64_t kept = kept_columns<S>(owner.width, loaded);
+      const float* partials = workspace + owner.partials + S * mode_stride(loaded) + column;
+      float* merged = mine.at + S * lane_floats;
+      // A mode's columns start on a 16-byte boundary and `column` is a multiple of
+      // the lane's floats, so a lane whose columns lie within it loads vectors.
+      const bool whole = column + lane_floats <= kept;
+      for (std::int64_t p = first; p < last; p += group) {
+        float loaded_values[group][lane_floats];
+        SEQPOOL_UNROLL
+        for (int g = 0; g < group; ++g) {
+          if (p + g >= last) continue;
+          const float* row = partials + (p + g) * stride;
+          if (whole) {
+            SEQPOOL_UNROLL
+            for (int v = 0; v < lane_floats / 4; ++v) to_floats<float>(load_fresh(row + 4 * v), loaded_values[g] + 4 * v);
+          } else {
+            SEQPOOL_UNROLL
+            for (int i = 0; i < lane_floats; ++i) loaded_values[g][i] = column + i < kept ? read_fresh(row + i) : 0.0f;
+          }
+        }
+        SEQPOOL_UNROLL
+        for (int g = 0; g < group; ++g) {
+          if (p + g >= last) continue;
           SEQPOOL_UNROLL
-          for (int v = 0; v < lane_floats / 4; ++v) to_floats<float>(load_fresh(row + 4 * v), loaded[g] + 4 * v);
-        } else {
-          SEQPOOL_UNROLL
-          for (int i = 0; i < lane_floats; ++i) loaded[g][i] = column + i < width ? read_fresh(row + i) : 0.0f;
+          for (int i = 0; i < lane_floats; ++i)
+            merged[i] = p + g == first ? loaded_values[g][i]
+                                       : mode_of<S>(method).merge(merged[i], loaded_values[g][i]);
         }
       }
-      SEQPOOL_UNROLL
-      for (int g = 0; g < group; ++g) {
-        if (p + g >= last) continue;
-        SEQPOOL_UNROLL
-        for (int i = 0; i < lane_floats; ++i)
-          mine.at[i] = p + g == first ? loaded[g][i] : method.merge(mine.at[i], loaded[g][i]);
-      }
-    }
+    });
   }
 
   /// A split lane's columns [column, column + slab_lane_floats) reduced over rows [begin, end)
-  /// of a tile whose first row sits at `first_position` of its prompt.
+  /// of a tile whose first row sits at `first_position` of its prompt, into every mode's.
   SEQPOOL_HOST_DEVICE void reduce_slab(const T* rows, std::int64_t begin, std::int64_t end, std::int64_t first_position,
                                        std::int64_t width, std::int64_t column, lane_slab& mine) const {
-    SEQPOOL_UNROLL
-    for (int i = 0; i < Policy::slab_lane_floats; ++i) mine.at[i] = method.identity();
+    for_modes<modes>([&]<int S>() {
+      SEQPOOL_UNROLL
+      for (int i = 0; i < Policy::slab_lane_floats; ++i)
+        mine.at[S * Policy::slab_lane_floats + i] = mode_of<S>(method).identity();
+    });
     if (rows_aligned && column + Policy::slab_lane_floats <= width) {
       stream_rows<Policy::split_rows_in_flight, Policy::load_stages, slab_vectors>(
           begin, end,
@@ -321,28 +375,43 @@ struct pool_rows {
             for (int k = 0; k < slab_vectors; ++k) into[k] = load_once(rows + r * row_stride + column + k * elements);
           },
           [&](std::int64_t r, const raw_vector (&loaded)[slab_vectors]) {
-            accumulate_vectors<slab_vectors>(loaded, mine.at, first_position + r);
+            accumulate_vectors<slab_vectors, modes>(loaded, mine.at, first_position + r);
           });
       return;
     }
     for (std::int64_t r = begin; r < end; ++r)
       SEQPOOL_UNROLL
       for (int k = 0; k < slab_vectors; ++k)
-        accumulate_columns(rows + r * row_stride, column + k * elements, width, mine.at + k * elements,
-                           first_position + r);
+        accumulate_columns<modes, Policy::slab_lane_floats>(rows + r * row_stride, column + k * elements, width,
+                                                                mine.at + k * elements, first_position + r);
   }
 
-  /// Writes a split lane's columns to `to`: completed (merged with `init`,
-  /// finished) for the request's destination, as they are for a partial row.
-  SEQPOOL_HOST_DEVICE void store_slab(float* to, lane_slab& mine, const float* init, std::int64_t column,
-                                      std::int64_t width, const request_record& owner, bool completed) const {
-    const std::int64_t count = width - column;
-    if (count <= 0) return;
-    if (completed)
-      SEQPOOL_UNROLL
-      for (int i = 0; i < Policy::slab_lane_floats; ++i)
-        if (i < count) mine.at[i] = column_value(mine.at[i], true, init, column + i, owner);
-    store_values<Policy::slab_lane_floats>(to + column, mine.at, count, is_aligned(to + column));
+  /// What a lane's columns of a slab are when they are stored.
+  enum slab_values : std::uint8_t {
+    partial_row,       ///< a tile's reduction, as it is, for the merge
+    read,              ///< the request's reduction of the rows read: completed (merged with its state, finished)
+    from_state_alone,  ///< no rows read (a concat's request that finishes from its state): its state, finished
+  };
+
+  /// Writes a split lane's columns of each mode to `to`, the modes'
+  /// `apart` floats apart: completed for the request's destination, where
+  /// they lie `loaded` apart, as they are for a partial row.
+  SEQPOOL_HOST_DEVICE void store_slab(float* to, std::int64_t apart, lane_slab& mine, const float* init,
+                                      std::int64_t column, std::int64_t loaded, const request_record& owner,
+                                      slab_values stored) const {
+    for_modes<modes>([&]<int S>() {
+      const std::int64_t count = kept_columns<S>(owner.width, loaded) - column;
+      if (count <= 0) return;
+      float* values = mine.at + S * Policy::slab_lane_floats;
+      if (stored != partial_row)
+        SEQPOOL_UNROLL
+        for (int i = 0; i < Policy::slab_lane_floats; ++i)
+          if (i < count)
+            values[i] = column_value(mode_of<S>(method), values[i], stored == read, init,
+                                     S * loaded + column + i, owner);
+      float* at = to + S * apart + column;
+      store_values<Policy::slab_lane_floats>(at, values, count, is_aligned(at));
+    });
   }
 };
 

@@ -32,7 +32,7 @@ struct algorithms {
 
   /// The widest result row the item that finishes a pooled request holds whole
   /// through the head's epilogue: its scratch row, however the request is cut.
-  static std::int64_t held_width(row_window, std::int64_t) { return Policy::held_row_floats; }
+  static std::int64_t held_width(row_window, std::int64_t, std::int64_t) { return Policy::held_row_floats; }
 
   /// An item encodes any row its scratch row holds (store_row): quantized rows
   /// are drafted only where 16-bit ones would be.
@@ -54,9 +54,9 @@ struct algorithms {
   static bool drafts_linear_rows(std::int64_t out_width) { return out_width > Policy::held_row_floats; }
 
   /// A tile of up to tile_rows rows per item (one of no rows for a request that
-  /// finishes from its state alone) and, for several, a combine that merges their
-  /// partials in a pass of its own.
-  static void cut(share& planned, std::int32_t index, row_window window) {
+  /// finishes from its state alone), reading `loaded` columns of each, and, for
+  /// several, a combine that merges their partials in a pass of its own.
+  static void cut(share& planned, std::int32_t index, row_window window, std::int64_t loaded) {
     request_record& owner = planned.records.requests[static_cast<std::size_t>(index)];
     const std::int64_t num_tiles = std::max<std::int64_t>(1, (window.count + Policy::tile_rows - 1) / Policy::tile_rows);
     owner.num_tiles = static_cast<std::int32_t>(num_tiles);
@@ -67,17 +67,18 @@ struct algorithms {
     for (std::int64_t t = 0; t < num_tiles; ++t) {
       const std::int64_t rows = std::min(Policy::tile_rows, window.count - t * Policy::tile_rows);
       planned.records.tiles.push_back({window.begin + t * Policy::tile_rows, static_cast<std::int32_t>(rows), index,
-                                       static_cast<std::int32_t>(t), owner.width});
+                                       static_cast<std::int32_t>(t), static_cast<std::int32_t>(loaded)});
     }
   }
 
   /// The most tiles, combines and partial floats a share of a sequence method
   /// within `limits` can need: a request is at most one tile more than its rows
-  /// fill, and each of its tiles may write a partial row.
-  static void bound_pooling(const capacity& limits, std::int64_t hidden_size, share_bounds& most) {
+  /// fill, and each of its tiles may write a partial row of `modes` × hidden_size floats.
+  static void bound_pooling(const capacity& limits, std::int64_t hidden_size, std::int64_t modes,
+                            share_bounds& most) {
     most.records.tiles = static_cast<std::size_t>(limits.requests + limits.rows / Policy::tile_rows);
     most.records.combines = static_cast<std::size_t>(limits.requests);
-    most.workspace_floats += (2 * limits.rows / Policy::tile_rows + limits.requests) * (hidden_size + 3);
+    most.workspace_floats += (2 * limits.rows / Policy::tile_rows + limits.requests) * (modes * hidden_size + 3);
   }
 
   // Launching: the passes of a share, over an image on the host.
@@ -110,8 +111,9 @@ struct algorithms {
                                           method, head, layer, hidden.data_handle(), hidden.stride(0),
                                           at.tiles.in(image), requests, memory, items(at.tiles), stream_results});
       if (items(at.combines) > 0)
-        space.launch(items(at.combines), combine_partials<Method, Head, Result, Policy>{
-                                             method, head, layer, at.combines.in(image), requests, memory});
+        space.launch(items(at.combines),
+                     combine_partials<Method, Head, Result, Policy>{method, head, layer, hidden.extent(1),
+                                                                    at.combines.in(image), requests, memory});
     }
     if (items(at.linears) > 0)
       space.launch(items(at.linears),

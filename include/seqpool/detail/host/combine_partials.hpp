@@ -21,6 +21,7 @@ struct combine_partials {
   Method method;
   Head head;
   dense_layer layer;  ///< the head's one dense layer, where an item passes rows through it
+  std::int64_t hidden_size;  ///< columns of a hidden row: the width of each of a concat's modes' results
   const std::int32_t* combines;
   const request_record* requests;
   step_memory<Result> memory;
@@ -30,11 +31,12 @@ struct combine_partials {
     const request_record& owner = requests[request];
     const float* init = (owner.flags & from_state) != 0 ? memory.state[request] : nullptr;
     const float* partials = memory.workspace + owner.partials;
+    const std::int64_t loaded = owner.width < hidden_size ? owner.width : hidden_size;
     const bool through = (owner.flags & through_linear) != 0;
     if (through || (owner.where == target::output && stored_from_scratch<Policy, Result>(false, owner.width))) {
       alignas(64) float pooled[Policy::scratch_row_floats];
-      merge_row(owner, init, partials, pooled);
-      finish_row(method, head, owner, owner.flags, pooled);
+      merge_row(owner, loaded, init, partials, pooled);
+      finish_row(method, head, owner, loaded, owner.flags, pooled);
       if (through)
         linear_into<Policy>(head, layer, pooled, memory.output + owner.offset, owner.linear_width, owner.knobs,
                             memory.encoding);
@@ -43,21 +45,26 @@ struct combine_partials {
       return;
     }
     float* out = memory.at(owner.where, owner.offset, request);
-    merge_row(owner, init, partials, out);
-    finish_row(method, head, owner, owner.flags, out);
+    merge_row(owner, loaded, init, partials, out);
+    finish_row(method, head, owner, loaded, owner.flags, out);
     if ((owner.flags & drafted) != 0) store_row(memory.output + owner.result, out, owner.width, false, memory.encoding);
   }
 
  private:
-  /// Merges the request's state (or identity()) and its tiles' partials into `out`.
-  void merge_row(const request_record& owner, const float* init, const float* partials, float* out) const {
+  /// Merges the request's state (or identity()) and its tiles' partials into
+  /// `out`, a concat's modes' columns (`loaded` each) each by its method.
+  void merge_row(const request_record& owner, std::int64_t loaded, const float* init, const float* partials,
+                 float* out) const {
     // Partial after partial, each read front to back while the result row stays in cache.
     const std::int64_t width = owner.width;
-    for (std::int64_t c = 0; c < width; ++c) out[c] = init != nullptr ? init[c] : method.identity();
-    for (std::int32_t p = 0; p < owner.num_tiles; ++p) {
-      const float* __restrict__ partial = partials + p * width;
-      for (std::int64_t c = 0; c < width; ++c) out[c] = method.merge(out[c], partial[c]);
-    }
+    for_mode_columns<modes_of<Method>>(loaded, width, [&]<int S>(std::int64_t begin, std::int64_t end) {
+      const auto& merging = mode_of<S>(method);
+      for (std::int64_t c = begin; c < end; ++c) out[c] = init != nullptr ? init[c] : merging.identity();
+      for (std::int32_t p = 0; p < owner.num_tiles; ++p) {
+        const float* __restrict__ partial = partials + p * width;
+        for (std::int64_t c = begin; c < end; ++c) out[c] = merging.merge(out[c], partial[c]);
+      }
+    });
   }
 };
 

@@ -1,6 +1,7 @@
 // Host algorithms, pass 1 of sequence methods: reduce each tile of rows.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 
 #include <seqpool/config.hpp>
@@ -25,6 +26,7 @@ struct column_range {
 /// belongs (state or result row) and runs the head's epilogue too, after its
 /// linear layer when flagged; otherwise it writes a partial for combine_partials.
 /// A result row it streams, or encodes as other than float, it assembles in scratch first.
+/// A concat's item takes each value it reads into each mode's columns of the row.
 template <class Method, class Head, class T, class Result, class Policy>
 struct reduce_tiles {
   Method method;
@@ -39,13 +41,14 @@ struct reduce_tiles {
   bool stream_results;
 
   static constexpr std::int64_t line_elements = cache_line_bytes / sizeof(T);
+  static constexpr int modes = modes_of<Method>;
 
   void operator()(std::int64_t item) const {
     const tile_record tile = tiles[item];
     const request_record& owner = requests[tile.request];
     const bool alone = owner.num_tiles == 1;
     const std::uint8_t flags = alone ? owner.flags : 0;
-    const std::int64_t width = tile.width;
+    const std::int64_t width = owner.width;  // the pooled row's: its modes' columns
     // `out` may be `init` itself: a chunk continuing in place.
     float* out = alone ? memory.at(owner.where, owner.offset, tile.request)
                        : memory.workspace + owner.partials + tile.index * width;
@@ -64,7 +67,7 @@ struct reduce_tiles {
     if (through || (to_output && stored_from_scratch<Policy, Result>(stream_results, width))) {
       alignas(64) float scratch[Policy::scratch_row_floats];
       reduce(tile, width, next, init, first_row, scratch);
-      finish_row(method, head, owner, flags, scratch);
+      finish_row(method, head, owner, tile.width, flags, scratch);
       if (through)
         linear_into<Policy>(head, layer, scratch, memory.output + owner.offset, owner.linear_width, owner.knobs,
                             memory.encoding);
@@ -73,7 +76,7 @@ struct reduce_tiles {
       return;
     }
     reduce(tile, width, next, init, first_row, out);
-    finish_row(method, head, owner, flags, out);
+    finish_row(method, head, owner, tile.width, flags, out);
     if ((flags & drafted) != 0) store_row(memory.output + owner.result, out, width, stream_results, memory.encoding);
   }
 
@@ -90,16 +93,46 @@ struct reduce_tiles {
     }
   };
 
-  /// The tile's rows reduced into `out` from `init` or identity(); a tile of no
-  /// rows (a request that finishes from its state alone, CLS after its first
-  /// chunk) is `init` itself.
+  /// The tile's rows reduced into the `width` columns of `out` from `init` or
+  /// identity(); a tile of no rows (a request that finishes from its state
+  /// alone, CLS after its first chunk) is `init` itself.
   void reduce(tile_record tile, std::int64_t width, const tile_record* next, const float* init, const T* first_row,
               float* out) const {
     if (tile.rows > 0) {
-      sweep(tile, width, next, init, first_row, out);
+      sweep(tile, next, {tile.width, width}, init, first_row, out);
       return;
     }
-    for (std::int64_t c = 0; c < width; ++c) out[c] = init != nullptr ? init[c] : method.identity();
+    for_mode_columns<modes>(tile.width, width, [&]<int S>(std::int64_t begin, std::int64_t end) {
+      const auto& reducing = mode_of<S>(method);
+      for (std::int64_t c = begin; c < end; ++c) out[c] = init != nullptr ? init[c] : reducing.identity();
+    });
+  }
+
+  /// Columns of the row a tile reduces: `loaded` read of each row, which every
+  /// mode takes; `width` in the pooled row, its modes' side by side.
+  struct row_columns {
+    std::int64_t loaded;
+    std::int64_t width;
+
+    /// The loaded columns mode S keeps: all of them, but in a row cut short.
+    template <int S>
+    std::int64_t kept() const {
+      if constexpr (S == 0)
+        return loaded;
+      else
+        return std::clamp<std::int64_t>(width - S * loaded, 0, loaded);
+    }
+  };
+
+  /// Calls set(reducing, at) for each mode that keeps loaded column c, with
+  /// the mode's method and the column's place `at` in the pooled row.
+  template <class Set>
+  void each_mode(const row_columns& columns, std::int64_t c, const Set& set) const {
+    for_modes<modes>([&]<int S>() {
+      if constexpr (S > 0)
+        if (c >= columns.template kept<S>()) return;
+      set(mode_of<S>(method), c + S * columns.loaded);
+    });
   }
 
   /// Reduces the tile's rows into `out`, starting from `init` or identity(), a
@@ -109,25 +142,27 @@ struct reduce_tiles {
   /// core's scheduler free to wait on more misses, where whole 8 KiB rows asked
   /// for into L1 would push the result row out of it. Sweeps share a row evenly,
   /// in whole lines, leaving no sliver.
-  void sweep(tile_record tile, std::int64_t width, const tile_record* next, const float* init, const T* first_row,
+  void sweep(tile_record tile, const tile_record* next, row_columns columns, const float* init, const T* first_row,
              float* out) const {
+    const std::int64_t width = columns.loaded;
     const std::int64_t row_bytes = width * static_cast<std::int64_t>(sizeof(T));
     const std::int64_t num_sweeps = (row_bytes + Policy::sweep_bytes - 1) / Policy::sweep_bytes;
     const std::int64_t sweep_lines = ((width + num_sweeps - 1) / num_sweeps + line_elements - 1) / line_elements;
     const std::int64_t sweep_width = sweep_lines * line_elements;
     for (std::int64_t begin = 0; begin < width; begin += sweep_width) {
       const std::int64_t end = begin + sweep_width < width ? begin + sweep_width : width;
-      sweep_columns(tile, width, next, {begin, end}, init, first_row, out);
+      sweep_columns(tile, columns, next, {begin, end}, init, first_row, out);
     }
   }
 
   /// Reduces the tile's rows over the columns of `sweep`.
-  void sweep_columns(tile_record tile, std::int64_t width, const tile_record* next, column_range sweep,
+  void sweep_columns(tile_record tile, row_columns columns, const tile_record* next, column_range sweep,
                      const float* init, const T* first_row, float* out) const {
+    const std::int64_t width = columns.loaded;
     // Rows outer, columns inner: the result's columns stay in cache and the
     // inner loop vectorises. Four rows at a time load and store them a quarter
     // as often, and still accumulate in row order.
-    start_sweep(tile, width, next, sweep, init, first_row, out);
+    start_sweep(tile, columns, next, sweep, init, first_row, out);
     const std::int64_t first_position = position_of(tile);
     std::int32_t r = 1;
     for (; r + 4 <= tile.rows; r += 4) {
@@ -146,10 +181,12 @@ struct reduce_tiles {
             for (const lines_ahead& later : ahead) later.template ask<prefetch_into::l1>(line - sweep.begin);
           },
           [&](std::int64_t c) {
-            float value = accumulate_at(method, out[c], to_float(row0[c]), position);
-            value = accumulate_at(method, value, to_float(row1[c]), position + 1);
-            value = accumulate_at(method, value, to_float(row2[c]), position + 2);
-            out[c] = accumulate_at(method, value, to_float(row3[c]), position + 3);
+            each_mode(columns, c, [&](const auto& reducing, std::int64_t at) {
+              float value = accumulate_at(reducing, out[at], to_float(row0[c]), position);
+              value = accumulate_at(reducing, value, to_float(row1[c]), position + 1);
+              value = accumulate_at(reducing, value, to_float(row2[c]), position + 2);
+              out[at] = accumulate_at(reducing, value, to_float(row3[c]), position + 3);
+            });
           });
     }
     // The rows left over ask for the rows four on, as the sweeps did, all at once.
@@ -160,7 +197,9 @@ struct reduce_tiles {
     for (; r < tile.rows; ++r) {
       const T* __restrict__ row = first_row + r * row_stride;
       for (std::int64_t c = sweep.begin; c < sweep.end; ++c)
-        out[c] = accumulate_at(method, out[c], to_float(row[c]), first_position + r);
+        each_mode(columns, c, [&](const auto& reducing, std::int64_t at) {
+          out[at] = accumulate_at(reducing, out[at], to_float(row[c]), first_position + r);
+        });
     }
   }
 
@@ -169,23 +208,30 @@ struct reduce_tiles {
   /// same lines of the row its thread reduces next, which the hardware cannot
   /// guess, a line for each line it converts rather than all at once as the item
   /// starts, which would fill the line-fill buffers.
-  void start_sweep(tile_record tile, std::int64_t width, const tile_record* next, column_range sweep, const float* init,
-                   const T* first_row, float* out) const {
+  void start_sweep(tile_record tile, row_columns columns, const tile_record* next, column_range sweep,
+                   const float* init, const T* first_row, float* out) const {
     const T* __restrict__ first = first_row;
     const std::int64_t position = position_of(tile);
     if (tile.rows == 1) {
-      const lines_ahead later = ahead_of(tile, width, next, sweep, 1);
+      const lines_ahead later = ahead_of(tile, columns.loaded, next, sweep, 1);
       by_lines<T>(
           sweep.begin, sweep.end, [&](std::int64_t line) { later.ask(line - sweep.begin); },
           [&](std::int64_t c) {
-            out[c] = accumulate_at(method, init != nullptr ? init[c] : method.identity(), to_float(first[c]), position);
+            each_mode(columns, c, [&](const auto& reducing, std::int64_t at) {
+              out[at] = accumulate_at(reducing, init != nullptr ? init[at] : reducing.identity(), to_float(first[c]),
+                                      position);
+            });
           });
     } else if (init != nullptr) {
       for (std::int64_t c = sweep.begin; c < sweep.end; ++c)
-        out[c] = accumulate_at(method, init[c], to_float(first[c]), position);
+        each_mode(columns, c, [&](const auto& reducing, std::int64_t at) {
+          out[at] = accumulate_at(reducing, init[at], to_float(first[c]), position);
+        });
     } else {
       for (std::int64_t c = sweep.begin; c < sweep.end; ++c)
-        out[c] = accumulate_at(method, method.identity(), to_float(first[c]), position);
+        each_mode(columns, c, [&](const auto& reducing, std::int64_t at) {
+          out[at] = accumulate_at(reducing, reducing.identity(), to_float(first[c]), position);
+        });
     }
   }
 
