@@ -21,6 +21,15 @@
 #define SEQPOOL_HOST_DEVICE
 #endif
 
+// Before a host-device template that calls what it is given: nvcc checks each
+// instantiation's calls for both sides, and a host-only callable (a host pass's
+// lambda) is called on the host only.
+#if defined(__CUDACC__)
+#define SEQPOOL_EXEC_CHECK_DISABLE _Pragma("nv_exec_check_disable")
+#else
+#define SEQPOOL_EXEC_CHECK_DISABLE
+#endif
+
 // Lets the host compiler split a reduction loop into vector lanes (OpenMP simd,
 // honoured under -fopenmp or -fopenmp-simd); device code keeps its order.
 // SEQPOOL_SIMD asserts a loop's iterations independent, where the compiler's

@@ -181,21 +181,27 @@ SEQPOOL_HOST_DEVICE constexpr const auto& mode_of(const M& method) {
     return method;
 }
 
-/// Calls work.template operator()<S>() — a lambda `[&]<int S>() {…}` — for
-/// each mode S of N, in order.
-template <int N, class Work>
-SEQPOOL_HOST_DEVICE constexpr void for_modes(Work&& work) {
-  [&]<int... S>(std::integer_sequence<int, S...>) {
-    (work.template operator()<S>(), ...);
-  }(std::make_integer_sequence<int, N>{});
+/// Calls work.template operator()<S>() for each S of the sequence, in order.
+SEQPOOL_EXEC_CHECK_DISABLE
+template <class Work, int... S>
+SEQPOOL_HOST_DEVICE constexpr void for_each_mode(Work& work, std::integer_sequence<int, S...>) {
+  (work.template operator()<S>(), ...);
 }
 
-/// Calls work.template operator()<S>(begin, end) for each mode S of N whose
-/// columns a pooled row of `width` columns keeps, [begin, end): mode S's
-/// start at S × `loaded` (the columns read of each row), and a row cut short
-/// (matryoshka truncation) keeps the first modes' columns, the last in part.
+/// Calls work.template operator()<S>() — a lambda `[&]<int S>() {…}` — for
+/// each mode S of N, in order.
+SEQPOOL_EXEC_CHECK_DISABLE
 template <int N, class Work>
-SEQPOOL_HOST_DEVICE constexpr void for_mode_columns(std::int64_t loaded, std::int64_t width, Work&& work) {
+SEQPOOL_HOST_DEVICE constexpr void for_modes(Work&& work) {
+  for_each_mode(work, std::make_integer_sequence<int, N>{});
+}
+
+/// Host passes: calls work.template operator()<S>(begin, end) for each mode S
+/// of N whose columns a pooled row of `width` columns keeps, [begin, end):
+/// mode S's start at S × `loaded` (the columns read of each row), and a row
+/// cut short (matryoshka truncation) keeps the first modes' columns, the last in part.
+template <int N, class Work>
+constexpr void for_mode_columns(std::int64_t loaded, std::int64_t width, Work&& work) {
   for_modes<N>([&]<int S>() {
     const std::int64_t begin = S * loaded;
     if (begin < width) work.template operator()<S>(begin, begin + loaded < width ? begin + loaded : width);
