@@ -82,7 +82,8 @@ class generator {
 };
 
 /// Draws a head of kind Head over rows of `in_features` columns, with its weights in `space`:
-/// none, one dense layer, or a stack of two or three, each with an activation function.
+/// none, one dense layer, or a stack of two or three, each with an activation function
+/// and from 1 to its inputs + 3 outputs, at most `widest_layer`.
 template <class Head, class Space>
 struct drawn_head {
   test::head_spec spec;
@@ -90,7 +91,8 @@ struct drawn_head {
   Head policy;
   std::int64_t out_features;
 
-  drawn_head(Space& space, generator& draw, std::int64_t in_features) : out_features(in_features) {
+  drawn_head(Space& space, generator& draw, std::int64_t in_features, std::int64_t widest_layer)
+      : out_features(in_features) {
     spec.classify = Head::kind == seqpool::head_kind::classify;
     const int count = !draw.chance(spec.classify ? 0.5 : 0.35) ? 0 : draw.chance(0.6) ? 1 : draw.chance(0.6) ? 2 : 3;
     std::vector<seqpool::dense_layer> layers;
@@ -99,7 +101,7 @@ struct drawn_head {
       const bool last = k + 1 == count;
       test::layer_spec& layer = spec.layers.emplace_back();
       layer.out_features = spec.classify && last ? std::vector<std::int64_t>{1, 2, 5}[draw.between(0, 2)]
-                                                 : draw.between(1, in_features + 3);
+                                                 : draw.between(1, std::min(in_features + 3, widest_layer));
       layer.weight = draw.values(layer.out_features * in_features);
       for (float& w : layer.weight) w /= std::sqrt(static_cast<float>(in_features));
       layer.activation = count == 1 && draw.chance(0.5) ? seqpool::activation_function::identity
@@ -170,7 +172,11 @@ void compare_with_reference(std::uint32_t seed, const batch_shape& shape, bool c
   const std::int64_t columns = Method::name == "step" && draw.chance(0.5)
                                    ? draw.between(1, std::min<std::int64_t>(hidden_size, 8))
                                    : seqpool::detail::modes_of<Method> * hidden_size;
-  drawn_head<Head, Space> pooling_head(space, draw, columns);
+  // A token method's head runs on every row it keeps, thousands a run: narrow
+  // layers (wider than the device's warps, which each take every 8th output) keep
+  // the reference's products few. A sequence method's rows reach past 1024 outputs.
+  const std::int64_t widest_layer = Method::kind == seqpool::method_kind::token ? 24 : columns + 3;
+  drawn_head<Head, Space> pooling_head(space, draw, columns, widest_layer);
   seqpool::pooler<Method, Head, Space, Result> pooler(space, hidden_size, {}, pooling_head.policy);
   seqpool::state_store<Space> state(space);
   constexpr bool rounds = !std::is_same_v<Result, float>;
