@@ -10,6 +10,7 @@
 #include <seqpool/head/concepts.hpp>
 #include <seqpool/hidden.hpp>
 #include <seqpool/method/concepts.hpp>
+#include <seqpool/sparse.hpp>
 #include <seqpool/space/memory_space.hpp>
 #include <seqpool/step_runner.hpp>
 
@@ -25,8 +26,11 @@ class dispatcher;
 /// 16-bit: methods and heads still work in float, and each value is rounded to
 /// nearest even once, as it is stored; or quantized as they are stored: int8
 /// and uint8 on calibration ranges (set_ranges), binary and ubinary sign bits
-/// packed 8 columns a byte. A dispatcher takes poolers into its table.
-template <class Method, pooling_head Head, memory_space Space, result_element Result = float>
+/// packed 8 columns a byte; or, for a token method whose head gives a row one
+/// weight, sparse_entry: each finishing request's weights listed by token id.
+/// A dispatcher takes poolers into its table.
+template <class Method, pooling_head Head, memory_space Space, class Result = float>
+  requires result_element<Result> || sparse_element<Result>
 class pooler : public step_runner<Space, Result, detail::pooling_unit<Method, Head, Space, Result>> {
   using runner = step_runner<Space, Result, detail::pooling_unit<Method, Head, Space, Result>>;
 
@@ -48,6 +52,13 @@ class pooler : public step_runner<Space, Result, detail::pooling_unit<Method, He
     requires ranged_element<Result>
   {
     this->template unit<0>().set_ranges(ranges);
+  }
+
+  /// Sparse results: the weight an id's must be above to be listed (0 until set).
+  void set_weight_floor(float floor)
+    requires sparse_element<Result>
+  {
+    this->template unit<0>().set_weight_floor(floor);
   }
 
   const Method& method() const { return this->template unit<0>().method(); }

@@ -101,12 +101,13 @@ results slice(const Plan& plan, const std::vector<Result>& output) {
 
 /// One step through a pooler or a dispatcher: plan (into `plan`, reusing it),
 /// reserve, then forward under the audit, which must show the sync contract
-/// kept. `hidden` is row-major with `row_stride` elements a row, the first
-/// hidden_size of which are the row.
+/// kept; the output, copied back. `hidden` is row-major with `row_stride`
+/// elements a row, the first hidden_size of which are the row.
 template <class Pooler, class T>
-results run_step(typename Pooler::space_type& space, Pooler& pooler,
-                 seqpool::state_store<typename Pooler::space_type>& state, const seqpool::batch& step,
-                 const std::vector<T>& hidden, std::int64_t row_stride, seqpool::step_plan& plan) {
+std::vector<typename Pooler::result_type> forward_step(typename Pooler::space_type& space, Pooler& pooler,
+                                                       seqpool::state_store<typename Pooler::space_type>& state,
+                                                       const seqpool::batch& step, const std::vector<T>& hidden,
+                                                       std::int64_t row_stride, seqpool::step_plan& plan) {
   using Space = typename Pooler::space_type;
   const auto on_device = to_space(space, hidden);
   pooler.plan(step, state, plan);
@@ -119,7 +120,15 @@ results run_step(typename Pooler::space_type& space, Pooler& pooler,
                    output.span());
     check_sync_contract(scope.counts());
   }
-  return slice(plan, to_host(space, output));
+  return to_host(space, output);
+}
+
+/// forward_step(), its output cut into per-request results read as float.
+template <class Pooler, class T>
+results run_step(typename Pooler::space_type& space, Pooler& pooler,
+                 seqpool::state_store<typename Pooler::space_type>& state, const seqpool::batch& step,
+                 const std::vector<T>& hidden, std::int64_t row_stride, seqpool::step_plan& plan) {
+  return slice(plan, forward_step(space, pooler, state, step, hidden, row_stride, plan));
 }
 
 template <class Pooler, class T>

@@ -32,6 +32,9 @@ struct record_counts {
   std::size_t mask_words = 0;    ///< token methods: the bits of masked runs
   std::size_t columns = 0;
   std::size_t linears = 0;
+  std::size_t sparse_lists = 0;  ///< sparse results: a list per finishing request
+  std::size_t sparse_slots = 0;  ///< sparse results: a slot per distinct id of a list, and one to end it
+  std::size_t sparse_order = 0;  ///< sparse results: a list's tokens, by slot
 };
 
 /// What a step's launches are sized by: its plan's record counts (an eager
@@ -54,6 +57,9 @@ struct image_header {
   section<std::uint32_t> masks;
   section<std::int32_t> column_table;
   section<linear_record> linears;
+  section<sparse_list> sparse_lists;
+  section<sparse_slot> sparse_slots;
+  section<std::int32_t> sparse_order;
 };
 
 /// Every section starts on a 16-byte boundary, after the header.
@@ -100,6 +106,9 @@ inline std::size_t lay_out_image(const record_counts& counts, image_header& head
   add(header.masks, counts.mask_words);
   add(header.column_table, counts.columns);
   add(header.linears, counts.linears);
+  add(header.sparse_lists, counts.sparse_lists);
+  add(header.sparse_slots, counts.sparse_slots);
+  add(header.sparse_order, counts.sparse_order);
   return bytes;
 }
 

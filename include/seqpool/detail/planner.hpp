@@ -39,6 +39,20 @@ struct pooler_shape {
   bool quantized = false;
   std::int64_t columns_per_value = 1;  ///< result columns one output value holds: 8 for packed sign bits
   std::int64_t ranged_columns = -1;    ///< int8 and uint8: the columns the calibration ranges cover; else -1
+  /// Sparse results: the head's one output weighs each returned row of a token
+  /// method, and a finishing request's weights are listed by token id.
+  bool sparse = false;
+};
+
+/// Sparse results: a returned row of a finishing request, by its token id and
+/// its place among the request's returned rows.
+struct listed_token {
+  std::int64_t id;
+  std::int32_t row;
+
+  friend bool operator<(const listed_token& a, const listed_token& b) {
+    return a.id != b.id ? a.id < b.id : a.row < b.row;
+  }
 };
 
 /// What the checks decided about one request, which building follows.
@@ -55,6 +69,7 @@ struct request_decision {
   bool consecutive = false;
   std::int64_t first_position = 0;
   std::span<const std::int64_t> columns;  ///< token methods: the columns kept (empty: all)
+  std::size_t first_listed = 0;  ///< sparse results, finishing: its first returned row in the planner's listed tokens
 };
 
 /// What the planner works in, which a plan keeps for the next plan made into
@@ -67,6 +82,7 @@ struct planner_scratch {
   std::vector<row_window> windows;
   std::vector<std::int64_t> positions;
   std::vector<std::int64_t> run_returns;  ///< rows each run returns
+  std::vector<listed_token> listed;       ///< sparse results: every finishing request's returned rows
 };
 
 /// Every size, offset and index of a step is decided here, on the host, from
@@ -118,7 +134,18 @@ class planner {
       }
       most.output_per_request = align_slack;
       most.output_per_result_row = widest_result;
-      if (shape.result_bytes < 4) most.workspace_floats += limits.result_rows * widest_result + 3 * limits.requests;
+      if (shape.sparse) {
+        // A list a request, its count and at most an entry a returned row; a
+        // weight a returned row, and a slot a distinct id and one to end them.
+        most.output_per_request = align_slack + 1;
+        most.output_per_result_row = 1;
+        most.workspace_floats += limits.result_rows + 3 * limits.requests;
+        most.records.sparse_lists = static_cast<std::size_t>(limits.requests);
+        most.records.sparse_slots = static_cast<std::size_t>(limits.result_rows + limits.requests);
+        most.records.sparse_order = static_cast<std::size_t>(limits.result_rows);
+      } else if (shape.result_bytes < 4) {
+        most.workspace_floats += limits.result_rows * widest_result + 3 * limits.requests;
+      }
     } else {
       if (shape.has_linear) {
         most.records.linears = static_cast<std::size_t>(limits.requests);
@@ -154,6 +181,7 @@ class planner {
         windows_(scratch.windows),
         positions_(scratch.positions),
         run_returns_(scratch.run_returns),
+        listed_(scratch.listed),
         share_(into),
         output_begin_(output_begin),
         output_end_(output_begin) {
@@ -162,6 +190,7 @@ class planner {
     windows_.clear();
     positions_.clear();
     run_returns_.clear();
+    listed_.clear();
   }
 
   // Checking.
@@ -268,6 +297,9 @@ class planner {
     if (Method::reads_token_ids && std::cmp_less(r.prompt_token_ids.size(), r.prompt_len))
       fail_request(index, r.id, "prompt_token_ids", "the method reads all ", r.prompt_len, " ids of the prompt, got ",
                    r.prompt_token_ids.size());
+    if (shape_.sparse && std::cmp_less(r.prompt_token_ids.size(), r.prompt_len))
+      fail_request(index, r.id, "prompt_token_ids", "a sparse result lists its rows by token id: give all ",
+                   r.prompt_len, " ids of the prompt, got ", r.prompt_token_ids.size());
     const token_filter filter(r);  // checked in decide()
     d.columns = method.columns(r);
     d.width = d.columns.empty() ? shape_.hidden_size : static_cast<std::int64_t>(d.columns.size());
@@ -302,6 +334,32 @@ class planner {
     if (d.rows_total > std::numeric_limits<std::int64_t>::max() / widest / 2)
       fail_request(index, r.id, "prompt_len", r.prompt_len, " rows of ", widest,
                    " columns are more floats than a step can count");
+    if (shape_.sparse && part.finished()) list_tokens(method, filter, index, r, d);
+  }
+
+  /// Sparse results: every row a finishing request returns over its whole
+  /// prompt, with its token id, which a list entry holds in 32 bits.
+  template <class Method>
+  void list_tokens(const Method& method, const token_filter& filter, std::size_t index, const request& r,
+                   decision& d) {
+    d.first_listed = listed_.size();
+    const auto take = [&](std::int64_t position) {
+      const std::int64_t id = r.prompt_token_ids[static_cast<std::size_t>(position)];
+      if (id < 0 || id > std::numeric_limits<std::int32_t>::max())
+        fail_request(index, r.id, "prompt_token_ids", "a sparse result lists ids in [0, 2147483647]; position ",
+                     position, " has ", id);
+      listed_.push_back({id, static_cast<std::int32_t>(listed_.size() - d.first_listed)});
+    };
+    if (keeps_every_row(method, r) && !filter.by_id()) {
+      const position_range stay = filter.inner(0, r.prompt_len);
+      for (std::int64_t position = stay.begin; position < stay.end; ++position) take(position);
+      return;
+    }
+    const std::size_t mark = positions_.size();
+    method.select(r, 0, r.prompt_len, positions_);
+    for (std::size_t k = mark; k < positions_.size(); ++k)
+      if (filter.stays(positions_[k])) take(positions_[k]);
+    positions_.resize(mark);
   }
 
   /// The rows of [begin, end) — another chunk's — that a token method chooses
@@ -356,7 +414,7 @@ class planner {
     key.token_ids = 0;
     // Where the rows a chunk returns depend on the prompt's ids, its later chunks must see the same ids.
     if constexpr (Method::kind == method_kind::token) {
-      if (Method::reads_token_ids || token_filter(r).by_id())
+      if (Method::reads_token_ids || token_filter(r).by_id() || shape_.sparse)
         key.token_ids = hash_ids(
             r.prompt_token_ids.first(std::min(r.prompt_token_ids.size(), static_cast<std::size_t>(r.prompt_len))));
     }
@@ -422,8 +480,6 @@ class planner {
     }
     if constexpr (Method::kind == method_kind::token) lay_out_gather_bases();
     share_.output_values = output_end_ - output_begin_;
-    for (const auto& result : share_.results)
-      if (result) share_.result_rows += result->rows;
     share_.image_bytes = lay_out_image(share_.records.counts(), share_.header);
   }
 
@@ -491,9 +547,11 @@ class planner {
     // finishing request's rows that a dense layer takes: its linear records say where they are.
     const bool projected = part.finished() && shape_.has_linear && Algorithms::projects_returned_rows;
     const std::size_t first_linear = share_.records.linears.size();
-    const destination to = part.finished() ? route_results(record, result, rows, d.width, d.out_width,
-                                                           Algorithms::policy::held_row_floats, projected)
-                                           : destination{target::state, 0, d.width, 0, d.width};
+    destination to{target::state, 0, d.width, 0, d.width};
+    if (part.finished())
+      to = shape_.sparse ? route_weights(record, result, d, projected)
+                         : route_results(record, result, rows, d.width, d.out_width,
+                                         Algorithms::policy::held_row_floats, projected);
     direct(share_.records.requests[static_cast<std::size_t>(record)], to, 0, 0, values_of(d.out_width));
     if (projected) {
       locate_returned_rows(first_linear, d, part);
@@ -679,6 +737,7 @@ class planner {
     const std::int64_t out_values = values_of(out_width);
     const result_slice slice{align_values(output_end_, shape_.result_bytes), rows, out_values};
     share_.results[result] = slice;
+    share_.result_rows += rows;
     output_end_ = slice.offset + rows * out_values;
     const bool rounding = shape_.result_bytes < 4;
     const bool always_drafted = shape_.quantized && Algorithms::drafts_quantized_rows;
@@ -702,6 +761,41 @@ class planner {
     return {target::workspace, pooled, pooled_width, finish, pooled_width};
   }
 
+  /// Sparse results: a finishing token request's `rows` returned rows are
+  /// weighed by the head's layers into weights of the workspace (linear
+  /// records whose result stays in its draft: offset -1), and its list —
+  /// the count, then a pair a distinct id of its rows — takes one row of the
+  /// output from a 16-byte boundary; its slots name each id's rows, sorted
+  /// here from the tokens listed when it was checked.
+  destination route_weights(std::int32_t record, std::size_t result, const decision& d, bool projected) {
+    const std::int64_t rows = d.rows_total;
+    const auto listed = std::span(listed_).subspan(d.first_listed, static_cast<std::size_t>(rows));
+    std::sort(listed.begin(), listed.end());
+    std::vector<sparse_slot>& slots = share_.records.sparse_slots;
+    std::vector<std::int32_t>& order = share_.records.sparse_order;
+    const auto first_slot = static_cast<std::int32_t>(slots.size());
+    for (std::size_t k = 0; k < listed.size(); ++k) {
+      if (k == 0 || listed[k].id != listed[k - 1].id)
+        slots.push_back({static_cast<std::int32_t>(listed[k].id), static_cast<std::int32_t>(order.size())});
+      order.push_back(listed[k].row);
+    }
+    const std::int64_t distinct = static_cast<std::int64_t>(slots.size()) - first_slot;
+    slots.push_back({-1, static_cast<std::int32_t>(order.size())});
+    const result_slice slice{align_values(output_end_, shape_.result_bytes), 1, 1 + distinct};
+    share_.results[result] = slice;
+    share_.result_rows += rows;
+    output_end_ = slice.offset + slice.cols;
+    const std::int64_t pooled = projected ? -1 : share_.take_workspace(rows * d.width);
+    const std::int64_t weights = share_.take_workspace(rows);
+    const std::int64_t between = shape_.between_floats;
+    const std::int64_t betweens = between > 0 ? share_.take_workspace(rows * between) : -1;
+    for (std::int64_t k = 0; k < rows; ++k)
+      share_.records.linears.push_back({projected ? -1 : pooled + k * d.width, -1, -1, weights + k,
+                                        between > 0 ? betweens + k * between : -1, record, 1});
+    share_.records.sparse_lists.push_back({weights, slice.offset, first_slot, static_cast<std::int32_t>(distinct)});
+    return {target::workspace, pooled, d.width, finish, d.width};
+  }
+
   /// The output values a result row of `width` columns takes.
   std::int64_t values_of(std::int64_t width) const { return detail::values_of(width, shape_.columns_per_value); }
 
@@ -714,6 +808,7 @@ class planner {
   std::vector<row_window>& windows_;
   std::vector<std::int64_t>& positions_;
   std::vector<std::int64_t>& run_returns_;  ///< rows each run returns
+  std::vector<listed_token>& listed_;
   std::int64_t mask_bits_ = 0;
   share& share_;
   std::int64_t output_begin_;

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <limits>
 #include <span>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -22,6 +23,7 @@
 #include <seqpool/hidden.hpp>
 #include <seqpool/method/concepts.hpp>
 #include <seqpool/quantized.hpp>
+#include <seqpool/sparse.hpp>
 #include <seqpool/space/buffer.hpp>
 
 namespace seqpool::detail {
@@ -34,6 +36,8 @@ template <class Method, class Head, class Space, class Result>
 class pooling_unit {
   // First, so that a user's method that misses a member learns which before anything else.
   static_assert(method_is_complete<Method>());
+  static_assert(!sparse_element<Result> || Method::kind == method_kind::token,
+                "seqpool: a sparse result lists a token method's rows by token id (method::all, for BGE-M3)");
 
  public:
   using algorithms = algorithms_of<Space>;
@@ -55,6 +59,24 @@ class pooling_unit {
     // The built-in heads check their layers when made; a user's head is checked
     // here, so that no layer reads past the rows the plan gives between layers.
     checked(head_.layers(), "layers");
+    if constexpr (sparse_element<Result>) {
+      const dense_stack layers = head_.layers();
+      if (!layers.present() || layers.out_features() != 1)
+        fail("head", "a sparse result weighs each row with the head's last dense layer, of one output (BGE-M3's "
+             "sparse_linear: [1, hidden_size] with relu); this head's ",
+             layers.present() ? "last layer has " + std::to_string(layers.out_features()) + " outputs"
+                              : std::string("has no dense layer"));
+    }
+  }
+
+  /// Sparse results: an id is listed where its weight is above `floor` (0
+  /// until set: BGE-M3's weights above 0). Kernels read it from the launch, so
+  /// a captured step lists on the floor set when it was captured.
+  void set_weight_floor(float floor)
+    requires sparse_element<Result>
+  {
+    if (std::isnan(floor)) fail("floor", "must be a number, got NaN");
+    floor_ = floor;
   }
 
   /// int8 and uint8 results: copies the calibration ranges into the space's
@@ -120,7 +142,10 @@ class pooling_unit {
                         counts.combines <= bounds_.records.combines && counts.gathers <= bounds_.records.gathers &&
                         counts.gather_bases <= bounds_.records.gather_bases &&
                         counts.mask_words <= bounds_.records.mask_words &&
-                        counts.linears <= bounds_.records.linears && planned.image_bytes <= bounds_.image_bytes &&
+                        counts.linears <= bounds_.records.linears &&
+                        counts.sparse_lists <= bounds_.records.sparse_lists &&
+                        counts.sparse_slots <= bounds_.records.sparse_slots &&
+                        counts.sparse_order <= bounds_.records.sparse_order && planned.image_bytes <= bounds_.image_bytes &&
                         planned.workspace_floats <= bounds_.workspace_floats && planned.arrivals <= bounds_.arrivals;
     if (!within) fail("capacity", "the step's records exceed what the capacity was sized for");
   }
@@ -170,13 +195,16 @@ class pooling_unit {
             .bounded = bounded,
             .quantized = quantized_element<Result>,
             .columns_per_value = columns_per_value<Result>,
-            .ranged_columns = ranged_element<Result> ? static_cast<std::int64_t>(ranges_.size() / 2) : -1};
+            .ranged_columns = ranged_element<Result> ? static_cast<std::int64_t>(ranges_.size() / 2) : -1,
+            .sparse = sparse_element<Result>};
   }
 
   /// How the kernels store a row: for int8 and uint8, on the ranges' lower bounds and steps in the space's memory.
   result_encoding<Result> encoding() const {
     if constexpr (ranged_element<Result>)
       return {ranges_.data(), ranges_.data() + ranges_.size() / 2};
+    else if constexpr (sparse_element<Result>)
+      return {floor_};
     else
       return {};
   }
@@ -206,6 +234,7 @@ class pooling_unit {
   buffer<float, Space> workspace_;
   buffer<int, Space> arrivals_;
   buffer<float, Space> ranges_;  ///< int8 and uint8: every column's lower bound, then every column's step
+  float floor_ = 0.0f;           ///< sparse results: the weight an id's must be above to be listed
   share_bounds bounds_;
 };
 

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <bit>
+#include <cmath>
 #include <cstdint>
 #include <type_traits>
 
@@ -197,12 +198,39 @@ struct gather_cursor {
 struct linear_record {
   std::int64_t input;    ///< workspace float offset of the pooled (or gathered) row; -1: read at `source`
   std::int64_t source;   ///< a returned row read where it lies, as a row_copy's source; else unused
-  std::int64_t offset;   ///< output value offset of the result row
+  std::int64_t offset;   ///< output value offset of the result row; -1: it stays in its draft (sparse weights)
   std::int64_t draft;    ///< results drafted: the workspace float offset of the draft row; else -1
   std::int64_t between;  ///< stacks: workspace float offset of its outputs of every layer but the last; else -1
   std::int32_t request;
   std::int32_t width;  ///< leading outputs kept (matryoshka truncation)
 };
+
+/// Sparse results: the list of a finishing request (list_sparse), made from its
+/// token weights — one float a returned row, in prompt order, from workspace
+/// offset `weights` — and its slots, one a distinct token id in ascending
+/// order, each naming the tokens of its id.
+struct sparse_list {
+  std::int64_t weights;     ///< workspace float offset of its first token's weight
+  std::int64_t offset;      ///< output entry offset of the list: the count, then `slots` entries
+  std::int32_t first_slot;  ///< its first slot; the slot after its last ends that one's tokens
+  std::int32_t slots;
+};
+
+/// A distinct token id of a sparse list, and where its tokens start in the
+/// step's token order (the next slot's `first` ends them).
+struct sparse_slot {
+  std::int32_t id;
+  std::int32_t first;  ///< into the sparse order: the tokens' places among their request's returned rows
+};
+
+/// The weight of a list's slot: the largest its tokens were given (NaN only
+/// where every one was NaN). `order` is the step's sparse order, `weights` the
+/// list's first weight.
+SEQPOOL_HOST_DEVICE inline float slot_weight(const sparse_slot* slot, const std::int32_t* order, const float* weights) {
+  float largest = weights[order[slot[0].first]];
+  for (std::int32_t t = slot[0].first + 1; t < slot[1].first; ++t) largest = fmaxf(largest, weights[order[t]]);
+  return largest;
+}
 
 /// Device kernels: the work of one block of the pooling launch. A packed block
 /// pools `num_tiles` whole short requests, a warp each; a split block reduces

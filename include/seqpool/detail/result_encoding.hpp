@@ -1,7 +1,8 @@
 // How a result row, finished in float, becomes the output's values: kept or
 // rounded to 16 bits column by column, quantized on calibration ranges column
-// by column, or packed into sign bits 8 columns a value. The host's passes and
-// the device's kernels store through the same encoding.
+// by column, packed into sign bits 8 columns a value, or listed by token id as
+// sparse weights. The host's passes and the device's kernels store through the
+// same encoding.
 #pragma once
 
 #include <cstdint>
@@ -10,6 +11,7 @@
 #include <seqpool/config.hpp>
 #include <seqpool/detail/to_float.hpp>
 #include <seqpool/quantized.hpp>
+#include <seqpool/sparse.hpp>
 
 namespace seqpool::detail {
 
@@ -28,10 +30,11 @@ SEQPOOL_HOST_DEVICE constexpr std::int64_t values_of(std::int64_t width) {
   return values_of(width, columns_per_value<Result>);
 }
 
-enum class encoding_kind : std::uint8_t { rounded, ranged, packed };
+enum class encoding_kind : std::uint8_t { rounded, ranged, packed, listed };
 
 template <class Result>
 inline constexpr encoding_kind encoding_kind_of = ranged_element<Result>        ? encoding_kind::ranged
+                                                  : sparse_element<Result>        ? encoding_kind::listed
                                                   : columns_per_value<Result> > 1 ? encoding_kind::packed
                                                                                   : encoding_kind::rounded;
 
@@ -84,6 +87,14 @@ struct result_encoding<Result, encoding_kind::packed> {
     else
       return ubinary{static_cast<std::uint8_t>(byte)};
   }
+};
+
+/// Sparse weights: a request's weight rows (one float a token, finished in the
+/// workspace) become the list of its distinct token ids whose largest weight
+/// is above `floor`, ascending (list_sparse).
+template <class Result>
+struct result_encoding<Result, encoding_kind::listed> {
+  float floor = 0.0f;
 };
 
 }  // namespace seqpool::detail

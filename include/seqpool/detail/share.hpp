@@ -39,10 +39,14 @@ struct share_records {
   std::vector<std::uint32_t> masks;
   std::vector<std::int32_t> column_table;
   std::vector<linear_record> linears;
+  std::vector<sparse_list> sparse_lists;
+  std::vector<sparse_slot> sparse_slots;
+  std::vector<std::int32_t> sparse_order;
 
   record_counts counts() const {
-    return {requests.size(), tiles.size(),   works.size(),        combines.size(), gathers.size(),
-            gather_bases.size(), masks.size(), column_table.size(), linears.size()};
+    return {requests.size(),     tiles.size(),        works.size(),       combines.size(),
+            gathers.size(),      gather_bases.size(), masks.size(),       column_table.size(),
+            linears.size(),      sparse_lists.size(), sparse_slots.size(), sparse_order.size()};
   }
 
   /// Empties every section, keeping its storage for the next plan.
@@ -56,6 +60,9 @@ struct share_records {
     masks.clear();
     column_table.clear();
     linears.clear();
+    sparse_lists.clear();
+    sparse_slots.clear();
+    sparse_order.clear();
   }
 };
 
@@ -121,6 +128,9 @@ struct share {
     copy(header.masks, records.masks, base);
     copy(header.column_table, records.column_table, base);
     copy(header.linears, records.linears, base);
+    copy(header.sparse_lists, records.sparse_lists, base);
+    copy(header.sparse_slots, records.sparse_slots, base);
+    copy(header.sparse_order, records.sparse_order, base);
   }
 
  private:

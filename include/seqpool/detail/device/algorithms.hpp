@@ -9,6 +9,7 @@
 #include <seqpool/capacity.hpp>
 #include <seqpool/detail/device/apply_linear.hpp>
 #include <seqpool/detail/device/gather_rows.hpp>
+#include <seqpool/detail/device/list_sparse.hpp>
 #include <seqpool/detail/device/policy.hpp>
 #include <seqpool/detail/device/pool_rows.hpp>
 #include <seqpool/detail/device/vector.hpp>
@@ -16,6 +17,7 @@
 #include <seqpool/detail/share.hpp>
 #include <seqpool/hidden.hpp>
 #include <seqpool/method/concepts.hpp>
+#include <seqpool/sparse.hpp>
 
 namespace seqpool::detail::device {
 
@@ -142,10 +144,27 @@ struct algorithms {
   /// blocks past the image's own counts return at once), none when it has no
   /// blocks. Gathering and linear launches run on at most
   /// one wave of blocks, a pooling launch on a block an index (or, captured, as
-  /// the policy says).
+  /// the policy says). A sparse result's launches write its weights, floats
+  /// in the workspace, and a launch of its own, on one wave, lists them.
   template <sized_by Sizing, class Method, class Head, class T, class Result, class Space>
   static void launch(Space& space, const Method& method, const Head& head, hidden_view<T> hidden,
                      const record_counts& counts, const std::byte* image, const launch_buffers<Result>& into) {
+    if constexpr (sparse_element<Result>) {
+      launch_rows<Sizing>(space, method, head, hidden, counts, image,
+                          launch_buffers<float>{nullptr, 0, into.workspace, into.arrivals, {}});
+      if (counts.sparse_lists > 0)
+        space.launch(static_cast<std::int64_t>(counts.sparse_lists),
+                     list_sparse<Policy>{image, into.output, into.workspace, into.encoding});
+    } else {
+      launch_rows<Sizing>(space, method, head, hidden, counts, image, into);
+    }
+  }
+
+ private:
+  /// The pooling or gathering launch and the layers'.
+  template <sized_by Sizing, class Method, class Head, class T, class Result, class Space>
+  static void launch_rows(Space& space, const Method& method, const Head& head, hidden_view<T> hidden,
+                          const record_counts& counts, const std::byte* image, const launch_buffers<Result>& into) {
     const auto carried = kernel_head_of(head);
     using Carried = decltype(carried);
     const T* rows = hidden.data_handle();

@@ -10,6 +10,7 @@
 #include <seqpool/detail/host/apply_linear.hpp>
 #include <seqpool/detail/host/combine_partials.hpp>
 #include <seqpool/detail/host/gather_rows.hpp>
+#include <seqpool/detail/host/list_sparse.hpp>
 #include <seqpool/detail/host/policy.hpp>
 #include <seqpool/detail/host/reduce_tiles.hpp>
 #include <seqpool/detail/image.hpp>
@@ -17,6 +18,7 @@
 #include <seqpool/head/concepts.hpp>
 #include <seqpool/hidden.hpp>
 #include <seqpool/method/concepts.hpp>
+#include <seqpool/sparse.hpp>
 
 namespace seqpool::detail::host {
 
@@ -87,16 +89,35 @@ struct algorithms {
   /// header gives every count): reduce_tiles then combine_partials for a
   /// sequence method, gather_rows for a token method, then apply_linear for
   /// rows the items could not pass through the layer. A captured step's passes
-  /// are the same: the header gives the batch's counts.
+  /// are the same: the header gives the batch's counts. A sparse result's
+  /// passes write its weights, floats in the workspace, and list_sparse lists them.
   template <sized_by, class Method, class Head, class T, class Result, class Space>
   static void launch(Space& space, const Method& method, const Head& head, hidden_view<T> hidden,
                      const record_counts&, const std::byte* image, const launch_buffers<Result>& into) {
+    if constexpr (sparse_element<Result>) {
+      const image_header& at = *reinterpret_cast<const image_header*>(image);
+      launch_rows(space, method, head, hidden, image,
+                  launch_buffers<float>{nullptr, 0, into.workspace, into.arrivals, {}});
+      if (at.sparse_lists.count > 0)
+        space.launch(static_cast<std::int64_t>(at.sparse_lists.count),
+                     list_sparse{at.sparse_lists.in(image), at.sparse_slots.in(image), at.sparse_order.in(image),
+                                 into.workspace, into.output, into.encoding});
+    } else {
+      launch_rows(space, method, head, hidden, image, into);
+    }
+  }
+
+ private:
+  /// The passes that read the hidden states, and the layers'.
+  template <class Method, class Head, class T, class Result, class Space>
+  static void launch_rows(Space& space, const Method& method, const Head& head, hidden_view<T> hidden,
+                          const std::byte* image, const launch_buffers<Result>& into) {
     const image_header& at = *reinterpret_cast<const image_header*>(image);
+    const auto items = [](auto section) { return static_cast<std::int64_t>(section.count); };
     const request_record* requests = at.requests.in(image);
     const step_memory<Result> memory{into.output, into.workspace, at.state_table.in(image), into.encoding};
     const bool stream_results =
         static_cast<std::size_t>(into.output_values) * sizeof(Result) >= Policy::streamed_output_bytes;
-    const auto items = [](auto section) { return static_cast<std::int64_t>(section.count); };
     const dense_layer layer = head.layers()[0];  // the items' own, where the head has one layer
     if constexpr (Method::kind == method_kind::token) {
       if (items(at.gather_bases) > 1)

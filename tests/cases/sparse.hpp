@@ -1,0 +1,278 @@
+// docs/TESTS.md case 32 and the refusals of sparse results: a token method's
+// rows weighed by the head's one output and listed by token id (BGE-M3's
+// lexical weights), whole and in chunks, against a plain reference loop.
+// Defines templated cases; a translation unit applies them to its spaces.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <map>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <doctest/doctest.h>
+
+#include <seqpool/seqpool.hpp>
+#include <seqpool/sparse.hpp>
+
+#include "../support/prompts.hpp"
+#include "../support/step.hpp"
+
+namespace sparse_cases {
+
+using seqpool::sparse_entry;
+namespace method = seqpool::method;
+namespace head = seqpool::head;
+
+/// A weight layer [1, columns] with its bias, in the space's memory, and the
+/// head that applies it with relu and no activation after (regression).
+template <class Space>
+struct weigher {
+  seqpool::buffer<float, Space> weight;
+  seqpool::buffer<float, Space> bias;
+  std::int64_t columns;
+
+  weigher(Space& space, const std::vector<float>& row, float offset)
+      : weight(test::to_space(space, row)),
+        bias(test::to_space(space, std::vector<float>{offset})),
+        columns(static_cast<std::int64_t>(row.size())) {}
+
+  head::classify head() const {
+    return head::classify(seqpool::dense_stack{{{weight.data(), bias.data(), 1, columns},
+                                                seqpool::activation_function::relu}},
+                          head::problem_type::regression);
+  }
+};
+
+template <class Space>
+using sparse_pooler = seqpool::pooler<method::all, head::classify, Space, sparse_entry>;
+
+/// A request's list: its entries, the count first, as the output holds them.
+using listing = std::vector<sparse_entry>;
+
+/// One prompt of a step: its rows, ids, chunks (sizes) and knobs.
+struct prompt {
+  std::string id;
+  std::vector<float> rows;  ///< row-major, `columns` a row
+  std::vector<std::int64_t> token_ids;
+  std::vector<std::int64_t> chunks;
+  seqpool::pooling_params params;
+};
+
+/// Runs `prompts` through `pooler` step by step, each step taking every
+/// prompt's next chunk (a prompt whose chunks ran out sits out), and returns
+/// each prompt's list from the step it finished in.
+template <class Space>
+std::vector<listing> run(Space& space, sparse_pooler<Space>& pooler, const std::vector<prompt>& prompts) {
+  const std::int64_t columns = pooler.hidden_size();
+  seqpool::state_store<Space> state(space);
+  seqpool::step_plan plan;
+  std::vector<listing> lists(prompts.size());
+  std::vector<std::int64_t> done(prompts.size(), 0);
+  for (std::size_t turn = 0;; ++turn) {
+    seqpool::batch step;
+    std::vector<float> rows;
+    std::vector<std::size_t> members;
+    for (std::size_t p = 0; p < prompts.size(); ++p) {
+      const prompt& at = prompts[p];
+      if (turn >= at.chunks.size()) continue;
+      const std::int64_t size = at.chunks[turn];
+      const auto prompt_len = static_cast<std::int64_t>(at.token_ids.size());
+      seqpool::request r = test::part(at.id, seqpool::task::token_classify, prompt_len, done[p], size, at.params);
+      r.prompt_token_ids = at.token_ids;
+      step.requests.push_back(std::move(r));
+      rows.insert(rows.end(), at.rows.begin() + done[p] * columns, at.rows.begin() + (done[p] + size) * columns);
+      members.push_back(p);
+      done[p] += size;
+    }
+    if (members.empty()) return lists;
+    const std::vector<sparse_entry> output = test::forward_step(space, pooler, state, step, rows, columns, plan);
+    for (std::size_t k = 0; k < members.size(); ++k) {
+      const std::size_t p = members[k];
+      const auto& result = plan.results[k];
+      REQUIRE(result.has_value() == (done[p] == static_cast<std::int64_t>(prompts[p].token_ids.size())));
+      if (!result) continue;
+      CHECK(result->rows == 1);
+      lists[p].assign(output.begin() + result->offset, output.begin() + result->offset + result->cols);
+    }
+  }
+}
+
+inline std::string shown(const listing& list) {
+  std::string text;
+  for (const sparse_entry& e : list) text += "{" + std::to_string(e.id) + ", " + std::to_string(e.weight) + "} ";
+  return text;
+}
+
+/// What SPEC section 3 says a request's list is, computed in double by a
+/// plain loop over its prompt: each returned row's weight relu(row · v + b),
+/// the largest for each distinct id among the rows a filter lets stay, listed
+/// ascending where above `floor`; an id whose weight lies within `margin` of the
+/// floor may be listed or not (the spaces add in float, in their own order).
+struct expected_list {
+  std::map<std::int64_t, double> weights;  ///< every id a returned row has, with its largest weight
+
+  expected_list(const prompt& p, const std::vector<float>& v, float b) {
+    const auto columns = static_cast<std::int64_t>(v.size());
+    const auto prompt_len = static_cast<std::int64_t>(p.token_ids.size());
+    for (std::int64_t t = 0; t < prompt_len; ++t) {
+      const std::int64_t id = p.token_ids[static_cast<std::size_t>(t)];
+      const std::vector<std::int64_t>& skip = p.params.drop_token_ids;
+      if ((p.params.drop_first && t == 0) || (p.params.drop_last && t == prompt_len - 1) ||
+          std::binary_search(skip.begin(), skip.end(), id))
+        continue;
+      double dot = b;
+      for (std::int64_t c = 0; c < columns; ++c) dot += double(p.rows[t * columns + c]) * v[c];
+      const double weight = std::max(dot, 0.0);
+      const auto [at, added] = weights.emplace(id, weight);
+      if (!added) at->second = std::max(at->second, weight);
+    }
+  }
+
+  void check(const listing& actual, float floor, double margin) const {
+    CAPTURE(shown(actual));
+    REQUIRE(actual.size() == weights.size() + 1);
+    const std::int32_t count = actual[0].id;
+    CHECK(actual[0].weight == 0.0f);
+    REQUIRE(count >= 0);
+    REQUIRE(static_cast<std::size_t>(count) <= weights.size());
+    auto next = actual.begin() + 1;
+    for (const auto& [id, weight] : weights) {
+      const bool listed = next != actual.begin() + 1 + count && next->id == id;
+      if (listed) {
+        CHECK(std::abs(next->weight - weight) <= margin * std::max(1.0, weight));
+        ++next;
+      }
+      if (std::abs(weight - floor) > margin) CHECK_MESSAGE(listed == (weight > floor), "id " << id << ": " << weight);
+    }
+    CHECK(next == actual.begin() + 1 + count);  // nothing listed out of order, or twice
+    for (auto past = next; past != actual.end(); ++past) CHECK((past->id == -1 && past->weight == 0.0f));
+  }
+};
+
+/// Case 32's two prompts of two columns; the layer is v = [1, −1], b = −0.5.
+inline std::vector<prompt> case_32_prompts(std::vector<std::int64_t> a_chunks, std::vector<std::int64_t> b_chunks) {
+  return {{"a",
+           {3, 0, 2, 0, 0, 1, 4, 0.5f, 1, 0.25f, 5, 0},
+           {0, 7, 5, 7, 9, 2},
+           std::move(a_chunks),
+           {.use_activation = true, .drop_token_ids = {0, 2}}},
+          {"b", {1, 0, 2, 0, 0, 0}, {9, 9, 4}, std::move(b_chunks), {}}};
+}
+
+}  // namespace sparse_cases
+
+TEST_CASE_TEMPLATE_DEFINE("case 32: sparse lexical weights: the largest weight of each id, listed above the floor",
+                          Space, case_32_sparse_weights) {
+  using namespace sparse_cases;
+  Space space;
+  const weigher<Space> layer(space, {1, -1}, -0.5f);
+  sparse_pooler<Space> pooler(space, 2, {}, layer.head());
+  // Weights relu(h0 − h1 − 0.5): a: 2.5 (id 0, dropped), 1.5 (7), 0 (5), 3 (7), 0.25 (9), 4.5 (id 2, dropped);
+  // b: 0.5 (9), 1.5 (9), 0 (4). Ids 5 and 4 weigh 0, which is not above the floor.
+  const listing a{{2, 0}, {7, 3.0f}, {9, 0.25f}, {-1, 0}};
+  const listing b{{1, 0}, {9, 1.5f}, {-1, 0}};
+  for (const auto& [a_chunks, b_chunks] : std::vector<std::pair<std::vector<std::int64_t>, std::vector<std::int64_t>>>{
+           {{6}, {3}}, {{2, 3, 1}, {3}}, {{1, 1, 1, 1, 1, 1}, {1, 2}}}) {
+    CAPTURE(a_chunks.size());
+    const std::vector<listing> lists = run(space, pooler, case_32_prompts(a_chunks, b_chunks));
+    CHECK(lists[0] == a);
+    CHECK(lists[1] == b);
+  }
+  pooler.set_weight_floor(0.5f);  // 0.25 and 0.5 are not above it
+  std::vector<listing> lists = run(space, pooler, case_32_prompts({6}, {2, 1}));
+  CHECK(lists[0] == listing{{1, 0}, {7, 3.0f}, {-1, 0}, {-1, 0}});
+  CHECK(lists[1] == listing{{1, 0}, {9, 1.5f}, {-1, 0}});
+  pooler.set_weight_floor(-1.0f);  // every id
+  lists = run(space, pooler, case_32_prompts({4, 2}, {3}));
+  CHECK(lists[0] == listing{{3, 0}, {5, 0}, {7, 3.0f}, {9, 0.25f}});
+  CHECK(lists[1] == listing{{2, 0}, {4, 0}, {9, 1.5f}});
+  // Every row dropped: an empty list, its count alone.
+  std::vector<prompt> dropped = case_32_prompts({6}, {3});
+  dropped[1].params.drop_token_ids = {4, 9};
+  CHECK(run(space, pooler, dropped)[1] == listing{{0, 0}});
+}
+
+TEST_CASE_TEMPLATE_DEFINE("sparse results match a plain loop, chunked as whole, with every token filter", Space,
+                          sparse_matches_reference) {
+  using namespace sparse_cases;
+  Space space;
+  std::mt19937 engine(32);
+  for (int draw = 0; draw < 12; ++draw) {
+    CAPTURE(draw);
+    const std::int64_t columns = std::uniform_int_distribution<std::int64_t>(1, 70)(engine);
+    const std::vector<float> v = test::drawn_values(columns, 100 + draw);
+    const float b = std::uniform_real_distribution<float>(-1.0f, 1.0f)(engine);
+    const weigher<Space> layer(space, v, b);
+    sparse_pooler<Space> pooler(space, columns, {}, layer.head());
+    const float floor = draw % 3 == 0 ? 0.0f : std::uniform_real_distribution<float>(-0.5f, 2.0f)(engine);
+    pooler.set_weight_floor(floor);
+    const std::int64_t vocabulary = std::uniform_int_distribution<std::int64_t>(1, 40)(engine);
+    std::uniform_int_distribution<std::int64_t> id(0, vocabulary - 1);
+    std::vector<prompt> prompts;
+    const int count = std::uniform_int_distribution<int>(1, 6)(engine);
+    for (int p = 0; p < count; ++p) {
+      const std::int64_t prompt_len = std::uniform_int_distribution<std::int64_t>(1, 600)(engine);
+      prompt at{test::id("r", p), test::drawn_values(prompt_len * columns, 1000 * draw + p), {}, {}, {}};
+      for (std::int64_t t = 0; t < prompt_len; ++t) at.token_ids.push_back(id(engine));
+      at.params.drop_first = engine() % 2 == 0;
+      at.params.drop_last = engine() % 3 == 0;
+      if (engine() % 2 == 0) at.params.drop_token_ids = {0, vocabulary / 2};
+      if (at.params.drop_token_ids.size() == 2 && vocabulary / 2 == 0) at.params.drop_token_ids.pop_back();
+      prompts.push_back(std::move(at));
+    }
+    std::vector<prompt> chunked = prompts;
+    for (prompt& at : prompts) at.chunks = {static_cast<std::int64_t>(at.token_ids.size())};
+    for (prompt& at : chunked) {
+      for (std::int64_t left = static_cast<std::int64_t>(at.token_ids.size()); left > 0;) {
+        const std::int64_t size = std::uniform_int_distribution<std::int64_t>(1, left)(engine);
+        at.chunks.push_back(size);
+        left -= size;
+      }
+    }
+    const std::vector<listing> whole = run(space, pooler, prompts);
+    const std::vector<listing> in_chunks = run(space, pooler, chunked);
+    for (std::size_t p = 0; p < prompts.size(); ++p) {
+      CAPTURE(p);
+      expected_list(prompts[p], v, b).check(whole[p], floor, 1e-4);
+      CHECK(in_chunks[p] == whole[p]);  // the same rows through the same kernels
+    }
+  }
+}
+
+TEST_CASE_TEMPLATE_DEFINE("sparse results refuse a head without one weight, missing or wide ids, a NaN floor", Space,
+                          sparse_refusals) {
+  using namespace sparse_cases;
+  Space space;
+  const weigher<Space> layer(space, {1, -1}, 0.0f);
+  const seqpool::buffer<float, Space> two = test::to_space(space, std::vector<float>{1, 0, 0, 1});
+  CHECK_THROWS_WITH_AS(sparse_pooler<Space>(space, 2), "head: a sparse result weighs each row with the head's last "
+                       "dense layer, of one output (BGE-M3's sparse_linear: [1, hidden_size] with relu); this head's "
+                       "has no dense layer", seqpool::error);
+  CHECK_THROWS_WITH_AS(sparse_pooler<Space>(space, 2, {}, head::classify(seqpool::linear_layer{two.data(), nullptr, 2, 2})),
+                       "head: a sparse result weighs each row with the head's last dense layer, of one output "
+                       "(BGE-M3's sparse_linear: [1, hidden_size] with relu); this head's last layer has 2 outputs",
+                       seqpool::error);
+  sparse_pooler<Space> pooler(space, 2, {}, layer.head());
+  CHECK_THROWS_WITH_AS(pooler.set_weight_floor(std::numeric_limits<float>::quiet_NaN()),
+                       "floor: must be a number, got NaN", seqpool::error);
+  seqpool::state_store<Space> state(space);
+  seqpool::batch step{{test::whole("r", seqpool::task::token_classify, 3)}};
+  CHECK_THROWS_WITH_AS(pooler.plan(step, state),
+                       "request 0 (id \"r\"): prompt_token_ids: a sparse result lists its rows by token id: give all 3 "
+                       "ids of the prompt, got 0",
+                       seqpool::error);
+  const std::vector<std::int64_t> ids{4, -2, std::int64_t{1} << 40};
+  step.requests[0].prompt_token_ids = ids;
+  CHECK_THROWS_WITH_AS(pooler.plan(step, state),
+                       "request 0 (id \"r\"): prompt_token_ids: a sparse result lists ids in [0, 2147483647]; position "
+                       "1 has -2",
+                       seqpool::error);
+  // A chunk that does not finish lists no id, so it checks none.
+  step.requests[0] = test::part("r", seqpool::task::token_classify, 3, 0, 1);
+  step.requests[0].prompt_token_ids = ids;
+  CHECK_NOTHROW(pooler.plan(step, state));
+}
