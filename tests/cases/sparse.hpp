@@ -9,8 +9,11 @@
 #include <cstdint>
 #include <limits>
 #include <map>
+#include <optional>
 #include <random>
 #include <string>
+#include <type_traits>
+#include <variant>
 #include <vector>
 
 #include <doctest/doctest.h>
@@ -18,6 +21,7 @@
 #include <seqpool/seqpool.hpp>
 #include <seqpool/sparse.hpp>
 
+#include "../support/graph.hpp"
 #include "../support/prompts.hpp"
 #include "../support/step.hpp"
 
@@ -60,26 +64,69 @@ struct prompt {
   std::vector<std::int64_t> token_ids;
   std::vector<std::int64_t> chunks;
   seqpool::pooling_params params;
+  std::size_t first_step = 0;  ///< the step its first chunk is in
 };
 
-/// Runs `prompts` through `pooler` step by step, each step taking every
-/// prompt's next chunk (a prompt whose chunks ran out sits out), and returns
-/// each prompt's list from the step it finished in.
+/// A captured step's graph and the memory it reads and writes.
 template <class Space>
-std::vector<listing> run(Space& space, sparse_pooler<Space>& pooler, const std::vector<prompt>& prompts) {
+struct captured_step {
+  using graph_type = test::captured_graph<Space>;
+  seqpool::buffer<float, Space> hidden;
+  seqpool::buffer<sparse_entry, Space> output;
+  typename Space::graph_upload home;
+  std::optional<graph_type> graph;
+
+  captured_step(Space& space, sparse_pooler<Space>& pooler, const seqpool::capacity& limits)
+      : hidden(space, static_cast<std::size_t>(limits.rows * pooler.hidden_size())),
+        output(space, (pooler.reserve_capacity(limits), static_cast<std::size_t>(pooler.output_capacity()))),
+        home(pooler.reserve_graph()) {}
+
+  /// Captures the first step, restages the others, and replays; the output, copied back.
+  std::vector<sparse_entry> replay(Space& space, sparse_pooler<Space>& pooler, seqpool::state_store<Space>& state,
+                                   const seqpool::step_plan& plan, const std::vector<float>& rows) {
+    pooler.reserve(plan, state);
+    space.copy_in(std::span<const float>(rows), hidden.span().first(rows.size()));
+    if (!graph) {
+      graph_type::begin(space);
+      const std::int64_t capacity_rows = static_cast<std::int64_t>(hidden.size()) / pooler.hidden_size();
+      pooler.capture(seqpool::make_hidden_view(hidden.data(), capacity_rows, pooler.hidden_size()), plan, state,
+                     output.span(), home);
+      graph.emplace(space);
+    } else {
+      pooler.restage(plan, state, home);
+    }
+    graph->launch();
+    home.mark_launched();
+    return test::to_host(space, output);
+  }
+};
+
+/// Runs `prompts` through `pooler` step by step, each step taking the next
+/// chunk of every prompt that has begun and not finished, and returns each
+/// prompt's list from the step it finished in. Given a capacity, the pooler
+/// captures the first step and replays it for the others.
+template <class Space>
+std::vector<listing> run(Space& space, sparse_pooler<Space>& pooler, const std::vector<prompt>& prompts,
+                         std::optional<seqpool::capacity> captured = std::nullopt) {
   const std::int64_t columns = pooler.hidden_size();
   seqpool::state_store<Space> state(space);
   seqpool::step_plan plan;
+  constexpr bool capturable = requires { typename Space::graph_upload; };
+  std::optional<std::conditional_t<capturable, captured_step<Space>, std::monostate>> graph;
+  if constexpr (capturable)
+    if (captured) graph.emplace(space, pooler, *captured);
   std::vector<listing> lists(prompts.size());
   std::vector<std::int64_t> done(prompts.size(), 0);
   for (std::size_t turn = 0;; ++turn) {
     seqpool::batch step;
     std::vector<float> rows;
     std::vector<std::size_t> members;
+    bool left = false;
     for (std::size_t p = 0; p < prompts.size(); ++p) {
       const prompt& at = prompts[p];
-      if (turn >= at.chunks.size()) continue;
-      const std::int64_t size = at.chunks[turn];
+      left = left || turn < at.first_step + at.chunks.size();
+      if (turn < at.first_step || turn >= at.first_step + at.chunks.size()) continue;
+      const std::int64_t size = at.chunks[turn - at.first_step];
       const auto prompt_len = static_cast<std::int64_t>(at.token_ids.size());
       seqpool::request r = test::part(at.id, seqpool::task::token_classify, prompt_len, done[p], size, at.params);
       r.prompt_token_ids = at.token_ids;
@@ -88,8 +135,15 @@ std::vector<listing> run(Space& space, sparse_pooler<Space>& pooler, const std::
       members.push_back(p);
       done[p] += size;
     }
-    if (members.empty()) return lists;
-    const std::vector<sparse_entry> output = test::forward_step(space, pooler, state, step, rows, columns, plan);
+    if (!left) return lists;
+    std::vector<sparse_entry> output;
+    if constexpr (capturable) {
+      if (graph) {
+        pooler.plan(step, state, plan);
+        output = graph->replay(space, pooler, state, plan, rows);
+      }
+    }
+    if (!graph) output = test::forward_step(space, pooler, state, step, rows, columns, plan);
     for (std::size_t k = 0; k < members.size(); ++k) {
       const std::size_t p = members[k];
       const auto& result = plan.results[k];
@@ -275,4 +329,44 @@ TEST_CASE_TEMPLATE_DEFINE("sparse results refuse a head without one weight, miss
   step.requests[0] = test::part("r", seqpool::task::token_classify, 3, 0, 1);
   step.requests[0].prompt_token_ids = ids;
   CHECK_NOTHROW(pooler.plan(step, state));
+}
+
+TEST_CASE_TEMPLATE_DEFINE("a sparse pooler captured once lists every batch it replays for, as an eager one does", Space,
+                          sparse_capture) {
+  using namespace sparse_cases;
+  Space space{test::captured_graph<Space>::backend()};
+  constexpr std::int64_t columns = 24;
+  const std::vector<float> v = test::drawn_values(columns, 5);
+  const weigher<Space> layer(space, v, 0.1f);
+  sparse_pooler<Space> eager(space, columns, {}, layer.head());
+  sparse_pooler<Space> captured(space, columns, {}, layer.head());
+  std::mt19937 engine(7);
+  std::uniform_int_distribution<std::int64_t> id(0, 300);
+  // A long prompt in chunks of 500, 100 and 500 rows beside short whole ones,
+  // then whole prompts up to the capacity's rows; a step with no rows left
+  // to pool between them.
+  std::vector<prompt> prompts{{"long", {}, {}, {500, 100, 500}, {.drop_first = true}, 0},
+                              {"a", {}, {}, {3}, {.drop_token_ids = {0, 7}}, 0},
+                              {"b", {}, {}, {1}, {}, 1},
+                              {"c", {}, {}, {90}, {.drop_last = true}, 1},
+                              {"d", {}, {}, {700}, {}, 3},
+                              {"e", {}, {}, {4}, {.drop_first = true, .drop_last = true}, 3},
+                              {"f", {}, {}, {300}, {}, 3},
+                              {"g", {}, {}, {1200}, {}, 4},
+                              {"h", {}, {}, {5}, {}, 5}};
+  for (prompt& at : prompts) {
+    std::int64_t prompt_len = 0;
+    for (const std::int64_t size : at.chunks) prompt_len += size;
+    at.rows = test::drawn_values(prompt_len * columns, static_cast<std::uint32_t>(at.id[0]));
+    for (std::int64_t t = 0; t < prompt_len; ++t) at.token_ids.push_back(id(engine));
+  }
+  const std::vector<listing> replayed =
+      run(space, captured, prompts, seqpool::capacity{.requests = 4, .rows = 1200, .result_rows = 1200});
+  const std::vector<listing> expected = run(space, eager, prompts);
+  for (std::size_t p = 0; p < prompts.size(); ++p) {
+    CAPTURE(prompts[p].id);
+    CHECK(replayed[p].size() > 1);
+    CHECK(replayed[p] == expected[p]);
+    expected_list(prompts[p], v, 0.1f).check(replayed[p], 0.0f, 1e-4);
+  }
 }
