@@ -80,6 +80,9 @@ struct pooling_params {
   bool drop_first = false;
   bool drop_last = false;
   std::vector<std::int64_t> drop_token_ids;
+  /// Sparse results: list only the top_k ids of the largest weights (of equal
+  /// weights, the smaller ids), at least 1; absent lists every id above the floor.
+  std::optional<std::int64_t> top_k;
 
   friend bool operator==(const pooling_params&, const pooling_params&) = default;
 };
@@ -95,6 +98,7 @@ inline std::string_view differing_knob(const pooling_params& a, const pooling_pa
   if (a.drop_first != b.drop_first) return "drop_first";
   if (a.drop_last != b.drop_last) return "drop_last";
   if (a.drop_token_ids != b.drop_token_ids) return "drop_token_ids";
+  if (a.top_k != b.top_k) return "top_k";
   return "a knob";
 }
 

@@ -161,51 +161,54 @@ inline std::string shown(const listing& list) {
   return text;
 }
 
-/// What SPEC section 3 says a request's list is, computed in double by a
-/// plain loop over its prompt: each returned row's weight relu(row · v + b),
-/// the largest for each distinct id among the rows a filter lets stay, listed
-/// ascending where above `floor`; an id whose weight lies within `margin` of the
-/// floor may be listed or not (the spaces add in float, in their own order).
-struct expected_list {
-  std::map<std::int64_t, double> weights;  ///< every id a returned row has, with its largest weight
+/// `count` values of a grid of 1/8 in [-2, 2): a weight over them, with
+/// integer weights of the layer, is exact in float on every space and in double,
+/// whatever the order of the additions — so lists compare exactly, ties too.
+inline std::vector<float> grid_values(std::int64_t count, std::uint32_t seed) {
+  std::mt19937 engine(seed);
+  std::uniform_int_distribution<int> eighths(-16, 15);
+  std::vector<float> drawn(static_cast<std::size_t>(count));
+  for (float& value : drawn) value = static_cast<float>(eighths(engine)) / 8.0f;
+  return drawn;
+}
 
-  expected_list(const prompt& p, const std::vector<float>& v, float b) {
-    const auto columns = static_cast<std::int64_t>(v.size());
-    const auto prompt_len = static_cast<std::int64_t>(p.token_ids.size());
-    for (std::int64_t t = 0; t < prompt_len; ++t) {
-      const std::int64_t id = p.token_ids[static_cast<std::size_t>(t)];
-      const std::vector<std::int64_t>& skip = p.params.drop_token_ids;
-      if ((p.params.drop_first && t == 0) || (p.params.drop_last && t == prompt_len - 1) ||
-          std::binary_search(skip.begin(), skip.end(), id))
-        continue;
-      double dot = b;
-      for (std::int64_t c = 0; c < columns; ++c) dot += double(p.rows[t * columns + c]) * v[c];
-      const double weight = std::max(dot, 0.0);
-      const auto [at, added] = weights.emplace(id, weight);
-      if (!added) at->second = std::max(at->second, weight);
-    }
+/// What SPEC section 3 says a request's list is, by a plain loop over its
+/// prompt: each returned row's weight relu(row · v + b), the largest of each
+/// distinct id among the rows the filters let stay; those above `floor`, the
+/// top_k largest of them (of equal weights, the smaller ids), ascending by id,
+/// after their count, in a row of 1 + min(ids, top_k) entries.
+inline listing expected_list(const prompt& p, const std::vector<float>& v, float b, float floor) {
+  const auto columns = static_cast<std::int64_t>(v.size());
+  const auto prompt_len = static_cast<std::int64_t>(p.token_ids.size());
+  std::map<std::int64_t, double> weights;
+  for (std::int64_t t = 0; t < prompt_len; ++t) {
+    const std::int64_t id = p.token_ids[static_cast<std::size_t>(t)];
+    const std::vector<std::int64_t>& skip = p.params.drop_token_ids;
+    if ((p.params.drop_first && t == 0) || (p.params.drop_last && t == prompt_len - 1) ||
+        std::binary_search(skip.begin(), skip.end(), id))
+      continue;
+    double dot = b;
+    for (std::int64_t c = 0; c < columns; ++c) dot += double(p.rows[t * columns + c]) * v[c];
+    const double weight = std::max(dot, 0.0);
+    const auto [at, added] = weights.emplace(id, weight);
+    if (!added) at->second = std::max(at->second, weight);
   }
-
-  void check(const listing& actual, float floor, double margin) const {
-    CAPTURE(shown(actual));
-    REQUIRE(actual.size() == weights.size() + 1);
-    const std::int32_t count = actual[0].id;
-    CHECK(actual[0].weight == 0.0f);
-    REQUIRE(count >= 0);
-    REQUIRE(static_cast<std::size_t>(count) <= weights.size());
-    auto next = actual.begin() + 1;
-    for (const auto& [id, weight] : weights) {
-      const bool listed = next != actual.begin() + 1 + count && next->id == id;
-      if (listed) {
-        CHECK(std::abs(next->weight - weight) <= margin * std::max(1.0, weight));
-        ++next;
-      }
-      if (std::abs(weight - floor) > margin) CHECK_MESSAGE(listed == (weight > floor), "id " << id << ": " << weight);
-    }
-    CHECK(next == actual.begin() + 1 + count);  // nothing listed out of order, or twice
-    for (auto past = next; past != actual.end(); ++past) CHECK((past->id == -1 && past->weight == 0.0f));
+  std::vector<std::pair<double, std::int64_t>> above;  // (weight, id)
+  for (const auto& [id, weight] : weights)
+    if (weight > floor) above.emplace_back(weight, id);
+  const auto most = static_cast<std::size_t>(p.params.top_k.value_or(std::numeric_limits<std::int64_t>::max()));
+  if (above.size() > most) {
+    std::sort(above.begin(), above.end(), [](const auto& x, const auto& y) {
+      return x.first != y.first ? x.first > y.first : x.second < y.second;
+    });
+    above.resize(most);
+    std::sort(above.begin(), above.end(), [](const auto& x, const auto& y) { return x.second < y.second; });
   }
-};
+  listing list{{static_cast<std::int32_t>(above.size()), 0.0f}};
+  for (const auto& [weight, id] : above) list.push_back({static_cast<std::int32_t>(id), static_cast<float>(weight)});
+  list.resize(1 + std::min(weights.size(), most), sparse_entry{-1, 0.0f});
+  return list;
+}
 
 /// Case 32's two prompts of two columns; the layer is v = [1, −1], b = −0.5.
 inline std::vector<prompt> case_32_prompts(std::vector<std::int64_t> a_chunks, std::vector<std::int64_t> b_chunks) {
@@ -244,6 +247,18 @@ TEST_CASE_TEMPLATE_DEFINE("case 32: sparse lexical weights: the largest weight o
   lists = run(space, pooler, case_32_prompts({4, 2}, {3}));
   CHECK(lists[0] == listing{{3, 0}, {5, 0}, {7, 3.0f}, {9, 0.25f}});
   CHECK(lists[1] == listing{{2, 0}, {4, 0}, {9, 1.5f}});
+  // top_k (floor −1: every id is a candidate): the largest weights, of equal ones the smaller ids.
+  std::vector<prompt> top = case_32_prompts({6}, {3});
+  top[0].params.top_k = 2;  // 7 (3) and 9 (0.25), not 5 (0)
+  top[1].params.top_k = 5;  // more than its two ids: both
+  top.push_back({"c", {1.5f, 0, 1.5f, 0, 1.5f, 0}, {8, 3, 5}, {3}, {.top_k = 2}});  // each weighs 1: 3 and 5
+  lists = run(space, pooler, top);
+  CHECK(lists[0] == listing{{2, 0}, {7, 3.0f}, {9, 0.25f}});
+  CHECK(lists[1] == listing{{2, 0}, {4, 0}, {9, 1.5f}});
+  CHECK(lists[2] == listing{{2, 0}, {3, 1.0f}, {5, 1.0f}});
+  pooler.set_weight_floor(0.0f);
+  top[0].params.top_k = 1;
+  CHECK(run(space, pooler, top)[0] == listing{{1, 0}, {7, 3.0f}});
   // Every row dropped: an empty list, its count alone.
   std::vector<prompt> dropped = case_32_prompts({6}, {3});
   dropped[1].params.drop_token_ids = {4, 9};
@@ -258,11 +273,12 @@ TEST_CASE_TEMPLATE_DEFINE("sparse results match a plain loop, chunked as whole, 
   for (int draw = 0; draw < 12; ++draw) {
     CAPTURE(draw);
     const std::int64_t columns = std::uniform_int_distribution<std::int64_t>(1, 70)(engine);
-    const std::vector<float> v = test::drawn_values(columns, 100 + draw);
-    const float b = std::uniform_real_distribution<float>(-1.0f, 1.0f)(engine);
+    std::vector<float> v(static_cast<std::size_t>(columns));
+    for (float& weight : v) weight = static_cast<float>(std::uniform_int_distribution<int>(-3, 3)(engine));
+    const float b = static_cast<float>(std::uniform_int_distribution<int>(-8, 8)(engine)) / 8.0f;
     const weigher<Space> layer(space, v, b);
     sparse_pooler<Space> pooler(space, columns, {}, layer.head());
-    const float floor = draw % 3 == 0 ? 0.0f : std::uniform_real_distribution<float>(-0.5f, 2.0f)(engine);
+    const float floor = draw % 3 == 0 ? 0.0f : static_cast<float>(std::uniform_int_distribution<int>(-4, 16)(engine)) / 8.0f;
     pooler.set_weight_floor(floor);
     const std::int64_t vocabulary = std::uniform_int_distribution<std::int64_t>(1, 40)(engine);
     std::uniform_int_distribution<std::int64_t> id(0, vocabulary - 1);
@@ -270,12 +286,13 @@ TEST_CASE_TEMPLATE_DEFINE("sparse results match a plain loop, chunked as whole, 
     const int count = std::uniform_int_distribution<int>(1, 6)(engine);
     for (int p = 0; p < count; ++p) {
       const std::int64_t prompt_len = std::uniform_int_distribution<std::int64_t>(1, 600)(engine);
-      prompt at{test::id("r", p), test::drawn_values(prompt_len * columns, 1000 * draw + p), {}, {}, {}};
+      prompt at{test::id("r", p), grid_values(prompt_len * columns, 1000 * draw + p), {}, {}, {}};
       for (std::int64_t t = 0; t < prompt_len; ++t) at.token_ids.push_back(id(engine));
       at.params.drop_first = engine() % 2 == 0;
       at.params.drop_last = engine() % 3 == 0;
       if (engine() % 2 == 0) at.params.drop_token_ids = {0, vocabulary / 2};
       if (at.params.drop_token_ids.size() == 2 && vocabulary / 2 == 0) at.params.drop_token_ids.pop_back();
+      if (engine() % 2 == 0) at.params.top_k = std::uniform_int_distribution<std::int64_t>(1, vocabulary + 2)(engine);
       prompts.push_back(std::move(at));
     }
     std::vector<prompt> chunked = prompts;
@@ -291,13 +308,17 @@ TEST_CASE_TEMPLATE_DEFINE("sparse results match a plain loop, chunked as whole, 
     const std::vector<listing> in_chunks = run(space, pooler, chunked);
     for (std::size_t p = 0; p < prompts.size(); ++p) {
       CAPTURE(p);
-      expected_list(prompts[p], v, b).check(whole[p], floor, 1e-4);
-      CHECK(in_chunks[p] == whole[p]);  // the same rows through the same kernels
+      const listing expected = expected_list(prompts[p], v, b, floor);
+      CAPTURE(shown(expected));
+      CAPTURE(shown(whole[p]));
+      CHECK(whole[p] == expected);
+      CHECK(in_chunks[p] == expected);
     }
   }
 }
 
-TEST_CASE_TEMPLATE_DEFINE("sparse results refuse a head without one weight, missing or wide ids, a NaN floor", Space,
+TEST_CASE_TEMPLATE_DEFINE("sparse results refuse a head without one weight, missing or wide ids, a NaN floor, top_k 0",
+                          Space,
                           sparse_refusals) {
   using namespace sparse_cases;
   Space space;
@@ -319,12 +340,29 @@ TEST_CASE_TEMPLATE_DEFINE("sparse results refuse a head without one weight, miss
                        "request 0 (id \"r\"): prompt_token_ids: a sparse result lists its rows by token id: give all 3 "
                        "ids of the prompt, got 0",
                        seqpool::error);
-  const std::vector<std::int64_t> ids{4, -2, std::int64_t{1} << 40};
+  const std::vector<std::int64_t> ids{4, -2, 2};
   step.requests[0].prompt_token_ids = ids;
   CHECK_THROWS_WITH_AS(pooler.plan(step, state),
                        "request 0 (id \"r\"): prompt_token_ids: a sparse result lists ids in [0, 2147483647]; position "
                        "1 has -2",
                        seqpool::error);
+  const std::vector<std::int64_t> wide{4, std::int64_t{1} << 40, 2};
+  step.requests[0].prompt_token_ids = wide;
+  CHECK_THROWS_WITH_AS(pooler.plan(step, state),
+                       "request 0 (id \"r\"): prompt_token_ids: a sparse result lists ids in [0, 2147483647]; position "
+                       "1 has 1099511627776",
+                       seqpool::error);
+  step.requests[0].prompt_token_ids = {};
+  step.requests[0].params.top_k = 0;
+  CHECK_THROWS_WITH_AS(pooler.plan(step, state), "request 0 (id \"r\"): top_k: must be at least 1, got 0",
+                       seqpool::error);
+  seqpool::pooler<method::all, head::classify, Space> floats(space, 2, {}, layer.head());
+  step.requests[0].params.top_k = 3;
+  CHECK_THROWS_WITH_AS(floats.plan(step, state),
+                       "request 0 (id \"r\"): top_k: applies to sparse results (a pooler of seqpool::sparse_entry) "
+                       "only",
+                       seqpool::error);
+  step.requests[0].params.top_k.reset();
   // A chunk that does not finish lists no id, so it checks none.
   step.requests[0] = test::part("r", seqpool::task::token_classify, 3, 0, 1);
   step.requests[0].prompt_token_ids = ids;
@@ -336,8 +374,9 @@ TEST_CASE_TEMPLATE_DEFINE("a sparse pooler captured once lists every batch it re
   using namespace sparse_cases;
   Space space{test::captured_graph<Space>::backend()};
   constexpr std::int64_t columns = 24;
-  const std::vector<float> v = test::drawn_values(columns, 5);
-  const weigher<Space> layer(space, v, 0.1f);
+  std::vector<float> v(columns);
+  for (std::size_t c = 0; c < v.size(); ++c) v[c] = static_cast<float>(static_cast<int>(c % 7) - 3);
+  const weigher<Space> layer(space, v, 0.125f);
   sparse_pooler<Space> eager(space, columns, {}, layer.head());
   sparse_pooler<Space> captured(space, columns, {}, layer.head());
   std::mt19937 engine(7);
@@ -349,7 +388,7 @@ TEST_CASE_TEMPLATE_DEFINE("a sparse pooler captured once lists every batch it re
                               {"a", {}, {}, {3}, {.drop_token_ids = {0, 7}}, 0},
                               {"b", {}, {}, {1}, {}, 1},
                               {"c", {}, {}, {90}, {.drop_last = true}, 1},
-                              {"d", {}, {}, {700}, {}, 3},
+                              {"d", {}, {}, {700}, {.top_k = 40}, 3},
                               {"e", {}, {}, {4}, {.drop_first = true, .drop_last = true}, 3},
                               {"f", {}, {}, {300}, {}, 3},
                               {"g", {}, {}, {1200}, {}, 4},
@@ -357,7 +396,7 @@ TEST_CASE_TEMPLATE_DEFINE("a sparse pooler captured once lists every batch it re
   for (prompt& at : prompts) {
     std::int64_t prompt_len = 0;
     for (const std::int64_t size : at.chunks) prompt_len += size;
-    at.rows = test::drawn_values(prompt_len * columns, static_cast<std::uint32_t>(at.id[0]));
+    at.rows = grid_values(prompt_len * columns, static_cast<std::uint32_t>(at.id[0]));
     for (std::int64_t t = 0; t < prompt_len; ++t) at.token_ids.push_back(id(engine));
   }
   const std::vector<listing> replayed =
@@ -367,6 +406,6 @@ TEST_CASE_TEMPLATE_DEFINE("a sparse pooler captured once lists every batch it re
     CAPTURE(prompts[p].id);
     CHECK(replayed[p].size() > 1);
     CHECK(replayed[p] == expected[p]);
-    expected_list(prompts[p], v, 0.1f).check(replayed[p], 0.0f, 1e-4);
+    CHECK(replayed[p] == expected_list(prompts[p], v, 0.125f, 0.0f));
   }
 }

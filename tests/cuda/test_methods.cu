@@ -1,7 +1,8 @@
-// docs/TESTS.md cases 1-19 and 23-31, methods, heads and quantized results, on device_space<cuda_backend>.
+// docs/TESTS.md cases 1-19 and 23-32, methods, heads, quantized and sparse results, on device_space<cuda_backend>.
 #include "../cases/heads.hpp"
 #include "../cases/methods.hpp"
 #include "../cases/quantized.hpp"
+#include "../cases/sparse.hpp"
 #include "../support/spaces.hpp"
 
 TEST_CASE_TEMPLATE_APPLY(case_12_normalisation, test::cuda_spaces);
@@ -41,3 +42,7 @@ TEST_CASE_TEMPLATE_APPLY(case_11_chunked_equals_one_shot, test::cuda_spaces);
 TEST_CASE_TEMPLATE_APPLY(case_29_quantized_results, test::cuda_spaces);
 TEST_CASE_TEMPLATE_APPLY(quantized_refusals, test::cuda_spaces);
 TEST_CASE_TEMPLATE_APPLY(quantized_rows_in_memory, test::cuda_spaces);
+TEST_CASE_TEMPLATE_APPLY(case_32_sparse_weights, test::cuda_spaces);
+TEST_CASE_TEMPLATE_APPLY(sparse_matches_reference, test::cuda_spaces);
+TEST_CASE_TEMPLATE_APPLY(sparse_refusals, test::cuda_spaces);
+TEST_CASE_TEMPLATE_APPLY(sparse_capture, test::cuda_spaces);

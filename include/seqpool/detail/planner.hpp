@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <limits>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -210,11 +211,19 @@ class planner {
       if constexpr (Method::kind == method_kind::token) token_filter(r).check(index);
       if (part.chunked()) begin_key<Method>(key, r);
       state.check(index, r, key);
+      if (r.params.top_k) check_top_k(index, r, *r.params.top_k);
       if constexpr (Method::kind == method_kind::token)
         decide_tokens(method, head, index, r, part, d);
       else
         decide_pooled(method, head, index, r, part, d);
     }
+  }
+
+  /// A request's top_k, which only a sparse result lists by.
+  void check_top_k(std::size_t index, const request& r, std::int64_t top_k) const {
+    if (!shape_.sparse)
+      fail_request(index, r.id, "top_k", "applies to sparse results (a pooler of seqpool::sparse_entry) only");
+    if (top_k < 1) fail_request(index, r.id, "top_k", "must be at least 1, got ", top_k);
   }
 
   /// int8 and uint8 results: the calibration ranges cover every column of the result.
@@ -549,7 +558,7 @@ class planner {
     const std::size_t first_linear = share_.records.linears.size();
     destination to{target::state, 0, d.width, 0, d.width};
     if (part.finished())
-      to = shape_.sparse ? route_weights(record, result, d, projected)
+      to = shape_.sparse ? route_weights(record, result, d, r.params.top_k, projected)
                          : route_results(record, result, rows, d.width, d.out_width,
                                          Algorithms::policy::held_row_floats, projected);
     direct(share_.records.requests[static_cast<std::size_t>(record)], to, 0, 0, values_of(d.out_width));
@@ -761,13 +770,14 @@ class planner {
     return {target::workspace, pooled, pooled_width, finish, pooled_width};
   }
 
-  /// Sparse results: a finishing token request's `rows` returned rows are
-  /// weighed by the head's layers into weights of the workspace (linear
-  /// records whose result stays in its draft: offset -1), and its list —
-  /// the count, then a pair a distinct id of its rows — takes one row of the
+  /// Sparse results: a finishing token request's returned rows are weighed
+  /// by the head's layers into weights of the workspace (linear records whose
+  /// result stays in its draft: offset -1), and its list — the count, then a
+  /// pair a distinct id of its rows, or `top_k` at most — takes one row of the
   /// output from a 16-byte boundary; its slots name each id's rows, sorted
   /// here from the tokens listed when it was checked.
-  destination route_weights(std::int32_t record, std::size_t result, const decision& d, bool projected) {
+  destination route_weights(std::int32_t record, std::size_t result, const decision& d,
+                            std::optional<std::int64_t> top_k, bool projected) {
     const std::int64_t rows = d.rows_total;
     const auto listed = std::span(listed_).subspan(d.first_listed, static_cast<std::size_t>(rows));
     std::sort(listed.begin(), listed.end());
@@ -781,7 +791,8 @@ class planner {
     }
     const std::int64_t distinct = static_cast<std::int64_t>(slots.size()) - first_slot;
     slots.push_back({-1, static_cast<std::int32_t>(order.size())});
-    const result_slice slice{align_values(output_end_, shape_.result_bytes), 1, 1 + distinct};
+    const std::int64_t top = top_k ? std::min(*top_k, distinct) : -1;
+    const result_slice slice{align_values(output_end_, shape_.result_bytes), 1, 1 + (top_k ? top : distinct)};
     share_.results[result] = slice;
     share_.result_rows += rows;
     output_end_ = slice.offset + slice.cols;
@@ -792,7 +803,8 @@ class planner {
     for (std::int64_t k = 0; k < rows; ++k)
       share_.records.linears.push_back({projected ? -1 : pooled + k * d.width, -1, -1, weights + k,
                                         between > 0 ? betweens + k * between : -1, record, 1});
-    share_.records.sparse_lists.push_back({weights, slice.offset, first_slot, static_cast<std::int32_t>(distinct)});
+    share_.records.sparse_lists.push_back({weights, slice.offset, first_slot, static_cast<std::int32_t>(distinct),
+                                           static_cast<std::int32_t>(top)});
     return {target::workspace, pooled, d.width, finish, d.width};
   }
 

@@ -211,9 +211,13 @@ struct linear_record {
 /// order, each naming the tokens of its id.
 struct sparse_list {
   std::int64_t weights;     ///< workspace float offset of its first token's weight
-  std::int64_t offset;      ///< output entry offset of the list: the count, then `slots` entries
+  std::int64_t offset;      ///< output entry offset of the list: the count, then most() entries
   std::int32_t first_slot;  ///< its first slot; the slot after its last ends that one's tokens
   std::int32_t slots;
+  std::int32_t top;  ///< the most ids it lists, those of the largest weights (top_k); -1: every id above the floor
+
+  /// The pairs the list has room for.
+  SEQPOOL_HOST_DEVICE std::int32_t most() const { return top >= 0 && top < slots ? top : slots; }
 };
 
 /// A distinct token id of a sparse list, and where its tokens start in the

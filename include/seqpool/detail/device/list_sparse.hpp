@@ -8,24 +8,34 @@
 #include <seqpool/detail/image.hpp>
 #include <seqpool/detail/records.hpp>
 #include <seqpool/detail/result_encoding.hpp>
+#include <seqpool/detail/top_weights.hpp>
 #include <seqpool/sparse.hpp>
 
 namespace seqpool::detail::device {
 
 /// A block a list, on one wave of blocks. Each thread takes a run of
-/// consecutive slots (ids ascending) and counts those whose weight is above
-/// the floor; after a barrier it lists them after the pairs of the threads
-/// before it, so the list is in order of id without a sort. The first thread
+/// consecutive slots (ids ascending) and counts its candidates, the slots
+/// whose weight is above the floor. Where the list keeps its top ids and has
+/// more candidates, the block finds the threshold of the top (top_select: four
+/// rounds of counting into 256 bins of shared memory), and each thread counts
+/// the candidates of its run that are kept — above the threshold, or equal to
+/// it and among the first ties in order of id, as the threads before it leave
+/// them. Then each thread lists its kept slots after the pairs of the threads
+/// before it, so the list is in order of id without a sort; the first thread
 /// writes the count, and the threads fill the entries past the pairs with
-/// {-1, 0}. The weights are a few floats a token that the layers' launch just
-/// wrote: the lists read none of the hidden states.
+/// {-1, 0}. A slot's weight (the largest of its tokens') is read again in each
+/// pass: a few floats a token that the layers' launch just wrote, where the
+/// hidden states were a row a token.
 template <class Policy>
 struct list_sparse {
   static constexpr int threads = Policy::threads;
   static constexpr bool one_wave = true;
 
   struct shared_storage {
-    std::int32_t listed[Policy::threads];  ///< pairs each thread lists
+    std::int32_t kept[Policy::threads];  ///< per thread: its candidates, then the pairs it lists
+    std::int32_t tied[Policy::threads];  ///< per thread: its candidates whose key is the threshold
+    std::int32_t counts[top_select::bins];
+    top_select select;
   };
 
   const std::byte* image;
@@ -41,40 +51,101 @@ struct list_sparse {
     const sparse_slot* slot = header.sparse_slots.in(image) + list.first_slot;
     const std::int32_t* order = header.sparse_order.in(image);
     const float* weights = workspace + list.weights;
-    sparse_entry* entries = output + list.offset;
     const std::int32_t per_thread = (list.slots + threads - 1) / threads;
-    const auto run_of = [&](int thread, std::int32_t& begin, std::int32_t& end) {
-      begin = thread * per_thread < list.slots ? thread * per_thread : list.slots;
-      end = begin + per_thread < list.slots ? begin + per_thread : list.slots;
+    const auto each_candidate = [&](int thread, auto&& take) {
+      const std::int32_t begin = thread * per_thread < list.slots ? thread * per_thread : list.slots;
+      const std::int32_t end = begin + per_thread < list.slots ? begin + per_thread : list.slots;
+      for (std::int32_t s = begin; s < end; ++s) {
+        const float weight = slot_weight(slot + s, order, weights);
+        if (weight > encoding.floor) take(s, weight);
+      }
     };
     block.threads([&](int warp, int lane) {
       const int thread = warp * warp_lanes + lane;
-      std::int32_t begin, end;
-      run_of(thread, begin, end);
-      std::int32_t listed = 0;
-      for (std::int32_t s = begin; s < end; ++s) listed += slot_weight(slot + s, order, weights) > encoding.floor ? 1 : 0;
-      shared.listed[thread] = listed;
+      std::int32_t candidates = 0;
+      each_candidate(thread, [&](std::int32_t, float) { ++candidates; });
+      shared.kept[thread] = candidates;
+    });
+    block.sync();
+    const bool chooses = list.top >= 0 && total(shared.kept) > list.top;  // every thread reads the same
+    if (chooses) choose(block, shared, list.top, each_candidate);
+    block.threads([&](int warp, int lane) {
+      const int thread = warp * warp_lanes + lane;
+      const std::int32_t before = sum_before(shared.kept, thread);
+      const std::int32_t listed = total(shared.kept);
+      // Every candidate's key is above 0 (a key of 0 is a NaN's): without a choice, every one is kept.
+      const std::uint32_t threshold = chooses ? shared.select.threshold : 0;
+      std::int64_t ties = chooses ? shared.select.ties - sum_before(shared.tied, thread) : 0;
+      sparse_entry* next = output + list.offset + 1 + before;
+      each_candidate(thread, [&](std::int32_t s, float weight) {
+        const std::uint32_t key = weight_key(weight);
+        if (key > threshold || (key == threshold && ties-- > 0)) *next++ = {slot[s].id, weight};
+      });
+      sparse_entry* entries = output + list.offset;
+      if (thread == 0) entries[0] = {listed, 0.0f};
+      for (std::int32_t e = 1 + listed + thread; e <= list.most(); e += threads) entries[e] = {-1, 0.0f};
+    });
+  }
+
+ private:
+  /// The rounds of top_select, then each thread's kept candidates (into
+  /// `kept`) and ties (into `tied`), ties kept in order of id.
+  template <class Block, class EachCandidate>
+  SEQPOOL_HOST_DEVICE static void choose(const Block& block, shared_storage& shared, std::int32_t top,
+                                         const EachCandidate& each_candidate) {
+    block.threads([&](int warp, int lane) {
+      if (warp == 0 && lane == 0) shared.select = top_select::of(top);
+    });
+    for (int round = 0; round < top_select::rounds; ++round) {
+      block.threads([&](int warp, int lane) {
+        for (int bin = warp * warp_lanes + lane; bin < top_select::bins; bin += threads) shared.counts[bin] = 0;
+      });
+      block.sync();
+      block.threads([&](int warp, int lane) {
+        const top_select select = shared.select;
+        each_candidate(warp * warp_lanes + lane, [&](std::int32_t, float weight) {
+          const std::uint32_t key = weight_key(weight);
+          if (select.counted(key)) count_in(&shared.counts[select.bin(key)]);
+        });
+      });
+      block.sync();
+      block.threads([&](int warp, int lane) {
+        if (warp == 0 && lane == 0) shared.select.take(shared.counts);
+      });
+      block.sync();
+    }
+    block.threads([&](int warp, int lane) {
+      const int thread = warp * warp_lanes + lane;
+      const std::uint32_t threshold = shared.select.threshold;
+      std::int32_t above = 0;
+      std::int32_t tied = 0;
+      each_candidate(thread, [&](std::int32_t, float weight) {
+        const std::uint32_t key = weight_key(weight);
+        above += key > threshold ? 1 : 0;
+        tied += key == threshold ? 1 : 0;
+      });
+      shared.kept[thread] = above;
+      shared.tied[thread] = tied;
     });
     block.sync();
     block.threads([&](int warp, int lane) {
       const int thread = warp * warp_lanes + lane;
-      std::int32_t before = 0;
-      std::int32_t total = 0;
-      for (int other = 0; other < threads; ++other) {
-        before += other < thread ? shared.listed[other] : 0;
-        total += shared.listed[other];
-      }
-      std::int32_t begin, end;
-      run_of(thread, begin, end);
-      sparse_entry* next = entries + 1 + before;
-      for (std::int32_t s = begin; s < end; ++s) {
-        const float weight = slot_weight(slot + s, order, weights);
-        if (weight > encoding.floor) *next++ = {slot[s].id, weight};
-      }
-      if (thread == 0) entries[0] = {total, 0.0f};
-      for (std::int32_t e = 1 + total + thread; e <= list.slots; e += threads) entries[e] = {-1, 0.0f};
+      const std::int64_t left = shared.select.ties - sum_before(shared.tied, thread);
+      const std::int32_t mine = shared.tied[thread];
+      shared.kept[thread] += left <= 0 ? 0 : left < mine ? static_cast<std::int32_t>(left) : mine;
     });
+    block.sync();
   }
+
+  /// The counts of the threads before `thread`, and of them all. (A block
+  /// lists a request's few ids; a scan would save each thread a pass over 256
+  /// counts in shared memory.)
+  SEQPOOL_HOST_DEVICE static std::int32_t sum_before(const std::int32_t* counts, int thread) {
+    std::int32_t sum = 0;
+    for (int other = 0; other < thread; ++other) sum += counts[other];
+    return sum;
+  }
+  SEQPOOL_HOST_DEVICE static std::int32_t total(const std::int32_t* counts) { return sum_before(counts, threads); }
 };
 
 }  // namespace seqpool::detail::device

@@ -241,6 +241,15 @@ struct cuda_block {
 };
 #endif
 
+/// Adds one to a count in a block's shared memory that its threads count into.
+SEQPOOL_HOST_DEVICE inline void count_in(std::int32_t* count) {
+#if defined(__CUDA_ARCH__)
+  atomicAdd(count, 1);
+#else
+  ++*count;  // a block's threads run in turn
+#endif
+}
+
 /// Reads a float that another block wrote before it arrived: past the SM's own
 /// L1, which does not see other SMs' writes.
 SEQPOOL_HOST_DEVICE inline float read_fresh(const float* address) {

@@ -5,13 +5,15 @@
 
 #include <seqpool/detail/records.hpp>
 #include <seqpool/detail/result_encoding.hpp>
+#include <seqpool/detail/top_weights.hpp>
 #include <seqpool/sparse.hpp>
 
 namespace seqpool::detail::host {
 
 /// One item a list: its slots in ascending order of id, each listed with its
-/// weight where that is above the floor, then the count before them and
-/// {-1, 0} in the entries left.
+/// weight where that is above the floor — and, where the list keeps its top
+/// ids only and has more, among the top (top_select) — then the count before
+/// them and {-1, 0} in the entries left.
 struct list_sparse {
   const sparse_list* lists;
   const sparse_slot* slots;
@@ -23,14 +25,35 @@ struct list_sparse {
   void operator()(std::int64_t item) const {
     const sparse_list list = lists[item];
     const sparse_slot* slot = slots + list.first_slot;
+    const auto weight_of = [&](std::int32_t s) { return slot_weight(slot + s, order, workspace + list.weights); };
+    std::int64_t candidates = 0;
+    for (std::int32_t s = 0; s < list.slots; ++s) candidates += weight_of(s) > encoding.floor ? 1 : 0;
+    // Every candidate's key is above 0 (a key of 0 is a NaN's).
+    std::uint32_t threshold = 0;
+    std::int64_t ties = 0;
+    if (list.top >= 0 && candidates > list.top) {
+      top_select select = top_select::of(list.top);
+      for (int round = 0; round < top_select::rounds; ++round) {
+        std::int32_t counts[top_select::bins] = {};
+        for (std::int32_t s = 0; s < list.slots; ++s) {
+          const float weight = weight_of(s);
+          if (weight > encoding.floor && select.counted(weight_key(weight))) ++counts[select.bin(weight_key(weight))];
+        }
+        select.take(counts);
+      }
+      threshold = select.threshold;
+      ties = select.ties;
+    }
     sparse_entry* entries = output + list.offset;
     std::int32_t listed = 0;
     for (std::int32_t s = 0; s < list.slots; ++s) {
-      const float weight = slot_weight(slot + s, order, workspace + list.weights);
-      if (weight > encoding.floor) entries[1 + listed++] = {slot[s].id, weight};
+      const float weight = weight_of(s);
+      if (!(weight > encoding.floor)) continue;
+      const std::uint32_t key = weight_key(weight);
+      if (key > threshold || (key == threshold && ties-- > 0)) entries[1 + listed++] = {slot[s].id, weight};
     }
     entries[0] = {listed, 0.0f};
-    for (std::int32_t e = 1 + listed; e <= list.slots; ++e) entries[e] = {-1, 0.0f};
+    for (std::int32_t e = 1 + listed; e <= list.most(); ++e) entries[e] = {-1, 0.0f};
   }
 };
 
