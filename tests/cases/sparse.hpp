@@ -68,7 +68,7 @@ struct prompt {
 };
 
 /// A captured step's graph and the memory it reads and writes.
-template <class Space>
+template <class Space, class Pooler>
 struct captured_step {
   using graph_type = test::captured_graph<Space>;
   seqpool::buffer<float, Space> hidden;
@@ -76,13 +76,13 @@ struct captured_step {
   typename Space::graph_upload home;
   std::optional<graph_type> graph;
 
-  captured_step(Space& space, sparse_pooler<Space>& pooler, const seqpool::capacity& limits)
+  captured_step(Space& space, Pooler& pooler, const seqpool::capacity& limits)
       : hidden(space, static_cast<std::size_t>(limits.rows * pooler.hidden_size())),
         output(space, (pooler.reserve_capacity(limits), static_cast<std::size_t>(pooler.output_capacity()))),
         home(pooler.reserve_graph()) {}
 
   /// Captures the first step, restages the others, and replays; the output, copied back.
-  std::vector<sparse_entry> replay(Space& space, sparse_pooler<Space>& pooler, seqpool::state_store<Space>& state,
+  std::vector<sparse_entry> replay(Space& space, Pooler& pooler, seqpool::state_store<Space>& state,
                                    const seqpool::step_plan& plan, const std::vector<float>& rows) {
     pooler.reserve(plan, state);
     space.copy_in(std::span<const float>(rows), hidden.span().first(rows.size()));
@@ -105,14 +105,14 @@ struct captured_step {
 /// chunk of every prompt that has begun and not finished, and returns each
 /// prompt's list from the step it finished in. Given a capacity, the pooler
 /// captures the first step and replays it for the others.
-template <class Space>
-std::vector<listing> run(Space& space, sparse_pooler<Space>& pooler, const std::vector<prompt>& prompts,
+template <class Space, class Pooler>
+std::vector<listing> run(Space& space, Pooler& pooler, const std::vector<prompt>& prompts,
                          std::optional<seqpool::capacity> captured = std::nullopt) {
   const std::int64_t columns = pooler.hidden_size();
   seqpool::state_store<Space> state(space);
   seqpool::step_plan plan;
   constexpr bool capturable = requires { typename Space::graph_upload; };
-  std::optional<std::conditional_t<capturable, captured_step<Space>, std::monostate>> graph;
+  std::optional<std::conditional_t<capturable, captured_step<Space, Pooler>, std::monostate>> graph;
   if constexpr (capturable)
     if (captured) graph.emplace(space, pooler, *captured);
   std::vector<listing> lists(prompts.size());
@@ -128,7 +128,7 @@ std::vector<listing> run(Space& space, sparse_pooler<Space>& pooler, const std::
       if (turn < at.first_step || turn >= at.first_step + at.chunks.size()) continue;
       const std::int64_t size = at.chunks[turn - at.first_step];
       const auto prompt_len = static_cast<std::int64_t>(at.token_ids.size());
-      seqpool::request r = test::part(at.id, seqpool::task::token_classify, prompt_len, done[p], size, at.params);
+      seqpool::request r = test::part(at.id, Pooler::task, prompt_len, done[p], size, at.params);
       r.prompt_token_ids = at.token_ids;
       step.requests.push_back(std::move(r));
       rows.insert(rows.end(), at.rows.begin() + done[p] * columns, at.rows.begin() + (done[p] + size) * columns);
@@ -173,11 +173,12 @@ inline std::vector<float> grid_values(std::int64_t count, std::uint32_t seed) {
 }
 
 /// What SPEC section 3 says a request's list is, by a plain loop over its
-/// prompt: each returned row's weight relu(row · v + b), the largest of each
+/// prompt: each returned row's weight relu(row · v + b) (without relu where
+/// `relu` is false), the largest of each
 /// distinct id among the rows the filters let stay; those above `floor`, the
 /// top_k largest of them (of equal weights, the smaller ids), ascending by id,
 /// after their count, in a row of 1 + min(ids, top_k) entries.
-inline listing expected_list(const prompt& p, const std::vector<float>& v, float b, float floor) {
+inline listing expected_list(const prompt& p, const std::vector<float>& v, float b, float floor, bool relu = true) {
   const auto columns = static_cast<std::int64_t>(v.size());
   const auto prompt_len = static_cast<std::int64_t>(p.token_ids.size());
   std::map<std::int64_t, double> weights;
@@ -189,7 +190,7 @@ inline listing expected_list(const prompt& p, const std::vector<float>& v, float
       continue;
     double dot = b;
     for (std::int64_t c = 0; c < columns; ++c) dot += double(p.rows[t * columns + c]) * v[c];
-    const double weight = std::max(dot, 0.0);
+    const double weight = relu ? std::max(dot, 0.0) : dot;
     const auto [at, added] = weights.emplace(id, weight);
     if (!added) at->second = std::max(at->second, weight);
   }
@@ -369,7 +370,7 @@ TEST_CASE_TEMPLATE_DEFINE("sparse results refuse a head without one weight, miss
   CHECK_NOTHROW(pooler.plan(step, state));
 }
 
-TEST_CASE_TEMPLATE_DEFINE("a sparse pooler captured once lists every batch it replays for, as an eager one does", Space,
+TEST_CASE_TEMPLATE_DEFINE("sparse poolers captured once list every batch they replay for, as eager ones do", Space,
                           sparse_capture) {
   using namespace sparse_cases;
   Space space{test::captured_graph<Space>::backend()};
@@ -388,7 +389,7 @@ TEST_CASE_TEMPLATE_DEFINE("a sparse pooler captured once lists every batch it re
                               {"a", {}, {}, {3}, {.drop_token_ids = {0, 7}}, 0},
                               {"b", {}, {}, {1}, {}, 1},
                               {"c", {}, {}, {90}, {.drop_last = true}, 1},
-                              {"d", {}, {}, {700}, {.top_k = 40}, 3},
+                              {"d", {}, {}, {700}, {.top_k = 10}, 3},
                               {"e", {}, {}, {4}, {.drop_first = true, .drop_last = true}, 3},
                               {"f", {}, {}, {300}, {}, 3},
                               {"g", {}, {}, {1200}, {}, 4},
@@ -408,4 +409,94 @@ TEST_CASE_TEMPLATE_DEFINE("a sparse pooler captured once lists every batch it re
     CHECK(replayed[p] == expected[p]);
     CHECK(replayed[p] == expected_list(prompts[p], v, 0.125f, 0.0f));
   }
+  // A sequence method's rows, listed by column, through the same steps.
+  const auto maxima = [&] {
+    return seqpool::pooler<method::max, head::classify, Space, sparse_entry>(
+        space, columns, {}, head::classify(seqpool::dense_stack{}, head::problem_type::regression));
+  };
+  auto eager_rows = maxima();
+  auto captured_rows = maxima();
+  for (prompt& at : prompts) at.params = {.top_k = at.params.top_k};  // no token filters
+  const std::vector<listing> rows_replayed = run(space, captured_rows, prompts, seqpool::capacity{.requests = 4, .rows = 1200});
+  CHECK(rows_replayed == run(space, eager_rows, prompts));
+  CHECK(rows_replayed[0].size() == columns + 1);
+  CHECK(rows_replayed[4].size() == 11);  // d's top_k
 }
+
+TEST_CASE_TEMPLATE_DEFINE("case 33: a sequence method's row listed by column (SPLADE's sparse vector)", Space,
+                          case_33_row_lists) {
+  using namespace sparse_cases;
+  Space space;
+  // MAX of [0, 2, −1, 0.5] and [1, 0, −2, 0.25] is [1, 2, −1, 0.5]; the regression head leaves it.
+  seqpool::pooler<method::max, head::classify, Space, sparse_entry> maxima(
+      space, 4, {}, head::classify(seqpool::dense_stack{}, head::problem_type::regression));
+  const std::vector<float> rows{0, 2, -1, 0.5f, 1, 0, -2, 0.25f};
+  const auto listed = [&](auto& pooler, std::vector<std::int64_t> chunks, seqpool::pooling_params params) {
+    return run(space, pooler, {{"r", rows, {101, 102}, std::move(chunks), std::move(params)}})[0];
+  };
+  for (const std::vector<std::int64_t>& chunks : std::vector<std::vector<std::int64_t>>{{2}, {1, 1}}) {
+    CAPTURE(chunks.size());
+    CHECK(listed(maxima, chunks, {}) == listing{{3, 0}, {0, 1.0f}, {1, 2.0f}, {3, 0.5f}, {-1, 0}});
+    CHECK(listed(maxima, chunks, {.top_k = 2}) == listing{{2, 0}, {0, 1.0f}, {1, 2.0f}});
+  }
+  // Through a layer: W = [[1,1,0,0], [0,0,1,1], [1,0,0,0]] with relu gives [3, 0, 1].
+  const seqpool::buffer<float, Space> w = test::to_space(space, std::vector<float>{1, 1, 0, 0, 0, 0, 1, 1, 1, 0, 0, 0});
+  seqpool::pooler<method::max, head::classify, Space, sparse_entry> projected(
+      space, 4, {},
+      head::classify(seqpool::dense_stack{{{w.data(), nullptr, 3, 4}, seqpool::activation_function::relu}},
+                     head::problem_type::regression));
+  CHECK(listed(projected, {1, 1}, {}) == listing{{2, 0}, {0, 3.0f}, {2, 1.0f}, {-1, 0}});
+  CHECK_THROWS_WITH_AS(listed(maxima, {2}, {.spans = {{0, 1}, {1, 2}}}),
+                       "request 0 (id \"r\"): spans: a sparse result lists one row a request: give no spans",
+                       seqpool::error);
+}
+
+TEST_CASE_TEMPLATE_DEFINE("a sequence method's sparse rows match a plain loop, chunked as whole", Space,
+                          row_lists_match_reference) {
+  using namespace sparse_cases;
+  Space space;
+  std::mt19937 engine(33);
+  for (int draw = 0; draw < 10; ++draw) {
+    CAPTURE(draw);
+    const std::int64_t columns = std::uniform_int_distribution<std::int64_t>(1, 400)(engine);
+    seqpool::pooler<method::max, head::classify, Space, sparse_entry> pooler(
+        space, columns, {}, head::classify(seqpool::dense_stack{}, head::problem_type::regression));
+    const float floor = static_cast<float>(std::uniform_int_distribution<int>(-8, 12)(engine)) / 8.0f;
+    pooler.set_weight_floor(floor);
+    std::vector<prompt> prompts;
+    const int count = std::uniform_int_distribution<int>(1, 5)(engine);
+    for (int p = 0; p < count; ++p) {
+      const std::int64_t prompt_len = std::uniform_int_distribution<std::int64_t>(1, 700)(engine);
+      prompt at{test::id("r", p), grid_values(prompt_len * columns, 500 * draw + p), {}, {}, {}};
+      at.token_ids.assign(static_cast<std::size_t>(prompt_len), 5);
+      if (engine() % 2 == 0) at.params.top_k = std::uniform_int_distribution<std::int64_t>(1, columns + 3)(engine);
+      for (std::int64_t left = prompt_len; left > 0;) {
+        const std::int64_t size = std::uniform_int_distribution<std::int64_t>(1, left)(engine);
+        at.chunks.push_back(size);
+        left -= size;
+      }
+      prompts.push_back(std::move(at));
+    }
+    const std::vector<listing> lists = run(space, pooler, prompts);
+    for (std::size_t p = 0; p < prompts.size(); ++p) {
+      CAPTURE(p);
+      // The reference: each column's maximum as the weight of the id that is its index.
+      prompt columnwise = prompts[p];
+      const auto prompt_len = static_cast<std::int64_t>(columnwise.token_ids.size());
+      columnwise.rows.clear();
+      columnwise.token_ids.clear();
+      for (std::int64_t c = 0; c < columns; ++c) {
+        float largest = prompts[p].rows[static_cast<std::size_t>(c)];
+        for (std::int64_t t = 1; t < prompt_len; ++t) largest = std::max(largest, prompts[p].rows[t * columns + c]);
+        columnwise.rows.push_back(largest);
+        columnwise.token_ids.push_back(c);
+      }
+      // A row a column, of one value, weighed by 1.
+      const listing expected = expected_list(columnwise, {1.0f}, 0.0f, floor, false);
+      CAPTURE(shown(expected));
+      CAPTURE(shown(lists[p]));
+      CHECK(lists[p] == expected);
+    }
+  }
+}
+

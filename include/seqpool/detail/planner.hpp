@@ -154,7 +154,12 @@ class planner {
       }
       Algorithms::bound_pooling(limits, hidden_size, shape.modes, most);
       most.output_per_request = widest_result + align_slack;
-      if (shape.result_bytes < 4) most.workspace_floats += limits.requests * (widest_result + 3);
+      if (shape.sparse) {
+        // A list a request, its count and an entry a column at most, from its row in the workspace.
+        most.output_per_request += 1;
+        most.records.sparse_lists = static_cast<std::size_t>(limits.requests);
+      }
+      if (shape.result_bytes < 4 || shape.sparse) most.workspace_floats += limits.requests * (widest_result + 3);
     }
     most.image_bytes = image_bytes(most.records);
     return most;
@@ -245,6 +250,7 @@ class planner {
     if (!r.params.spans.empty()) {
       if (shape_.bounded)
         fail_request(index, r.id, "spans", "a pooler with a capacity (a captured step) does not pool spans");
+      if (shape_.sparse) fail_request(index, r.id, "spans", "a sparse result lists one row a request: give no spans");
       check_spans(index, r, r.params.spans);
     }
     if (r.params.instruction_len != 0) check_instruction<Method>(index, r);
@@ -512,8 +518,10 @@ class planner {
     const std::size_t result = take_result();
     const std::int32_t first = add_records(r, count, -1);
     if (part.chunked()) keep_state(first, index, r, keeps ? count * pooled_width : 0, key, count, pooled_width);
-    const destination to = part.finished() ? route_results(first, result, count, pooled_width, d.out_width, held)
-                                           : destination{target::state, 0, pooled_width, 0, 0};
+    destination to{target::state, 0, pooled_width, 0, 0};
+    if (part.finished())
+      to = shape_.sparse ? route_row_list(first, result, pooled_width, d.out_width, r.params.top_k)
+                         : route_results(first, result, count, pooled_width, d.out_width, held);
     for (std::int64_t k = 0; k < count; ++k) {
       const row_window window = windows[static_cast<std::size_t>(k)];
       // A chunk that does not finish writes only the state of a reduction it adds to.
@@ -771,11 +779,10 @@ class planner {
   }
 
   /// Sparse results: a finishing token request's returned rows are weighed
-  /// by the head's layers into weights of the workspace (linear records whose
-  /// result stays in its draft: offset -1), and its list — the count, then a
-  /// pair a distinct id of its rows, or `top_k` at most — takes one row of the
-  /// output from a 16-byte boundary; its slots name each id's rows, sorted
-  /// here from the tokens listed when it was checked.
+  /// by the head's layers (weigh()), and its list — the count, then a pair a
+  /// distinct id of its rows, or top_k at most — takes a row of the output;
+  /// its slots name each id's rows, sorted here from the rows listed when it
+  /// was checked.
   destination route_weights(std::int32_t record, std::size_t result, const decision& d,
                             std::optional<std::int64_t> top_k, bool projected) {
     const std::int64_t rows = d.rows_total;
@@ -789,23 +796,64 @@ class planner {
         slots.push_back({static_cast<std::int32_t>(listed[k].id), static_cast<std::int32_t>(order.size())});
       order.push_back(listed[k].row);
     }
-    const std::int64_t distinct = static_cast<std::int64_t>(slots.size()) - first_slot;
+    const std::int64_t ids = static_cast<std::int64_t>(slots.size()) - first_slot;
     slots.push_back({-1, static_cast<std::int32_t>(order.size())});
-    const std::int64_t top = top_k ? std::min(*top_k, distinct) : -1;
-    const result_slice slice{align_values(output_end_, shape_.result_bytes), 1, 1 + (top_k ? top : distinct)};
-    share_.results[result] = slice;
-    share_.result_rows += rows;
-    output_end_ = slice.offset + slice.cols;
-    const std::int64_t pooled = projected ? -1 : share_.take_workspace(rows * d.width);
-    const std::int64_t weights = share_.take_workspace(rows);
+    const weighed rows_in = weigh(record, rows, d.width, 1, projected);
+    add_list(result, rows, {rows_in.weights, 0, first_slot, static_cast<std::int32_t>(ids), 0}, top_k);
+    return {target::workspace, rows_in.pooled, d.width, finish, d.width};
+  }
+
+  /// Sparse results: a finishing sequence request's row of `out_width`
+  /// columns is finished in the workspace — by the method and the head's
+  /// epilogue, or after the head's layers — and listed by column.
+  destination route_row_list(std::int32_t record, std::size_t result, std::int64_t pooled_width,
+                             std::int64_t out_width, std::optional<std::int64_t> top_k) {
+    const auto list = [&](std::int64_t weights) {
+      add_list(result, 1, {weights, 0, -1, static_cast<std::int32_t>(out_width), 0}, top_k);
+    };
+    if (!shape_.has_linear) {
+      const std::int64_t row = share_.take_workspace(out_width);
+      list(row);
+      return {target::workspace, row, out_width, finish | epilogue, out_width};
+    }
+    const weighed row_in = weigh(record, 1, pooled_width, out_width, false);
+    list(row_in.weights);
+    return {target::workspace, row_in.pooled, pooled_width, finish, pooled_width};
+  }
+
+  /// Where weigh() put its rows: the pooled rows' first (-1 where they lie)
+  /// and their weights' first, in the workspace.
+  struct weighed {
+    std::int64_t pooled;
+    std::int64_t weights;
+  };
+
+  /// Linear records for `rows` rows of `pooled_width` floats (in the
+  /// workspace, or where they lie when `projected`), whose results of
+  /// `out_width` stay in their drafts (offset −1) for the lists.
+  weighed weigh(std::int32_t record, std::int64_t rows, std::int64_t pooled_width, std::int64_t out_width,
+                bool projected) {
+    const std::int64_t pooled = projected ? -1 : share_.take_workspace(rows * pooled_width);
+    const std::int64_t weights = share_.take_workspace(rows * out_width);
     const std::int64_t between = shape_.between_floats;
     const std::int64_t betweens = between > 0 ? share_.take_workspace(rows * between) : -1;
     for (std::int64_t k = 0; k < rows; ++k)
-      share_.records.linears.push_back({projected ? -1 : pooled + k * d.width, -1, -1, weights + k,
-                                        between > 0 ? betweens + k * between : -1, record, 1});
-    share_.records.sparse_lists.push_back({weights, slice.offset, first_slot, static_cast<std::int32_t>(distinct),
-                                           static_cast<std::int32_t>(top)});
-    return {target::workspace, pooled, d.width, finish, d.width};
+      share_.records.linears.push_back({projected ? -1 : pooled + k * pooled_width, -1, -1,
+                                        weights + k * out_width, between > 0 ? betweens + k * between : -1, record,
+                                        static_cast<std::int32_t>(out_width)});
+    return {pooled, weights};
+  }
+
+  /// A list of `list.slots` ids at most (or top_k), after its count, in a row
+  /// of the output from a 16-byte boundary; `rows` rows were weighed for it.
+  void add_list(std::size_t result, std::int64_t rows, sparse_list list, std::optional<std::int64_t> top_k) {
+    list.top = top_k ? static_cast<std::int32_t>(std::min<std::int64_t>(*top_k, list.slots)) : -1;
+    const result_slice slice{align_values(output_end_, shape_.result_bytes), 1, 1 + list.most()};
+    list.offset = slice.offset;
+    share_.results[result] = slice;
+    share_.result_rows += rows;
+    output_end_ = slice.offset + slice.cols;
+    share_.records.sparse_lists.push_back(list);
   }
 
   /// The output values a result row of `width` columns takes.

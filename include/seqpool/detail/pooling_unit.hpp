@@ -36,8 +36,6 @@ template <class Method, class Head, class Space, class Result>
 class pooling_unit {
   // First, so that a user's method that misses a member learns which before anything else.
   static_assert(method_is_complete<Method>());
-  static_assert(!sparse_element<Result> || Method::kind == method_kind::token,
-                "seqpool: a sparse result lists a token method's rows by token id (method::all, for BGE-M3)");
 
  public:
   using algorithms = algorithms_of<Space>;
@@ -59,7 +57,7 @@ class pooling_unit {
     // The built-in heads check their layers when made; a user's head is checked
     // here, so that no layer reads past the rows the plan gives between layers.
     checked(head_.layers(), "layers");
-    if constexpr (sparse_element<Result>) {
+    if constexpr (sparse_element<Result> && token_wise) {
       const dense_stack layers = head_.layers();
       if (!layers.present() || layers.out_features() != 1)
         fail("head", "a sparse result weighs each row with the head's last dense layer, of one output (BGE-M3's "

@@ -205,14 +205,16 @@ struct linear_record {
   std::int32_t width;  ///< leading outputs kept (matryoshka truncation)
 };
 
-/// Sparse results: the list of a finishing request (list_sparse), made from its
-/// token weights — one float a returned row, in prompt order, from workspace
-/// offset `weights` — and its slots, one a distinct token id in ascending
-/// order, each naming the tokens of its id.
+/// Sparse results: the list of a finishing request (list_sparse), made from
+/// its weights in the workspace, from offset `weights`. A token method's list
+/// has a slot a distinct token id of its returned rows, ascending, each
+/// naming its rows, whose weights are a float a returned row in prompt order;
+/// a sequence method's list has a slot a column of its finished row, which is
+/// its weights (`first_slot` −1), the id of each its column.
 struct sparse_list {
-  std::int64_t weights;     ///< workspace float offset of its first token's weight
+  std::int64_t weights;     ///< workspace float offset of its first row's weight, or of its row
   std::int64_t offset;      ///< output entry offset of the list: the count, then most() entries
-  std::int32_t first_slot;  ///< its first slot; the slot after its last ends that one's tokens
+  std::int32_t first_slot;  ///< its first slot (the slot after its last ends that one's rows); -1: a row's columns
   std::int32_t slots;
   std::int32_t top;  ///< the most ids it lists, those of the largest weights (top_k); -1: every id above the floor
 
@@ -220,21 +222,36 @@ struct sparse_list {
   SEQPOOL_HOST_DEVICE std::int32_t most() const { return top >= 0 && top < slots ? top : slots; }
 };
 
-/// A distinct token id of a sparse list, and where its tokens start in the
-/// step's token order (the next slot's `first` ends them).
+/// A distinct token id of a token method's list, and where its rows start in
+/// the step's sparse order (the next slot's `first` ends them).
 struct sparse_slot {
   std::int32_t id;
-  std::int32_t first;  ///< into the sparse order: the tokens' places among their request's returned rows
+  std::int32_t first;  ///< into the sparse order: the rows' places among their request's returned rows
 };
 
-/// The weight of a list's slot: the largest its tokens were given (NaN only
-/// where every one was NaN). `order` is the step's sparse order, `weights` the
-/// list's first weight.
-SEQPOOL_HOST_DEVICE inline float slot_weight(const sparse_slot* slot, const std::int32_t* order, const float* weights) {
-  float largest = weights[order[slot[0].first]];
-  for (std::int32_t t = slot[0].first + 1; t < slot[1].first; ++t) largest = fmaxf(largest, weights[order[t]]);
-  return largest;
-}
+/// A list's slots as the passes and kernels read them: each one's id and
+/// weight — for a token id, the largest its rows were given (NaN only where
+/// every one was NaN); for a column, the row's value.
+struct list_slots {
+  const sparse_slot* slots;   ///< the list's first slot; null for a row's columns
+  const std::int32_t* order;  ///< the step's sparse order
+  const float* weights;       ///< the list's first weight
+
+  SEQPOOL_HOST_DEVICE list_slots(const sparse_list& list, const sparse_slot* all_slots, const std::int32_t* all_order,
+                                 const float* workspace)
+      : slots(list.first_slot < 0 ? nullptr : all_slots + list.first_slot),
+        order(all_order),
+        weights(workspace + list.weights) {}
+
+  SEQPOOL_HOST_DEVICE std::int32_t id(std::int32_t s) const { return slots == nullptr ? s : slots[s].id; }
+
+  SEQPOOL_HOST_DEVICE float weight(std::int32_t s) const {
+    if (slots == nullptr) return weights[s];
+    float largest = weights[order[slots[s].first]];
+    for (std::int32_t t = slots[s].first + 1; t < slots[s + 1].first; ++t) largest = fmaxf(largest, weights[order[t]]);
+    return largest;
+  }
+};
 
 /// Device kernels: the work of one block of the pooling launch. A packed block
 /// pools `num_tiles` whole short requests, a warp each; a split block reduces

@@ -23,9 +23,9 @@ namespace seqpool::detail::device {
 /// them. Then each thread lists its kept slots after the pairs of the threads
 /// before it, so the list is in order of id without a sort; the first thread
 /// writes the count, and the threads fill the entries past the pairs with
-/// {-1, 0}. A slot's weight (the largest of its tokens') is read again in each
-/// pass: a few floats a token that the layers' launch just wrote, where the
-/// hidden states were a row a token.
+/// {-1, 0}. A slot's weight is read again in each pass: a few floats a token
+/// (or a float a column) that the launch before just wrote, where the hidden
+/// states were a row a token.
 template <class Policy>
 struct list_sparse {
   static constexpr int threads = Policy::threads;
@@ -48,15 +48,13 @@ struct list_sparse {
     const image_header& header = *reinterpret_cast<const image_header*>(image);
     if (index >= static_cast<std::int64_t>(header.sparse_lists.count)) return;
     const sparse_list list = header.sparse_lists.in(image)[index];
-    const sparse_slot* slot = header.sparse_slots.in(image) + list.first_slot;
-    const std::int32_t* order = header.sparse_order.in(image);
-    const float* weights = workspace + list.weights;
+    const list_slots slot(list, header.sparse_slots.in(image), header.sparse_order.in(image), workspace);
     const std::int32_t per_thread = (list.slots + threads - 1) / threads;
     const auto each_candidate = [&](int thread, auto&& take) {
       const std::int32_t begin = thread * per_thread < list.slots ? thread * per_thread : list.slots;
       const std::int32_t end = begin + per_thread < list.slots ? begin + per_thread : list.slots;
       for (std::int32_t s = begin; s < end; ++s) {
-        const float weight = slot_weight(slot + s, order, weights);
+        const float weight = slot.weight(s);
         if (weight > encoding.floor) take(s, weight);
       }
     };
@@ -79,7 +77,7 @@ struct list_sparse {
       sparse_entry* next = output + list.offset + 1 + before;
       each_candidate(thread, [&](std::int32_t s, float weight) {
         const std::uint32_t key = weight_key(weight);
-        if (key > threshold || (key == threshold && ties-- > 0)) *next++ = {slot[s].id, weight};
+        if (key > threshold || (key == threshold && ties-- > 0)) *next++ = {slot.id(s), weight};
       });
       sparse_entry* entries = output + list.offset;
       if (thread == 0) entries[0] = {listed, 0.0f};

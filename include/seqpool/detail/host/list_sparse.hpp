@@ -10,7 +10,7 @@
 
 namespace seqpool::detail::host {
 
-/// One item a list: its slots in ascending order of id, each listed with its
+/// One item a list: its slots (list_slots) in ascending order of id, each listed with its
 /// weight where that is above the floor — and, where the list keeps its top
 /// ids only and has more, among the top (top_select) — then the count before
 /// them and {-1, 0} in the entries left.
@@ -24,8 +24,8 @@ struct list_sparse {
 
   void operator()(std::int64_t item) const {
     const sparse_list list = lists[item];
-    const sparse_slot* slot = slots + list.first_slot;
-    const auto weight_of = [&](std::int32_t s) { return slot_weight(slot + s, order, workspace + list.weights); };
+    const list_slots slot(list, slots, order, workspace);
+    const auto weight_of = [&](std::int32_t s) { return slot.weight(s); };
     std::int64_t candidates = 0;
     for (std::int32_t s = 0; s < list.slots; ++s) candidates += weight_of(s) > encoding.floor ? 1 : 0;
     // Every candidate's key is above 0 (a key of 0 is a NaN's).
@@ -50,7 +50,7 @@ struct list_sparse {
       const float weight = weight_of(s);
       if (!(weight > encoding.floor)) continue;
       const std::uint32_t key = weight_key(weight);
-      if (key > threshold || (key == threshold && ties-- > 0)) entries[1 + listed++] = {slot[s].id, weight};
+      if (key > threshold || (key == threshold && ties-- > 0)) entries[1 + listed++] = {slot.id(s), weight};
     }
     entries[0] = {listed, 0.0f};
     for (std::int32_t e = 1 + listed; e <= list.most(); ++e) entries[e] = {-1, 0.0f};
