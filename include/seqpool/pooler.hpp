@@ -26,8 +26,9 @@ class dispatcher;
 /// 16-bit: methods and heads still work in float, and each value is rounded to
 /// nearest even once, as it is stored; or quantized as they are stored: int8
 /// and uint8 on calibration ranges (set_ranges), binary and ubinary sign bits
-/// packed 8 columns a byte; or, for a token method whose head gives a row one
-/// weight, sparse_entry: each finishing request's weights listed by token id.
+/// packed 8 columns a byte; or sparse_entry: each finishing request's weights
+/// listed by id — a token method's rows, weighed by a head whose last layer has
+/// one output, by token id (BGE-M3); a sequence method's row by column (SPLADE).
 /// A dispatcher takes poolers into its table.
 template <class Method, pooling_head Head, memory_space Space, class Result = float>
   requires result_element<Result> || sparse_element<Result>

@@ -32,22 +32,41 @@ namespace method = seqpool::method;
 namespace head = seqpool::head;
 
 /// A weight layer [1, columns] with its bias, in the space's memory, and the
-/// head that applies it with relu and no activation after (regression).
+/// head that applies it with relu and no activation after (regression). Or,
+/// `stacked`, the same weight through a stack of two layers: [v; −v; v] with
+/// the bias on the first output, then [1, 0, 0] with relu, which weighs a row
+/// as the one layer does.
 template <class Space>
 struct weigher {
   seqpool::buffer<float, Space> weight;
   seqpool::buffer<float, Space> bias;
+  seqpool::buffer<float, Space> pick;
   std::int64_t columns;
+  bool stacked;
 
-  weigher(Space& space, const std::vector<float>& row, float offset)
-      : weight(test::to_space(space, row)),
-        bias(test::to_space(space, std::vector<float>{offset})),
-        columns(static_cast<std::int64_t>(row.size())) {}
+  weigher(Space& space, const std::vector<float>& row, float offset, bool stack = false)
+      : weight(test::to_space(space, stack ? stacked_rows(row) : row)),
+        bias(test::to_space(space, stack ? std::vector<float>{offset, 0, 0} : std::vector<float>{offset})),
+        pick(test::to_space(space, std::vector<float>{1, 0, 0})),
+        columns(static_cast<std::int64_t>(row.size())),
+        stacked(stack) {}
 
   head::classify head() const {
-    return head::classify(seqpool::dense_stack{{{weight.data(), bias.data(), 1, columns},
-                                                seqpool::activation_function::relu}},
+    using seqpool::activation_function;
+    if (!stacked)
+      return head::classify(seqpool::dense_stack{{{weight.data(), bias.data(), 1, columns}, activation_function::relu}},
+                            head::problem_type::regression);
+    return head::classify(seqpool::dense_stack{{{weight.data(), bias.data(), 3, columns}, activation_function::identity},
+                                               {{pick.data(), nullptr, 1, 3}, activation_function::relu}},
                           head::problem_type::regression);
+  }
+
+ private:
+  static std::vector<float> stacked_rows(const std::vector<float>& row) {
+    std::vector<float> rows(row);
+    for (const float value : row) rows.push_back(-value);
+    rows.insert(rows.end(), row.begin(), row.end());
+    return rows;
   }
 };
 
@@ -266,7 +285,8 @@ TEST_CASE_TEMPLATE_DEFINE("case 32: sparse lexical weights: the largest weight o
   CHECK(run(space, pooler, dropped)[1] == listing{{0, 0}});
 }
 
-TEST_CASE_TEMPLATE_DEFINE("sparse results match a plain loop, chunked as whole, with every token filter", Space,
+TEST_CASE_TEMPLATE_DEFINE("sparse results match a plain loop, chunked as whole, every token filter, one layer or a stack",
+                          Space,
                           sparse_matches_reference) {
   using namespace sparse_cases;
   Space space;
@@ -277,7 +297,7 @@ TEST_CASE_TEMPLATE_DEFINE("sparse results match a plain loop, chunked as whole, 
     std::vector<float> v(static_cast<std::size_t>(columns));
     for (float& weight : v) weight = static_cast<float>(std::uniform_int_distribution<int>(-3, 3)(engine));
     const float b = static_cast<float>(std::uniform_int_distribution<int>(-8, 8)(engine)) / 8.0f;
-    const weigher<Space> layer(space, v, b);
+    const weigher<Space> layer(space, v, b, draw % 2 == 1);
     sparse_pooler<Space> pooler(space, columns, {}, layer.head());
     const float floor = draw % 3 == 0 ? 0.0f : static_cast<float>(std::uniform_int_distribution<int>(-4, 16)(engine)) / 8.0f;
     pooler.set_weight_floor(floor);

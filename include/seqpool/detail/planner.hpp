@@ -40,8 +40,10 @@ struct pooler_shape {
   bool quantized = false;
   std::int64_t columns_per_value = 1;  ///< result columns one output value holds: 8 for packed sign bits
   std::int64_t ranged_columns = -1;    ///< int8 and uint8: the columns the calibration ranges cover; else -1
-  /// Sparse results: the head's one output weighs each returned row of a token
-  /// method, and a finishing request's weights are listed by token id.
+  /// Sparse results: a finishing request's weights are listed by id — a token
+  /// method's rows weighed by the head's one output, by token id; a sequence
+  /// method's row, by column. The passes that read the rows write the weights
+  /// as a float pooler writes results, into the workspace as their output.
   bool sparse = false;
 };
 
@@ -782,7 +784,7 @@ class planner {
   /// by the head's layers (weigh()), and its list — the count, then a pair a
   /// distinct id of its rows, or top_k at most — takes a row of the output;
   /// its slots name each id's rows, sorted here from the rows listed when it
-  /// was checked.
+  /// was checked. The weights lie a float a row in the workspace.
   destination route_weights(std::int32_t record, std::size_t result, const decision& d,
                             std::optional<std::int64_t> top_k, bool projected) {
     const std::int64_t rows = d.rows_total;
@@ -798,26 +800,33 @@ class planner {
     }
     const std::int64_t ids = static_cast<std::int64_t>(slots.size()) - first_slot;
     slots.push_back({-1, static_cast<std::int32_t>(order.size())});
+    const sparse_list list{0, 0, first_slot, static_cast<std::int32_t>(ids), 0};
+    if (!projected && shape_.between_floats == 0 && Algorithms::linear_in_item(d.width, 1, false)) {
+      const std::int64_t weights = share_.take_workspace(rows);
+      add_list(result, rows, weights, list, top_k);
+      return {target::output, weights, d.width, finish | through_linear, 1, 0, 1};
+    }
     const weighed rows_in = weigh(record, rows, d.width, 1, projected);
-    add_list(result, rows, {rows_in.weights, 0, first_slot, static_cast<std::int32_t>(ids), 0}, top_k);
+    add_list(result, rows, rows_in.weights, list, top_k);
     return {target::workspace, rows_in.pooled, d.width, finish, d.width};
   }
 
   /// Sparse results: a finishing sequence request's row of `out_width`
   /// columns is finished in the workspace — by the method and the head's
-  /// epilogue, or after the head's layers — and listed by column.
+  /// epilogue, or through the head's layers, by the item that pooled it where
+  /// the family does that — and listed by column.
   destination route_row_list(std::int32_t record, std::size_t result, std::int64_t pooled_width,
                              std::int64_t out_width, std::optional<std::int64_t> top_k) {
-    const auto list = [&](std::int64_t weights) {
-      add_list(result, 1, {weights, 0, -1, static_cast<std::int32_t>(out_width), 0}, top_k);
-    };
-    if (!shape_.has_linear) {
+    const sparse_list list{0, 0, -1, static_cast<std::int32_t>(out_width), 0};
+    const bool in_item = shape_.between_floats == 0 && Algorithms::linear_in_item(pooled_width, out_width, false);
+    if (!shape_.has_linear || in_item) {
       const std::int64_t row = share_.take_workspace(out_width);
-      list(row);
-      return {target::workspace, row, out_width, finish | epilogue, out_width};
+      add_list(result, 1, row, list, top_k);
+      if (!shape_.has_linear) return {target::output, row, out_width, finish | epilogue, out_width};
+      return {target::output, row, pooled_width, finish | through_linear, out_width, 0, out_width};
     }
     const weighed row_in = weigh(record, 1, pooled_width, out_width, false);
-    list(row_in.weights);
+    add_list(result, 1, row_in.weights, list, top_k);
     return {target::workspace, row_in.pooled, pooled_width, finish, pooled_width};
   }
 
@@ -830,7 +839,7 @@ class planner {
 
   /// Linear records for `rows` rows of `pooled_width` floats (in the
   /// workspace, or where they lie when `projected`), whose results of
-  /// `out_width` stay in their drafts (offset −1) for the lists.
+  /// `out_width` go to the workspace (the passes' output) for the lists.
   weighed weigh(std::int32_t record, std::int64_t rows, std::int64_t pooled_width, std::int64_t out_width,
                 bool projected) {
     const std::int64_t pooled = projected ? -1 : share_.take_workspace(rows * pooled_width);
@@ -838,15 +847,18 @@ class planner {
     const std::int64_t between = shape_.between_floats;
     const std::int64_t betweens = between > 0 ? share_.take_workspace(rows * between) : -1;
     for (std::int64_t k = 0; k < rows; ++k)
-      share_.records.linears.push_back({projected ? -1 : pooled + k * pooled_width, -1, -1,
-                                        weights + k * out_width, between > 0 ? betweens + k * between : -1, record,
+      share_.records.linears.push_back({projected ? -1 : pooled + k * pooled_width, -1, weights + k * out_width, -1,
+                                        between > 0 ? betweens + k * between : -1, record,
                                         static_cast<std::int32_t>(out_width)});
     return {pooled, weights};
   }
 
   /// A list of `list.slots` ids at most (or top_k), after its count, in a row
-  /// of the output from a 16-byte boundary; `rows` rows were weighed for it.
-  void add_list(std::size_t result, std::int64_t rows, sparse_list list, std::optional<std::int64_t> top_k) {
+  /// of the output from a 16-byte boundary, of the weights at workspace offset
+  /// `weights`; `rows` rows were weighed for it.
+  void add_list(std::size_t result, std::int64_t rows, std::int64_t weights, sparse_list list,
+                std::optional<std::int64_t> top_k) {
+    list.weights = weights;
     list.top = top_k ? static_cast<std::int32_t>(std::min<std::int64_t>(*top_k, list.slots)) : -1;
     const result_slice slice{align_values(output_end_, shape_.result_bytes), 1, 1 + list.most()};
     list.offset = slice.offset;

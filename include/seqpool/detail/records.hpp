@@ -198,7 +198,7 @@ struct gather_cursor {
 struct linear_record {
   std::int64_t input;    ///< workspace float offset of the pooled (or gathered) row; -1: read at `source`
   std::int64_t source;   ///< a returned row read where it lies, as a row_copy's source; else unused
-  std::int64_t offset;   ///< output value offset of the result row; -1: it stays in its draft (sparse weights)
+  std::int64_t offset;   ///< output value offset of the result row
   std::int64_t draft;    ///< results drafted: the workspace float offset of the draft row; else -1
   std::int64_t between;  ///< stacks: workspace float offset of its outputs of every layer but the last; else -1
   std::int32_t request;

@@ -144,14 +144,15 @@ struct algorithms {
   /// blocks past the image's own counts return at once), none when it has no
   /// blocks. Gathering and linear launches run on at most
   /// one wave of blocks, a pooling launch on a block an index (or, captured, as
-  /// the policy says). A sparse result's launches write its weights, floats
-  /// in the workspace, and a launch of its own, on one wave, lists them.
+  /// the policy says). A sparse result's launches are a float pooler's whose
+  /// output is the workspace, where they write its weights; a launch of its
+  /// own, on one wave, lists them.
   template <sized_by Sizing, class Method, class Head, class T, class Result, class Space>
   static void launch(Space& space, const Method& method, const Head& head, hidden_view<T> hidden,
                      const record_counts& counts, const std::byte* image, const launch_buffers<Result>& into) {
     if constexpr (sparse_element<Result>) {
       launch_rows<Sizing>(space, method, head, hidden, counts, image,
-                          launch_buffers<float>{nullptr, 0, into.workspace, into.arrivals, {}});
+                          launch_buffers<float>{into.workspace, 0, into.workspace, into.arrivals, {}});
       if (counts.sparse_lists > 0)
         space.launch(static_cast<std::int64_t>(counts.sparse_lists),
                      list_sparse<Policy>{image, into.output, into.workspace, into.encoding});

@@ -24,8 +24,7 @@ namespace seqpool::detail::device {
 /// layers, which the next launch reads; the last writes the result rows, and
 /// the head's epilogue follows in the same warp. 16-bit and quantized results
 /// are finished in the draft row the plan gave them and encoded into place by
-/// that warp; a sparse result's weights stay in their drafts (offset -1), for
-/// the launch that lists them.
+/// that warp.
 template <class Head, class Inputs, class Result, class Policy>
 struct apply_linear {
   static constexpr int threads = Policy::threads;
@@ -109,7 +108,7 @@ struct apply_linear {
       using finishing_row = memory_row<std::remove_cvref_t<decltype(warp)>, Policy::warp_row_vectors_in_flight>;
       finishing_row result{warp, written, width};
       head.epilogue(result, header.requests.in(image)[row.request].knobs);
-      if (row.draft >= 0 && row.offset >= 0)
+      if (row.draft >= 0)
         encode_into<Policy::warp_row_vectors_in_flight>(warp, output + row.offset, written, width, encoding);
     });
   }

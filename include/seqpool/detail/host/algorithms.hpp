@@ -90,14 +90,15 @@ struct algorithms {
   /// sequence method, gather_rows for a token method, then apply_linear for
   /// rows the items could not pass through the layer. A captured step's passes
   /// are the same: the header gives the batch's counts. A sparse result's
-  /// passes write its weights, floats in the workspace, and list_sparse lists them.
+  /// passes are a float pooler's whose output is the workspace, where they
+  /// write its weights; list_sparse lists them.
   template <sized_by, class Method, class Head, class T, class Result, class Space>
   static void launch(Space& space, const Method& method, const Head& head, hidden_view<T> hidden,
                      const record_counts&, const std::byte* image, const launch_buffers<Result>& into) {
     if constexpr (sparse_element<Result>) {
       const image_header& at = *reinterpret_cast<const image_header*>(image);
       launch_rows(space, method, head, hidden, image,
-                  launch_buffers<float>{nullptr, 0, into.workspace, into.arrivals, {}});
+                  launch_buffers<float>{into.workspace, 0, into.workspace, into.arrivals, {}});
       if (at.sparse_lists.count > 0)
         space.launch(static_cast<std::int64_t>(at.sparse_lists.count),
                      list_sparse{at.sparse_lists.in(image), at.sparse_slots.in(image), at.sparse_order.in(image),

@@ -90,9 +90,7 @@ void linear_into(const Head& head, const dense_layer& layer, const float* pooled
 /// every dense layer, then runs the head's epilogue on it: rows wider than an
 /// item's scratch row, and every row of a stack, whose outputs of each layer
 /// but the last the plan gave rows of the workspace. A result row other than
-/// float wider than the scratch row is finished in the draft row the plan gave
-/// it; a sparse result's weight stays in its draft (offset -1), for the pass
-/// that lists them.
+/// float wider than the scratch row is finished in the draft row the plan gave it.
 template <class Head, class Result, class Policy>
 struct apply_linear {
   Head head;
@@ -116,7 +114,7 @@ struct apply_linear {
     }
     float* draft = memory.workspace + row.draft;
     linear_row(head, layers.last(), pooled, draft, row.width, knobs);
-    if (row.offset >= 0) store_row(memory.output + row.offset, draft, row.width, false, memory.encoding);
+    store_row(memory.output + row.offset, draft, row.width, false, memory.encoding);
   }
 };
 
