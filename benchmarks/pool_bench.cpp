@@ -115,6 +115,8 @@ constexpr const char* result_name() {
     return "bf16";
   else if constexpr (std::is_same_v<Result, std::int8_t>)
     return "int8";
+  else if constexpr (std::is_same_v<Result, seqpool::sparse_entry>)
+    return "sparse";
   else
     return "ubinary";
 }
@@ -203,6 +205,8 @@ double read_traffic(const std::string& name, const seqpool::batch& step, std::in
       read_rows += static_cast<double>(r.prompt_len - 1);
     else if (used == "step")
       for (std::int64_t k = 0; k < r.prompt_len; ++k) read_rows += r.prompt_token_ids[k] == step_tag;
+    else if (used == "sparse")  // every row but those of id 0
+      for (std::int64_t k = 0; k < r.prompt_len; ++k) read_rows += r.prompt_token_ids[k] != 0;
     else
       read_rows += static_cast<double>(r.prompt_len);
   }
@@ -248,6 +252,21 @@ class runner {
     seqpool::batch step = requests_of(shape_, task::token_embed, token_ids_);
     for (seqpool::request& r : step.requests) r.params.drop_first = true;
     return measure("colbert", pooler, step);
+  }
+
+  /// BGE-M3's lexical weights: every row through a layer of one output with
+  /// relu, and each request's largest weight of each token id listed by id,
+  /// id 0 left out (as BGE-M3 leaves out its tokenizer's special ids).
+  record sparse_case() {
+    const head::classify weigh(
+        seqpool::dense_stack{{{classifier_weights_->data(), nullptr, 1, shape_.hidden_size},
+                              seqpool::activation_function::relu}},
+        head::problem_type::regression);
+    seqpool::pooler<method::all, head::classify, Space, seqpool::sparse_entry> pooler(space_, shape_.hidden_size, {},
+                                                                                      weigh);
+    seqpool::batch step = requests_of(shape_, task::token_classify, token_ids_);
+    for (seqpool::request& r : step.requests) r.params.drop_token_ids = {0};
+    return measure("sparse", pooler, step);
   }
 
   record dispatcher_case() {
@@ -454,6 +473,7 @@ void run_space(const char* space_name, const char* dtype, const batch_shape& sha
   // speed (seconds a call): the multi-vector case runs on host_space and on a GPU.
   if (std::is_same_v<Space, seqpool::host_space> || !std::is_same_v<device_backend, seqpool::omp_backend>)
     add("colbert", [&] { return run.colbert_case(); });
+  add("sparse", [&] { return run.sparse_case(); });
   add("dispatcher", [&] { return run.dispatcher_case(); });
 #if defined(__CUDACC__)
   if constexpr (std::is_same_v<Space, device_under_test>)
@@ -474,7 +494,7 @@ int main(int argc, char** argv) {
   app.add_option("--dtype", opts.dtype, "fp32 or bf16 (default: both)");
   app.add_option("--shape", opts.shape, "long, short, single, wide or padded (default: every one)");
   app.add_option("--method", opts.method,
-                 "cls, last, mean, max, all, step, colbert, dispatcher, or (CUDA) \"dispatcher graph\" and "
+                 "cls, last, mean, max, all, step, colbert, sparse, dispatcher, or (CUDA) \"dispatcher graph\" and "
                  "\"dispatcher graph eighth\" (default: every one)");
   app.add_option("--repeats", opts.repeats, "timed runs per case (the median is reported)");
   CLI11_PARSE(app, argc, argv);

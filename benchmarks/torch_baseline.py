@@ -9,7 +9,11 @@ ends with the head pool_bench uses: L2 normalisation (embed) or a two-label
 classifier with softmax (classify). COLBERT is multi-vector retrieval as
 FlagEmbedding computes BGE-M3's colbert_vecs, at ColBERTv2's width: every row
 but each prompt's first through a 128-wide linear layer, then L2 normalisation
-per row. The mixed batch runs each task batched over
+per row. SPARSE is BGE-M3's lexical weights: relu of a one-output linear layer on
+every row whose token id is not 0 (the special ids FlagEmbedding leaves out), then
+each request's largest weight of each id above 0, as (id, weight) pairs in order of
+id — vectorised with scatter_reduce_ over (request, id) keys, where FlagEmbedding
+runs a Python loop over the tokens. The mixed batch runs each task batched over
 all its requests, which is kinder than per-group calls. The padded shape is
 pooled as TEI and ONNX-exported models pool [B, S, H] with an attention mask:
 masked sum and amax over S, CLS and LAST by index, ALL and STEP by a boolean
@@ -118,7 +122,25 @@ def split_counts(method, lengths, token_ids):
         0, segment_ids(lengths), mask).tolist()
 
 
+def sparse_lists(hidden, lengths, token_ids, weight):
+    """Each request's (id, weight) pairs: the largest relu(v·h) of each id but 0, above 0."""
+    if hidden.dim() == 3:  # padded [B, S, H]: the prompt rows
+        mask = torch.arange(hidden.shape[1], device=hidden.device).unsqueeze(0) < lengths.unsqueeze(1)
+        hidden, token_ids = hidden[mask], token_ids[mask]
+    kept = token_ids != 0
+    weights = torch.relu(F.linear(hidden[kept].float(), weight[:1])).squeeze(1)
+    vocabulary = int(token_ids.max()) + 1
+    keys = segment_ids(lengths)[kept] * vocabulary + token_ids[kept]
+    largest = torch.zeros(len(lengths) * vocabulary, device=hidden.device).scatter_reduce_(0, keys, weights, "amax")
+    listed = torch.nonzero(largest > 0).squeeze(1)
+    counts = torch.zeros(len(lengths), dtype=torch.long, device=hidden.device).index_add_(
+        0, listed // vocabulary, torch.ones_like(listed))
+    return list(torch.stack((listed % vocabulary, largest[listed]), 1).split(counts.tolist()))
+
+
 def run_method(method, hidden, lengths, token_ids, weight, head, padded=False, projector=None):
+    if method == "sparse":
+        return sparse_lists(hidden, lengths, token_ids, weight)
     pooled = (pool_padded if padded else pool)(method, hidden, lengths, token_ids)
     if method == "colbert":
         pooled = F.linear(pooled, projector)
@@ -152,6 +174,9 @@ def traffic(method, lengths, token_ids, hidden_size, element_size, output_floats
             read_rows += 1
         elif used == "colbert":
             read_rows += length - 1
+        elif used == "sparse":
+            ids = token_ids[i, :length] if token_ids.dim() == 2 else token_ids[first:first + length]
+            read_rows += int((ids != 0).sum())
         elif used == "step":
             ids = token_ids[i, :length] if token_ids.dim() == 2 else token_ids[first:first + length]  # padded: [B, S]
             read_rows += int((ids == STEP_TAG).sum())
@@ -222,7 +247,8 @@ def main():
             token_ids = token_ids.view(len(lengths), padded_to)
         place = on_huge_pages if device == "cpu" else (lambda tensor: tensor.to(device))
         for dtype, hidden in (("fp32", place(values)), ("bf16", place(values.to(torch.bfloat16)))):
-            for method in ("cls", "last", "mean", "max", "all", "step", "colbert") + (() if padded_to else ("dispatcher",)):
+            for method in ("cls", "last", "mean", "max", "all", "step", "colbert", "sparse") + (
+                    () if padded_to else ("dispatcher",)):
                 if method == "dispatcher":
                     work = lambda: run_mixed(hidden, lengths_t, token_ids, weight)
                 else:

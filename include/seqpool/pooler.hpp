@@ -10,8 +10,8 @@
 #include <seqpool/head/concepts.hpp>
 #include <seqpool/hidden.hpp>
 #include <seqpool/method/concepts.hpp>
-#include <seqpool/sparse.hpp>
 #include <seqpool/space/memory_space.hpp>
+#include <seqpool/sparse.hpp>
 #include <seqpool/step_runner.hpp>
 
 namespace seqpool {

@@ -13,9 +13,9 @@
 #include <seqpool/plan.hpp>
 #include <seqpool/pooler.hpp>
 #include <seqpool/quantized.hpp>
-#include <seqpool/sparse.hpp>
 #include <seqpool/space/audit.hpp>
 #include <seqpool/space/buffer.hpp>
 #include <seqpool/space/device.hpp>
 #include <seqpool/space/host.hpp>
+#include <seqpool/sparse.hpp>
 #include <seqpool/state.hpp>

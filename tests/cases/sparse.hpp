@@ -56,9 +56,10 @@ struct weigher {
     if (!stacked)
       return head::classify(seqpool::dense_stack{{{weight.data(), bias.data(), 1, columns}, activation_function::relu}},
                             head::problem_type::regression);
-    return head::classify(seqpool::dense_stack{{{weight.data(), bias.data(), 3, columns}, activation_function::identity},
-                                               {{pick.data(), nullptr, 1, 3}, activation_function::relu}},
-                          head::problem_type::regression);
+    return head::classify(
+        seqpool::dense_stack{{{weight.data(), bias.data(), 3, columns}, activation_function::identity},
+                             {{pick.data(), nullptr, 1, 3}, activation_function::relu}},
+        head::problem_type::regression);
   }
 
  private:
@@ -191,6 +192,19 @@ inline std::vector<float> grid_values(std::int64_t count, std::uint32_t seed) {
   return drawn;
 }
 
+/// A prompt of `prompt_len` rows cut into chunks of drawn sizes.
+inline std::vector<std::int64_t> drawn_chunks(std::int64_t prompt_len, std::mt19937& engine) {
+  std::vector<std::int64_t> chunks;
+  for (std::int64_t left = prompt_len; left > 0;) {
+    chunks.push_back(std::uniform_int_distribution<std::int64_t>(1, left)(engine));
+    left -= chunks.back();
+  }
+  return chunks;
+}
+
+/// The head that leaves a pooled row as it is: a sequence method's row listed by column.
+inline head::classify row_as_it_is() { return head::classify(seqpool::dense_stack{}, head::problem_type::regression); }
+
 /// What SPEC section 3 says a request's list is, by a plain loop over its
 /// prompt: each returned row's weight relu(row · v + b) (without relu where
 /// `relu` is false), the largest of each
@@ -269,8 +283,8 @@ TEST_CASE_TEMPLATE_DEFINE("case 32: sparse lexical weights: the largest weight o
   CHECK(lists[1] == listing{{2, 0}, {4, 0}, {9, 1.5f}});
   // top_k (floor −1: every id is a candidate): the largest weights, of equal ones the smaller ids.
   std::vector<prompt> top = case_32_prompts({6}, {3});
-  top[0].params.top_k = 2;  // 7 (3) and 9 (0.25), not 5 (0)
-  top[1].params.top_k = 5;  // more than its two ids: both
+  top[0].params.top_k = 2;                                                          // 7 (3) and 9 (0.25), not 5 (0)
+  top[1].params.top_k = 5;                                                          // more than its two ids: both
   top.push_back({"c", {1.5f, 0, 1.5f, 0, 1.5f, 0}, {8, 3, 5}, {3}, {.top_k = 2}});  // each weighs 1: 3 and 5
   lists = run(space, pooler, top);
   CHECK(lists[0] == listing{{2, 0}, {7, 3.0f}, {9, 0.25f}});
@@ -285,9 +299,9 @@ TEST_CASE_TEMPLATE_DEFINE("case 32: sparse lexical weights: the largest weight o
   CHECK(run(space, pooler, dropped)[1] == listing{{0, 0}});
 }
 
-TEST_CASE_TEMPLATE_DEFINE("sparse results match a plain loop, chunked as whole, every token filter, one layer or a stack",
-                          Space,
-                          sparse_matches_reference) {
+TEST_CASE_TEMPLATE_DEFINE(
+    "sparse results match a plain loop, chunked as whole, every token filter, one layer or a stack", Space,
+    sparse_matches_reference) {
   using namespace sparse_cases;
   Space space;
   std::mt19937 engine(32);
@@ -299,7 +313,8 @@ TEST_CASE_TEMPLATE_DEFINE("sparse results match a plain loop, chunked as whole, 
     const float b = static_cast<float>(std::uniform_int_distribution<int>(-8, 8)(engine)) / 8.0f;
     const weigher<Space> layer(space, v, b, draw % 2 == 1);
     sparse_pooler<Space> pooler(space, columns, {}, layer.head());
-    const float floor = draw % 3 == 0 ? 0.0f : static_cast<float>(std::uniform_int_distribution<int>(-4, 16)(engine)) / 8.0f;
+    const float floor =
+        draw % 3 == 0 ? 0.0f : static_cast<float>(std::uniform_int_distribution<int>(-4, 16)(engine)) / 8.0f;
     pooler.set_weight_floor(floor);
     const std::int64_t vocabulary = std::uniform_int_distribution<std::int64_t>(1, 40)(engine);
     std::uniform_int_distribution<std::int64_t> id(0, vocabulary - 1);
@@ -318,13 +333,7 @@ TEST_CASE_TEMPLATE_DEFINE("sparse results match a plain loop, chunked as whole, 
     }
     std::vector<prompt> chunked = prompts;
     for (prompt& at : prompts) at.chunks = {static_cast<std::int64_t>(at.token_ids.size())};
-    for (prompt& at : chunked) {
-      for (std::int64_t left = static_cast<std::int64_t>(at.token_ids.size()); left > 0;) {
-        const std::int64_t size = std::uniform_int_distribution<std::int64_t>(1, left)(engine);
-        at.chunks.push_back(size);
-        left -= size;
-      }
-    }
+    for (prompt& at : chunked) at.chunks = drawn_chunks(static_cast<std::int64_t>(at.token_ids.size()), engine);
     const std::vector<listing> whole = run(space, pooler, prompts);
     const std::vector<listing> in_chunks = run(space, pooler, chunked);
     for (std::size_t p = 0; p < prompts.size(); ++p) {
@@ -339,19 +348,21 @@ TEST_CASE_TEMPLATE_DEFINE("sparse results match a plain loop, chunked as whole, 
 }
 
 TEST_CASE_TEMPLATE_DEFINE("sparse results refuse a head without one weight, missing or wide ids, a NaN floor, top_k 0",
-                          Space,
-                          sparse_refusals) {
+                          Space, sparse_refusals) {
   using namespace sparse_cases;
   Space space;
   const weigher<Space> layer(space, {1, -1}, 0.0f);
   const seqpool::buffer<float, Space> two = test::to_space(space, std::vector<float>{1, 0, 0, 1});
-  CHECK_THROWS_WITH_AS(sparse_pooler<Space>(space, 2), "head: a sparse result weighs each row with the head's last "
+  CHECK_THROWS_WITH_AS(sparse_pooler<Space>(space, 2),
+                       "head: a sparse result weighs each row with the head's last "
                        "dense layer, of one output (BGE-M3's sparse_linear: [1, hidden_size] with relu); this head's "
-                       "has no dense layer", seqpool::error);
-  CHECK_THROWS_WITH_AS(sparse_pooler<Space>(space, 2, {}, head::classify(seqpool::linear_layer{two.data(), nullptr, 2, 2})),
-                       "head: a sparse result weighs each row with the head's last dense layer, of one output "
-                       "(BGE-M3's sparse_linear: [1, hidden_size] with relu); this head's last layer has 2 outputs",
+                       "has no dense layer",
                        seqpool::error);
+  CHECK_THROWS_WITH_AS(
+      sparse_pooler<Space>(space, 2, {}, head::classify(seqpool::linear_layer{two.data(), nullptr, 2, 2})),
+      "head: a sparse result weighs each row with the head's last dense layer, of one output "
+      "(BGE-M3's sparse_linear: [1, hidden_size] with relu); this head's last layer has 2 outputs",
+      seqpool::error);
   sparse_pooler<Space> pooler(space, 2, {}, layer.head());
   CHECK_THROWS_WITH_AS(pooler.set_weight_floor(std::numeric_limits<float>::quiet_NaN()),
                        "floor: must be a number, got NaN", seqpool::error);
@@ -431,13 +442,13 @@ TEST_CASE_TEMPLATE_DEFINE("sparse poolers captured once list every batch they re
   }
   // A sequence method's rows, listed by column, through the same steps.
   const auto maxima = [&] {
-    return seqpool::pooler<method::max, head::classify, Space, sparse_entry>(
-        space, columns, {}, head::classify(seqpool::dense_stack{}, head::problem_type::regression));
+    return seqpool::pooler<method::max, head::classify, Space, sparse_entry>(space, columns, {}, row_as_it_is());
   };
   auto eager_rows = maxima();
   auto captured_rows = maxima();
   for (prompt& at : prompts) at.params = {.top_k = at.params.top_k};  // no token filters
-  const std::vector<listing> rows_replayed = run(space, captured_rows, prompts, seqpool::capacity{.requests = 4, .rows = 1200});
+  const std::vector<listing> rows_replayed =
+      run(space, captured_rows, prompts, seqpool::capacity{.requests = 4, .rows = 1200});
   CHECK(rows_replayed == run(space, eager_rows, prompts));
   CHECK(rows_replayed[0].size() == columns + 1);
   CHECK(rows_replayed[4].size() == 11);  // d's top_k
@@ -448,8 +459,7 @@ TEST_CASE_TEMPLATE_DEFINE("case 33: a sequence method's row listed by column (SP
   using namespace sparse_cases;
   Space space;
   // MAX of [0, 2, −1, 0.5] and [1, 0, −2, 0.25] is [1, 2, −1, 0.5]; the regression head leaves it.
-  seqpool::pooler<method::max, head::classify, Space, sparse_entry> maxima(
-      space, 4, {}, head::classify(seqpool::dense_stack{}, head::problem_type::regression));
+  seqpool::pooler<method::max, head::classify, Space, sparse_entry> maxima(space, 4, {}, row_as_it_is());
   const std::vector<float> rows{0, 2, -1, 0.5f, 1, 0, -2, 0.25f};
   const auto listed = [&](auto& pooler, std::vector<std::int64_t> chunks, seqpool::pooling_params params) {
     return run(space, pooler, {{"r", rows, {101, 102}, std::move(chunks), std::move(params)}})[0];
@@ -479,8 +489,7 @@ TEST_CASE_TEMPLATE_DEFINE("a sequence method's sparse rows match a plain loop, c
   for (int draw = 0; draw < 10; ++draw) {
     CAPTURE(draw);
     const std::int64_t columns = std::uniform_int_distribution<std::int64_t>(1, 400)(engine);
-    seqpool::pooler<method::max, head::classify, Space, sparse_entry> pooler(
-        space, columns, {}, head::classify(seqpool::dense_stack{}, head::problem_type::regression));
+    seqpool::pooler<method::max, head::classify, Space, sparse_entry> pooler(space, columns, {}, row_as_it_is());
     const float floor = static_cast<float>(std::uniform_int_distribution<int>(-8, 12)(engine)) / 8.0f;
     pooler.set_weight_floor(floor);
     std::vector<prompt> prompts;
@@ -490,11 +499,7 @@ TEST_CASE_TEMPLATE_DEFINE("a sequence method's sparse rows match a plain loop, c
       prompt at{test::id("r", p), grid_values(prompt_len * columns, 500 * draw + p), {}, {}, {}};
       at.token_ids.assign(static_cast<std::size_t>(prompt_len), 5);
       if (engine() % 2 == 0) at.params.top_k = std::uniform_int_distribution<std::int64_t>(1, columns + 3)(engine);
-      for (std::int64_t left = prompt_len; left > 0;) {
-        const std::int64_t size = std::uniform_int_distribution<std::int64_t>(1, left)(engine);
-        at.chunks.push_back(size);
-        left -= size;
-      }
+      at.chunks = drawn_chunks(prompt_len, engine);
       prompts.push_back(std::move(at));
     }
     const std::vector<listing> lists = run(space, pooler, prompts);
@@ -519,4 +524,3 @@ TEST_CASE_TEMPLATE_DEFINE("a sequence method's sparse rows match a plain loop, c
     }
   }
 }
-

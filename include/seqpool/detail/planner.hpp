@@ -357,8 +357,7 @@ class planner {
   /// Sparse results: every row a finishing request returns over its whole
   /// prompt, with its token id, which a list entry holds in 32 bits.
   template <class Method>
-  void list_tokens(const Method& method, const token_filter& filter, std::size_t index, const request& r,
-                   decision& d) {
+  void list_tokens(const Method& method, const token_filter& filter, std::size_t index, const request& r, decision& d) {
     d.first_listed = listed_.size();
     const auto take = [&](std::int64_t position) {
       const std::int64_t id = r.prompt_token_ids[static_cast<std::size_t>(position)];
@@ -815,8 +814,8 @@ class planner {
   /// columns is finished in the workspace — by the method and the head's
   /// epilogue, or through the head's layers, by the item that pooled it where
   /// the family does that — and listed by column.
-  destination route_row_list(std::int32_t record, std::size_t result, std::int64_t pooled_width,
-                             std::int64_t out_width, std::optional<std::int64_t> top_k) {
+  destination route_row_list(std::int32_t record, std::size_t result, std::int64_t pooled_width, std::int64_t out_width,
+                             std::optional<std::int64_t> top_k) {
     const sparse_list list{0, 0, -1, static_cast<std::int32_t>(out_width), 0};
     const bool in_item = shape_.between_floats == 0 && Algorithms::linear_in_item(pooled_width, out_width, false);
     if (!shape_.has_linear || in_item) {

@@ -23,8 +23,8 @@
 #include <seqpool/hidden.hpp>
 #include <seqpool/method/concepts.hpp>
 #include <seqpool/quantized.hpp>
-#include <seqpool/sparse.hpp>
 #include <seqpool/space/buffer.hpp>
+#include <seqpool/sparse.hpp>
 
 namespace seqpool::detail {
 
@@ -136,15 +136,14 @@ class pooling_unit {
   /// captured step's launches and memory cover it.
   void check_fits(const share& planned) const {
     const record_counts counts = planned.records.counts();
-    const bool within = counts.tiles <= bounds_.records.tiles && counts.works <= bounds_.records.works &&
-                        counts.combines <= bounds_.records.combines && counts.gathers <= bounds_.records.gathers &&
-                        counts.gather_bases <= bounds_.records.gather_bases &&
-                        counts.mask_words <= bounds_.records.mask_words &&
-                        counts.linears <= bounds_.records.linears &&
-                        counts.sparse_lists <= bounds_.records.sparse_lists &&
-                        counts.sparse_slots <= bounds_.records.sparse_slots &&
-                        counts.sparse_order <= bounds_.records.sparse_order && planned.image_bytes <= bounds_.image_bytes &&
-                        planned.workspace_floats <= bounds_.workspace_floats && planned.arrivals <= bounds_.arrivals;
+    const bool within =
+        counts.tiles <= bounds_.records.tiles && counts.works <= bounds_.records.works &&
+        counts.combines <= bounds_.records.combines && counts.gathers <= bounds_.records.gathers &&
+        counts.gather_bases <= bounds_.records.gather_bases && counts.mask_words <= bounds_.records.mask_words &&
+        counts.linears <= bounds_.records.linears && counts.sparse_lists <= bounds_.records.sparse_lists &&
+        counts.sparse_slots <= bounds_.records.sparse_slots && counts.sparse_order <= bounds_.records.sparse_order &&
+        planned.image_bytes <= bounds_.image_bytes && planned.workspace_floats <= bounds_.workspace_floats &&
+        planned.arrivals <= bounds_.arrivals;
     if (!within) fail("capacity", "the step's records exceed what the capacity was sized for");
   }
 

@@ -33,7 +33,7 @@ SEQPOOL_HOST_DEVICE constexpr std::int64_t values_of(std::int64_t width) {
 enum class encoding_kind : std::uint8_t { rounded, ranged, packed, listed };
 
 template <class Result>
-inline constexpr encoding_kind encoding_kind_of = ranged_element<Result>        ? encoding_kind::ranged
+inline constexpr encoding_kind encoding_kind_of = ranged_element<Result>          ? encoding_kind::ranged
                                                   : sparse_element<Result>        ? encoding_kind::listed
                                                   : columns_per_value<Result> > 1 ? encoding_kind::packed
                                                                                   : encoding_kind::rounded;
