@@ -16,7 +16,9 @@ namespace seqpool {
 struct capacity {
   std::int64_t requests = 0;     ///< requests in one step
   std::int64_t rows = 0;         ///< rows of hidden states in one step
-  std::int64_t result_rows = 0;  ///< token tasks: result rows one step returns (the rows of the prompts it finishes)
+  /// Token tasks: result rows one step returns (the rows of the prompts it
+  /// finishes); for sparse results, the rows it weighs for the lists.
+  std::int64_t result_rows = 0;
   std::int64_t columns = 0;      ///< token tasks: returned_token_ids entries over one step's requests
 
   /// The most each count may be, 2^30: a step's records index requests, rows

@@ -55,7 +55,8 @@ class pooler : public step_runner<Space, Result, detail::pooling_unit<Method, He
     this->template unit<0>().set_ranges(ranges);
   }
 
-  /// Sparse results: the weight an id's must be above to be listed (0 until set).
+  /// Sparse results: the weight an id's must be above to be listed (0 until
+  /// set), from the next plan on (a captured step takes it when restaged).
   void set_weight_floor(float floor)
     requires sparse_element<Result>
   {

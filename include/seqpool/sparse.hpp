@@ -1,5 +1,5 @@
-// Sparse lexical weights: a request's result as (token id, weight) pairs, as
-// BGE-M3's lexical matching scores its prompt's tokens.
+// Sparse lexical weights: a request's result as (id, weight) pairs — BGE-M3's
+// token weights by token id, SPLADE's vocabulary row by column.
 #pragma once
 
 #include <concepts>
@@ -8,9 +8,9 @@
 
 namespace seqpool {
 
-/// One pair of a sparse result: a token id of the prompt and its weight, the
-/// largest its tokens were given. A request's sparse result is a list of them
-/// (SPEC section 3): its first entry's id counts the pairs that follow, in
+/// One pair of a sparse result: an id — a token id of the prompt, or a column
+/// of the pooled row — and its weight. A request's sparse result is a list of
+/// them (SPEC section 3): its first entry's id counts the pairs that follow, in
 /// ascending order of id; the entries past them, to the list's bound, are
 /// {-1, 0}.
 struct sparse_entry {
@@ -22,7 +22,7 @@ struct sparse_entry {
 
 static_assert(sizeof(sparse_entry) == 8 && std::is_trivially_copyable_v<sparse_entry>);
 
-/// The result of a token pooler whose head gives a token one weight, listed by token id.
+/// The result type of a pooler whose results are lists of weights by id.
 template <class T>
 concept sparse_element = std::same_as<T, sparse_entry>;
 

@@ -1,12 +1,14 @@
-// docs/TESTS.md case 32 and the refusals of sparse results: a token method's
-// rows weighed by the head's one output and listed by token id (BGE-M3's
-// lexical weights), whole and in chunks, against a plain reference loop.
+// docs/TESTS.md cases 32 and 33 and the refusals of sparse results: a token
+// method's rows weighed by the head's one output and listed by token id
+// (BGE-M3's lexical weights), a sequence method's row listed by column
+// (SPLADE's), whole, in chunks and captured, against a plain reference loop.
 // Defines templated cases; a translation unit applies them to its spaces.
 #pragma once
 
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <functional>
 #include <limits>
 #include <map>
 #include <optional>
@@ -93,7 +95,7 @@ struct captured_step {
   using graph_type = test::captured_graph<Space>;
   seqpool::buffer<float, Space> hidden;
   seqpool::buffer<sparse_entry, Space> output;
-  typename Space::graph_upload home;
+  seqpool::graph_upload<typename Space::backend_type> home;
   std::optional<graph_type> graph;
 
   captured_step(Space& space, Pooler& pooler, const seqpool::capacity& limits)
@@ -124,17 +126,20 @@ struct captured_step {
 /// Runs `prompts` through `pooler` step by step, each step taking the next
 /// chunk of every prompt that has begun and not finished, and returns each
 /// prompt's list from the step it finished in. Given a capacity, the pooler
-/// captures the first step and replays it for the others.
+/// captures the first step and replays it for the others. `before` runs
+/// before each step is planned, told its number.
 template <class Space, class Pooler>
 std::vector<listing> run(Space& space, Pooler& pooler, const std::vector<prompt>& prompts,
-                         std::optional<seqpool::capacity> captured = std::nullopt) {
+                         std::optional<seqpool::capacity> captured = std::nullopt,
+                         const std::function<void(std::size_t)>& before = {}) {
   const std::int64_t columns = pooler.hidden_size();
   seqpool::state_store<Space> state(space);
   seqpool::step_plan plan;
-  constexpr bool capturable = requires { typename Space::graph_upload; };
+  constexpr bool capturable = Space::family == seqpool::algorithm_family::device;
   std::optional<std::conditional_t<capturable, captured_step<Space, Pooler>, std::monostate>> graph;
   if constexpr (capturable)
     if (captured) graph.emplace(space, pooler, *captured);
+  REQUIRE(graph.has_value() == captured.has_value());
   std::vector<listing> lists(prompts.size());
   std::vector<std::int64_t> done(prompts.size(), 0);
   for (std::size_t turn = 0;; ++turn) {
@@ -156,6 +161,7 @@ std::vector<listing> run(Space& space, Pooler& pooler, const std::vector<prompt>
       done[p] += size;
     }
     if (!left) return lists;
+    if (before) before(turn);
     std::vector<sparse_entry> output;
     if constexpr (capturable) {
       if (graph) {
@@ -293,6 +299,14 @@ TEST_CASE_TEMPLATE_DEFINE("case 32: sparse lexical weights: the largest weight o
   pooler.set_weight_floor(0.0f);
   top[0].params.top_k = 1;
   CHECK(run(space, pooler, top)[0] == listing{{1, 0}, {7, 3.0f}});
+  // STEP: the rows of the tagged id (7) only.
+  seqpool::pooler<method::step, head::classify, Space, sparse_entry> steps(space, 2, {}, layer.head());
+  std::vector<prompt> tagged = case_32_prompts({2, 4}, {3});
+  tagged[0].params.step_tag_id = 7;
+  tagged[1].params.step_tag_id = 8;
+  lists = run(space, steps, tagged);
+  CHECK(lists[0] == listing{{1, 0}, {7, 3.0f}});
+  CHECK(lists[1] == listing{{0, 0}});
   // Every row dropped: an empty list, its count alone.
   std::vector<prompt> dropped = case_32_prompts({6}, {3});
   dropped[1].params.drop_token_ids = {4, 9};
@@ -404,7 +418,7 @@ TEST_CASE_TEMPLATE_DEFINE("sparse results refuse a head without one weight, miss
 TEST_CASE_TEMPLATE_DEFINE("sparse poolers captured once list every batch they replay for, as eager ones do", Space,
                           sparse_capture) {
   using namespace sparse_cases;
-  Space space{test::captured_graph<Space>::backend()};
+  Space space{test::captured_graph<Space>::backend(1)};  // a block takes every list in turn
   constexpr std::int64_t columns = 24;
   std::vector<float> v(columns);
   for (std::size_t c = 0; c < v.size(); ++c) v[c] = static_cast<float>(static_cast<int>(c % 7) - 3);
@@ -431,14 +445,20 @@ TEST_CASE_TEMPLATE_DEFINE("sparse poolers captured once list every batch they re
     at.rows = grid_values(prompt_len * columns, static_cast<std::uint32_t>(at.id[0]));
     for (std::int64_t t = 0; t < prompt_len; ++t) at.token_ids.push_back(id(engine));
   }
-  const std::vector<listing> replayed =
-      run(space, captured, prompts, seqpool::capacity{.requests = 4, .rows = 1200, .result_rows = 1200});
-  const std::vector<listing> expected = run(space, eager, prompts);
+  // From step 3 on the floor is 0.5: a restaged capture lists on the floor of its plan.
+  const auto raise_floor = [](auto& pooler) {
+    return [&pooler](std::size_t turn) { pooler.set_weight_floor(turn < 3 ? 0.0f : 0.5f); };
+  };
+  const std::vector<listing> replayed = run(space, captured, prompts,
+                                            seqpool::capacity{.requests = 4, .rows = 1200, .result_rows = 1200},
+                                            raise_floor(captured));
+  const std::vector<listing> expected = run(space, eager, prompts, std::nullopt, raise_floor(eager));
   for (std::size_t p = 0; p < prompts.size(); ++p) {
     CAPTURE(prompts[p].id);
     CHECK(replayed[p].size() > 1);
     CHECK(replayed[p] == expected[p]);
-    CHECK(replayed[p] == expected_list(prompts[p], v, 0.125f, 0.0f));
+    const float floor = prompts[p].first_step + prompts[p].chunks.size() > 3 ? 0.5f : 0.0f;
+    CHECK(replayed[p] == expected_list(prompts[p], v, 0.125f, floor));
   }
   // A sequence method's rows, listed by column, through the same steps.
   const auto maxima = [&] {
@@ -476,6 +496,11 @@ TEST_CASE_TEMPLATE_DEFINE("case 33: a sequence method's row listed by column (SP
       head::classify(seqpool::dense_stack{{{w.data(), nullptr, 3, 4}, seqpool::activation_function::relu}},
                      head::problem_type::regression));
   CHECK(listed(projected, {1, 1}, {}) == listing{{2, 0}, {0, 3.0f}, {2, 1.0f}, {-1, 0}});
+  // Both zeros weigh the same: of equal weights, the smaller id.
+  maxima.set_weight_floor(-1.0f);
+  const std::vector<float> zeros{-0.0f, 0.0f, -0.0f, -2.0f};
+  CHECK(run(space, maxima, {{"z", zeros, {101}, {1}, {.top_k = 1}}})[0] == listing{{1, 0}, {0, 0.0f}});
+  CHECK(run(space, maxima, {{"z", zeros, {101}, {1}, {.top_k = 2}}})[0] == listing{{2, 0}, {0, 0.0f}, {1, 0.0f}});
   CHECK_THROWS_WITH_AS(listed(maxima, {2}, {.spans = {{0, 1}, {1, 2}}}),
                        "request 0 (id \"r\"): spans: a sparse result lists one row a request: give no spans",
                        seqpool::error);

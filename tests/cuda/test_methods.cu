@@ -46,3 +46,5 @@ TEST_CASE_TEMPLATE_APPLY(case_32_sparse_weights, test::cuda_spaces);
 TEST_CASE_TEMPLATE_APPLY(sparse_matches_reference, test::cuda_spaces);
 TEST_CASE_TEMPLATE_APPLY(sparse_refusals, test::cuda_spaces);
 TEST_CASE_TEMPLATE_APPLY(sparse_capture, test::cuda_spaces);
+TEST_CASE_TEMPLATE_APPLY(case_33_row_lists, test::cuda_spaces);
+TEST_CASE_TEMPLATE_APPLY(row_lists_match_reference, test::cuda_spaces);

@@ -45,6 +45,7 @@ struct pooler_shape {
   /// method's row, by column. The passes that read the rows write the weights
   /// as a float pooler writes results, into the workspace as their output.
   bool sparse = false;
+  float floor = 0.0f;  ///< sparse results: the weight an id's must be above to be listed
 };
 
 /// Sparse results: a returned row of a finishing request, by its token id and
@@ -799,7 +800,7 @@ class planner {
     }
     const std::int64_t ids = static_cast<std::int64_t>(slots.size()) - first_slot;
     slots.push_back({-1, static_cast<std::int32_t>(order.size())});
-    const sparse_list list{0, 0, first_slot, static_cast<std::int32_t>(ids), 0};
+    const sparse_list list{0, 0, first_slot, static_cast<std::int32_t>(ids), 0, shape_.floor};
     if (!projected && shape_.between_floats == 0 && Algorithms::linear_in_item(d.width, 1, false)) {
       const std::int64_t weights = share_.take_workspace(rows);
       add_list(result, rows, weights, list, top_k);
@@ -816,7 +817,7 @@ class planner {
   /// the family does that — and listed by column.
   destination route_row_list(std::int32_t record, std::size_t result, std::int64_t pooled_width, std::int64_t out_width,
                              std::optional<std::int64_t> top_k) {
-    const sparse_list list{0, 0, -1, static_cast<std::int32_t>(out_width), 0};
+    const sparse_list list{0, 0, -1, static_cast<std::int32_t>(out_width), 0, shape_.floor};
     const bool in_item = shape_.between_floats == 0 && Algorithms::linear_in_item(pooled_width, out_width, false);
     if (!shape_.has_linear || in_item) {
       const std::int64_t row = share_.take_workspace(out_width);
@@ -852,13 +853,13 @@ class planner {
     return {pooled, weights};
   }
 
-  /// A list of `list.slots` ids at most (or top_k), after its count, in a row
+  /// A list of `list.ids` ids at most (or top_k), after its count, in a row
   /// of the output from a 16-byte boundary, of the weights at workspace offset
   /// `weights`; `rows` rows were weighed for it.
   void add_list(std::size_t result, std::int64_t rows, std::int64_t weights, sparse_list list,
                 std::optional<std::int64_t> top_k) {
     list.weights = weights;
-    list.top = top_k ? static_cast<std::int32_t>(std::min<std::int64_t>(*top_k, list.slots)) : -1;
+    list.top = top_k ? static_cast<std::int32_t>(std::min<std::int64_t>(*top_k, list.ids)) : -1;
     const result_slice slice{align_values(output_end_, shape_.result_bytes), 1, 1 + list.most()};
     list.offset = slice.offset;
     share_.results[result] = slice;

@@ -68,8 +68,8 @@ class pooling_unit {
   }
 
   /// Sparse results: an id is listed where its weight is above `floor` (0
-  /// until set: BGE-M3's weights above 0). Kernels read it from the launch, so
-  /// a captured step lists on the floor set when it was captured.
+  /// until set: BGE-M3's weights above 0), from the next plan on (the plan's
+  /// lists carry it, so a restaged capture takes it too).
   void set_weight_floor(float floor)
     requires sparse_element<Result>
   {
@@ -193,15 +193,14 @@ class pooling_unit {
             .quantized = quantized_element<Result>,
             .columns_per_value = columns_per_value<Result>,
             .ranged_columns = ranged_element<Result> ? static_cast<std::int64_t>(ranges_.size() / 2) : -1,
-            .sparse = sparse_element<Result>};
+            .sparse = sparse_element<Result>,
+            .floor = floor_};
   }
 
   /// How the kernels store a row: for int8 and uint8, on the ranges' lower bounds and steps in the space's memory.
   result_encoding<Result> encoding() const {
     if constexpr (ranged_element<Result>)
       return {ranges_.data(), ranges_.data() + ranges_.size() / 2};
-    else if constexpr (sparse_element<Result>)
-      return {floor_};
     else
       return {};
   }

@@ -215,11 +215,12 @@ struct sparse_list {
   std::int64_t weights;     ///< workspace float offset of its first row's weight, or of its row
   std::int64_t offset;      ///< output entry offset of the list: the count, then most() entries
   std::int32_t first_slot;  ///< its first slot (the slot after its last ends that one's rows); -1: a row's columns
-  std::int32_t slots;
-  std::int32_t top;  ///< the most ids it lists, those of the largest weights (top_k); -1: every id above the floor
+  std::int32_t ids;         ///< its slots
+  std::int32_t top;         ///< the most ids it lists, of the largest weights (top_k); -1: every one above the floor
+  float floor;              ///< the weight an id's must be above to be listed (the pooler's, when planned)
 
   /// The pairs the list has room for.
-  SEQPOOL_HOST_DEVICE std::int32_t most() const { return top >= 0 && top < slots ? top : slots; }
+  SEQPOOL_HOST_DEVICE std::int32_t most() const { return top >= 0 && top < ids ? top : ids; }
 };
 
 /// A distinct token id of a token method's list, and where its rows start in
@@ -230,16 +231,16 @@ struct sparse_slot {
 };
 
 /// A list's slots as the passes and kernels read them: each one's id and
-/// weight — for a token id, the largest its rows were given (NaN only where
-/// every one was NaN); for a column, the row's value.
+/// weight — for a token id, the largest its rows were given (NaN, never
+/// listed, only where every one was NaN); for a column, the row's value.
 struct list_slots {
   const sparse_slot* slots;   ///< the list's first slot; null for a row's columns
   const std::int32_t* order;  ///< the step's sparse order
   const float* weights;       ///< the list's first weight
 
-  SEQPOOL_HOST_DEVICE list_slots(const sparse_list& list, const sparse_slot* all_slots, const std::int32_t* all_order,
+  SEQPOOL_HOST_DEVICE list_slots(const sparse_list& list, const sparse_slot* slot_table, const std::int32_t* all_order,
                                  const float* workspace)
-      : slots(list.first_slot < 0 ? nullptr : all_slots + list.first_slot),
+      : slots(list.first_slot < 0 ? nullptr : slot_table + list.first_slot),
         order(all_order),
         weights(workspace + list.weights) {}
 

@@ -1,7 +1,7 @@
 // How a result row, finished in float, becomes the output's values: kept or
 // rounded to 16 bits column by column, quantized on calibration ranges column
-// by column, packed into sign bits 8 columns a value, or listed by token id as
-// sparse weights. The host's passes and the device's kernels store through the
+// by column, packed into sign bits 8 columns a value, or listed by id as sparse
+// weights. The host's passes and the device's kernels store through the
 // same encoding.
 #pragma once
 
@@ -89,12 +89,10 @@ struct result_encoding<Result, encoding_kind::packed> {
   }
 };
 
-/// Sparse weights: a request's weight rows (one float a token, finished in the
-/// workspace) become the list of its distinct token ids whose largest weight
-/// is above `floor`, ascending (list_sparse).
+/// Sparse results: a request's weights, finished in float in the workspace,
+/// become the list of its ids whose weight is above the floor (list_sparse):
+/// its sparse_list says all that takes, so the launch carries nothing.
 template <class Result>
-struct result_encoding<Result, encoding_kind::listed> {
-  float floor = 0.0f;
-};
+struct result_encoding<Result, encoding_kind::listed> {};
 
 }  // namespace seqpool::detail

@@ -155,7 +155,7 @@ struct algorithms {
                           launch_buffers<float>{into.workspace, 0, into.workspace, into.arrivals, {}});
       if (counts.sparse_lists > 0)
         space.launch(static_cast<std::int64_t>(counts.sparse_lists),
-                     list_sparse<Policy>{image, into.output, into.workspace, into.encoding});
+                     list_sparse<Policy>{image, into.output, into.workspace});
     } else {
       launch_rows<Sizing>(space, method, head, hidden, counts, image, into);
     }

@@ -1,4 +1,4 @@
-// Device kernel: each finishing request's sparse weights listed by token id.
+// Device kernel: each finishing request's sparse weights listed by id.
 #pragma once
 
 #include <cstdint>
@@ -7,7 +7,6 @@
 #include <seqpool/detail/device/team.hpp>
 #include <seqpool/detail/image.hpp>
 #include <seqpool/detail/records.hpp>
-#include <seqpool/detail/result_encoding.hpp>
 #include <seqpool/detail/top_weights.hpp>
 #include <seqpool/sparse.hpp>
 
@@ -41,21 +40,20 @@ struct list_sparse {
   const std::byte* image;
   sparse_entry* output;
   const float* workspace;
-  result_encoding<sparse_entry> encoding;
 
   template <class Block>
   SEQPOOL_HOST_DEVICE void operator()(const Block& block, std::int64_t index, shared_storage& shared) const {
     const image_header& header = *reinterpret_cast<const image_header*>(image);
     if (index >= static_cast<std::int64_t>(header.sparse_lists.count)) return;
     const sparse_list list = header.sparse_lists.in(image)[index];
-    const list_slots slot(list, header.sparse_slots.in(image), header.sparse_order.in(image), workspace);
-    const std::int32_t per_thread = (list.slots + threads - 1) / threads;
+    const list_slots slots(list, header.sparse_slots.in(image), header.sparse_order.in(image), workspace);
+    const std::int32_t per_thread = (list.ids + threads - 1) / threads;
     const auto each_candidate = [&](int thread, auto&& take) {
-      const std::int32_t begin = thread * per_thread < list.slots ? thread * per_thread : list.slots;
-      const std::int32_t end = begin + per_thread < list.slots ? begin + per_thread : list.slots;
+      const std::int32_t begin = thread * per_thread < list.ids ? thread * per_thread : list.ids;
+      const std::int32_t end = begin + per_thread < list.ids ? begin + per_thread : list.ids;
       for (std::int32_t s = begin; s < end; ++s) {
-        const float weight = slot.weight(s);
-        if (weight > encoding.floor) take(s, weight);
+        const float weight = slots.weight(s);
+        if (weight > list.floor) take(s, weight);
       }
     };
     block.threads([&](int warp, int lane) {
@@ -73,11 +71,11 @@ struct list_sparse {
       const std::int32_t listed = total(shared.kept);
       // Every candidate's key is above 0 (a key of 0 is a NaN's): without a choice, every one is kept.
       const std::uint32_t threshold = chooses ? shared.select.threshold : 0;
-      std::int64_t ties = chooses ? shared.select.ties - sum_before(shared.tied, thread) : 0;
+      std::int64_t ties = chooses ? shared.select.wanted - sum_before(shared.tied, thread) : 0;
       sparse_entry* next = output + list.offset + 1 + before;
       each_candidate(thread, [&](std::int32_t s, float weight) {
         const std::uint32_t key = weight_key(weight);
-        if (key > threshold || (key == threshold && ties-- > 0)) *next++ = {slot.id(s), weight};
+        if (key > threshold || (key == threshold && ties-- > 0)) *next++ = {slots.id(s), weight};
       });
       sparse_entry* entries = output + list.offset;
       if (thread == 0) entries[0] = {listed, 0.0f};
@@ -128,7 +126,7 @@ struct list_sparse {
     block.sync();
     block.threads([&](int warp, int lane) {
       const int thread = warp * warp_lanes + lane;
-      const std::int64_t left = shared.select.ties - sum_before(shared.tied, thread);
+      const std::int64_t left = shared.select.wanted - sum_before(shared.tied, thread);
       const std::int32_t mine = shared.tied[thread];
       shared.kept[thread] += left <= 0 ? 0 : left < mine ? static_cast<std::int32_t>(left) : mine;
     });

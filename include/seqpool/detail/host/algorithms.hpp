@@ -102,7 +102,7 @@ struct algorithms {
       if (at.sparse_lists.count > 0)
         space.launch(static_cast<std::int64_t>(at.sparse_lists.count),
                      list_sparse{at.sparse_lists.in(image), at.sparse_slots.in(image), at.sparse_order.in(image),
-                                 into.workspace, into.output, into.encoding});
+                                 into.workspace, into.output});
     } else {
       launch_rows(space, method, head, hidden, image, into);
     }

@@ -1,10 +1,9 @@
-// Host pass: a finishing request's sparse weights listed by token id.
+// Host pass: a finishing request's sparse weights listed by id.
 #pragma once
 
 #include <cstdint>
 
 #include <seqpool/detail/records.hpp>
-#include <seqpool/detail/result_encoding.hpp>
 #include <seqpool/detail/top_weights.hpp>
 #include <seqpool/sparse.hpp>
 
@@ -16,18 +15,17 @@ namespace seqpool::detail::host {
 /// them and {-1, 0} in the entries left.
 struct list_sparse {
   const sparse_list* lists;
-  const sparse_slot* slots;
+  const sparse_slot* slot_table;
   const std::int32_t* order;
   const float* workspace;
   sparse_entry* output;
-  result_encoding<sparse_entry> encoding;
 
   void operator()(std::int64_t item) const {
     const sparse_list list = lists[item];
-    const list_slots slot(list, slots, order, workspace);
-    const auto weight_of = [&](std::int32_t s) { return slot.weight(s); };
+    const list_slots slots(list, slot_table, order, workspace);
+    const auto weight_of = [&](std::int32_t s) { return slots.weight(s); };
     std::int64_t candidates = 0;
-    for (std::int32_t s = 0; s < list.slots; ++s) candidates += weight_of(s) > encoding.floor ? 1 : 0;
+    for (std::int32_t s = 0; s < list.ids; ++s) candidates += weight_of(s) > list.floor ? 1 : 0;
     // Every candidate's key is above 0 (a key of 0 is a NaN's).
     std::uint32_t threshold = 0;
     std::int64_t ties = 0;
@@ -35,22 +33,22 @@ struct list_sparse {
       top_select select = top_select::of(list.top);
       for (int round = 0; round < top_select::rounds; ++round) {
         std::int32_t counts[top_select::bins] = {};
-        for (std::int32_t s = 0; s < list.slots; ++s) {
+        for (std::int32_t s = 0; s < list.ids; ++s) {
           const float weight = weight_of(s);
-          if (weight > encoding.floor && select.counted(weight_key(weight))) ++counts[select.bin(weight_key(weight))];
+          if (weight > list.floor && select.counted(weight_key(weight))) ++counts[select.bin(weight_key(weight))];
         }
         select.take(counts);
       }
       threshold = select.threshold;
-      ties = select.ties;
+      ties = select.wanted;
     }
     sparse_entry* entries = output + list.offset;
     std::int32_t listed = 0;
-    for (std::int32_t s = 0; s < list.slots; ++s) {
+    for (std::int32_t s = 0; s < list.ids; ++s) {
       const float weight = weight_of(s);
-      if (!(weight > encoding.floor)) continue;
+      if (!(weight > list.floor)) continue;
       const std::uint32_t key = weight_key(weight);
-      if (key > threshold || (key == threshold && ties-- > 0)) entries[1 + listed++] = {slot.id(s), weight};
+      if (key > threshold || (key == threshold && ties-- > 0)) entries[1 + listed++] = {slots.id(s), weight};
     }
     entries[0] = {listed, 0.0f};
     for (std::int32_t e = 1 + listed; e <= list.most(); ++e) entries[e] = {-1, 0.0f};
