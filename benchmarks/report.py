@@ -14,7 +14,7 @@ import statistics
 import subprocess
 
 
-METHODS = ["cls", "last", "mean", "max", "all", "step", "colbert", "dispatcher"]
+METHODS = ["cls", "last", "mean", "max", "all", "step", "colbert", "sparse", "dispatcher"]
 # Rows of the tables beside METHODS: results other than float32, ALL and STEP
 # writing bf16, MEAN int8 and ALL sign bits (ubinary).
 ENCODED = ["all→bf16", "step→bf16", "mean→int8", "all→ubinary"]
@@ -127,9 +127,9 @@ def predicted_fraction(record):
 
 
 def row_name(record):
-    """The method, and where its results are not float32, what they are."""
+    """The method, and where its results are not float32 (nor the sparse lists the sparse method writes), what they are."""
     result = record.get("result", "fp32")
-    return record["method"] if result == "fp32" else f"{record['method']}→{result}"
+    return record["method"] if result in ("fp32", "sparse") else f"{record['method']}→{result}"
 
 
 def plot(index, png):
