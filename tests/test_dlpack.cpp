@@ -179,6 +179,29 @@ TEST_CASE("output: contiguous, of the pooler's result type, of any shape; token 
                        "output: the tensor holds uint8; the pooler writes int8", seqpool::error);
   CHECK_THROWS_WITH_AS((dlpack::output<seqpool::host_space, std::int8_t>(flat.dl)),
                        "output: the tensor holds float32; the pooler writes int8", seqpool::error);
+  // Sparse results: int32 pairs, an entry's id and its weight's bits.
+  tensor pairs(out.data(), int32, {3, 2});
+  CHECK(dlpack::output<seqpool::host_space, seqpool::sparse_entry>(pairs.dl).size() == 3);
+  CHECK(static_cast<void*>(dlpack::output<seqpool::host_space, seqpool::sparse_entry>(pairs.dl).data()) ==
+        out.data());
+  tensor flat_pairs(out.data(), int32, {2, 3, 2});
+  CHECK(dlpack::output<seqpool::host_space, seqpool::sparse_entry>(flat_pairs.dl).size() == 6);
+  tensor unpaired(out.data(), int32, {6});
+  CHECK_THROWS_WITH_AS((dlpack::output<seqpool::host_space, seqpool::sparse_entry>(unpaired.dl)),
+                       "output: shape [6]; sparse entries need a last extent of 2 (an id, then a weight's bits)",
+                       seqpool::error);
+  tensor no_dimensions(out.data(), int32, {});
+  CHECK_THROWS_WITH_AS((dlpack::output<seqpool::host_space, seqpool::sparse_entry>(no_dimensions.dl)),
+                       "output: shape []; sparse entries need a last extent of 2 (an id, then a weight's bits)",
+                       seqpool::error);
+  tensor float_pairs(out.data(), float32, {3, 2});
+  CHECK_THROWS_WITH_AS((dlpack::output<seqpool::host_space, seqpool::sparse_entry>(float_pairs.dl)),
+                       "output: the tensor holds float32; the pooler writes sparse entries, int32 pairs of an id "
+                       "and a weight's bits",
+                       seqpool::error);
+  tensor strided_pairs(out.data(), int32, {2, 2}, {4, 1});
+  CHECK_THROWS_WITH_AS((dlpack::output<seqpool::host_space, seqpool::sparse_entry>(strided_pairs.dl)),
+                       "output: strides[0] is 4; the tensor must be contiguous (2)", seqpool::error);
 
   std::vector<std::int64_t> wide{5, 6, 7};
   std::vector<std::int32_t> narrow{5, 6, 7};

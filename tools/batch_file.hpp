@@ -51,10 +51,12 @@ struct batch_file {
   /// "float32", "float16" or "bfloat16" where the batch says which; else the
   /// .npy dtype decides, and <i2 is refused as ambiguous.
   std::optional<std::string> hidden_dtype;
-  /// "float32", "float16", "bfloat16", "int8", "uint8", "binary" or "ubinary": what the poolers write
+  /// "float32", "float16", "bfloat16", "int8", "uint8", "binary", "ubinary" or "sparse": what the poolers write
   std::string result_dtype = "float32";
   /// int8 and uint8 results: the calibration ranges, <f4 [2, D] (sentence-transformers' `ranges`).
   std::optional<npy_array> ranges;
+  /// Sparse results: the weight an id's must be above to be listed (the poolers' 0 where absent).
+  std::optional<float> weight_floor;
   pooler_methods poolers;
   std::vector<layer_file> projector;   ///< the embed head's dense layers, one after another; none when empty
   std::vector<layer_file> classifier;  ///< the classify head's
@@ -193,8 +195,8 @@ Runtime read_method(const object_reader& poolers, const std::string& key) {
 }
 
 /// The result dtypes a batch may name.
-inline constexpr std::array<std::string_view, 7> result_dtypes{"float32", "float16", "bfloat16", "int8",
-                                                               "uint8",   "binary",  "ubinary"};
+inline constexpr std::array<std::string_view, 8> result_dtypes{"float32", "float16", "bfloat16", "int8",
+                                                               "uint8",   "binary",  "ubinary",  "sparse"};
 
 /// The .npy file `key` of `object` names, of one of `dtypes`; an error names the key.
 inline npy_array read_named_array(const object_reader& object, std::string_view key,
@@ -292,7 +294,8 @@ inline batch_file read_batch_file(const std::filesystem::path& path) {
   }
   const std::string where = path.filename().string();
   const detail::object_reader top(root, where);
-  top.only({"hidden_size", "hidden_dtype", "result_dtype", "ranges", "poolers", "projector", "classifier", "steps"});
+  top.only({"hidden_size", "hidden_dtype", "result_dtype", "ranges", "weight_floor", "poolers", "projector",
+            "classifier", "steps"});
   batch.hidden_size = top.integer("hidden_size");
   if (batch.hidden_size < 1) top.fail_at("hidden_size", "must be at least 1");
   if (top.has("hidden_dtype")) {
@@ -304,7 +307,7 @@ inline batch_file read_batch_file(const std::filesystem::path& path) {
     batch.result_dtype = top.string("result_dtype");
     if (std::ranges::find(detail::result_dtypes, batch.result_dtype) == detail::result_dtypes.end())
       top.fail_at("result_dtype", "\"" + batch.result_dtype +
-                                      "\" is not float32, float16, bfloat16, int8, uint8, binary or ubinary");
+                                      "\" is not float32, float16, bfloat16, int8, uint8, binary, ubinary or sparse");
   }
   const bool ranged = batch.result_dtype == "int8" || batch.result_dtype == "uint8";
   if (top.has("ranges")) {
@@ -316,6 +319,9 @@ inline batch_file read_batch_file(const std::filesystem::path& path) {
   } else if (ranged) {
     top.fail_at("result_dtype", batch.result_dtype + " results need \"ranges\", their calibration ranges");
   }
+  batch.weight_floor = top.optional_number("weight_floor");
+  if (batch.weight_floor && batch.result_dtype != "sparse")
+    top.fail_at("weight_floor", "only sparse results take a weight floor");
 
   const detail::object_reader poolers = top.object("poolers");
   if (root.at("poolers").empty()) top.fail_at("poolers", "name a method for at least one task");
@@ -410,7 +416,7 @@ inline step_file read_step(const batch_file& batch, std::size_t index) {
     if (fields.has("params")) {
       const detail::object_reader params = fields.object("params");
       params.only({"use_activation", "dimensions", "step_tag_id", "returned_token_ids", "spans", "instruction_len",
-                   "drop_first", "drop_last", "drop_token_ids"});
+                   "drop_first", "drop_last", "drop_token_ids", "top_k"});
       r.params.use_activation = params.boolean("use_activation", true);
       r.params.dimensions = params.optional_integer("dimensions");
       r.params.step_tag_id = params.optional_integer("step_tag_id");
@@ -420,6 +426,7 @@ inline step_file read_step(const batch_file& batch, std::size_t index) {
       r.params.drop_first = params.boolean("drop_first", false);
       r.params.drop_last = params.boolean("drop_last", false);
       r.params.drop_token_ids = params.integers("drop_token_ids");
+      r.params.top_k = params.optional_integer("top_k");
     }
     read.requests.push_back(std::move(r));
   }

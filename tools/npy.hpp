@@ -19,6 +19,7 @@
 #include <seqpool/error.hpp>
 #include <seqpool/float16.hpp>
 #include <seqpool/quantized.hpp>
+#include <seqpool/sparse.hpp>
 
 namespace seqpool::tool {
 
@@ -149,21 +150,25 @@ inline npy_array read_npy(const std::filesystem::path& path, const npy_dtypes& d
   return array;
 }
 
-/// The NumPy dtype of a result type: float32 as <f4, float16 as <f2,
-/// bfloat16, which NumPy lacks, as its bits in <u2 (as hidden states may be
-/// read); int8 and binary as |i1, uint8 and ubinary as |u1 (sentence-transformers' dtypes).
+/// The NumPy dtype of a result type, as a .npy header writes it: float32 as
+/// <f4, float16 as <f2, bfloat16, which NumPy lacks, as its bits in <u2 (as
+/// hidden states may be read); int8 and binary as |i1, uint8 and ubinary as |u1
+/// (sentence-transformers' dtypes); a sparse entry as a record of an <i4 id and
+/// an <f4 weight.
 template <class T>
 constexpr const char* npy_descr() {
   if constexpr (std::is_same_v<T, float>)
-    return "<f4";
+    return "'<f4'";
   else if constexpr (std::is_same_v<T, seqpool::half>)
-    return "<f2";
+    return "'<f2'";
   else if constexpr (std::is_same_v<T, seqpool::bfloat16>)
-    return "<u2";
+    return "'<u2'";
   else if constexpr (std::is_same_v<T, std::int8_t> || std::is_same_v<T, seqpool::binary>)
-    return "|i1";
+    return "'|i1'";
+  else if constexpr (std::is_same_v<T, seqpool::sparse_entry>)
+    return "[('id', '<i4'), ('weight', '<f4')]";
   else
-    return "|u1";
+    return "'|u1'";
 }
 
 /// Writes `values` as an array of `shape`, of npy_descr<T>(), in format 1.0.
@@ -172,8 +177,8 @@ void write_npy(const std::filesystem::path& path, std::span<const T> values, con
   std::string dims;
   for (const std::int64_t extent : shape) dims += std::to_string(extent) + (shape.size() == 1 ? "," : ", ");
   if (shape.size() > 1) dims.resize(dims.size() - 2);
-  const char* descr = npy_descr<T>();
-  std::string header = "{'descr': '" + std::string(descr) + "', 'fortran_order': False, 'shape': (" + dims + "), }";
+  std::string header =
+      "{'descr': " + std::string(npy_descr<T>()) + ", 'fortran_order': False, 'shape': (" + dims + "), }";
   // Magic, version, length and header together are a multiple of 64 bytes, ending in a newline.
   header.append(63 - (10 + header.size()) % 64, ' ');
   header += '\n';

@@ -82,22 +82,32 @@ class replay {
     const head::embed embed_head(load_layers(batch_.projector, projector_));
     const head::classify classify_head(load_layers(batch_.classifier, classifier_), batch_.problem, batch_.platt);
     return seqpool::dispatcher<seqpool::configurable_table<Space, Result>>(
-        space_, make_pooler(batch_.poolers.embed, embed_head), make_pooler(batch_.poolers.classify, classify_head),
-        make_pooler(batch_.poolers.token_embed, embed_head), make_pooler(batch_.poolers.token_classify, classify_head));
+        space_, make_pooler(task::embed, batch_.poolers.embed, embed_head),
+        make_pooler(task::classify, batch_.poolers.classify, classify_head),
+        make_pooler(task::token_embed, batch_.poolers.token_embed, embed_head),
+        make_pooler(task::token_classify, batch_.poolers.token_classify, classify_head));
   }
 
-  /// A task's pooler, with the method the batch file named for it; none where it named none.
+  /// A task's pooler, with the method the batch file named for it; none where
+  /// it named none. What seqpool refuses names the task.
   template <class Method, class Head>
-  std::optional<seqpool::pooler<Method, Head, Space, Result>> make_pooler(const std::optional<Method>& chosen,
+  std::optional<seqpool::pooler<Method, Head, Space, Result>> make_pooler(task served,
+                                                                          const std::optional<Method>& chosen,
                                                                           const Head& pooling_head) {
     if (!chosen) return std::nullopt;
-    seqpool::pooler<Method, Head, Space, Result> made(space_, batch_.hidden_size, *chosen, pooling_head);
-    if constexpr (seqpool::ranged_element<Result>) {
-      const auto columns = static_cast<std::size_t>(batch_.ranges->shape[1]);
-      const std::span<const float> bounds(reinterpret_cast<const float*>(batch_.ranges->data.data()), 2 * columns);
-      made.set_ranges({bounds.first(columns), bounds.last(columns)});
+    try {
+      seqpool::pooler<Method, Head, Space, Result> made(space_, batch_.hidden_size, *chosen, pooling_head);
+      if constexpr (seqpool::ranged_element<Result>) {
+        const auto columns = static_cast<std::size_t>(batch_.ranges->shape[1]);
+        const std::span<const float> bounds(reinterpret_cast<const float*>(batch_.ranges->data.data()), 2 * columns);
+        made.set_ranges({bounds.first(columns), bounds.last(columns)});
+      }
+      if constexpr (seqpool::sparse_element<Result>)
+        if (batch_.weight_floor) made.set_weight_floor(*batch_.weight_floor);
+      return made;
+    } catch (const seqpool::error& refused) {
+      throw input_error("poolers." + std::string(name(served)) + ": " + refused.what());
     }
-    return made;
   }
 
   void run_step(std::size_t index) {
@@ -162,6 +172,8 @@ class replay {
 
   /// Writes every finished request's result as DIR/<id>.npy, all or none: each
   /// goes to a hidden name first and is renamed once every one of them is written.
+  /// A sparse result is written as the pairs its list holds, without its count
+  /// and the unused entries after them.
   void write_results(const std::string& where, const seqpool::batch& requests, const seqpool::step_plan& plan,
                      std::span<const Result> results) {
     std::vector<std::pair<std::filesystem::path, std::filesystem::path>> written;  // hidden name, final name
@@ -170,13 +182,20 @@ class replay {
         const auto& slice = plan.results[i];
         if (!slice) continue;
         const seqpool::request& r = requests.requests[i];
+        std::span<const Result> values = results.subspan(slice->offset, slice->rows * slice->cols);
         std::vector<std::int64_t> shape{slice->cols};
-        if (seqpool::is_token_task(r.task) || !r.params.spans.empty()) shape.insert(shape.begin(), slice->rows);
+        if constexpr (seqpool::sparse_element<Result>) {
+          const std::int32_t pairs = values.front().id;  // the list's count
+          values = values.subspan(1, static_cast<std::size_t>(pairs));
+          shape = {pairs};
+        } else if (seqpool::is_token_task(r.task) || !r.params.spans.empty()) {
+          shape.insert(shape.begin(), slice->rows);
+        }
         const std::filesystem::path final_name = options_.out / (r.id + ".npy");
         const std::filesystem::path hidden_name = options_.out / ("." + r.id + ".npy.partial");
         written.emplace_back(hidden_name, final_name);
         try {
-          write_npy(hidden_name, results.subspan(slice->offset, slice->rows * slice->cols), shape);
+          write_npy(hidden_name, values, shape);
           if (std::filesystem::is_directory(final_name))
             throw input_error(final_name.string() + " is a folder");
         } catch (const std::exception& failure) {

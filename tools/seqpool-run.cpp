@@ -12,6 +12,7 @@
 
 #include <seqpool/float16.hpp>
 #include <seqpool/quantized.hpp>
+#include <seqpool/sparse.hpp>
 #include <seqpool/method/builtin.hpp>
 
 #include "batch_file.hpp"
@@ -38,6 +39,8 @@ void replay_in(const tool::batch_file& batch, const options& chosen) {
     tool::replay_batch<Space, seqpool::binary>(batch, chosen);
   else if (dtype == "ubinary")
     tool::replay_batch<Space, seqpool::ubinary>(batch, chosen);
+  else if (dtype == "sparse")
+    tool::replay_batch<Space, seqpool::sparse_entry>(batch, chosen);
   else
     tool::replay_batch<Space, float>(batch, chosen);
 }

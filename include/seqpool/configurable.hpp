@@ -6,6 +6,7 @@
 #include <seqpool/head/embed.hpp>
 #include <seqpool/method/builtin.hpp>
 #include <seqpool/pooler.hpp>
+#include <seqpool/sparse.hpp>
 
 namespace seqpool {
 
@@ -13,7 +14,11 @@ namespace seqpool {
 /// tools and servers that read their pooling configuration from a file. Four
 /// entries serve every configuration, where a table per combination of methods
 /// would multiply compile time; leave an entry empty for a task not served.
-template <class Space, result_element Result = float>
+/// With sparse_entry results every entry lists weights (SPEC section 3): the
+/// sequence tasks' rows by column, the token tasks' rows by token id, through
+/// a head whose last layer has one output.
+template <class Space, class Result = float>
+  requires result_element<Result> || sparse_element<Result>
 using configurable_table =
     dispatch_table<task_entry<task::embed, pooler<method::any_sequence, head::embed, Space, Result>>,
                    task_entry<task::classify, pooler<method::any_sequence, head::classify, Space, Result>>,

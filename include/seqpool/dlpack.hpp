@@ -23,6 +23,7 @@
 #include <seqpool/quantized.hpp>
 #include <seqpool/space/device.hpp>
 #include <seqpool/space/host.hpp>
+#include <seqpool/sparse.hpp>
 #include <seqpool/token_ids.hpp>
 
 namespace seqpool::dlpack {
@@ -267,16 +268,29 @@ decltype(auto) visit_hidden(const DLTensor& tensor, Visit&& visit) {
 
 /// A contiguous tensor of any shape as the output span forward() writes: float32,
 /// or float16 or bfloat16 for a pooler whose results are (Result), int8 for
-/// int8 and binary results, uint8 for uint8 and ubinary ones.
-template <class Space, result_element Result = float>
+/// int8 and binary results, uint8 for uint8 and ubinary ones; for sparse
+/// results int32 whose last extent is 2, an entry's id and its weight's bits
+/// (`out[..., 1].view(torch.float32)` reads the weights).
+template <class Space, class Result = float>
+  requires result_element<Result> || sparse_element<Result>
 cuda::std::span<Result> output(DLTensor& tensor) {
   constexpr const char* what = "output";
   detail::check_device<Space>(tensor, what);
-  if (!detail::holds<Result>(tensor.dtype))
-    seqpool::detail::fail(what, "the tensor holds " + detail::dtype_name(tensor.dtype) + "; the pooler writes " +
-                                    detail::dtype_name(detail::dtype_of<Result>()));
-  if (tensor.ndim < 0) seqpool::detail::fail(what, "the tensor has ", tensor.ndim, " dimensions, needs 0 or more");
-  const std::int64_t size = detail::compact_size(tensor, what);
+  if constexpr (sparse_element<Result>) {
+    if (!detail::holds<std::int32_t>(tensor.dtype))
+      seqpool::detail::fail(what, "the tensor holds " + detail::dtype_name(tensor.dtype) +
+                                      "; the pooler writes sparse entries, int32 pairs of an id and a weight's bits");
+    if (tensor.ndim < 1 || tensor.shape[tensor.ndim - 1] != 2)
+      seqpool::detail::fail(what, "shape ", detail::shape_name(tensor),
+                            "; sparse entries need a last extent of 2 (an id, then a weight's bits)");
+  } else {
+    if (!detail::holds<Result>(tensor.dtype))
+      seqpool::detail::fail(what, "the tensor holds " + detail::dtype_name(tensor.dtype) + "; the pooler writes " +
+                                      detail::dtype_name(detail::dtype_of<Result>()));
+    if (tensor.ndim < 0) seqpool::detail::fail(what, "the tensor has ", tensor.ndim, " dimensions, needs 0 or more");
+  }
+  const std::int64_t elements = detail::compact_size(tensor, what);
+  const std::int64_t size = sparse_element<Result> ? elements / 2 : elements;  // an entry is two int32
   return {detail::first_element<Result>(tensor, what, size), static_cast<std::size_t>(size)};
 }
 
@@ -329,7 +343,8 @@ decltype(auto) visit_hidden(const Managed& managed, Visit&& visit) {
   return visit_hidden<Space>(tensor_of(managed, "hidden states"), std::forward<Visit>(visit));
 }
 
-template <class Space, result_element Result = float, managed_tensor Managed>
+template <class Space, class Result = float, managed_tensor Managed>
+  requires result_element<Result> || sparse_element<Result>
 cuda::std::span<Result> output(Managed& managed) {
   if constexpr (requires { managed.flags; })
     if (managed.flags & 1u)  // DLPACK_FLAG_BITMASK_READ_ONLY

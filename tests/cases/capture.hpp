@@ -246,15 +246,13 @@ template <class Space, class Pooler, class Reference>
 void replay_against(Space& space, Pooler& pooler, seqpool::host_space& host, Reference& reference,
                     const seqpool::capacity& limits, const std::vector<std::vector<seqpool::request>>& steps,
                     double tolerance) {
-  using graph_type = test::captured_graph<Space>;
   using Result = typename Pooler::result_type;
   seqpool::state_store<Space> state(space);
   seqpool::state_store<seqpool::host_space> host_state(host);
   pooler.reserve_capacity(limits);
   seqpool::buffer<Result, Space> output(space, static_cast<std::size_t>(pooler.output_capacity()));
   seqpool::buffer<float, Space> hidden(space, static_cast<std::size_t>(limits.rows * hidden_size));
-  auto home = pooler.reserve_graph();
-  std::optional<graph_type> graph;
+  test::replayed_steps<Space, Pooler> replayed(pooler);
   const std::vector<float> prompt = [&] {
     std::vector<float> values(static_cast<std::size_t>(limits.rows * hidden_size));  // the longest prompt's rows
     for (std::size_t i = 0; i < values.size(); ++i) values[i] = static_cast<float>(static_cast<int>(i % 29) - 14) / 7;
@@ -274,16 +272,8 @@ void replay_against(Space& space, Pooler& pooler, seqpool::host_space& host, Ref
     const seqpool::step_plan plan = pooler.plan(step, state);
     pooler.reserve(plan, state);
     space.copy_in(std::span<const float>(rows), hidden.span().first(rows.size()));
-    if (!graph) {
-      graph_type::begin(space);
-      pooler.capture(seqpool::make_hidden_view(hidden.data(), limits.rows, hidden_size), plan, state, output.span(),
-                     home);
-      graph.emplace(space);
-    } else {
-      pooler.restage(plan, state, home);
-    }
-    graph->launch();
-    home.mark_launched();
+    replayed.run(space, seqpool::make_hidden_view(hidden.data(), limits.rows, hidden_size), plan, state,
+                 output.span());
     const test::results expected = test::run_step(host, reference, host_state, step, rows);
     const test::results actual = test::slice(plan, test::to_host(space, output));
     REQUIRE(actual.size() == expected.size());

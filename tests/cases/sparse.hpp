@@ -92,33 +92,23 @@ struct prompt {
 /// A captured step's graph and the memory it reads and writes.
 template <class Space, class Pooler>
 struct captured_step {
-  using graph_type = test::captured_graph<Space>;
   seqpool::buffer<float, Space> hidden;
   seqpool::buffer<sparse_entry, Space> output;
-  seqpool::graph_upload<typename Space::backend_type> home;
-  std::optional<graph_type> graph;
+  test::replayed_steps<Space, Pooler> steps;
 
   captured_step(Space& space, Pooler& pooler, const seqpool::capacity& limits)
       : hidden(space, static_cast<std::size_t>(limits.rows * pooler.hidden_size())),
         output(space, (pooler.reserve_capacity(limits), static_cast<std::size_t>(pooler.output_capacity()))),
-        home(pooler.reserve_graph()) {}
+        steps(pooler) {}
 
   /// Captures the first step, restages the others, and replays; the output, copied back.
   std::vector<sparse_entry> replay(Space& space, Pooler& pooler, seqpool::state_store<Space>& state,
                                    const seqpool::step_plan& plan, const std::vector<float>& rows) {
     pooler.reserve(plan, state);
     space.copy_in(std::span<const float>(rows), hidden.span().first(rows.size()));
-    if (!graph) {
-      graph_type::begin(space);
-      const std::int64_t capacity_rows = static_cast<std::int64_t>(hidden.size()) / pooler.hidden_size();
-      pooler.capture(seqpool::make_hidden_view(hidden.data(), capacity_rows, pooler.hidden_size()), plan, state,
-                     output.span(), home);
-      graph.emplace(space);
-    } else {
-      pooler.restage(plan, state, home);
-    }
-    graph->launch();
-    home.mark_launched();
+    const std::int64_t capacity_rows = static_cast<std::int64_t>(hidden.size()) / pooler.hidden_size();
+    steps.run(space, seqpool::make_hidden_view(hidden.data(), capacity_rows, pooler.hidden_size()), plan, state,
+              output.span());
     return test::to_host(space, output);
   }
 };

@@ -224,6 +224,60 @@ class Cases:
                 self.assertEqual(batch.result("a").dtype, numpy_type)
                 np.testing.assert_array_equal(batch.result("a"), rows_values)
 
+    def sparse_batch(self, poolers, floor=None, classifier=None):
+        """A batch of sparse results through the regression head (and its classifier)."""
+        batch = Batch(2 if classifier else 4, poolers, classifier=classifier)
+        batch.spec["result_dtype"] = "sparse"
+        batch.spec.setdefault("classifier", {})["problem_type"] = "regression"
+        if floor is not None:
+            batch.spec["weight_floor"] = floor
+        return batch
+
+    def check_pairs(self, batch, request_id, pairs):
+        result = batch.result(request_id)
+        self.assertEqual(result.dtype.names, ("id", "weight"))
+        self.assertEqual([(int(i), float(w)) for i, w in result], pairs)
+
+    def test_case_32_sparse_token_weights(self):
+        # w = relu(h0 - h1 - 0.5) of each row, the largest of each token id, ids above the floor; a whole,
+        # a in chunks 2+3+1 beside b whole, and with top_k.
+        ids_a, ids_b = [0, 7, 5, 7, 9, 2], [9, 9, 4]
+        rows_a = np.array([[3, 0], [2, 0], [0, 1], [4, 0.5], [1, 0.25], [5, 0]], np.float32)
+        rows_b = np.array([[1, 0], [2, 0], [0, 0]], np.float32)
+        layer = ([[1, -1]], [-0.5], {"activation": "relu"})
+        for floor, top_k, want_a, want_b in ((None, None, [(7, 3), (9, 0.25)], [(9, 1.5)]),
+                                             (0.5, None, [(7, 3)], [(9, 1.5)]),
+                                             (-1, None, [(5, 0), (7, 3), (9, 0.25)], [(4, 0), (9, 1.5)]),
+                                             (-1, 2, [(7, 3), (9, 0.25)], [(4, 0), (9, 1.5)])):
+            with self.subTest(floor=floor, top_k=top_k):
+                batch = self.sparse_batch({"token_classify": "all"}, floor, classifier=layer)
+                params = {"drop_token_ids": [0, 2]} if top_k is None else {"drop_token_ids": [0, 2], "top_k": top_k}
+                whole = [request("a", "token_classify", 6, token_ids=ids_a, **params),
+                         request("b", "token_classify", 3, token_ids=ids_b, **params)]
+                batch.step(np.concatenate([rows_a, rows_b]), whole)
+                for begin, end in ((0, 2), (2, 5)):
+                    batch.step(rows_a[begin:end], [request("c", "token_classify", 6, end - begin, begin,
+                                                           token_ids=ids_a, **params)])
+                batch.step(np.concatenate([rows_a[5:], rows_b]),
+                           [request("c", "token_classify", 6, 1, 5, token_ids=ids_a, **params),
+                            request("d", "token_classify", 3, token_ids=ids_b, **params)])
+                self.replay(batch)
+                for request_id, want in (("a", want_a), ("b", want_b), ("c", want_a), ("d", want_b)):
+                    self.check_pairs(batch, request_id, want)
+
+    def test_case_33_sparse_columns(self):
+        # MAX of two rows, [1, 2, -1, 0.5], listed by column above 0; top_k 2; whole and in chunks 1+1.
+        rows = np.array([[0, 2, -1, 0.5], [1, 0, -2, 0.25]], np.float32)
+        for params, want in (({}, [(0, 1), (1, 2), (3, 0.5)]), ({"top_k": 2}, [(0, 1), (1, 2)])):
+            with self.subTest(params=params):
+                batch = self.sparse_batch({"classify": "max"})
+                batch.step(rows, [request("w", "classify", 2, **params)])
+                batch.step(rows[:1], [request("c", "classify", 2, 1, **params)])
+                batch.step(rows[1:], [request("c", "classify", 2, 1, 1, **params)])
+                self.replay(batch)
+                self.check_pairs(batch, "w", want)
+                self.check_pairs(batch, "c", want)
+
     def test_case_25_spans(self):
         # One prompt with spans [0, 2) and [2, 5) gives case 3's two means as two rows, whole and in chunks 1+3+1.
         rows = H10

@@ -427,7 +427,7 @@ class Errors(unittest.TestCase):
         self.config_error(lambda s: s.update(hidden_dtype="int8"),
                           'hidden_dtype: "int8" is not float32, float16 or bfloat16')
         self.config_error(lambda s: s.update(result_dtype="float64"),
-                          'result_dtype: "float64" is not float32, float16, bfloat16, int8, uint8, binary or ubinary')
+                          'result_dtype: "float64" is not float32, float16, bfloat16, int8, uint8, binary, ubinary or sparse')
         self.config_error(lambda s: s.update(result_dtype=16), "result_dtype: expected a string")
 
     def test_quantization_ranges(self):
@@ -464,6 +464,29 @@ class Errors(unittest.TestCase):
         narrow.step(ROWS[:1], [request("b", "embed", 1)])
         self.check_refused(narrow, "step 1: request 0 (id \"b\"): ranges: the calibration ranges cover 2 columns",
                            written=["a"])
+
+    def test_sparse_results(self):
+        self.config_error(lambda s: s.update(weight_floor=0.5), "weight_floor: only sparse results take a weight floor")
+        self.config_error(lambda s: s.update(result_dtype="sparse", weight_floor="high"),
+                          "weight_floor: expected a finite number")
+        # Checked by seqpool, named by the task: a token pooler weighs rows with a last layer of one output.
+        headless = Batch(H, {"token_embed": "all"})
+        headless.spec["result_dtype"] = "sparse"
+        headless.step(ROWS[:1], [request("a", "token_embed", 1, token_ids=[1])])
+        self.check_refused(headless, "poolers.token_embed: head: a sparse result weighs each row with the head's "
+                                     "last dense layer, of one output")
+        for space in ("host", "device"):
+            for params, message in (({"top_k": 0}, 'request 0 (id "a"): top_k: must be at least 1, got 0'),
+                                    ({"spans": [[0, 1]]}, 'request 0 (id "a"): spans: a sparse result lists one '
+                                                          'row a request: give no spans')):
+                with self.subTest(space=space, params=params):
+                    batch = Batch(H, {"embed": "max"})
+                    batch.spec["result_dtype"] = "sparse"
+                    good_step(batch, "before")
+                    batch.step(ROWS[:2], [request("a", "embed", 2, **params)])
+                    self.check_refused(batch, "step 1: " + message, written=["before"], space=space)
+        self.step_error([request("a", "embed", 3, top_k=2)],
+                        'request 0 (id "a"): top_k: applies to sparse results (a pooler of seqpool::sparse_entry) only')
 
     def test_platt_and_problem_type(self):
         self.config_error(lambda s: s.update(classifier={"logit_sigma": 0}), "classifier.logit_sigma: must not be 0")

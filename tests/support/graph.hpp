@@ -3,10 +3,14 @@
 #pragma once
 
 #include <concepts>
+#include <optional>
+#include <utility>
 
 #include <doctest/doctest.h>
 
+#include <seqpool/plan.hpp>
 #include <seqpool/space/device.hpp>
+#include <seqpool/state.hpp>
 
 namespace test {
 
@@ -77,5 +81,34 @@ class captured_graph<seqpool::device_space<Backend>> {
   cudaGraphExec_t replay_ = nullptr;
 };
 #endif
+
+/// A runner's steps on one graph (a pooler or dispatcher sized by its capacity
+/// first): the first step is captured, each later one restaged into the same
+/// upload, and each replayed.
+template <class Space, class Runner>
+class replayed_steps {
+ public:
+  explicit replayed_steps(Runner& runner) : runner_(runner), home_(runner.reserve_graph()) {}
+
+  /// Runs the step of `plan`, whose rows are in `hidden` and results go to `output`.
+  template <class Hidden, class Output>
+  void run(Space& space, const Hidden& hidden, const seqpool::step_plan& plan, seqpool::state_store<Space>& state,
+           Output output) {
+    if (!graph_) {
+      captured_graph<Space>::begin(space);
+      runner_.capture(hidden, plan, state, output, home_);
+      graph_.emplace(space);
+    } else {
+      runner_.restage(plan, state, home_);
+    }
+    graph_->launch();
+    home_.mark_launched();
+  }
+
+ private:
+  Runner& runner_;
+  decltype(std::declval<Runner&>().reserve_graph()) home_;
+  std::optional<captured_graph<Space>> graph_;
+};
 
 }  // namespace test

@@ -19,6 +19,7 @@
 #include <seqpool/detail/image.hpp>
 #include <seqpool/detail/records.hpp>
 #include <seqpool/detail/share.hpp>
+#include <seqpool/detail/sort_by_id.hpp>
 #include <seqpool/detail/token_filter.hpp>
 #include <seqpool/error.hpp>
 #include <seqpool/head/knobs.hpp>
@@ -53,10 +54,6 @@ struct pooler_shape {
 struct listed_token {
   std::int64_t id;
   std::int32_t row;
-
-  friend bool operator<(const listed_token& a, const listed_token& b) {
-    return a.id != b.id ? a.id < b.id : a.row < b.row;
-  }
 };
 
 /// What the checks decided about one request, which building follows.
@@ -87,6 +84,7 @@ struct planner_scratch {
   std::vector<std::int64_t> positions;
   std::vector<std::int64_t> run_returns;  ///< rows each run returns
   std::vector<listed_token> listed;       ///< sparse results: every finishing request's returned rows
+  std::vector<listed_token> sorting;      ///< sparse results: what sort_by_id() moves the rows through
 };
 
 /// Every size, offset and index of a step is decided here, on the host, from
@@ -191,6 +189,7 @@ class planner {
         positions_(scratch.positions),
         run_returns_(scratch.run_returns),
         listed_(scratch.listed),
+        sorting_(scratch.sorting),
         share_(into),
         output_begin_(output_begin),
         output_end_(output_begin) {
@@ -360,31 +359,19 @@ class planner {
   template <class Method>
   void list_tokens(const Method& method, const token_filter& filter, std::size_t index, const request& r, decision& d) {
     d.first_listed = listed_.size();
-    const auto take = [&](std::int64_t position) {
+    visit_chosen(method, filter, index, r, 0, r.prompt_len, [&](std::int64_t position) {
       const std::int64_t id = r.prompt_token_ids[static_cast<std::size_t>(position)];
       if (id < 0 || id > std::numeric_limits<std::int32_t>::max())
         fail_request(index, r.id, "prompt_token_ids", "a sparse result lists ids in [0, 2147483647]; position ",
                      position, " has ", id);
       listed_.push_back({id, static_cast<std::int32_t>(listed_.size() - d.first_listed)});
-    };
-    if (keeps_every_row(method, r) && !filter.by_id()) {
-      const position_range stay = filter.inner(0, r.prompt_len);
-      for (std::int64_t position = stay.begin; position < stay.end; ++position) take(position);
-      return;
-    }
-    const std::size_t mark = positions_.size();
-    method.select(r, 0, r.prompt_len, positions_);
-    for (std::size_t k = mark; k < positions_.size(); ++k)
-      if (filter.stays(positions_[k])) take(positions_[k]);
-    positions_.resize(mark);
+    });
   }
 
   /// The rows of [begin, end) — another chunk's — that a token method chooses
   /// and the request's filter lets stay: its count() over the range less a
-  /// dropped first or last position (which lie at the range's ends); by id,
-  /// each row's id looked up where the method keeps every row, or else its
-  /// selection listed a stretch at a time past the positions planned so far
-  /// (the list grows by a stretch at most), checked, counted and taken back.
+  /// dropped first or last position (which lie at the range's ends), or,
+  /// where the filter drops by id, each such row visited and counted.
   template <class Method>
   std::int64_t chosen_rows(const Method& method, const token_filter& filter, std::size_t index, const request& r,
                            std::int64_t begin, std::int64_t end) {
@@ -393,9 +380,23 @@ class planner {
       return stay.size() == 0 ? 0 : method.count(r, stay.begin, stay.end);
     }
     std::int64_t rows = 0;
+    visit_chosen(method, filter, index, r, begin, end, [&](std::int64_t) { ++rows; });
+    return rows;
+  }
+
+  /// Calls `visit` with each position of [begin, end) that a token method
+  /// chooses and the request's filter lets stay, in order: where the method
+  /// keeps every row, each position the filter lets stay; else its selection
+  /// listed a stretch at a time past the positions planned so far (the list
+  /// grows by a stretch at most), checked, visited and taken back.
+  template <class Method, class Visit>
+  void visit_chosen(const Method& method, const token_filter& filter, std::size_t index, const request& r,
+                    std::int64_t begin, std::int64_t end, Visit&& visit) {
     if (keeps_every_row(method, r)) {
-      for (std::int64_t position = begin; position < end; ++position) rows += filter.stays(position) ? 1 : 0;
-      return rows;
+      const position_range stay = filter.inner(begin, end);
+      for (std::int64_t position = stay.begin; position < stay.end; ++position)
+        if (filter.stays(position)) visit(position);
+      return;
     }
     const std::size_t mark = positions_.size();
     for (std::int64_t from = begin; from < end; from += counted_stretch) {
@@ -403,11 +404,10 @@ class planner {
       method.select(r, from, to, positions_);
       const std::span<const std::int64_t> listed = std::span(positions_).subspan(mark);
       check_selection(method, index, r, from, to, listed);
-      rows += std::count_if(listed.begin(), listed.end(),
-                            [&](std::int64_t position) { return filter.stays(position); });
+      for (const std::int64_t position : listed)
+        if (filter.stays(position)) visit(position);
       positions_.resize(mark);
     }
-    return rows;
   }
 
   /// Whether a token method returns every row of the request (it says so
@@ -789,7 +789,7 @@ class planner {
                             std::optional<std::int64_t> top_k, bool projected) {
     const std::int64_t rows = d.rows_total;
     const auto listed = std::span(listed_).subspan(d.first_listed, static_cast<std::size_t>(rows));
-    std::sort(listed.begin(), listed.end());
+    sort_by_id(listed, sorting_);  // listed in prompt order: each id's rows stay in it
     std::vector<sparse_slot>& slots = share_.records.sparse_slots;
     std::vector<std::int32_t>& order = share_.records.sparse_order;
     const auto first_slot = static_cast<std::int32_t>(slots.size());
@@ -871,7 +871,7 @@ class planner {
   /// The output values a result row of `width` columns takes.
   std::int64_t values_of(std::int64_t width) const { return detail::values_of(width, shape_.columns_per_value); }
 
-  /// Positions of another chunk chosen_rows() lists at a time.
+  /// Positions of a range visit_chosen() lists at a time.
   static constexpr std::int64_t counted_stretch = 4096;
 
   pooler_shape shape_;
@@ -881,6 +881,7 @@ class planner {
   std::vector<std::int64_t>& positions_;
   std::vector<std::int64_t>& run_returns_;  ///< rows each run returns
   std::vector<listed_token>& listed_;
+  std::vector<listed_token>& sorting_;
   std::int64_t mask_bits_ = 0;
   share& share_;
   std::int64_t output_begin_;

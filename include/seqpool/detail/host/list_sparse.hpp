@@ -35,7 +35,9 @@ struct list_sparse {
         std::int32_t counts[top_select::bins] = {};
         for (std::int32_t s = 0; s < list.ids; ++s) {
           const float weight = weight_of(s);
-          if (weight > list.floor && select.counted(weight_key(weight))) ++counts[select.bin(weight_key(weight))];
+          if (!(weight > list.floor)) continue;
+          const std::uint32_t key = weight_key(weight);
+          if (select.counted(key)) ++counts[select.bin(key)];
         }
         select.take(counts);
       }
