@@ -21,6 +21,7 @@
 #include <seqpool/head/layers.hpp>
 #include <seqpool/plan.hpp>
 #include <seqpool/space/audit.hpp>
+#include <seqpool/sparse.hpp>
 
 namespace seqpool::python {
 
@@ -43,6 +44,7 @@ struct engine_config {
   std::vector<layer_weights> classifier;  ///< the classify head's
   head::problem_type problem = head::problem_type::single_label;
   std::optional<head::platt_scaling> platt;
+  float weight_floor = 0.0f;  ///< sparse results: the weight an id's must be above to be listed
 };
 
 /// Memory a step's output lives in, in the engine's space: whoever holds it
@@ -70,6 +72,8 @@ class engine {
 
   virtual std::int64_t hidden_size() const = 0;
   virtual DLDataType result_type() const = 0;
+  /// Whether its results are sparse entries: two int32 an entry, an id and a weight's bits.
+  virtual bool sparse() const = 0;
   virtual DLDeviceType device_type() const = 0;
   /// The device the engine's memory and stream are on (0 on the host).
   virtual std::int32_t device_id() const = 0;
@@ -94,12 +98,12 @@ class engine {
   virtual std::int64_t num_computed(std::string_view id) const = 0;
 };
 
-/// Results of each type: float32, float16 and bfloat16 (DLPack's codes).
-enum class result_kind : std::uint8_t { float32, float16, bfloat16 };
+/// Results of each type: float32, float16, bfloat16, and sparse entries.
+enum class result_kind : std::uint8_t { float32, float16, bfloat16, sparse };
 
 std::unique_ptr<engine> make_host_engine(const engine_config& config, result_kind result);
 /// Each made in engine_part.cpp (host) or engine_part.cu (CUDA), explicitly
-/// instantiated there for float, half and bfloat16.
+/// instantiated there for float, half, bfloat16 and sparse_entry.
 template <class Result>
 std::unique_ptr<engine> make_host_engine_of(const engine_config& config);
 template <class Result>

@@ -110,7 +110,13 @@ class engine_of final : public engine {
   }
 
   std::int64_t hidden_size() const override { return config_.hidden_size; }
-  DLDataType result_type() const override { return dlpack::detail::dtype_of<Result>(); }
+  DLDataType result_type() const override {
+    if constexpr (sparse_element<Result>)
+      return {kDLInt, 32, 1};
+    else
+      return dlpack::detail::dtype_of<Result>();
+  }
+  bool sparse() const override { return sparse_element<Result>; }
   DLDeviceType device_type() const override { return dlpack::memory<Space>::devices[0]; }
   std::int32_t device_id() const override { return device_id_; }
   bool serves(task pooling_task) const override {
@@ -182,8 +188,10 @@ class engine_of final : public engine {
   std::optional<pooler<Method, Head, Space, Result>> entry(task pooling_task, const Head& pooling_head) {
     const std::optional<std::string>& name = config_.methods[static_cast<std::size_t>(pooling_task)];
     if (!name) return std::nullopt;
-    return pooler<Method, Head, Space, Result>(space_, config_.hidden_size, method_named<Method>(*name, pooling_task),
-                                               pooling_head);
+    pooler<Method, Head, Space, Result> made(space_, config_.hidden_size, method_named<Method>(*name, pooling_task),
+                                             pooling_head);
+    if constexpr (sparse_element<Result>) made.set_weight_floor(config_.weight_floor);
+    return made;
   }
 
   engine_config config_;  ///< without the layers' weights, once made

@@ -1,10 +1,10 @@
-// One result type's engines (SEQPOOL_PY_RESULT: 0 float32, 1 float16, 2 bfloat16),
+// One result type's engines (SEQPOOL_PY_RESULT: 0 float32, 1 float16, 2 bfloat16, 3 sparse),
 // so that no translation unit instantiates them all. Under nvcc (engine_part.cu)
 // the CUDA engine, otherwise the host one.
 #include "engine_impl.hpp"
 
 #ifndef SEQPOOL_PY_RESULT
-#error "compile engine_part.cpp with SEQPOOL_PY_RESULT=0, 1 or 2"
+#error "compile engine_part.cpp with SEQPOOL_PY_RESULT=0, 1, 2 or 3"
 #endif
 
 namespace seqpool::python {
@@ -13,8 +13,10 @@ namespace seqpool::python {
 using result_type = float;
 #elif SEQPOOL_PY_RESULT == 1
 using result_type = half;
-#else
+#elif SEQPOOL_PY_RESULT == 2
 using result_type = bfloat16;
+#else
+using result_type = sparse_entry;
 #endif
 
 #if defined(__CUDACC__)

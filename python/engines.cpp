@@ -11,6 +11,7 @@ std::unique_ptr<engine> by_result(result_kind result, Args&&... args) {
     case result_kind::float32: return Make<float>::make(args...);
     case result_kind::float16: return Make<half>::make(args...);
     case result_kind::bfloat16: return Make<bfloat16>::make(args...);
+    case result_kind::sparse: return Make<sparse_entry>::make(args...);
   }
   return nullptr;
 }

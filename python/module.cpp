@@ -112,6 +112,7 @@ struct plan_object {
   std::shared_ptr<engine> owner;
   step_plan plan;
   std::vector<bool> matrices;  ///< per request: a result of rows (token tasks, spans) or one vector
+  bool sparse = false;         ///< results are sparse lists, an int32 pair an entry
   nb::list kept;
   std::unique_ptr<output_memory> output;
   bool reserved = false;
@@ -195,7 +196,8 @@ result_kind result_named(const std::string& name) {
   if (name == "float32") return result_kind::float32;
   if (name == "float16") return result_kind::float16;
   if (name == "bfloat16") return result_kind::bfloat16;
-  detail::fail("result_dtype", "expected \"float32\", \"float16\" or \"bfloat16\", got \"" + name + "\"");
+  if (name == "sparse") return result_kind::sparse;
+  detail::fail("result_dtype", "expected \"float32\", \"float16\", \"bfloat16\" or \"sparse\", got \"" + name + "\"");
 }
 
 head::problem_type problem_named(const std::string& name) {
@@ -213,7 +215,8 @@ class dispatcher_object {
                     std::optional<given_layers> projector, std::optional<any_tensor> projector_bias,
                     std::optional<given_layers> classifier, std::optional<any_tensor> classifier_bias,
                     const std::string& problem, std::optional<float> logit_mean, std::optional<float> logit_sigma,
-                    const std::string& result_dtype, const std::string& device, std::uintptr_t stream) {
+                    const std::string& result_dtype, std::optional<float> weight_floor, const std::string& device,
+                    std::uintptr_t stream) {
     engine_config config;
     config.hidden_size = hidden_size;
     config.methods = {std::move(embed), std::move(classify), std::move(token_embed), std::move(token_classify)};
@@ -224,6 +227,9 @@ class dispatcher_object {
       detail::fail("logit_mean", "and logit_sigma are given together (Platt scaling), or neither");
     if (logit_mean) config.platt = head::platt_scaling{*logit_mean, *logit_sigma};
     const result_kind result = result_named(result_dtype);
+    if (weight_floor && result != result_kind::sparse)
+      detail::fail("weight_floor", "only sparse results take a weight floor");
+    config.weight_floor = weight_floor.value_or(0.0f);
     if (device == "cpu") {
       engine_ = make_host_engine(config, result);
     } else if (device == "cuda") {
@@ -248,6 +254,7 @@ class dispatcher_object {
     const batch& step = read_batch(prompt_lens, num_scheduled, num_computed, ids, tasks, token_ids, params,
                                    sequence_length, padding, made->kept);
     made->plan = engine_->plan(step);
+    made->sparse = engine_->sparse();
     made->matrices.resize(step.requests.size());
     for (std::size_t i = 0; i < step.requests.size(); ++i)
       made->matrices[i] = is_token_task(step.requests[i].task) || !step.requests[i].params.spans.empty();
@@ -270,8 +277,8 @@ class dispatcher_object {
     for (std::int64_t i = 0; i < repeats; ++i) {
       const step_plan planned = engine_->plan(step);
       const std::unique_ptr<output_memory> output = engine_->reserve(planned);
-      std::int64_t size = planned.output_size;
-      DLTensor output_view = output_of(output->data(), &size);
+      std::int64_t shape[2] = {planned.output_size, 2};
+      DLTensor output_view = output_of(output->data(), shape);
       engine_->forward(hidden_view, planned, output_view);
     }
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() / static_cast<double>(repeats);
@@ -289,21 +296,21 @@ class dispatcher_object {
     if (!planned.reserved) detail::fail("reserve", "call reserve(plan) before forward(hidden, plan)");
     const DLTensor hidden_view = on_this_device(describe(hidden), "hidden states");
     DLTensor output_view{};
-    std::int64_t size = planned.plan.output_size;
+    std::int64_t shape[2] = {planned.plan.output_size, 2};
     nb::ndarray<> given;
     if (!out.is_none()) {
       if (!nb::try_cast(out, given, false)) detail::fail("output", "must be a writable tensor");
       output_view = on_this_device(describe(given), "output");
     } else {
       if (!planned.output) detail::fail("plan", "it ran already (a plan runs once; its output was handed out then): plan the step again");
-      output_view = output_of(planned.output->data(), &size);
+      output_view = output_of(planned.output->data(), shape);
     }
     {
       nb::gil_scoped_release unlocked;
       engine_->forward(hidden_view, planned.plan, output_view);
     }
     if (!out.is_none()) return nb::borrow(out);
-    return hand_out(std::move(planned.output), size);
+    return hand_out(std::move(planned.output), shape[0]);
   }
 
   void reserve_capacity(std::int64_t requests, std::int64_t rows, std::int64_t result_rows, std::int64_t columns) {
@@ -364,7 +371,9 @@ class dispatcher_object {
     return engine_->num_computed(text);
   }
 
-  std::string result_dtype() const { return dlpack::detail::dtype_name(engine_->result_type()); }
+  std::string result_dtype() const {
+    return engine_->sparse() ? "sparse" : dlpack::detail::dtype_name(engine_->result_type());
+  }
   std::string device() const { return engine_->device_type() == kDLCUDA ? "cuda" : "cpu"; }
 
  private:
@@ -528,13 +537,14 @@ class dispatcher_object {
     return view;
   }
 
-  DLTensor output_of(void* data, std::int64_t* size) const {
+  /// An output of shape[0] values: a vector, or for sparse results [entries, 2] (shape[1] is 2).
+  DLTensor output_of(void* data, std::int64_t (&shape)[2]) const {
     DLTensor view{};
     view.data = data;
     view.device = {engine_->device_type(), engine_->device_id()};
-    view.ndim = 1;
+    view.ndim = engine_->sparse() ? 2 : 1;
     view.dtype = engine_->result_type();
-    view.shape = size;
+    view.shape = shape;
     return view;
   }
 
@@ -546,8 +556,8 @@ class dispatcher_object {
     nb::capsule owner(held.get(), [](void* given) noexcept { delete static_cast<handed_output*>(given); });
     held.release();  // the capsule owns it now
     const DLDataType type = engine_->result_type();
-    const std::size_t shape[1] = {static_cast<std::size_t>(size)};
-    return nb::cast(nb::ndarray<nb::array_api>(data, 1, shape, owner, nullptr,
+    const std::size_t shape[2] = {static_cast<std::size_t>(size), 2};
+    return nb::cast(nb::ndarray<nb::array_api>(data, engine_->sparse() ? 2 : 1, shape, owner, nullptr,
                                                nb::dlpack::dtype{type.code, type.bits, type.lanes},
                                                engine_->device_type(), engine_->device_id()));
   }
@@ -611,7 +621,7 @@ NB_MODULE(_seqpool, m) {
           [](seqpool::pooling_params* made, bool use_activation, std::optional<std::int64_t> dimensions,
              std::optional<std::int64_t> step_tag_id, std::vector<std::int64_t> returned_token_ids,
              std::vector<std::pair<std::int64_t, std::int64_t>> spans, std::int64_t instruction_len, bool drop_first,
-             bool drop_last, std::vector<std::int64_t> drop_token_ids) {
+             bool drop_last, std::vector<std::int64_t> drop_token_ids, std::optional<std::int64_t> top_k) {
             new (made) seqpool::pooling_params{};
             made->use_activation = use_activation;
             made->dimensions = dimensions;
@@ -622,11 +632,12 @@ NB_MODULE(_seqpool, m) {
             made->drop_first = drop_first;
             made->drop_last = drop_last;
             made->drop_token_ids = std::move(drop_token_ids);
+            made->top_k = top_k;
           },
           nb::kw_only(), "use_activation"_a = true, "dimensions"_a = nb::none(), "step_tag_id"_a = nb::none(),
           "returned_token_ids"_a = std::vector<std::int64_t>{},
           "spans"_a = std::vector<std::pair<std::int64_t, std::int64_t>>{}, "instruction_len"_a = 0, "drop_first"_a = false,
-          "drop_last"_a = false, "drop_token_ids"_a = std::vector<std::int64_t>{})
+          "drop_last"_a = false, "drop_token_ids"_a = std::vector<std::int64_t>{}, "top_k"_a = nb::none())
       .def_rw("use_activation", &seqpool::pooling_params::use_activation)
       .def_rw("dimensions", &seqpool::pooling_params::dimensions)
       .def_rw("step_tag_id", &seqpool::pooling_params::step_tag_id)
@@ -636,6 +647,7 @@ NB_MODULE(_seqpool, m) {
       .def_rw("drop_first", &seqpool::pooling_params::drop_first)
       .def_rw("drop_last", &seqpool::pooling_params::drop_last)
       .def_rw("drop_token_ids", &seqpool::pooling_params::drop_token_ids)
+      .def_rw("top_k", &seqpool::pooling_params::top_k)
       .def("__eq__", [](const seqpool::pooling_params& a, const seqpool::pooling_params& b) { return a == b; })
       .def("__repr__", [](const seqpool::pooling_params& params) {
         std::string text = "PoolingParams(use_activation=" + std::string(params.use_activation ? "True" : "False");
@@ -649,6 +661,7 @@ NB_MODULE(_seqpool, m) {
         if (params.drop_last) text += ", drop_last=True";
         if (!params.drop_token_ids.empty())
           text += ", drop_token_ids=[" + std::to_string(params.drop_token_ids.size()) + " ids]";
+        if (params.top_k) text += ", top_k=" + std::to_string(*params.top_k);
         return text + ")";
       });
 
@@ -668,7 +681,10 @@ NB_MODULE(_seqpool, m) {
                    },
                    "Per request: (offset, rows, cols) of its result in the step's output, or None.")
       .def_prop_ro("matrices", [](const plan_object& p) { return std::vector<bool>(p.matrices); },
-                   "Per request: whether its result is a matrix (token task, or spans) rather than one vector.");
+                   "Per request: whether its result is a matrix (token task, or spans) rather than one vector.")
+      .def_prop_ro("sparse", [](const plan_object& p) { return p.sparse; },
+                   "Whether its results are sparse lists: the output is int32 [entries, 2], an id and a weight's "
+                   "bits an entry.");
 
   nb::class_<graph_upload_object>(m, "GraphUpload")
       .def_prop_ro("bytes", [](const graph_upload_object& g) { return g.home->bytes(); })
@@ -678,13 +694,13 @@ NB_MODULE(_seqpool, m) {
       .def(nb::init<std::int64_t, std::optional<std::string>, std::optional<std::string>, std::optional<std::string>,
                     std::optional<std::string>, std::optional<given_layers>, std::optional<any_tensor>,
                     std::optional<given_layers>, std::optional<any_tensor>, const std::string&,
-                    std::optional<float>, std::optional<float>, const std::string&, const std::string&,
-                    std::uintptr_t>(),
+                    std::optional<float>, std::optional<float>, const std::string&, std::optional<float>,
+                    const std::string&, std::uintptr_t>(),
            "hidden_size"_a, nb::kw_only(), "embed"_a = nb::none(), "classify"_a = nb::none(),
            "token_embed"_a = nb::none(), "token_classify"_a = nb::none(), "projector"_a = nb::none(),
            "projector_bias"_a = nb::none(), "classifier"_a = nb::none(), "classifier_bias"_a = nb::none(),
            "problem"_a = "single_label", "logit_mean"_a = nb::none(), "logit_sigma"_a = nb::none(),
-           "result_dtype"_a = "float32", "device"_a = "cpu", "stream"_a = 0)
+           "result_dtype"_a = "float32", "weight_floor"_a = nb::none(), "device"_a = "cpu", "stream"_a = 0)
       .def_prop_ro("hidden_size", &dispatcher_object::hidden_size)
       .def_prop_ro("result_dtype", &dispatcher_object::result_dtype)
       .def_prop_ro("device", &dispatcher_object::device)

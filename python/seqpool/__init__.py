@@ -49,16 +49,32 @@ def _framework_of(tensor):
     return numpy
 
 
+def _as_float32(bits, framework):
+    """int32 bit patterns viewed as the float32 values they hold, without a copy."""
+    if framework.__name__ == "jax.numpy":
+        import jax
+        return jax.lax.bitcast_convert_type(bits, framework.float32)
+    return bits.view(framework.float32)
+
+
 def split(output, plan):
     """Per request, in batch order: a view of its result in `output` (a tensor the
     step wrote: a vector, or a [rows, cols] matrix for token tasks and spans), or
-    None for a request that does not finish this step."""
+    None for a request that does not finish this step. Sparse results (an int32
+    [entries, 2] output) give a pair (ids, weights) of views a request: its list's
+    entries after the count, ascending by id, ids -1 (weights 0) past the ids it
+    lists — `ids[ids >= 0]` keeps those without reading the count."""
+    framework = _framework_of(output) if plan.sparse else None
     found = []
     for slice_, matrix in zip(plan.results, plan.matrices):
         if slice_ is None:
             found.append(None)
             continue
         offset, rows, cols = slice_
+        if plan.sparse:
+            entries = output[offset + 1:offset + cols]
+            found.append((entries[:, 0], _as_float32(entries[:, 1], framework)))
+            continue
         values = output[offset:offset + rows * cols]
         found.append(values.reshape(rows, cols) if matrix else values)
     return found

@@ -84,3 +84,21 @@ def test_a_step_captured_in_a_torch_cuda_graph_replays_for_changing_batches():
         wanted = seqpool.pool(host, values.numpy(), lengths, tasks=tasks)
         for found, expected in zip(seqpool.split(out, plan), wanted):
             np.testing.assert_allclose(found.cpu().numpy(), expected, rtol=2e-5, atol=2e-5)
+
+
+def test_sparse_results_on_cuda_tensors_give_the_cpus_lists():
+    # Values on a grid of 1/8 and integer weights: every weight is exact on both, so the lists are equal.
+    rng = np.random.default_rng(32)
+    hidden_size, lengths = 64, [1, 40, 300, 7]
+    values = torch.from_numpy((rng.integers(-8, 9, size=(sum(lengths), hidden_size)) / 8).astype(np.float32))
+    token_ids = [torch.from_numpy(rng.integers(0, 50, size=n)) for n in lengths]
+    weigh = seqpool.Dense(rng.integers(-4, 5, size=(1, hidden_size)).astype(np.float32), activation="relu")
+    params = seqpool.PoolingParams(drop_token_ids=[0, 1], top_k=16)
+    host, device = both(hidden_size, token_classify="all", classifier=weigh, problem="regression",
+                        result_dtype="sparse")
+    wanted = seqpool.pool(host, values, lengths, token_ids=token_ids, params=params)
+    found = seqpool.pool(device, values.cuda(), lengths, token_ids=token_ids, params=params)
+    for (ids, weights), (want_ids, want_weights) in zip(found, wanted):
+        assert ids.is_cuda and weights.is_cuda
+        assert ids.cpu().tolist() == want_ids.tolist()
+        assert weights.cpu().tolist() == want_weights.tolist()

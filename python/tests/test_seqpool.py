@@ -1,6 +1,6 @@
 """seqpool from Python, against the numpy reference of tests/cli/batches.py (written
 from docs/SPEC.md): every method and head, torch tensors, 16-bit inputs and results,
-padded batches, chunked requests, mixed tasks, refusals, and a leak check."""
+padded batches, chunked requests, mixed tasks, sparse results, refusals, and a leak check."""
 import gc
 import os
 import pathlib
@@ -478,3 +478,53 @@ def test_token_filters_drop_rows_of_a_token_method():
     refuses("drop_token_ids", seqpool.pooler(6, "all").plan, [9], token_ids=[ids],
             params=seqpool.PoolingParams(drop_token_ids=[7, 7]))
     refuses("drop_first", seqpool.pooler(6, "mean").plan, [9], params=seqpool.PoolingParams(drop_first=True))
+
+
+def test_sparse_results_list_weights_by_id():
+    # docs/TESTS.md case 32: w = relu(h0 - h1 - 0.5) of each row, the largest of each token id, ids above
+    # the floor; request b in chunks 1+2 over two steps. Case 33: MAX listed by column.
+    rows_a = np.array([[3, 0], [2, 0], [0, 1], [4, 0.5], [1, 0.25], [5, 0]], np.float32)
+    rows_b = np.array([[1, 0], [2, 0], [0, 0]], np.float32)
+    ids_a, ids_b = np.array([0, 7, 5, 7, 9, 2]), np.array([9, 9, 4])
+    weigh = seqpool.Dense(np.array([[1, -1]], np.float32), np.array([-0.5], np.float32), activation="relu")
+    for floor, top_k, want_a, want_b in ((None, None, [(7, 3), (9, 0.25)], [(9, 1.5)]),
+                                         (-1.0, None, [(5, 0), (7, 3), (9, 0.25)], [(4, 0), (9, 1.5)]),
+                                         (-1.0, 2, [(7, 3), (9, 0.25)], [(4, 0), (9, 1.5)])):
+        dispatcher = seqpool.Dispatcher(2, token_classify="all", classifier=weigh, problem="regression",
+                                        result_dtype="sparse", weight_floor=floor)
+        assert dispatcher.result_dtype == "sparse"
+        params = seqpool.PoolingParams(drop_token_ids=[0, 2], top_k=top_k)
+        assert params.top_k == top_k
+        first = dispatcher.plan([6, 3], [6, 1], ids=["a", "b"], token_ids=[ids_a, ids_b], params=params)
+        dispatcher.reserve(first)
+        out = dispatcher.forward(np.concatenate([rows_a, rows_b[:1]]), first)
+        assert first.sparse and np.from_dlpack(out).shape == (first.output_size, 2)
+        (ids, weights), unfinished = seqpool.split(np.from_dlpack(out), first)
+        assert unfinished is None
+        listed = ids >= 0
+        assert list(zip(ids[listed].tolist(), weights[listed].tolist())) == want_a
+        assert np.all(weights[~listed] == 0)
+        (ids, weights), = seqpool.pool(dispatcher, rows_b[1:], [3], num_scheduled=[2], num_computed=[1], ids=["b"],
+                                       token_ids=[ids_b], params=params)
+        assert ids.dtype == np.int32 and weights.dtype == np.float32
+        assert list(zip(ids[ids >= 0].tolist(), weights[ids >= 0].tolist())) == want_b
+    by_column = seqpool.Dispatcher(4, classify="max", problem="regression", result_dtype="sparse")
+    hidden = np.array([[0, 2, -1, 0.5], [1, 0, -2, 0.25]], np.float32)
+    for top_k, want in ((None, [(0, 1), (1, 2), (3, 0.5)]), (2, [(0, 1), (1, 2)])):
+        (ids, weights), = seqpool.pool(by_column, hidden, [2], params=seqpool.PoolingParams(top_k=top_k))
+        assert list(zip(ids[ids >= 0].tolist(), weights[ids >= 0].tolist())) == want
+    refuses("weight_floor: only sparse results take a weight floor", seqpool.Dispatcher, 4, embed="mean",
+            weight_floor=0.5)
+    refuses("top_k: must be at least 1", seqpool.pool, by_column, hidden, [2], params=seqpool.PoolingParams(top_k=0))
+    refuses("a sparse result weighs each row with the head's last dense layer", seqpool.Dispatcher, 4,
+            token_embed="all", result_dtype="sparse")
+    refuses('"sparse"', seqpool.Dispatcher, 4, embed="mean", result_dtype="int8")
+
+
+def test_sparse_results_in_torch_tensors():
+    torch = pytest.importorskip("torch")
+    dispatcher = seqpool.Dispatcher(4, classify="max", problem="regression", result_dtype="sparse")
+    hidden = torch.tensor([[0, 2, -1, 0.5], [1, 0, -2, 0.25]], dtype=torch.float32)
+    (ids, weights), = seqpool.pool(dispatcher, hidden, [2])
+    assert ids.dtype == torch.int32 and weights.dtype == torch.float32
+    assert ids.tolist() == [0, 1, 3, -1] and weights.tolist() == [1, 2, 0.5, 0]
