@@ -184,13 +184,20 @@ class engine_of final : public engine {
                   entry<method::any_token>(task::token_classify, classify_head));
   }
 
+  /// The task's pooler, where the config names its method; what seqpool refuses
+  /// in making it is named by the task.
   template <class Method, class Head>
   std::optional<pooler<Method, Head, Space, Result>> entry(task pooling_task, const Head& pooling_head) {
     const std::optional<std::string>& name = config_.methods[static_cast<std::size_t>(pooling_task)];
     if (!name) return std::nullopt;
-    pooler<Method, Head, Space, Result> made(space_, config_.hidden_size, method_named<Method>(*name, pooling_task),
-                                             pooling_head);
-    if constexpr (sparse_element<Result>) made.set_weight_floor(config_.weight_floor);
+    const Method method = method_named<Method>(*name, pooling_task);
+    std::optional<pooler<Method, Head, Space, Result>> made;
+    try {
+      made.emplace(space_, config_.hidden_size, method, pooling_head);
+    } catch (const error& refused) {
+      detail::fail(seqpool::name(pooling_task), refused.what());
+    }
+    if constexpr (sparse_element<Result>) made->set_weight_floor(config_.weight_floor);
     return made;
   }
 

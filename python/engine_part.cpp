@@ -15,8 +15,10 @@ using result_type = float;
 using result_type = half;
 #elif SEQPOOL_PY_RESULT == 2
 using result_type = bfloat16;
-#else
+#elif SEQPOOL_PY_RESULT == 3
 using result_type = sparse_entry;
+#else
+#error "SEQPOOL_PY_RESULT is 0, 1, 2 or 3"
 #endif
 
 #if defined(__CUDACC__)

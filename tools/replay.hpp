@@ -7,6 +7,7 @@
 #include <fstream>
 #include <optional>
 #include <span>
+#include <stdexcept>
 #include <string>
 #include <utility>
 #include <vector>
@@ -89,25 +90,26 @@ class replay {
   }
 
   /// A task's pooler, with the method the batch file named for it; none where
-  /// it named none. What seqpool refuses names the task.
+  /// it named none. A pooler seqpool refuses to make is named by its task.
   template <class Method, class Head>
   std::optional<seqpool::pooler<Method, Head, Space, Result>> make_pooler(task served,
                                                                           const std::optional<Method>& chosen,
                                                                           const Head& pooling_head) {
     if (!chosen) return std::nullopt;
+    std::optional<seqpool::pooler<Method, Head, Space, Result>> made;
     try {
-      seqpool::pooler<Method, Head, Space, Result> made(space_, batch_.hidden_size, *chosen, pooling_head);
-      if constexpr (seqpool::ranged_element<Result>) {
-        const auto columns = static_cast<std::size_t>(batch_.ranges->shape[1]);
-        const std::span<const float> bounds(reinterpret_cast<const float*>(batch_.ranges->data.data()), 2 * columns);
-        made.set_ranges({bounds.first(columns), bounds.last(columns)});
-      }
-      if constexpr (seqpool::sparse_element<Result>)
-        if (batch_.weight_floor) made.set_weight_floor(*batch_.weight_floor);
-      return made;
+      made.emplace(space_, batch_.hidden_size, *chosen, pooling_head);
     } catch (const seqpool::error& refused) {
       throw input_error("poolers." + std::string(name(served)) + ": " + refused.what());
     }
+    if constexpr (seqpool::ranged_element<Result>) {
+      const auto columns = static_cast<std::size_t>(batch_.ranges->shape[1]);
+      const std::span<const float> bounds(reinterpret_cast<const float*>(batch_.ranges->data.data()), 2 * columns);
+      made->set_ranges({bounds.first(columns), bounds.last(columns)});
+    }
+    if constexpr (seqpool::sparse_element<Result>)
+      if (batch_.weight_floor) made->set_weight_floor(*batch_.weight_floor);
+    return made;
   }
 
   void run_step(std::size_t index) {
@@ -186,6 +188,9 @@ class replay {
         std::vector<std::int64_t> shape{slice->cols};
         if constexpr (seqpool::sparse_element<Result>) {
           const std::int32_t pairs = values.front().id;  // the list's count
+          if (pairs < 0 || std::cmp_greater_equal(pairs, values.size()))
+            throw std::logic_error("its list counts " + std::to_string(pairs) + " pairs in room for " +
+                                   std::to_string(values.size() - 1));
           values = values.subspan(1, static_cast<std::size_t>(pairs));
           shape = {pairs};
         } else if (seqpool::is_token_task(r.task) || !r.params.spans.empty()) {

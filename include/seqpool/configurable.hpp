@@ -15,8 +15,8 @@ namespace seqpool {
 /// entries serve every configuration, where a table per combination of methods
 /// would multiply compile time; leave an entry empty for a task not served.
 /// With sparse_entry results every entry lists weights (SPEC section 3): the
-/// sequence tasks' rows by column, the token tasks' rows by token id, through
-/// a head whose last layer has one output.
+/// sequence tasks' rows by column, the token tasks' rows by token id (their
+/// heads' last layers of one output).
 template <class Space, class Result = float>
   requires result_element<Result> || sparse_element<Result>
 using configurable_table =

@@ -291,7 +291,7 @@ cuda::std::span<Result> output(DLTensor& tensor) {
   }
   const std::int64_t elements = detail::compact_size(tensor, what);
   const std::int64_t size = sparse_element<Result> ? elements / 2 : elements;  // an entry is two int32
-  return {detail::first_element<Result>(tensor, what, size), static_cast<std::size_t>(size)};
+  return {detail::first_element<Result>(tensor, what, elements), static_cast<std::size_t>(size)};
 }
 
 /// A host tensor of int64 or int32 ids, one dimension, contiguous, as a request's

@@ -50,7 +50,7 @@ def _framework_of(tensor):
 
 
 def _as_float32(bits, framework):
-    """int32 bit patterns viewed as the float32 values they hold, without a copy."""
+    """int32 bit patterns as the float32 values they hold: a view (JAX, which has none, a new array)."""
     if framework.__name__ == "jax.numpy":
         import jax
         return jax.lax.bitcast_convert_type(bits, framework.float32)

@@ -516,7 +516,7 @@ def test_sparse_results_list_weights_by_id():
     refuses("weight_floor: only sparse results take a weight floor", seqpool.Dispatcher, 4, embed="mean",
             weight_floor=0.5)
     refuses("top_k: must be at least 1", seqpool.pool, by_column, hidden, [2], params=seqpool.PoolingParams(top_k=0))
-    refuses("a sparse result weighs each row with the head's last dense layer", seqpool.Dispatcher, 4,
+    refuses("token_embed: head: a sparse result weighs each row with the head's last dense layer", seqpool.Dispatcher, 4,
             token_embed="all", result_dtype="sparse")
     refuses('"sparse"', seqpool.Dispatcher, 4, embed="mean", result_dtype="int8")
 

@@ -252,7 +252,7 @@ void replay_against(Space& space, Pooler& pooler, seqpool::host_space& host, Ref
   pooler.reserve_capacity(limits);
   seqpool::buffer<Result, Space> output(space, static_cast<std::size_t>(pooler.output_capacity()));
   seqpool::buffer<float, Space> hidden(space, static_cast<std::size_t>(limits.rows * hidden_size));
-  test::replayed_steps<Space, Pooler> replayed(pooler);
+  test::graph_replay<Space, Pooler> graph(pooler);
   const std::vector<float> prompt = [&] {
     std::vector<float> values(static_cast<std::size_t>(limits.rows * hidden_size));  // the longest prompt's rows
     for (std::size_t i = 0; i < values.size(); ++i) values[i] = static_cast<float>(static_cast<int>(i % 29) - 14) / 7;
@@ -270,10 +270,8 @@ void replay_against(Space& space, Pooler& pooler, seqpool::host_space& host, Ref
       if (r.id == "long") long_done += r.num_scheduled;
     }
     const seqpool::step_plan plan = pooler.plan(step, state);
-    pooler.reserve(plan, state);
     space.copy_in(std::span<const float>(rows), hidden.span().first(rows.size()));
-    replayed.run(space, seqpool::make_hidden_view(hidden.data(), limits.rows, hidden_size), plan, state,
-                 output.span());
+    graph.run(space, seqpool::make_hidden_view(hidden.data(), limits.rows, hidden_size), plan, state, output.span());
     const test::results expected = test::run_step(host, reference, host_state, step, rows);
     const test::results actual = test::slice(plan, test::to_host(space, output));
     REQUIRE(actual.size() == expected.size());

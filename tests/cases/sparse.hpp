@@ -13,7 +13,9 @@
 #include <map>
 #include <optional>
 #include <random>
+#include <span>
 #include <string>
+#include <string_view>
 #include <type_traits>
 #include <variant>
 #include <vector>
@@ -94,21 +96,20 @@ template <class Space, class Pooler>
 struct captured_step {
   seqpool::buffer<float, Space> hidden;
   seqpool::buffer<sparse_entry, Space> output;
-  test::replayed_steps<Space, Pooler> steps;
+  seqpool::hidden_view<float> rows_view;  ///< the capacity's rows, in `hidden`
+  test::graph_replay<Space, Pooler> graph;
 
   captured_step(Space& space, Pooler& pooler, const seqpool::capacity& limits)
       : hidden(space, static_cast<std::size_t>(limits.rows * pooler.hidden_size())),
         output(space, (pooler.reserve_capacity(limits), static_cast<std::size_t>(pooler.output_capacity()))),
-        steps(pooler) {}
+        rows_view(seqpool::make_hidden_view(hidden.data(), limits.rows, pooler.hidden_size())),
+        graph(pooler) {}
 
   /// Captures the first step, restages the others, and replays; the output, copied back.
-  std::vector<sparse_entry> replay(Space& space, Pooler& pooler, seqpool::state_store<Space>& state,
-                                   const seqpool::step_plan& plan, const std::vector<float>& rows) {
-    pooler.reserve(plan, state);
+  std::vector<sparse_entry> replay(Space& space, seqpool::state_store<Space>& state, const seqpool::step_plan& plan,
+                                   const std::vector<float>& rows) {
     space.copy_in(std::span<const float>(rows), hidden.span().first(rows.size()));
-    const std::int64_t capacity_rows = static_cast<std::int64_t>(hidden.size()) / pooler.hidden_size();
-    steps.run(space, seqpool::make_hidden_view(hidden.data(), capacity_rows, pooler.hidden_size()), plan, state,
-              output.span());
+    graph.run(space, rows_view, plan, state, output.span());
     return test::to_host(space, output);
   }
 };
@@ -156,7 +157,7 @@ std::vector<listing> run(Space& space, Pooler& pooler, const std::vector<prompt>
     if constexpr (capturable) {
       if (graph) {
         pooler.plan(step, state, plan);
-        output = graph->replay(space, pooler, state, plan, rows);
+        output = graph->replay(space, state, plan, rows);
       }
     }
     if (!graph) output = test::forward_step(space, pooler, state, step, rows, columns, plan);
@@ -201,20 +202,39 @@ inline std::vector<std::int64_t> drawn_chunks(std::int64_t prompt_len, std::mt19
 /// The head that leaves a pooled row as it is: a sequence method's row listed by column.
 inline head::classify row_as_it_is() { return head::classify(seqpool::dense_stack{}, head::problem_type::regression); }
 
+/// A user's token method that lists its positions (it does not say it keeps
+/// every row): every third row of the prompt, from its first.
+struct every_third {
+  static constexpr seqpool::method_kind kind = seqpool::method_kind::token;
+  static constexpr std::string_view name = "every_third";
+  static constexpr bool reads_token_ids = false;
+
+  void check(std::size_t, const seqpool::request&, std::int64_t) const {}
+  void select(const seqpool::request&, std::int64_t begin, std::int64_t end, std::vector<std::int64_t>& positions) const {
+    for (std::int64_t position = (begin + 2) / 3 * 3; position < end; position += 3) positions.push_back(position);
+  }
+  std::int64_t count(const seqpool::request&, std::int64_t begin, std::int64_t end) const {
+    return (end + 2) / 3 - (begin + 2) / 3;
+  }
+  std::span<const std::int64_t> columns(const seqpool::request&) const { return {}; }
+};
+
 /// What SPEC section 3 says a request's list is, by a plain loop over its
 /// prompt: each returned row's weight relu(row · v + b) (without relu where
-/// `relu` is false), the largest of each
-/// distinct id among the rows the filters let stay; those above `floor`, the
-/// top_k largest of them (of equal weights, the smaller ids), ascending by id,
-/// after their count, in a row of 1 + min(ids, top_k) entries.
-inline listing expected_list(const prompt& p, const std::vector<float>& v, float b, float floor, bool relu = true) {
+/// `relu` is false), the largest of each distinct id among the rows the method
+/// chooses (every one, or every `stride`-th from the first) and the filters
+/// let stay; those above `floor`, the top_k largest of them (of equal weights,
+/// the smaller ids), ascending by id, after their count, in a row of
+/// 1 + min(ids, top_k) entries.
+inline listing expected_list(const prompt& p, const std::vector<float>& v, float b, float floor, bool relu = true,
+                             std::int64_t stride = 1) {
   const auto columns = static_cast<std::int64_t>(v.size());
   const auto prompt_len = static_cast<std::int64_t>(p.token_ids.size());
   std::map<std::int64_t, double> weights;
   for (std::int64_t t = 0; t < prompt_len; ++t) {
     const std::int64_t id = p.token_ids[static_cast<std::size_t>(t)];
     const std::vector<std::int64_t>& skip = p.params.drop_token_ids;
-    if ((p.params.drop_first && t == 0) || (p.params.drop_last && t == prompt_len - 1) ||
+    if (t % stride != 0 || (p.params.drop_first && t == 0) || (p.params.drop_last && t == prompt_len - 1) ||
         std::binary_search(skip.begin(), skip.end(), id))
       continue;
     double dot = b;
@@ -351,6 +371,29 @@ TEST_CASE_TEMPLATE_DEFINE(
   }
 }
 
+TEST_CASE_TEMPLATE_DEFINE("a method that lists its rows gives the list of every row it chooses, past many stretches",
+                          Space, sparse_of_listed_rows) {
+  // 10,000 rows: the planner lists a finishing prompt's chosen positions 4096
+  // at a time, and the method's every third row lies in each stretch.
+  using namespace sparse_cases;
+  Space space;
+  const std::vector<float> v{1, -2, 3};
+  const weigher<Space> layer(space, v, 0.25f);
+  seqpool::pooler<every_third, head::classify, Space, sparse_entry> pooler(space, 3, {}, layer.head());
+  std::mt19937 engine(33);
+  std::uniform_int_distribution<std::int64_t> id(0, 299);
+  constexpr std::int64_t prompt_len = 10000;
+  for (const std::vector<std::int64_t>& chunks : {std::vector<std::int64_t>{prompt_len}, {4100, 5000, 900}}) {
+    CAPTURE(chunks.size());
+    prompt long_prompt{"long", grid_values(prompt_len * 3, 33), {}, chunks, {.drop_token_ids = {0, 7}}};
+    for (std::int64_t t = 0; t < prompt_len; ++t) long_prompt.token_ids.push_back(id(engine));
+    const std::vector<listing> lists = run(space, pooler, {long_prompt});
+    const listing expected = expected_list(long_prompt, v, 0.25f, 0.0f, true, 3);
+    CHECK(lists[0].size() > 100);
+    CHECK_MESSAGE(lists[0] == expected, shown(lists[0]), " against ", shown(expected));
+  }
+}
+
 TEST_CASE_TEMPLATE_DEFINE("sparse results refuse a head without one weight, missing or wide ids, a NaN floor, top_k 0",
                           Space, sparse_refusals) {
   using namespace sparse_cases;
@@ -395,8 +438,8 @@ TEST_CASE_TEMPLATE_DEFINE("sparse results refuse a head without one weight, miss
   seqpool::pooler<method::all, head::classify, Space> floats(space, 2, {}, layer.head());
   step.requests[0].params.top_k = 3;
   CHECK_THROWS_WITH_AS(floats.plan(step, state),
-                       "request 0 (id \"r\"): top_k: applies to sparse results (a pooler of seqpool::sparse_entry) "
-                       "only",
+                       "request 0 (id \"r\"): top_k: applies to sparse results only (seqpool::sparse_entry, "
+                       "result_dtype \"sparse\")",
                        seqpool::error);
   step.requests[0].params.top_k.reset();
   // A chunk that does not finish lists no id, so it checks none.

@@ -486,7 +486,7 @@ class Errors(unittest.TestCase):
                     batch.step(ROWS[:2], [request("a", "embed", 2, **params)])
                     self.check_refused(batch, "step 1: " + message, written=["before"], space=space)
         self.step_error([request("a", "embed", 3, top_k=2)],
-                        'request 0 (id "a"): top_k: applies to sparse results (a pooler of seqpool::sparse_entry) only')
+                        'request 0 (id "a"): top_k: applies to sparse results only (seqpool::sparse_entry, result_dtype "sparse")')
 
     def test_platt_and_problem_type(self):
         self.config_error(lambda s: s.update(classifier={"logit_sigma": 0}), "classifier.logit_sigma: must not be 0")

@@ -86,14 +86,16 @@ class captured_graph<seqpool::device_space<Backend>> {
 /// first): the first step is captured, each later one restaged into the same
 /// upload, and each replayed.
 template <class Space, class Runner>
-class replayed_steps {
+class graph_replay {
  public:
-  explicit replayed_steps(Runner& runner) : runner_(runner), home_(runner.reserve_graph()) {}
+  explicit graph_replay(Runner& runner) : runner_(runner), home_(runner.reserve_graph()) {}
 
-  /// Runs the step of `plan`, whose rows are in `hidden` and results go to `output`.
+  /// Reserves for `plan` and runs its step, whose rows are in `hidden` (the
+  /// capacity's, which the capture reads) and results go to `output`.
   template <class Hidden, class Output>
   void run(Space& space, const Hidden& hidden, const seqpool::step_plan& plan, seqpool::state_store<Space>& state,
            Output output) {
+    runner_.reserve(plan, state);
     if (!graph_) {
       captured_graph<Space>::begin(space);
       runner_.capture(hidden, plan, state, output, home_);

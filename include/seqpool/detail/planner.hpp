@@ -229,7 +229,7 @@ class planner {
   /// A request's top_k, which only a sparse result lists by.
   void check_top_k(std::size_t index, const request& r, std::int64_t top_k) const {
     if (!shape_.sparse)
-      fail_request(index, r.id, "top_k", "applies to sparse results (a pooler of seqpool::sparse_entry) only");
+      fail_request(index, r.id, "top_k", "applies to sparse results only (seqpool::sparse_entry, result_dtype \"sparse\")");
     if (top_k < 1) fail_request(index, r.id, "top_k", "must be at least 1, got ", top_k);
   }
 
