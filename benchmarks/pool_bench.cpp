@@ -207,7 +207,7 @@ double read_traffic(const std::string& name, const seqpool::batch& step, std::in
       for (std::int64_t k = 0; k < r.prompt_len; ++k) read_rows += r.prompt_token_ids[k] == step_tag;
     else if (used == "sparse")  // every row but those of id 0
       for (std::int64_t k = 0; k < r.prompt_len; ++k) read_rows += r.prompt_token_ids[k] != 0;
-    else
+    else  // every row: MEAN, MAX, ALL, BGE-M3's three outputs (once for all three)
       read_rows += static_cast<double>(r.prompt_len);
   }
   return read_rows * static_cast<double>(hidden_size * element_size);
@@ -249,24 +249,54 @@ class runner {
   /// width; BGE-M3 keeps its hidden size), each row normalised.
   record colbert_case() {
     seqpool::pooler<method::all, head::embed, Space> pooler(space_, shape_.hidden_size, {}, head::embed(projector()));
-    seqpool::batch step = requests_of(shape_, task::token_embed, token_ids_);
-    for (seqpool::request& r : step.requests) r.params.drop_first = true;
-    return measure("colbert", pooler, step);
+    return measure("colbert", pooler, colbert_requests());
   }
 
   /// BGE-M3's lexical weights: every row through a layer of one output with
   /// relu, and each request's largest weight of each token id listed by id,
   /// id 0 left out (as BGE-M3 leaves out its tokenizer's special ids).
   record sparse_case() {
-    const head::classify weigh(
-        seqpool::dense_stack{{{classifier_weights_->data(), nullptr, 1, shape_.hidden_size},
-                              seqpool::activation_function::relu}},
-        head::problem_type::regression);
     seqpool::pooler<method::all, head::classify, Space, seqpool::sparse_entry> pooler(space_, shape_.hidden_size, {},
-                                                                                      weigh);
-    seqpool::batch step = requests_of(shape_, task::token_classify, token_ids_);
-    for (seqpool::request& r : step.requests) r.params.drop_token_ids = {0};
-    return measure("sparse", pooler, step);
+                                                                                      weigh());
+    return measure("sparse", pooler, sparse_requests());
+  }
+
+  /// BGE-M3's three outputs of every prompt in one step: the dense CLS row
+  /// normalised, the ColBERT vectors (colbert_case) and the lexical weights
+  /// (sparse_case), each a pooler of its own. A dispatcher's poolers write one
+  /// result type, so the three run one after another, and the two token
+  /// poolers each read the rows: twice the one read the ideal counts.
+  record bge_m3_case() {
+    seqpool::pooler<method::cls, head::embed, Space> dense(space_, shape_.hidden_size);
+    seqpool::pooler<method::all, head::embed, Space> colbert(space_, shape_.hidden_size, {}, head::embed(projector()));
+    seqpool::pooler<method::all, head::classify, Space, seqpool::sparse_entry> lexical(space_, shape_.hidden_size, {},
+                                                                                       weigh());
+    const seqpool::batch dense_step = requests_of(shape_, task::embed, token_ids_);
+    const seqpool::batch colbert_step = colbert_requests();
+    const seqpool::batch lexical_step = sparse_requests();
+    seqpool::state_store<Space> state(space_);
+    seqpool::step_plan dense_plan, colbert_plan, lexical_plan;  // every step's, their storage reused
+    const auto plan_all = [&] {
+      dense.plan(dense_step, state, dense_plan);
+      colbert.plan(colbert_step, state, colbert_plan);
+      lexical.plan(lexical_step, state, lexical_plan);
+    };
+    const double plan_seconds = bench::median_seconds(repeats_, plan_all);
+    const auto reserve_all = [&] {
+      dense.reserve(dense_plan, state);
+      colbert.reserve(colbert_plan, state);
+      lexical.reserve(lexical_plan, state);
+    };
+    reserve_all();
+    seqpool::buffer<float, Space> dense_out(space_, static_cast<std::size_t>(dense_plan.output_size));
+    seqpool::buffer<float, Space> colbert_out(space_, static_cast<std::size_t>(colbert_plan.output_size));
+    seqpool::buffer<seqpool::sparse_entry, Space> lexical_out(space_, static_cast<std::size_t>(lexical_plan.output_size));
+    return time_case("bge-m3", dense_step, plan_seconds, colbert_out.data(), colbert_plan.output_size, plan_all, [&] {
+      reserve_all();
+      dense.forward(view(), dense_plan, state, dense_out.span());
+      colbert.forward(view(), colbert_plan, state, colbert_out.span());
+      lexical.forward(view(), lexical_plan, state, lexical_out.span());
+    });
   }
 
   record dispatcher_case() {
@@ -326,6 +356,27 @@ class runner {
   seqpool::linear_layer classifier() const { return {classifier_weights_->data(), nullptr, 2, shape_.hidden_size}; }
   seqpool::linear_layer projector() const {
     return {projector_weights_->data(), nullptr, colbert_width, shape_.hidden_size};
+  }
+
+  /// The layer of one output and relu that weighs BGE-M3's tokens.
+  head::classify weigh() const {
+    return head::classify(seqpool::dense_stack{{{classifier_weights_->data(), nullptr, 1, shape_.hidden_size},
+                                                seqpool::activation_function::relu}},
+                          head::problem_type::regression);
+  }
+
+  /// Every prompt as ColBERT's vectors take it: all but its first row.
+  seqpool::batch colbert_requests() const {
+    seqpool::batch step = requests_of(shape_, task::token_embed, token_ids_);
+    for (seqpool::request& r : step.requests) r.params.drop_first = true;
+    return step;
+  }
+
+  /// Every prompt as BGE-M3's lexical weights take it: all but its rows of id 0.
+  seqpool::batch sparse_requests() const {
+    seqpool::batch step = requests_of(shape_, task::token_classify, token_ids_);
+    for (seqpool::request& r : step.requests) r.params.drop_token_ids = {0};
+    return step;
   }
 
   seqpool::hidden_view<T> view() const {
@@ -474,6 +525,9 @@ void run_space(const char* space_name, const char* dtype, const batch_shape& sha
   if (std::is_same_v<Space, seqpool::host_space> || !std::is_same_v<device_backend, seqpool::omp_backend>)
     add("colbert", [&] { return run.colbert_case(); });
   add("sparse", [&] { return run.sparse_case(); });
+  // BGE-M3's dense, ColBERT and lexical outputs together; the ColBERT pooler's linear pass keeps the stand-in out.
+  if (std::is_same_v<Space, seqpool::host_space> || !std::is_same_v<device_backend, seqpool::omp_backend>)
+    add("bge-m3", [&] { return run.bge_m3_case(); });
   add("dispatcher", [&] { return run.dispatcher_case(); });
 #if defined(__CUDACC__)
   if constexpr (std::is_same_v<Space, device_under_test>)
@@ -494,7 +548,7 @@ int main(int argc, char** argv) {
   app.add_option("--dtype", opts.dtype, "fp32 or bf16 (default: both)");
   app.add_option("--shape", opts.shape, "long, short, single, wide or padded (default: every one)");
   app.add_option("--method", opts.method,
-                 "cls, last, mean, max, all, step, colbert, sparse, dispatcher, or (CUDA) \"dispatcher graph\" and "
+                 "cls, last, mean, max, all, step, colbert, sparse, bge-m3, dispatcher, or (CUDA) \"dispatcher graph\" and "
                  "\"dispatcher graph eighth\" (default: every one)");
   app.add_option("--repeats", opts.repeats, "timed runs per case (the median is reported)");
   CLI11_PARSE(app, argc, argv);

@@ -14,7 +14,7 @@ import statistics
 import subprocess
 
 
-METHODS = ["cls", "last", "mean", "max", "all", "step", "colbert", "sparse", "dispatcher"]
+METHODS = ["cls", "last", "mean", "max", "all", "step", "colbert", "sparse", "bge-m3", "dispatcher"]
 # Rows of the tables beside METHODS: results other than float32, ALL and STEP
 # writing bf16, MEAN int8 and ALL sign bits (ubinary).
 ENCODED = ["all→bf16", "step→bf16", "mean→int8", "all→ubinary"]

@@ -13,7 +13,9 @@ per row. SPARSE is BGE-M3's lexical weights: relu of a one-output linear layer o
 every row whose token id is not 0 (the special ids FlagEmbedding leaves out), then
 each request's largest weight of each id above 0, as (id, weight) pairs in order of
 id — vectorised with scatter_reduce_ over (request, id) keys, where FlagEmbedding
-runs a Python loop over the tokens. The mixed batch runs each task batched over
+runs a Python loop over the tokens. BGE-M3 is the three outputs of that model's one
+forward, as FlagEmbedding computes them: the CLS row normalised, COLBERT and SPARSE
+(traffic: every row once). The mixed batch runs each task batched over
 all its requests, which is kinder than per-group calls. The padded shape is
 pooled as TEI and ONNX-exported models pool [B, S, H] with an attention mask:
 masked sum and amax over S, CLS and LAST by index, ALL and STEP by a boolean
@@ -139,6 +141,9 @@ def sparse_lists(hidden, lengths, token_ids, weight):
 
 
 def run_method(method, hidden, lengths, token_ids, weight, head, padded=False, projector=None):
+    if method == "bge-m3":
+        return [run_method(part, hidden, lengths, token_ids, weight, head, padded, projector)
+                for part in ("cls", "colbert", "sparse")]
     if method == "sparse":
         return sparse_lists(hidden, lengths, token_ids, weight)
     pooled = (pool_padded if padded else pool)(method, hidden, lengths, token_ids)
@@ -247,7 +252,7 @@ def main():
             token_ids = token_ids.view(len(lengths), padded_to)
         place = on_huge_pages if device == "cpu" else (lambda tensor: tensor.to(device))
         for dtype, hidden in (("fp32", place(values)), ("bf16", place(values.to(torch.bfloat16)))):
-            for method in ("cls", "last", "mean", "max", "all", "step", "colbert", "sparse") + (
+            for method in ("cls", "last", "mean", "max", "all", "step", "colbert", "sparse", "bge-m3") + (
                     () if padded_to else ("dispatcher",)):
                 if method == "dispatcher":
                     work = lambda: run_mixed(hidden, lengths_t, token_ids, weight)
