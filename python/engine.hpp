@@ -20,6 +20,7 @@
 #include <seqpool/head/classify.hpp>
 #include <seqpool/head/layers.hpp>
 #include <seqpool/plan.hpp>
+#include <seqpool/quantized.hpp>
 #include <seqpool/space/audit.hpp>
 #include <seqpool/sparse.hpp>
 
@@ -45,6 +46,8 @@ struct engine_config {
   head::problem_type problem = head::problem_type::single_label;
   std::optional<head::platt_scaling> platt;
   float weight_floor = 0.0f;  ///< sparse results: the weight an id's must be above to be listed
+  /// int8 and uint8 results: the calibration ranges, every lower bound then every upper one.
+  std::vector<float> ranges;
 };
 
 /// Memory a step's output lives in, in the engine's space: whoever holds it
@@ -98,12 +101,12 @@ class engine {
   virtual std::int64_t num_computed(std::string_view id) const = 0;
 };
 
-/// Results of each type: float32, float16, bfloat16, and sparse entries.
-enum class result_kind : std::uint8_t { float32, float16, bfloat16, sparse };
+/// Results of each type: float32, float16, bfloat16, sparse entries, and the quantized ones.
+enum class result_kind : std::uint8_t { float32, float16, bfloat16, sparse, int8, uint8, binary, ubinary };
 
 std::unique_ptr<engine> make_host_engine(const engine_config& config, result_kind result);
 /// Each made in engine_part.cpp (host) or engine_part.cu (CUDA), explicitly
-/// instantiated there for float, half, bfloat16 and sparse_entry.
+/// instantiated there for each result_kind's type.
 template <class Result>
 std::unique_ptr<engine> make_host_engine_of(const engine_config& config);
 template <class Result>

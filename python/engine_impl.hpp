@@ -198,6 +198,10 @@ class engine_of final : public engine {
       detail::fail(seqpool::name(pooling_task), refused.what());
     }
     if constexpr (sparse_element<Result>) made->set_weight_floor(config_.weight_floor);
+    if constexpr (ranged_element<Result>) {
+      const std::span<const float> bounds(config_.ranges);
+      made->set_ranges({bounds.first(bounds.size() / 2), bounds.last(bounds.size() / 2)});
+    }
     return made;
   }
 

@@ -1,10 +1,11 @@
-// One result type's engines (SEQPOOL_PY_RESULT: 0 float32, 1 float16, 2 bfloat16, 3 sparse),
+// One result type's engines (SEQPOOL_PY_RESULT: 0 float32, 1 float16, 2 bfloat16, 3 sparse, 4 int8,
+// 5 uint8, 6 binary, 7 ubinary),
 // so that no translation unit instantiates them all. Under nvcc (engine_part.cu)
 // the CUDA engine, otherwise the host one.
 #include "engine_impl.hpp"
 
 #ifndef SEQPOOL_PY_RESULT
-#error "compile engine_part.cpp with SEQPOOL_PY_RESULT=0, 1, 2 or 3"
+#error "compile engine_part.cpp with SEQPOOL_PY_RESULT from 0 to 7"
 #endif
 
 namespace seqpool::python {
@@ -17,8 +18,16 @@ using result_type = half;
 using result_type = bfloat16;
 #elif SEQPOOL_PY_RESULT == 3
 using result_type = sparse_entry;
+#elif SEQPOOL_PY_RESULT == 4
+using result_type = std::int8_t;
+#elif SEQPOOL_PY_RESULT == 5
+using result_type = std::uint8_t;
+#elif SEQPOOL_PY_RESULT == 6
+using result_type = binary;
+#elif SEQPOOL_PY_RESULT == 7
+using result_type = ubinary;
 #else
-#error "SEQPOOL_PY_RESULT is 0, 1, 2 or 3"
+#error "SEQPOOL_PY_RESULT is from 0 to 7"
 #endif
 
 #if defined(__CUDACC__)

@@ -12,6 +12,10 @@ std::unique_ptr<engine> by_result(result_kind result, Args&&... args) {
     case result_kind::float16: return Make<half>::make(args...);
     case result_kind::bfloat16: return Make<bfloat16>::make(args...);
     case result_kind::sparse: return Make<sparse_entry>::make(args...);
+    case result_kind::int8: return Make<std::int8_t>::make(args...);
+    case result_kind::uint8: return Make<std::uint8_t>::make(args...);
+    case result_kind::binary: return Make<binary>::make(args...);
+    case result_kind::ubinary: return Make<ubinary>::make(args...);
   }
   return nullptr;
 }

@@ -197,7 +197,13 @@ result_kind result_named(const std::string& name) {
   if (name == "float16") return result_kind::float16;
   if (name == "bfloat16") return result_kind::bfloat16;
   if (name == "sparse") return result_kind::sparse;
-  detail::fail("result_dtype", "expected \"float32\", \"float16\", \"bfloat16\" or \"sparse\", got \"" + name + "\"");
+  if (name == "int8") return result_kind::int8;
+  if (name == "uint8") return result_kind::uint8;
+  if (name == "binary") return result_kind::binary;
+  if (name == "ubinary") return result_kind::ubinary;
+  detail::fail("result_dtype",
+               "expected \"float32\", \"float16\", \"bfloat16\", \"int8\", \"uint8\", \"binary\", \"ubinary\" or "
+               "\"sparse\", got \"" + name + "\"");
 }
 
 head::problem_type problem_named(const std::string& name) {
@@ -215,8 +221,9 @@ class dispatcher_object {
                     std::optional<given_layers> projector, std::optional<any_tensor> projector_bias,
                     std::optional<given_layers> classifier, std::optional<any_tensor> classifier_bias,
                     const std::string& problem, std::optional<float> logit_mean, std::optional<float> logit_sigma,
-                    const std::string& result_dtype, std::optional<float> weight_floor, const std::string& device,
-                    std::uintptr_t stream) {
+                    const std::string& result_dtype, std::optional<any_tensor> ranges,
+                    std::optional<float> weight_floor, const std::string& device, std::uintptr_t stream)
+      : result_dtype_(result_dtype) {
     engine_config config;
     config.hidden_size = hidden_size;
     config.methods = {std::move(embed), std::move(classify), std::move(token_embed), std::move(token_classify)};
@@ -230,6 +237,15 @@ class dispatcher_object {
     if (weight_floor && result != result_kind::sparse)
       detail::fail("weight_floor", "only sparse results take a weight floor");
     config.weight_floor = weight_floor.value_or(0.0f);
+    const bool ranged = result == result_kind::int8 || result == result_kind::uint8;
+    if (ranges && !ranged) detail::fail("ranges", "only int8 and uint8 results take calibration ranges");
+    if (!ranges && ranged)
+      detail::fail("ranges", result_dtype, " results need calibration ranges: float32 [2, D], lower then upper bounds");
+    if (ranges) {
+      if (ranges->ndim() != 2 || ranges->shape(0) != 2)
+        detail::fail("ranges", "must have shape [2, D] (lower bounds, then upper bounds)");
+      config.ranges = read_floats(*ranges, 2, "ranges");
+    }
     if (device == "cpu") {
       engine_ = make_host_engine(config, result);
     } else if (device == "cuda") {
@@ -371,9 +387,7 @@ class dispatcher_object {
     return engine_->num_computed(text);
   }
 
-  std::string result_dtype() const {
-    return engine_->sparse() ? "sparse" : dlpack::detail::dtype_name(engine_->result_type());
-  }
+  const std::string& result_dtype() const { return result_dtype_; }
   std::string device() const { return engine_->device_type() == kDLCUDA ? "cuda" : "cpu"; }
 
  private:
@@ -562,6 +576,7 @@ class dispatcher_object {
                                                engine_->device_type(), engine_->device_id()));
   }
 
+  std::string result_dtype_;  ///< as the caller named it: "binary" results are int8 tensors
   std::shared_ptr<engine> engine_;
   std::mutex busy_;
   std::vector<task> served_;
@@ -694,13 +709,14 @@ NB_MODULE(_seqpool, m) {
       .def(nb::init<std::int64_t, std::optional<std::string>, std::optional<std::string>, std::optional<std::string>,
                     std::optional<std::string>, std::optional<given_layers>, std::optional<any_tensor>,
                     std::optional<given_layers>, std::optional<any_tensor>, const std::string&,
-                    std::optional<float>, std::optional<float>, const std::string&, std::optional<float>,
-                    const std::string&, std::uintptr_t>(),
+                    std::optional<float>, std::optional<float>, const std::string&, std::optional<any_tensor>,
+                    std::optional<float>, const std::string&, std::uintptr_t>(),
            "hidden_size"_a, nb::kw_only(), "embed"_a = nb::none(), "classify"_a = nb::none(),
            "token_embed"_a = nb::none(), "token_classify"_a = nb::none(), "projector"_a = nb::none(),
            "projector_bias"_a = nb::none(), "classifier"_a = nb::none(), "classifier_bias"_a = nb::none(),
            "problem"_a = "single_label", "logit_mean"_a = nb::none(), "logit_sigma"_a = nb::none(),
-           "result_dtype"_a = "float32", "weight_floor"_a = nb::none(), "device"_a = "cpu", "stream"_a = 0)
+           "result_dtype"_a = "float32", "ranges"_a = nb::none(), "weight_floor"_a = nb::none(), "device"_a = "cpu",
+           "stream"_a = 0)
       .def_prop_ro("hidden_size", &dispatcher_object::hidden_size)
       .def_prop_ro("result_dtype", &dispatcher_object::result_dtype)
       .def_prop_ro("device", &dispatcher_object::device)

@@ -272,7 +272,7 @@ def refuses(message, call, *args, **kwargs):
 
 def test_refusals_raise_value_error_with_seqpools_message():
     refuses('method "all" cannot serve it', seqpool.Dispatcher, 4, embed="all")
-    refuses("result_dtype", seqpool.Dispatcher, 4, embed="mean", result_dtype="int8")
+    refuses("result_dtype", seqpool.Dispatcher, 4, embed="mean", result_dtype="float64")
     refuses("device", seqpool.Dispatcher, 4, embed="mean", device="tpu")
     refuses("logit_mean", seqpool.Dispatcher, 4, classify="cls", logit_mean=1.0)
     refuses("projector_bias", seqpool.Dispatcher, 4, embed="cls", projector_bias=np.ones(2, np.float32))
@@ -518,7 +518,7 @@ def test_sparse_results_list_weights_by_id():
     refuses("top_k: must be at least 1", seqpool.pool, by_column, hidden, [2], params=seqpool.PoolingParams(top_k=0))
     refuses("token_embed: head: a sparse result weighs each row with the head's last dense layer", seqpool.Dispatcher, 4,
             token_embed="all", result_dtype="sparse")
-    refuses('"sparse"', seqpool.Dispatcher, 4, embed="mean", result_dtype="int8")
+    refuses('"sparse"', seqpool.Dispatcher, 4, embed="mean", result_dtype="float64")
 
 
 def test_sparse_results_in_torch_tensors():
@@ -528,3 +528,34 @@ def test_sparse_results_in_torch_tensors():
     (ids, weights), = seqpool.pool(dispatcher, hidden, [2])
     assert ids.dtype == torch.int32 and weights.dtype == torch.float32
     assert ids.tolist() == [0, 1, 3, -1] and weights.tolist() == [1, 2, 0.5, 0]
+
+
+def test_quantized_results_are_stored_as_sentence_transformers_stores_them():
+    # docs/TESTS.md case 29: MEAN of two rows [2·m, 0] with m = [0.5, 1, -1, 3, -3, 0.2, -0.7, 0, 0.25, -0.25, 0, 5],
+    # on ranges of a step of 1/64 at every column, and its sign bits; ALL's rows.
+    mean = np.array([0.5, 1, -1, 3, -3, 0.2, -0.7, 0, 0.25, -0.25, 0, 5], np.float32)
+    rows = np.stack([2 * mean, np.zeros(12, np.float32)])
+    ranges = np.array([[-2] * 12, [1.984375] * 12], np.float32)
+    expected = {"uint8": (np.uint8, [160, 192, 64, 255, 0, 140, 83, 128, 144, 112, 128, 255],
+                          [[192, 255, 0, 255, 0, 153, 38, 128, 160, 96, 128, 255], [128] * 12]),
+                "int8": (np.int8, [32, 64, -64, 127, -128, 12, -44, 0, 16, -16, 0, 127],
+                         [[64, 127, -128, 127, -128, 25, -89, 0, 32, -32, 0, 127], [0] * 12]),
+                "ubinary": (np.uint8, [212, 144], [[212, 144], [0, 0]]),
+                "binary": (np.int8, [84, 16], [[84, 16], [-128, -128]])}
+    raw = seqpool.PoolingParams(use_activation=False)
+    for dtype, (numpy_type, values, row_values) in expected.items():
+        ranged = {"ranges": ranges} if dtype in ("int8", "uint8") else {}
+        dispatcher = seqpool.Dispatcher(12, embed="mean", token_embed="all", result_dtype=dtype, **ranged)
+        assert dispatcher.result_dtype == dtype
+        pooled, tokens = seqpool.pool(dispatcher, np.concatenate([rows, rows]), [2, 2],
+                                      tasks=["embed", "token_embed"], params=raw)
+        assert pooled.dtype == numpy_type and tokens.dtype == numpy_type
+        np.testing.assert_array_equal(pooled, values)
+        np.testing.assert_array_equal(tokens, row_values)
+    refuses("ranges: int8 results need calibration ranges", seqpool.Dispatcher, 12, embed="mean", result_dtype="int8")
+    refuses("ranges: only int8 and uint8 results take calibration ranges", seqpool.Dispatcher, 12, embed="mean",
+            result_dtype="binary", ranges=ranges)
+    refuses("ranges: must have shape [2, D]", seqpool.Dispatcher, 12, embed="mean", result_dtype="uint8",
+            ranges=ranges[0])
+    refuses("each column needs lower < upper", seqpool.Dispatcher, 12, embed="mean", result_dtype="uint8",
+            ranges=ranges[::-1].copy())
