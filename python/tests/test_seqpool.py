@@ -14,7 +14,7 @@ import pytest
 import seqpool
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "tests" / "cli"))
-from batches import Batch, expected, request, stored  # noqa: E402
+from batches import CASE_29, CASE_29_RANGES, CASE_29_ROWS, Batch, expected, request, stored  # noqa: E402
 
 SEQUENCE = ["cls", "last", "mean", "max", "weighted_mean", "mean_sqrt_len"]
 TOKEN = ["all", "step"]
@@ -531,19 +531,10 @@ def test_sparse_results_in_torch_tensors():
 
 
 def test_quantized_results_are_stored_as_sentence_transformers_stores_them():
-    # docs/TESTS.md case 29: MEAN of two rows [2·m, 0] with m = [0.5, 1, -1, 3, -3, 0.2, -0.7, 0, 0.25, -0.25, 0, 5],
-    # on ranges of a step of 1/64 at every column, and its sign bits; ALL's rows.
-    mean = np.array([0.5, 1, -1, 3, -3, 0.2, -0.7, 0, 0.25, -0.25, 0, 5], np.float32)
-    rows = np.stack([2 * mean, np.zeros(12, np.float32)])
-    ranges = np.array([[-2] * 12, [1.984375] * 12], np.float32)
-    expected = {"uint8": (np.uint8, [160, 192, 64, 255, 0, 140, 83, 128, 144, 112, 128, 255],
-                          [[192, 255, 0, 255, 0, 153, 38, 128, 160, 96, 128, 255], [128] * 12]),
-                "int8": (np.int8, [32, 64, -64, 127, -128, 12, -44, 0, 16, -16, 0, 127],
-                         [[64, 127, -128, 127, -128, 25, -89, 0, 32, -32, 0, 127], [0] * 12]),
-                "ubinary": (np.uint8, [212, 144], [[212, 144], [0, 0]]),
-                "binary": (np.int8, [84, 16], [[84, 16], [-128, -128]])}
+    # docs/TESTS.md case 29 (tests/cli/batches.py holds its values): MEAN on ranges and in sign bits; ALL's rows.
+    rows, ranges = CASE_29_ROWS, CASE_29_RANGES
     raw = seqpool.PoolingParams(use_activation=False)
-    for dtype, (numpy_type, values, row_values) in expected.items():
+    for dtype, (numpy_type, values, row_values) in CASE_29.items():
         ranged = {"ranges": ranges} if dtype in ("int8", "uint8") else {}
         dispatcher = seqpool.Dispatcher(12, embed="mean", token_embed="all", result_dtype=dtype, **ranged)
         assert dispatcher.result_dtype == dtype

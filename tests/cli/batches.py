@@ -44,6 +44,20 @@ def save_hidden(path, values, dtype):
         np.save(path, bfloat16_bits(values))
 
 
+# docs/TESTS.md case 29: MEAN of ROWS, m = [0.5, 1, -1, 3, -3, 0.2, -0.7, 0, 0.25, -0.25, 0, 5], on
+# RANGES (a step of 1/64 at every column: levels (x + 2) * 64) and in sign bits; ALL's rows, the
+# first 2 * m and the second zero. Per result dtype: the NumPy type, MEAN's values, ALL's rows.
+CASE_29_MEAN = np.array([0.5, 1, -1, 3, -3, 0.2, -0.7, 0, 0.25, -0.25, 0, 5], np.float32)
+CASE_29_ROWS = np.stack([2 * CASE_29_MEAN, np.zeros(12, np.float32)])
+CASE_29_RANGES = np.array([[-2] * 12, [1.984375] * 12], np.float32)
+CASE_29 = {"uint8": (np.uint8, [160, 192, 64, 255, 0, 140, 83, 128, 144, 112, 128, 255],
+                     [[192, 255, 0, 255, 0, 153, 38, 128, 160, 96, 128, 255], [128] * 12]),
+           "int8": (np.int8, [32, 64, -64, 127, -128, 12, -44, 0, 16, -16, 0, 127],
+                    [[64, 127, -128, 127, -128, 25, -89, 0, 32, -32, 0, 127], [0] * 12]),
+           "ubinary": (np.uint8, [212, 144], [[212, 144], [0, 0]]),
+           "binary": (np.int8, [84, 16], [[84, 16], [-128, -128]])}
+
+
 class Batch:
     """A batch folder: the JSON, the arrays it names, and the tool's results."""
 

@@ -8,7 +8,7 @@ import unittest
 
 import numpy as np
 
-from batches import TOOL, Batch, expected, request
+from batches import CASE_29, CASE_29_RANGES, CASE_29_ROWS, TOOL, Batch, expected, request
 
 H10 = np.arange(1, 11, dtype=np.float32).reshape(5, 2)  # rows [1,2] ... [9,10]
 RAW = {"use_activation": False}
@@ -198,25 +198,15 @@ class Cases:
         np.testing.assert_array_equal(batch.result("a").view(np.uint16), [[0x7BFF, 0x7C00]])
 
     def test_case_29_quantized_results(self):
-        # MEAN of two rows, [0.5, 1, -1, 3, -3, 0.2, -0.7, 0, 0.25, -0.25, 0, 5], on ranges of a step of
-        # 1/64 at every column (levels (x + 2) * 64), and its sign bits; ALL's rows in sign bits.
-        mean = np.array([0.5, 1, -1, 3, -3, 0.2, -0.7, 0, 0.25, -0.25, 0, 5], np.float32)
-        rows = np.stack([2 * mean, np.zeros(12, np.float32)])
-        # ALL: the first row is 2 * mean, the second zero.
-        expected = {"uint8": (np.uint8, [160, 192, 64, 255, 0, 140, 83, 128, 144, 112, 128, 255],
-                              [[192, 255, 0, 255, 0, 153, 38, 128, 160, 96, 128, 255], [128] * 12]),
-                    "int8": (np.int8, [32, 64, -64, 127, -128, 12, -44, 0, 16, -16, 0, 127],
-                             [[64, 127, -128, 127, -128, 25, -89, 0, 32, -32, 0, 127], [0] * 12]),
-                    "ubinary": (np.uint8, [212, 144], [[212, 144], [0, 0]]),
-                    "binary": (np.int8, [84, 16], [[84, 16], [-128, -128]])}
-        for dtype, (numpy_type, values, rows_values) in expected.items():
+        # MEAN of two rows on ranges of a step of 1/64, and in sign bits; ALL's rows (batches.CASE_29).
+        for dtype, (numpy_type, values, rows_values) in CASE_29.items():
             with self.subTest(dtype=dtype):
                 batch = Batch(12, {"embed": "mean", "token_embed": "all"})
                 batch.spec["result_dtype"] = dtype
                 if dtype in ("int8", "uint8"):
-                    np.save(batch.folder / "ranges.npy", np.array([[-2] * 12, [1.984375] * 12], "<f4"))
+                    np.save(batch.folder / "ranges.npy", CASE_29_RANGES)
                     batch.spec["ranges"] = "ranges.npy"
-                batch.step(np.concatenate([rows, rows]),
+                batch.step(np.concatenate([CASE_29_ROWS, CASE_29_ROWS]),
                            [request("m", "embed", 2, **RAW), request("a", "token_embed", 2, **RAW)])
                 self.replay(batch)
                 self.assertEqual(batch.result("m").dtype, numpy_type)
