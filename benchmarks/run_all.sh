@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs seqpool's benchmarks and the PyTorch baseline in one go, on this machine,
 # and writes docs/bench.json, docs/bandwidth.png and the tables for
-# docs/PERFORMANCE.md (build-bench/tables.md). Takes a few minutes.
+# docs/PERFORMANCE.md (build-bench/tables.md). Takes about 40 minutes on two cores:
+# PyTorch's ColBERT projections (colbert, bge-m3) take seconds a call.
 #
 # The benchmarks are built with -O3 -march=native: the flags a CPU inference
 # server is built with. Pass another flag set as the first argument to compare,

@@ -104,9 +104,10 @@ class engine_of final : public engine {
         space_(std::forward<SpaceArgs>(space_args)...),
         state_(space_),
         dispatcher_(make()) {
-    // The weights are in the space now: the host copies are not kept.
+    // The weights and ranges are in the space now: the host copies are not kept.
     config_.projector.clear();
     config_.classifier.clear();
+    config_.ranges.clear();
   }
 
   std::int64_t hidden_size() const override { return config_.hidden_size; }

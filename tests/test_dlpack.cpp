@@ -299,6 +299,9 @@ TEST_CASE("null data: refused where the tensor has elements and taken where it h
   tensor scalar(nullptr, float32, {});
   CHECK_THROWS_WITH_AS((dlpack::output<host>(scalar.dl)), "output: data is null; the tensor has 1 elements",
                        seqpool::error);
+  tensor pairs(nullptr, int32, {3, 2});  // three sparse entries: six int32
+  CHECK_THROWS_WITH_AS((dlpack::output<host, seqpool::sparse_entry>(pairs.dl)),
+                       "output: data is null; the tensor has 6 elements", seqpool::error);
   tensor ids(nullptr, int32, {3});
   CHECK_THROWS_WITH_AS((dlpack::token_ids(ids.dl)), "token ids: data is null; the tensor has 3 elements",
                        seqpool::error);

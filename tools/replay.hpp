@@ -7,7 +7,6 @@
 #include <fstream>
 #include <optional>
 #include <span>
-#include <stdexcept>
 #include <string>
 #include <utility>
 #include <vector>
@@ -189,8 +188,9 @@ class replay {
         if constexpr (seqpool::sparse_element<Result>) {
           const std::int32_t pairs = values.front().id;  // the list's count
           if (pairs < 0 || std::cmp_greater_equal(pairs, values.size()))
-            throw std::logic_error("its list counts " + std::to_string(pairs) + " pairs in room for " +
-                                   std::to_string(values.size() - 1));
+            throw input_error(where + ": request " + std::to_string(i) + " (id \"" + r.id +
+                              "\"): internal error: its list counts " + std::to_string(pairs) +
+                              " pairs in room for " + std::to_string(values.size() - 1));
           values = values.subspan(1, static_cast<std::size_t>(pairs));
           shape = {pairs};
         } else if (seqpool::is_token_task(r.task) || !r.params.spans.empty()) {

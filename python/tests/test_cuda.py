@@ -102,3 +102,21 @@ def test_sparse_results_on_cuda_tensors_give_the_cpus_lists():
         assert ids.is_cuda and weights.is_cuda
         assert ids.cpu().tolist() == want_ids.tolist()
         assert weights.cpu().tolist() == want_weights.tolist()
+
+
+@pytest.mark.parametrize("dtype", ["int8", "uint8", "binary", "ubinary"])
+def test_quantized_results_on_cuda_tensors_give_the_cpus_bytes(dtype):
+    # Raw rows on a grid of 1/8: each level is one exact subtraction and one division, the same on both.
+    rng = np.random.default_rng(29)
+    hidden_size, lengths = 96, [1, 33, 260, 4]
+    values = torch.from_numpy((rng.integers(-8, 9, size=(sum(lengths), hidden_size)) / 8).astype(np.float32))
+    bounds = np.array([[-1] * hidden_size, [1] * hidden_size], np.float32)
+    ranged = {"ranges": bounds} if dtype in ("int8", "uint8") else {}
+    raw = seqpool.PoolingParams(use_activation=False)
+    host, device = both(hidden_size, embed="max", token_embed="all", result_dtype=dtype, **ranged)
+    tasks = ["embed", "token_embed", "embed", "token_embed"]
+    wanted = seqpool.pool(host, values, lengths, tasks=tasks, params=raw)
+    found = seqpool.pool(device, values.cuda(), lengths, tasks=tasks, params=raw)
+    for f, w in zip(found, wanted):
+        assert f.is_cuda
+        assert f.cpu().tolist() == w.tolist()

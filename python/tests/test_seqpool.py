@@ -543,6 +543,13 @@ def test_quantized_results_are_stored_as_sentence_transformers_stores_them():
         assert pooled.dtype == numpy_type and tokens.dtype == numpy_type
         np.testing.assert_array_equal(pooled, values)
         np.testing.assert_array_equal(tokens, row_values)
+    # Each column on its own range: column 0 on [-1, 1] (a step of 2/255), whose 0.5 is level 191.25.
+    narrow_first = ranges.copy()
+    narrow_first[:, 0] = [-1, 1]
+    for dtype, first in (("uint8", 191), ("int8", 63)):
+        dispatcher = seqpool.Dispatcher(12, embed="mean", result_dtype=dtype, ranges=narrow_first)
+        (pooled,) = seqpool.pool(dispatcher, rows, [2], params=raw)
+        np.testing.assert_array_equal(pooled, [first] + CASE_29[dtype][1][1:])
     refuses("ranges: int8 results need calibration ranges", seqpool.Dispatcher, 12, embed="mean", result_dtype="int8")
     refuses("ranges: only int8 and uint8 results take calibration ranges", seqpool.Dispatcher, 12, embed="mean",
             result_dtype="binary", ranges=ranges)

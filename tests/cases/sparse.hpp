@@ -127,10 +127,10 @@ std::vector<listing> run(Space& space, Pooler& pooler, const std::vector<prompt>
   seqpool::state_store<Space> state(space);
   seqpool::step_plan plan;
   constexpr bool capturable = Space::family == seqpool::algorithm_family::device;
-  std::optional<std::conditional_t<capturable, captured_step<Space, Pooler>, std::monostate>> graph;
+  std::optional<std::conditional_t<capturable, captured_step<Space, Pooler>, std::monostate>> replayed;
   if constexpr (capturable)
-    if (captured) graph.emplace(space, pooler, *captured);
-  REQUIRE(graph.has_value() == captured.has_value());
+    if (captured) replayed.emplace(space, pooler, *captured);
+  REQUIRE(replayed.has_value() == captured.has_value());
   std::vector<listing> lists(prompts.size());
   std::vector<std::int64_t> done(prompts.size(), 0);
   for (std::size_t turn = 0;; ++turn) {
@@ -155,12 +155,12 @@ std::vector<listing> run(Space& space, Pooler& pooler, const std::vector<prompt>
     if (before) before(turn);
     std::vector<sparse_entry> output;
     if constexpr (capturable) {
-      if (graph) {
+      if (replayed) {
         pooler.plan(step, state, plan);
-        output = graph->replay(space, state, plan, rows);
+        output = replayed->replay(space, state, plan, rows);
       }
     }
-    if (!graph) output = test::forward_step(space, pooler, state, step, rows, columns, plan);
+    if (!replayed) output = test::forward_step(space, pooler, state, step, rows, columns, plan);
     for (std::size_t k = 0; k < members.size(); ++k) {
       const std::size_t p = members[k];
       const auto& result = plan.results[k];

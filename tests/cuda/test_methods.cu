@@ -1,4 +1,4 @@
-// docs/TESTS.md cases 1-19 and 23-32, methods, heads, quantized and sparse results, on device_space<cuda_backend>.
+// docs/TESTS.md cases 1-19 and 23-33, methods, heads, quantized and sparse results, on device_space<cuda_backend>.
 #include "../cases/heads.hpp"
 #include "../cases/methods.hpp"
 #include "../cases/quantized.hpp"
