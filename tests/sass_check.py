@@ -78,8 +78,11 @@ BYTES_IN_FLIGHT_AT_LEAST = {"mean fp32": 128 * KB, "max fp32": 128 * KB, "mean b
 # ceilings or floors): dependent loads that must return before its first load of
 # hidden states issues (a warp issues in order: the deepest input of any
 # instruction up to it; for the pooling kernels the work record and the header
-# side by side, the tile, then the request record, whose flags the compiler reads
-# before the loop; the design's goal is one), streaming loads in flight across a
+# side by side, then a packed warp's request entry (a split block's tile), then
+# the record it reads the rest from (the common one or its detail; the tile
+# names its detail), whose flags the compiler reads before the loop; for the
+# layer's kernel over rows where they lie, a row's record, its request's entry,
+# then the record that says its columns; the design's goal is one), streaming loads in flight across a
 # loop's edge (the candidate with two stages of loads issues the next stage's
 # before it adds the one it holds; the default none), and dependent loads laid
 # out after the last. The scan is in program order, so a register written on one
@@ -88,7 +91,7 @@ BYTES_IN_FLIGHT_AT_LEAST = {"mean fp32": 128 * KB, "max fp32": 128 * KB, "mean b
 # with the weights, which shared memory (taken as one value) links into one chain.
 LOADS_BEFORE_DATA_AT_MOST = {"mean bf16": 3, "max bf16": 3, "mean bf16 pipelined": 3, "mean bf16 to bf16": 3,
                              "mean fp32": 3, "max fp32": 3, "mean fp32 pipelined": 3, "mean fp32 to int8": 3,
-                             "gather fp32": 7, "gather bf16": 9, "gather bf16 to ubinary": 9, "projection bf16": 4}
+                             "gather fp32": 6, "gather bf16": 8, "gather bf16 to ubinary": 8, "projection bf16": 5}
 CARRIED_AT_LEAST = {"mean bf16 pipelined": 8, "mean fp32 pipelined": 12}
 TAIL_ROUND_TRIPS_AT_MOST = {"mean bf16": 1, "max bf16": 1, "mean bf16 pipelined": 1, "mean bf16 to bf16": 1,
                             "mean fp32": 1, "max fp32": 1, "mean fp32 pipelined": 1, "mean fp32 to int8": 1,

@@ -11,6 +11,7 @@
 #include <new>
 #include <optional>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include <doctest/doctest.h>
@@ -93,13 +94,27 @@ TEST_CASE_TEMPLATE("a sequence method sends a fixed number of bytes a request, w
                    seqpool::host_space, seqpool::device_space<seqpool::omp_backend>) {
   Space space;
   seqpool::pooler<method::cls, head::embed, Space> cls(space, hidden_size);
-  const std::int64_t few = upload_bytes(space, cls, prompts(64, 1, task::embed).step);
-  const std::int64_t many = upload_bytes(space, cls, prompts(4096, 1, task::embed).step);
-  const std::int64_t per_request = (many - few) / (4096 - 64);
-  // Today's records: a request record (72 bytes), its state's entry (8), a tile
-  // (24) and a share of a block's work. The compact plan's goal is 32.
-  CHECK(per_request <= 106);
-  MESSAGE("CLS sends ", per_request, " bytes a request");
+  const auto per_request = [&](std::int64_t prompt_len, const seqpool::pooling_params& odd) {
+    const auto batch = [&](std::int64_t requests) {
+      seqpool::batch step = prompts(requests, prompt_len, task::embed).step;
+      for (std::size_t i = 1; i < step.requests.size(); i += 2) step.requests[i].params = odd;
+      return step;
+    };
+    return (upload_bytes(space, cls, batch(4096)) - upload_bytes(space, cls, batch(64))) / (4096 - 64);
+  };
+  // A request's entry (28 bytes) over the share's common record; on the device
+  // a warp pools it whole from its entry, blocks of eight (a work record of 12
+  // bytes); the host's items read a tile (24) each.
+  const std::int64_t alike = per_request(1, {});
+  const std::int64_t longer = per_request(100, {});
+  constexpr std::int64_t goal = std::is_same_v<Space, seqpool::host_space> ? 52 : 32;
+  CHECK(alike <= goal);
+  CHECK(longer == alike);
+  // Every other request with a knob of its own is held in full as well: its
+  // record (72 bytes) and its entry of the state table (8).
+  const std::int64_t mixed = per_request(1, {.use_activation = false});
+  CHECK(mixed == alike + std::int64_t{sizeof(seqpool::detail::request_record) + sizeof(float*)} / 2);
+  MESSAGE("CLS sends ", alike, " bytes a request, ", mixed, " where every other has a knob of its own");
 }
 
 TEST_CASE("a capacity bounds no workspace for the rows a device token method's dense layers read where they lie") {

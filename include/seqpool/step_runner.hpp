@@ -378,8 +378,9 @@ class step_runner {
       planned.write(base);
       float** state_table = planned.header.state_table.in(base);
       for (const detail::state_use& use : planned.stateful)
-        for (std::int32_t k = 0; k < use.records; ++k)
-          state_table[use.request + k] = state.data(use.owner.id) + k * use.record_floats;
+        for (std::int32_t k = 0; k < use.records; ++k)  // a stateful record's entry of the table: its detail's index
+          state_table[planned.records.entries[static_cast<std::size_t>(use.request + k)].detail] =
+              state.data(use.owner.id) + k * use.record_floats;
     }
   }
 

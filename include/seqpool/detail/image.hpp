@@ -24,6 +24,7 @@ struct section {
 /// How many records of each kind an image holds: a plan's, or the most a capacity allows.
 struct record_counts {
   std::size_t requests = 0;
+  std::size_t details = 0;  ///< request records held in full (request_entry)
   std::size_t tiles = 0;
   std::size_t works = 0;     ///< device kernels: blocks of the pooling launch
   std::size_t combines = 0;  ///< host algorithms: requests whose tile partials a pass of its own merges
@@ -47,8 +48,9 @@ enum class sized_by : std::uint8_t { plan, capacity };
 /// sized for a capacity lets the items past the actual counts return. An
 /// all-zero header is an image with nothing to do.
 struct image_header {
-  section<request_record> requests;
-  section<float*> state_table;  ///< one state per request record, known only once reserve() has run
+  section<request_entry> requests;
+  section<request_record> details;
+  section<float*> state_table;  ///< one state per detail record, known only once reserve() has run
   section<tile_record> tiles;
   section<work_record> works;
   section<std::int32_t> combines;  ///< request record indices
@@ -60,7 +62,13 @@ struct image_header {
   section<sparse_list> sparse_lists;
   section<sparse_slot> sparse_slots;
   section<std::int32_t> sparse_order;
+  request_record common;  ///< the share's common request record (request_entry)
 };
+
+/// The request records of the image that starts with `header`.
+SEQPOOL_HOST_DEVICE inline request_table requests_of(const image_header& header, const std::byte* image) {
+  return {header.requests.in(image), header.details.in(image), &header.common};
+}
 
 /// Every section starts on a 16-byte boundary, after the header.
 inline constexpr std::size_t section_alignment = 16;
@@ -99,7 +107,8 @@ inline std::size_t lay_out_image(const record_counts& counts, image_header& head
   add(header.works, counts.works);
   add(header.gather_bases, counts.gather_bases);
   add(header.requests, counts.requests);
-  add(header.state_table, counts.requests);
+  add(header.details, counts.details);
+  add(header.state_table, counts.details);
   add(header.tiles, counts.tiles);
   add(header.combines, counts.combines);
   add(header.gathers, counts.gathers);

@@ -121,6 +121,7 @@ class planner {
     const std::int64_t hidden_size = shape.hidden_size;
     share_bounds most;
     most.records.requests = static_cast<std::size_t>(limits.requests);
+    most.records.details = static_cast<std::size_t>(limits.requests);
     if (token_wise) {
       // Two runs a request, a bit a row for masked runs, and a base for each
       // item or block of the gathering launch and one to end them.
@@ -483,6 +484,7 @@ class planner {
     share_.requests.assign(chosen.begin(), chosen.end());
     share_.results.reserve(chosen.size());
     share_.records.requests.reserve(chosen.size());
+    share_.records.entries.reserve(chosen.size());
     if constexpr (Method::kind == method_kind::sequence) {
       // A tile a request at least, and a work item at most (more only for split requests).
       share_.records.tiles.reserve(chosen.size());
@@ -496,8 +498,53 @@ class planner {
         add_pooled<Method>(decisions_[k], keys_[k], index, step.requests[index], chunks[index]);
     }
     if constexpr (Method::kind == method_kind::token) lay_out_gather_bases();
+    enter_requests();
     share_.output_values = output_end_ - output_begin_;
     share_.image_bytes = lay_out_image(share_.records.counts(), share_.header);
+  }
+
+  /// Writes each request record's entry: over the common record — the first
+  /// that need not be held in full and goes to the output — where it differs
+  /// from it only in the entry's fields, which it fits; else naming its
+  /// detail, whose index is its entry of the state table. A family whose tiles
+  /// are a split request's alone, held in full, has them name its detail;
+  /// runs name their request's.
+  void enter_requests() {
+    share_records& records = share_.records;
+    for (const state_use& use : share_.stateful)
+      for (std::int32_t k = 0; k < use.records; ++k)
+        records.entries[static_cast<std::size_t>(use.request + k)].detail = request_entry::held_in_full;
+    const auto compact = [&](std::size_t k) {
+      constexpr std::int64_t most = std::numeric_limits<std::int32_t>::max();
+      const request_record& owner = records.requests[k];
+      return records.entries[k].detail != request_entry::held_in_full && owner.where == target::output &&
+             owner.prompt_len <= most && owner.position_offset >= -most && owner.position_offset <= most &&
+             owner.offset >= 0 && owner.offset <= most;
+    };
+    std::size_t common = 0;
+    while (common < records.requests.size() && !compact(common)) ++common;
+    if (common < records.requests.size()) share_.header.common = records.requests[common];
+    for (std::size_t k = 0; k < records.requests.size(); ++k) {
+      const request_record& owner = records.requests[k];
+      request_entry& entry = records.entries[k];
+      entry.width = owner.width;
+      request_record over = share_.header.common;
+      over.prompt_len = owner.prompt_len;
+      over.position_offset = owner.position_offset;
+      over.offset = owner.offset;
+      if (common < records.requests.size() && compact(k) && over == owner) {
+        entry.prompt_len = static_cast<std::int32_t>(owner.prompt_len);
+        entry.position_offset = static_cast<std::int32_t>(owner.position_offset);
+        entry.offset = static_cast<std::int32_t>(owner.offset);
+        entry.detail = -1;
+      } else {
+        entry.detail = static_cast<std::int32_t>(records.details.size());
+        records.details.push_back(owner);
+      }
+    }
+    if constexpr (Algorithms::tiles_name_details)
+      for (tile_record& tile : records.tiles) tile.request = records.entries[static_cast<std::size_t>(tile.request)].detail;
+    for (gather_record& run : records.gathers) run.detail = records.entries[static_cast<std::size_t>(run.request)].detail;
   }
 
   /// A sequence method's request: a record per span (one without spans), each
@@ -578,13 +625,16 @@ class planner {
     }
 
     if (part.finished() && d.rows_before > 0)
-      add_run({-1, to.offset, -1, static_cast<std::int32_t>(d.rows_before), record, static_cast<std::int32_t>(d.width)},
+      add_run({-1, to.offset, -1, static_cast<std::int32_t>(d.rows_before), record, 0, static_cast<std::int32_t>(d.width),
+               static_cast<std::int32_t>(to.row_stride)},
               d.rows_before);
     if (d.count == 0) return;
     const std::int64_t offset = to.offset + d.rows_before * to.row_stride;
     const auto count = static_cast<std::int64_t>(d.count);
     if (d.consecutive) {
-      add_run({hidden_row(part, d.first_position), offset, -1, static_cast<std::int32_t>(count), record, 0}, count);
+      add_run({hidden_row(part, d.first_position), offset, -1, static_cast<std::int32_t>(count), record, 0, 0,
+               static_cast<std::int32_t>(to.row_stride)},
+              count);
       return;
     }
     // The chosen positions, from the first to the last: every row of that span,
@@ -593,7 +643,8 @@ class planner {
     const std::int64_t spanned = chosen.back() - chosen.front() + 1;
     const std::int64_t first_row = hidden_row(part, chosen.front());
     if (spanned == count) {
-      add_run({first_row, offset, -1, static_cast<std::int32_t>(count), record, 0}, count);
+      add_run({first_row, offset, -1, static_cast<std::int32_t>(count), record, 0, 0, static_cast<std::int32_t>(to.row_stride)},
+              count);
       return;
     }
     const std::int64_t mask = mask_bits_;
@@ -604,7 +655,9 @@ class planner {
       const std::int64_t bit = mask + (position - chosen.front());
       words[static_cast<std::size_t>(bit / 32)] |= 1u << (bit % 32);
     }
-    add_run({first_row, offset, static_cast<std::int32_t>(mask), static_cast<std::int32_t>(spanned), record, 0}, count);
+    add_run({first_row, offset, static_cast<std::int32_t>(mask), static_cast<std::int32_t>(spanned), record, 0, 0,
+             static_cast<std::int32_t>(to.row_stride)},
+            count);
   }
 
   /// The hidden row of a chunk's prompt position.
@@ -688,6 +741,7 @@ class planner {
   /// Adds `count` request records for `r`; returns the first's index.
   std::int32_t add_records(const request& r, std::int64_t count, std::int64_t column_offset) {
     const auto first = static_cast<std::int32_t>(share_.records.requests.size());
+    share_.records.entries.resize(share_.records.entries.size() + static_cast<std::size_t>(count));
     for (std::int64_t k = 0; k < count; ++k)
       share_.records.requests.push_back({.prompt_len = r.prompt_len,
                                          .position_offset = 0,

@@ -36,13 +36,13 @@ template <class Result>
 struct step_memory {
   Result* output;
   float* workspace;
-  float* const* state;  ///< one state per request record (null where none)
+  float* const* state;  ///< the state table: a state per detail record, at its index (null where none)
   result_encoding<Result> encoding;  ///< how a row finished in float is stored
 
   /// The float row a record's offset names. A plan for results other than
   /// float sends no row to the output that a kernel finishes in memory (those
   /// are drafted), so for them the output has no float row: null.
-  SEQPOOL_HOST_DEVICE float* at(target where, std::int64_t offset, std::int32_t request) const {
+  SEQPOOL_HOST_DEVICE float* at(target where, std::int64_t offset, std::int32_t state_entry) const {
     if (where == target::output) {
       if constexpr (std::is_same_v<Result, float>)
         return output + offset;
@@ -50,7 +50,7 @@ struct step_memory {
         return nullptr;
     }
     if (where == target::workspace) return workspace + offset;
-    return state[request] + offset;
+    return state[state_entry] + offset;
   }
 };
 
@@ -67,9 +67,10 @@ struct launch_buffers {
   result_encoding<Result> encoding;
 };
 
-/// Per request of the plan (per span of a request that has spans). Offsets in
-/// `where` count its elements: Result values in the output, floats in the
-/// workspace and the state.
+/// Per request of the plan (per span of a request that has spans), in full:
+/// what planning writes and what the kernels read. The image holds each as a
+/// request_entry (request_table). Offsets in `where` count its elements:
+/// Result values in the output, floats in the workspace and the state.
 struct request_record {
   std::int64_t prompt_len;
   std::int64_t position_offset;  ///< sequence methods: a row's prompt position is its hidden row plus this
@@ -84,6 +85,61 @@ struct request_record {
   target where;
   std::uint8_t flags;
   request_knobs knobs;  ///< what the head's epilogue is told about the request
+
+  bool operator==(const request_record&) const = default;
+};
+
+/// A request record as the image holds it, in 28 bytes: the fields that
+/// differ from request to request of a batch, over the share's common record;
+/// or, for a record that differs from the common one in more (a chunked
+/// request's, whose state its detail's entry of the state table holds; a split
+/// one's; a drafted one's; a width or knob of its own; a field past 32 bits),
+/// the index of its detail, the record in full. Its first three fields are
+/// what a device warp that pools the request whole reads its rows by, without
+/// a tile record; the host reads tiles, and leaves its rows 0.
+struct request_entry {
+  std::int32_t row_begin;  ///< device, a request a warp pools whole: the first hidden row it reads
+  std::int32_t rows;       ///< and how many
+  std::int32_t width;      ///< its record's
+  std::int32_t prompt_len;
+  std::int32_t position_offset;
+  std::int32_t offset;
+  std::int32_t detail;  ///< its detail record and entry of the state table; -1: the common record
+
+  /// Planning, before the details are numbered: the mark of a record that must
+  /// be held in full — a stateful one, or one its family's cut() marks.
+  static constexpr std::int32_t held_in_full = -2;
+};
+
+/// The request records of an image, each found from its entry.
+struct request_table {
+  const request_entry* entries;
+  const request_record* details;
+  const request_record* common;  ///< the share's common record (in the image's header)
+
+  SEQPOOL_HOST_DEVICE request_record operator[](std::int64_t index) const { return of(entries[index]); }
+
+  /// What the entry's record holds besides the entry's own fields: its
+  /// detail, or the common record (one address either way, so that no load
+  /// waits on a branch).
+  SEQPOOL_HOST_DEVICE const request_record& held(const request_entry& entry) const {
+    return *(entry.detail >= 0 ? details + entry.detail : common);
+  }
+
+  /// The record in full: its detail, or the common record with the entry's fields.
+  SEQPOOL_HOST_DEVICE request_record of(const request_entry& entry) const {
+    request_record owner = held(entry);
+    if (entry.detail < 0) {
+      owner.prompt_len = entry.prompt_len;
+      owner.position_offset = entry.position_offset;
+      owner.offset = entry.offset;
+    }
+    return owner;
+  }
+
+  /// Where record `index`'s state lies in the state table: its detail's index
+  /// (a stateful record is always held in full).
+  SEQPOOL_HOST_DEVICE std::int32_t state_entry(std::int64_t index) const { return entries[index].detail; }
 };
 
 /// Sequence methods: up to a tile's rows of one request, reduced by one item
@@ -93,7 +149,7 @@ struct request_record {
 struct tile_record {
   std::int64_t row_begin;
   std::int32_t rows;
-  std::int32_t request;
+  std::int32_t request;  ///< its request record; the device's (whose split requests are held in full): its detail
   std::int32_t index;  ///< its place among the request's tiles
   std::int32_t width;  ///< its request's: a block finds its rows' columns without the request record
 };
@@ -104,11 +160,13 @@ struct tile_record {
 /// has at most two: what its earlier chunks stashed, and what this chunk returns.
 struct gather_record {
   std::int64_t source;  ///< its first hidden row, or -1 - (float offset of its first stashed row in the request's state)
-  std::int64_t offset;  ///< where its first returned row goes, in the request's target; the next follow a row apart
+  std::int64_t offset;  ///< where its first returned row goes, in the request's target; the next follow `stride` apart
   std::int32_t mask;    ///< the bit of the mask section that says whether its first row is returned; -1: every row is
   std::int32_t rows;    ///< rows the run spans
   std::int32_t request;
+  std::int32_t detail;  ///< its request's detail, and entry of the state table; -1: none (request_entry)
   std::int32_t stashed_width;  ///< stashed rows: the floats of each in the state; 0 for hidden rows
+  std::int32_t stride;  ///< a returned row's elements in the target: values of a result row, or floats of a draft or state row
 };
 
 /// Token methods: where one work item's (host) or block's (device) even share
@@ -126,16 +184,8 @@ struct row_copy {
   std::int64_t source;
   std::int64_t offset;
   std::int32_t request;
+  std::int32_t detail;  ///< its run's
 };
-
-/// Where a request's returned rows lie apart in its target: in the output, the
-/// values a result row takes, `columns_per_value` columns a value (a row of the
-/// layer's kept outputs where its item passes them through the head's linear
-/// layer); in a draft row or the state, a row of its width in floats.
-SEQPOOL_HOST_DEVICE inline std::int64_t row_stride_of(const request_record& owner, int columns_per_value) {
-  const std::int64_t width = (owner.flags & through_linear) != 0 ? owner.linear_width : owner.width;
-  return owner.where == target::output ? values_of(width, columns_per_value) : width;
-}
 
 /// The output value offset a drafted gathered row is encoded at, from the
 /// float offset of its draft: its request's draft rows lie a width apart, and
@@ -153,18 +203,14 @@ SEQPOOL_HOST_DEVICE std::int64_t encoded_offset(const request_record& owner, std
 struct gather_cursor {
   const gather_record* runs;
   const std::uint32_t* masks;
-  const request_record* requests;
-  int columns_per_value;  ///< of the output: 8 for packed sign bits, 1 otherwise
   std::int32_t run;
   std::int64_t source;
   std::int64_t returned;
 
   SEQPOOL_HOST_DEVICE gather_cursor(const gather_record* all_runs, const std::uint32_t* all_masks,
-                                    const request_record* all_requests, const gather_base& base, int per_value)
+                                    const gather_base& base)
       : runs(all_runs),
         masks(all_masks),
-        requests(all_requests),
-        columns_per_value(per_value),
         run(base.run),
         source(base.source),
         returned(base.returned) {}
@@ -176,9 +222,8 @@ struct gather_cursor {
       if (at.mask >= 0)
         while (source < at.rows && !kept(at.mask + source)) ++source;
       if (source < at.rows) {
-        const request_record& owner = requests[at.request];
         const std::int64_t from = at.source >= 0 ? at.source + source : at.source - source * at.stashed_width;
-        const row_copy copy{from, at.offset + returned * row_stride_of(owner, columns_per_value), at.request};
+        const row_copy copy{from, at.offset + returned * at.stride, at.request, at.detail};
         ++source;
         ++returned;
         return copy;
@@ -255,11 +300,12 @@ struct list_slots {
 };
 
 /// Device kernels: the work of one block of the pooling launch. A packed block
-/// pools `num_tiles` whole short requests, a warp each; a split block reduces
-/// one slab of columns of one tile of a long request.
+/// pools `count` whole short requests, a warp each, from request record
+/// `first` (each entry says its rows); a split block reduces one slab of
+/// columns of tile `first` of a long request.
 struct work_record {
-  std::int32_t first_tile;
-  std::int32_t num_tiles;
+  std::int32_t first;
+  std::int32_t count;
   std::int32_t slab;  ///< the slab of columns a split block covers; -1 for a packed block
 };
 

@@ -19,7 +19,7 @@ namespace seqpool::detail {
 /// A request that keeps state across steps, how many floats it keeps, and what
 /// its state is begun with.
 struct state_use {
-  std::int32_t request;      ///< its first request record, and entry of the state table
+  std::int32_t request;      ///< its first request record
   std::size_t batch_index;   ///< its place in the batch, for messages
   seqpool::request owner;    ///< a copy without token ids (the plan may outlive them)
   std::size_t floats;
@@ -30,7 +30,9 @@ struct state_use {
 
 /// The records of a share, built on the host, until the step writes them into its image.
 struct share_records {
-  std::vector<request_record> requests;
+  std::vector<request_record> requests;  ///< every request record in full, as planning writes them
+  std::vector<request_entry> entries;    ///< each as the image holds it, a request record's
+  std::vector<request_record> details;   ///< those the entries hold in full
   std::vector<tile_record> tiles;
   std::vector<work_record> works;
   std::vector<std::int32_t> combines;
@@ -44,14 +46,17 @@ struct share_records {
   std::vector<std::int32_t> sparse_order;
 
   record_counts counts() const {
-    return {requests.size(), tiles.size(),        works.size(),        combines.size(),
-            gathers.size(),  gather_bases.size(), masks.size(),        column_table.size(),
-            linears.size(),  sparse_lists.size(), sparse_slots.size(), sparse_order.size()};
+    return {entries.size(), details.size(),      tiles.size(),        works.size(),
+            combines.size(), gathers.size(),      gather_bases.size(), masks.size(),
+            column_table.size(), linears.size(),  sparse_lists.size(), sparse_slots.size(),
+            sparse_order.size()};
   }
 
   /// Empties every section, keeping its storage for the next plan.
   void clear() {
     requests.clear();
+    entries.clear();
+    details.clear();
     tiles.clear();
     works.clear();
     combines.clear();
@@ -117,7 +122,8 @@ struct share {
   /// Writes the header and every section at `base`, with an empty state table.
   void write(std::byte* base) const {
     std::memcpy(base, &header, sizeof header);
-    copy(header.requests, records.requests, base);
+    copy(header.requests, records.entries, base);
+    copy(header.details, records.details, base);
     if (header.state_table.count > 0)
       std::memset(base + header.state_table.offset, 0, header.state_table.count * sizeof(float*));
     copy(header.tiles, records.tiles, base);

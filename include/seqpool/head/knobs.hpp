@@ -12,6 +12,8 @@ namespace seqpool {
 /// the records, the plan and every kernel carry it as they are.
 struct request_knobs {
   bool use_activation = true;  ///< embed: L2-normalise; classify: the activation of its problem type
+
+  bool operator==(const request_knobs&) const = default;
 };
 
 inline request_knobs knobs_of(const pooling_params& params) { return {.use_activation = params.use_activation}; }

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <algorithm>
+#include <limits>
 #include <cstddef>
 #include <cstdint>
 
@@ -80,8 +81,14 @@ struct algorithms {
   /// a 16-bit result row is always drafted (as every quantized one is).
   static bool drafts_linear_rows(std::int64_t) { return true; }
 
-  /// A short request is one tile that a warp pools whole, packed into a block
-  /// with the short requests next to it; a long one (or a concat's) is split
+  /// A split request is held in full, and its tiles name its detail
+  /// (planner::enter_requests()): a split block finds its request's record
+  /// from its tile, without the entry.
+  static constexpr bool tiles_name_details = true;
+
+  /// A short request is pooled whole by a warp, from the rows its entry names
+  /// (no tile record), packed into a block with the short requests next to
+  /// it; a long one (or a concat's, or one whose rows lie past 32 bits) is split
   /// into tiles of tile_rows rows and slabs of slab_columns of the `loaded`
   /// columns, a block each, with arrival counters for the merge of its tiles
   /// (one per slab) and for its epilogue (one), and a partial row per tile of
@@ -89,17 +96,19 @@ struct algorithms {
   static void cut(share& planned, std::int32_t index, row_window window, std::int64_t loaded) {
     share_records& records = planned.records;
     request_record& owner = records.requests[static_cast<std::size_t>(index)];
-    const auto first_tile = static_cast<std::int32_t>(records.tiles.size());
-    if (pooled_whole(window, owner.width, loaded)) {
+    if (pooled_whole(window, owner.width, loaded) &&
+        window.begin + window.count <= std::numeric_limits<std::int32_t>::max()) {
       owner.num_tiles = 1;
-      records.tiles.push_back({window.begin, static_cast<std::int32_t>(window.count), index, 0, owner.width});
+      request_entry& entry = records.entries[static_cast<std::size_t>(index)];
+      entry.row_begin = static_cast<std::int32_t>(window.begin);
+      entry.rows = static_cast<std::int32_t>(window.count);
       std::vector<work_record>& works = records.works;
-      const bool joins = !works.empty() && works.back().slab < 0 && works.back().num_tiles < Policy::warps &&
-                         works.back().first_tile + works.back().num_tiles == first_tile;
+      const bool joins = !works.empty() && works.back().slab < 0 && works.back().count < Policy::warps &&
+                         works.back().first + works.back().count == index;
       if (joins)
-        ++works.back().num_tiles;
+        ++works.back().count;
       else
-        works.push_back({first_tile, 1, -1});
+        works.push_back({index, 1, -1});
       return;
     }
     // A concat's request that finishes from its state alone is one tile of no rows.
@@ -107,6 +116,7 @@ struct algorithms {
     const std::int64_t slabs = (loaded + Policy::slab_columns - 1) / Policy::slab_columns;
     owner.num_tiles = static_cast<std::int32_t>(num_tiles);
     owner.arrivals = planned.take_arrivals(slabs + 1);
+    records.entries[static_cast<std::size_t>(index)].detail = request_entry::held_in_full;
     if (num_tiles > 1)
       owner.partials = planned.take_workspace(num_tiles * partial_stride(owner.width, loaded));
     for (std::int64_t t = 0; t < num_tiles; ++t) {

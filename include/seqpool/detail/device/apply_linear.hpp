@@ -107,7 +107,7 @@ struct apply_linear {
       if (!last) return;
       using finishing_row = memory_row<std::remove_cvref_t<decltype(warp)>, Policy::warp_row_vectors_in_flight>;
       finishing_row result{warp, written, width};
-      head.epilogue(result, header.requests.in(image)[row.request].knobs);
+      head.epilogue(result, requests_of(header, image)[row.request].knobs);
       if (row.draft >= 0)
         encode_into<Policy::warp_row_vectors_in_flight>(warp, output + row.offset, written, width, encoding);
     });

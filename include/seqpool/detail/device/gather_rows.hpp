@@ -57,8 +57,7 @@ struct gather_rows {
     const gather_base base = bases[index];
     const std::int64_t rows = bases[index + 1].first - base.first;
     if (index + 1 >= static_cast<std::int64_t>(header.gather_bases.count)) return;
-    gather_cursor cursor(header.gathers.in(image), header.masks.in(image), header.requests.in(image), base,
-                         columns_per_value<Result>);
+    gather_cursor cursor(header.gathers.in(image), header.masks.in(image), base);
     for (std::int64_t done = 0; done < rows; done += Policy::warps) {
       const std::int64_t round = rows - done < Policy::warps ? rows - done : Policy::warps;
       block.threads([&](int warp, int lane) {
@@ -76,12 +75,12 @@ struct gather_rows {
  private:
   template <class Warp>
   SEQPOOL_HOST_DEVICE void gather(const Warp& warp, const image_header& header, const row_copy row) const {
-    const request_record owner = header.requests.in(image)[row.request];
+    const request_record owner = requests_of(header, image)[row.request];
     const step_memory<Result> step{output, workspace, header.state_table.in(image), encoding};
     held_result<Result>* rounded = nullptr;
     if constexpr (!std::is_same_v<held_result<Result>, float>)
       if (owner.where == target::output) rounded = output + row.offset;
-    float* out = step.at(owner.where, row.offset, row.request);
+    float* out = step.at(owner.where, row.offset, row.detail);
     gather_into(
         warp, header, row, owner,
         warp_result<Warp, elements, Policy::lane_floats, Policy::warp_row_vectors_in_flight, held_result<Result>>{
@@ -101,7 +100,7 @@ struct gather_rows {
       warp.lanes([&](int lane) {
         lane_row& mine = held[lane];
         if (row.source < 0)
-          load_stashed(header.state_table.in(image)[row.request] + (-1 - row.source), strip, lane, width, mine);
+          load_stashed(header.state_table.in(image)[row.detail] + (-1 - row.source), strip, lane, width, mine);
         else
           load_hidden(hidden + row.source * row_stride, chosen, strip, lane, width, mine);
         result.strip_done(mine, strip, lane);

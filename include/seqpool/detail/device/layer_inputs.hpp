@@ -60,11 +60,14 @@ struct returned_rows {
 
   SEQPOOL_HOST_DEVICE row row_of(const std::byte* image, const linear_record& record) const {
     const image_header& header = *reinterpret_cast<const image_header*>(image);
-    if (record.source < 0)
-      return {header.state_table.in(image)[record.request] + (-1 - record.source), nullptr, nullptr};
-    const request_record& owner = header.requests.in(image)[record.request];
-    return {nullptr, hidden + record.source * row_stride,
-            owner.columns >= 0 ? header.column_table.in(image) + owner.columns : nullptr};
+    const request_table requests = requests_of(header, image);
+    const request_entry entry = requests.entries[record.request];
+    if (record.source >= 0) {
+      const std::int64_t columns = requests.held(entry).columns;
+      return {nullptr, hidden + record.source * row_stride,
+              columns >= 0 ? header.column_table.in(image) + columns : nullptr};
+    }
+    return {header.state_table.in(image)[entry.detail] + (-1 - record.source), nullptr, nullptr};
   }
 
   /// Thread `thread` of `threads` converts its share of `count` inputs of

@@ -80,8 +80,7 @@ struct pool_rows {
     if (index >= static_cast<std::int64_t>(header.works.count)) return;
     if (work.slab < 0) {
       block.warps([&](const auto& warp) {
-        for (int t = warp.index; t < work.num_tiles; t += Policy::warps)
-          pool_whole(warp, header, header.tiles.in(image)[work.first_tile + t]);
+        for (int t = warp.index; t < work.count; t += Policy::warps) pool_whole(warp, header, work.first + t);
       });
     } else {
       pool_slab(block, header, work, shared);
@@ -106,18 +105,22 @@ struct pool_rows {
 
   // Packed blocks.
 
+  /// Request record `index`, its rows the ones its entry names.
   template <class Warp>
-  SEQPOOL_HOST_DEVICE void pool_whole(const Warp& warp, const image_header& header, const tile_record tile) const {
-    const request_record owner = header.requests.in(image)[tile.request];
+  SEQPOOL_HOST_DEVICE void pool_whole(const Warp& warp, const image_header& header, std::int32_t index) const {
+    const request_table requests = requests_of(header, image);
+    const request_entry entry = requests.entries[index];
+    const request_record owner = requests.of(entry);
+    const tile_record tile{entry.row_begin, entry.rows, index, 0, entry.width};
     const step_memory<Result> step = memory(header);
-    const float* init = (owner.flags & from_state) != 0 ? step.state[tile.request] : nullptr;
+    const float* init = (owner.flags & from_state) != 0 ? step.state[entry.detail] : nullptr;
     held_result<Result>* rounded = nullptr;
     if constexpr (!std::is_same_v<held_result<Result>, float>)
       if (owner.where == target::output) rounded = step.output + owner.offset;
     pool_whole_into(
         warp, tile, owner, init,
         warp_result<Warp, elements, Policy::lane_floats, Policy::warp_row_vectors_in_flight, held_result<Result>>{
-            step.at(owner.where, owner.offset, tile.request), rounded, owner.width, (owner.flags & epilogue) != 0});
+            step.at(owner.where, owner.offset, entry.detail), rounded, owner.width, (owner.flags & epilogue) != 0});
     if ((owner.flags & drafted) != 0)
       encode_into<Policy::warp_row_vectors_in_flight>(warp, step.output + owner.result, step.workspace + owner.offset,
                                                       owner.width, encoding);
@@ -219,11 +222,12 @@ struct pool_rows {
   template <class Block>
   SEQPOOL_HOST_DEVICE void pool_slab(const Block& block, const image_header& header, const work_record work,
                                      shared_storage& shared) const {
-    const tile_record tile = header.tiles.in(image)[work.first_tile];
-    const request_record owner = header.requests.in(image)[tile.request];
+    const tile_record tile = header.tiles.in(image)[work.first];
+    const request_record owner = header.details.in(image)[tile.request];  // a split request's tiles name its detail
+    const std::int32_t state_entry = tile.request;
     const step_memory<Result> step = memory(header);
-    float* out = step.at(owner.where, owner.offset, tile.request);  // drafted results: the row they are encoded from
-    const float* init = (owner.flags & from_state) != 0 ? step.state[tile.request] : nullptr;
+    float* out = step.at(owner.where, owner.offset, state_entry);  // drafted results: the row they are encoded from
+    const float* init = (owner.flags & from_state) != 0 ? step.state[state_entry] : nullptr;
     const std::int64_t width = tile.width;  // the columns read of each row: a mode's
     const std::int64_t slab_begin = work.slab * Policy::slab_columns;
 

@@ -55,6 +55,9 @@ struct algorithms {
   /// workspace: when its item cannot hold the row in its scratch row.
   static bool drafts_linear_rows(std::int64_t out_width) { return out_width > Policy::held_row_floats; }
 
+  /// Tiles name their request records.
+  static constexpr bool tiles_name_details = false;
+
   /// A tile of up to tile_rows rows per item (one of no rows for a request that
   /// finishes from its state alone), reading `loaded` columns of each, and, for
   /// several, a combine that merges their partials in a pass of its own.
@@ -115,7 +118,7 @@ struct algorithms {
                           const std::byte* image, const launch_buffers<Result>& into) {
     const image_header& at = *reinterpret_cast<const image_header*>(image);
     const auto items = [](auto section) { return static_cast<std::int64_t>(section.count); };
-    const request_record* requests = at.requests.in(image);
+    const request_table requests = requests_of(at, image);
     const step_memory<Result> memory{into.output, into.workspace, at.state_table.in(image), into.encoding};
     const bool stream_results =
         static_cast<std::size_t>(into.output_values) * sizeof(Result) >= Policy::streamed_output_bytes;

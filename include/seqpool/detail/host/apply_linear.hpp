@@ -96,12 +96,12 @@ struct apply_linear {
   Head head;
   dense_stack layers;
   const linear_record* rows;
-  const request_record* requests;
+  request_table requests;
   step_memory<Result> memory;
 
   void operator()(std::int64_t item) const {
     const linear_record row = rows[item];
-    const request_knobs& knobs = requests[row.request].knobs;
+    const request_knobs knobs = requests[row.request].knobs;
     const float* pooled = memory.workspace + row.input;
     for (int k = 0; k + 1 < layers.size(); ++k) {
       float* outputs = memory.workspace + row.between + layers.between_offset(k);

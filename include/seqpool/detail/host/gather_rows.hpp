@@ -31,7 +31,7 @@ struct gather_rows {
   const gather_record* runs;
   const gather_base* bases;
   const std::uint32_t* masks;
-  const request_record* requests;
+  request_table requests;
   const std::int32_t* column_table;
   step_memory<Result> memory;
   bool stream_results;
@@ -40,7 +40,7 @@ struct gather_rows {
   void operator()(std::int64_t item) const {
     const std::int64_t rows = bases[item + 1].first - bases[item].first;
     if (rows == 0) return;
-    gather_cursor cursor(runs, masks, requests, bases[item], columns_per_value<Result>);
+    gather_cursor cursor(runs, masks, bases[item]);
     linear_block block;
     row_copy next = cursor.next();
     for (std::int64_t k = 0; k < rows; ++k) {
@@ -86,7 +86,7 @@ struct gather_rows {
   }
 
   void add_to_block(linear_block& block, const row_copy& gather, std::int64_t floats, const row_copy* after) const {
-    const request_record& owner = requests[gather.request];
+    const request_record owner = requests[gather.request];
     block.rows[block.count] = gather;
     block.starts[block.count] = block.used;
     copy_row(gather, owner, block.floats + block.used, row_ahead(gather, owner, after));
@@ -103,7 +103,7 @@ struct gather_rows {
     float* out[Policy::linear_block_rows] = {};
     std::int64_t outputs[Policy::linear_block_rows] = {};
     for (int b = 0; b < block.count; ++b) {
-      const request_record& owner = requests[block.rows[b].request];
+      const request_record owner = requests[block.rows[b].request];
       pooled[b] = block.floats + block.starts[b];
       if constexpr (std::is_same_v<Result, float>)
         out[b] = memory.output + block.rows[b].offset;
@@ -113,7 +113,7 @@ struct gather_rows {
     }
     linear_outputs_of_rows(layer, pooled, out, outputs, block.count);
     for (int b = 0; b < block.count; ++b) {
-      const request_record& owner = requests[block.rows[b].request];
+      const request_record owner = requests[block.rows[b].request];
       head::plain_row row{out[b], owner.linear_width};
       head.epilogue(row, owner.knobs);
       if constexpr (!std::is_same_v<Result, float>)
@@ -126,7 +126,7 @@ struct gather_rows {
   /// One row, asking meanwhile for the row `after` it, when there is one.
   void copy(const row_copy& gather, const row_copy* after) const {
     const request_record owner = requests[gather.request];
-    float* out = memory.at(owner.where, gather.offset, gather.request);
+    float* out = memory.at(owner.where, gather.offset, gather.detail);
     const T* ahead = row_ahead(gather, owner, after);
 
     const bool through = (owner.flags & through_linear) != 0;
@@ -171,7 +171,7 @@ struct gather_rows {
   void copy_row(const row_copy& gather, const request_record& owner, float* __restrict__ out, const T* ahead) const {
     const std::int64_t width = owner.width;
     if (gather.source < 0) {
-      const float* __restrict__ stashed = memory.state[gather.request] + (-1 - gather.source);
+      const float* __restrict__ stashed = memory.state[gather.detail] + (-1 - gather.source);
       for (std::int64_t c = 0; c < width; ++c) out[c] = stashed[c];
     } else if (owner.columns < 0) {
       const T* __restrict__ row = hidden + gather.source * row_stride;

@@ -35,7 +35,7 @@ struct reduce_tiles {
   const T* hidden;
   std::int64_t row_stride;
   const tile_record* tiles;
-  const request_record* requests;
+  request_table requests;
   step_memory<Result> memory;
   std::int64_t num_tiles;
   bool stream_results;
@@ -45,14 +45,14 @@ struct reduce_tiles {
 
   void operator()(std::int64_t item) const {
     const tile_record tile = tiles[item];
-    const request_record& owner = requests[tile.request];
+    const request_record owner = requests[tile.request];
     const bool alone = owner.num_tiles == 1;
     const std::uint8_t flags = alone ? owner.flags : 0;
     const std::int64_t width = owner.width;  // the pooled row's: its modes' columns
     // `out` may be `init` itself: a chunk continuing in place.
-    float* out = alone ? memory.at(owner.where, owner.offset, tile.request)
+    float* out = alone ? memory.at(owner.where, owner.offset, requests.state_entry(tile.request))
                        : memory.workspace + owner.partials + tile.index * width;
-    const float* init = (flags & from_state) != 0 ? memory.state[tile.request] : nullptr;
+    const float* init = (flags & from_state) != 0 ? memory.state[requests.state_entry(tile.request)] : nullptr;
     const T* first_row = hidden + tile.row_begin * row_stride;
 
     // This thread's next item is most likely the next tile: a tile of several
