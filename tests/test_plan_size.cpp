@@ -5,6 +5,8 @@
 // uses, not the capacity. docs/PERFORMANCE.md (GPU) has the figures. And what
 // planning costs the host: a plan made into one that has held as large a step
 // allocates nothing (this program counts operator new).
+#include <sys/mman.h>
+
 #include <atomic>
 #include <cstdint>
 #include <cstdlib>
@@ -94,10 +96,12 @@ TEST_CASE_TEMPLATE("a sequence method sends a fixed number of bytes a request, w
                    seqpool::host_space, seqpool::device_space<seqpool::omp_backend>) {
   Space space;
   seqpool::pooler<method::cls, head::embed, Space> cls(space, hidden_size);
-  const auto per_request = [&](std::int64_t prompt_len, const seqpool::pooling_params& odd) {
+  // Requests `first_odd`, `first_odd` + `apart`, … with knobs of their own.
+  const auto per_request = [&](std::int64_t prompt_len, const seqpool::pooling_params& odd, std::size_t first_odd = 1,
+                               std::size_t apart = 2) {
     const auto batch = [&](std::int64_t requests) {
       seqpool::batch step = prompts(requests, prompt_len, task::embed).step;
-      for (std::size_t i = 1; i < step.requests.size(); i += 2) step.requests[i].params = odd;
+      for (std::size_t i = first_odd; i < step.requests.size(); i += apart) step.requests[i].params = odd;
       return step;
     };
     return (upload_bytes(space, cls, batch(4096)) - upload_bytes(space, cls, batch(64))) / (4096 - 64);
@@ -114,7 +118,68 @@ TEST_CASE_TEMPLATE("a sequence method sends a fixed number of bytes a request, w
   // record (72 bytes) and its entry of the state table (8).
   const std::int64_t mixed = per_request(1, {.use_activation = false});
   CHECK(mixed == alike + std::int64_t{sizeof(seqpool::detail::request_record) + sizeof(float*)} / 2);
+  // The common record is the one most requests share, not the first's.
+  CHECK(per_request(1, {.use_activation = false}, 0, 4096) == alike);
   MESSAGE("CLS sends ", alike, " bytes a request, ", mixed, " where every other has a knob of its own");
+}
+
+/// Hidden states of `rows` rows of `width` bf16 values whose pages are only
+/// given where written: rows past 2^31 without 16 GB of memory.
+class sparse_hidden {
+ public:
+  sparse_hidden(std::int64_t rows, std::int64_t width) : bytes_(static_cast<std::size_t>(rows * width) * 2) {
+    memory_ = ::mmap(nullptr, bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    REQUIRE(memory_ != MAP_FAILED);
+  }
+  ~sparse_hidden() { ::munmap(memory_, bytes_); }
+  sparse_hidden(const sparse_hidden&) = delete;
+  sparse_hidden& operator=(const sparse_hidden&) = delete;
+  seqpool::bfloat16* data() const { return static_cast<seqpool::bfloat16*>(memory_); }
+
+ private:
+  std::size_t bytes_;
+  void* memory_;
+};
+
+TEST_CASE_TEMPLATE("a request whose rows lie past 2^31 is pooled whole or split, and its 16-bit result drafted",
+                   Space, seqpool::host_space, seqpool::device_space<seqpool::omp_backend>) {
+  // Two one-row prompts padded to S = 2^30 + 1 on the left: the first's row is
+  // S - 1, within an entry's 32 bits; the second's 2S - 1 = 2^31 + 1, past them.
+  constexpr std::int64_t width = 8;
+  constexpr std::int64_t sequence_length = (std::int64_t{1} << 30) + 1;
+  const sparse_hidden hidden(2 * sequence_length, width);
+  for (std::int64_t c = 0; c < width; ++c) {
+    hidden.data()[(sequence_length - 1) * width + c] = seqpool::bfloat16(static_cast<float>(1 + c));
+    hidden.data()[(2 * sequence_length - 1) * width + c] = seqpool::bfloat16(static_cast<float>(10 + c));
+  }
+  seqpool::batch step{.padded = seqpool::padded_rows{.sequence_length = sequence_length,
+                                                     .padding = seqpool::padding::left}};
+  for (const char* id : {"a", "b"})
+    step.requests.push_back(test::whole(id, task::embed, 1, {.use_activation = false}));
+  const auto pooled = [&]<class Result>(Result) {
+    Space space;
+    seqpool::state_store<Space> state(space);
+    seqpool::pooler<method::mean, head::embed, Space, Result> mean(space, width);
+    const seqpool::step_plan plan = mean.plan(step, state);
+    mean.reserve(plan, state);
+    seqpool::buffer<Result, Space> output(space, static_cast<std::size_t>(plan.output_size));
+    const seqpool::audit_scope scope(space.audit());
+    mean.forward(seqpool::make_hidden_view<seqpool::bfloat16>(hidden.data(), 2 * sequence_length, width), plan, state,
+                 output.span());
+    test::check_sync_contract(scope.counts());
+    std::vector<float> values;
+    for (const Result value : test::to_host(space, output))
+      values.push_back(seqpool::detail::to_float(value));
+    std::vector<float> rows;
+    for (const auto& result : plan.results)
+      for (std::int64_t c = 0; c < width; ++c) rows.push_back(values[static_cast<std::size_t>(result->offset + c)]);
+    return rows;
+  };
+  std::vector<float> expected;
+  for (const float first : {1.0f, 10.0f})
+    for (std::int64_t c = 0; c < width; ++c) expected.push_back(first + static_cast<float>(c));
+  CHECK(pooled(float{}) == expected);
+  CHECK(pooled(seqpool::bfloat16{}) == expected);
 }
 
 TEST_CASE("a capacity bounds no workspace for the rows a device token method's dense layers read where they lie") {

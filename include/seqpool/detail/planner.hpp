@@ -503,36 +503,51 @@ class planner {
     share_.image_bytes = lay_out_image(share_.records.counts(), share_.header);
   }
 
-  /// Writes each request record's entry: over the common record — the first
-  /// that need not be held in full and goes to the output — where it differs
-  /// from it only in the entry's fields, which it fits; else naming its
-  /// detail, whose index is its entry of the state table. A family whose tiles
-  /// are a split request's alone, held in full, has them name its detail;
-  /// runs name their request's.
+  /// Whether `owner` is `common` but for the fields an entry holds.
+  static bool same_beyond_entry(const request_record& owner, request_record common) {
+    common.prompt_len = owner.prompt_len;
+    common.position_offset = owner.position_offset;
+    common.offset = owner.offset;
+    return common == owner;
+  }
+
+  /// Writes each request record's entry: over the common record — of those
+  /// that need not be held in full, the one more than half are but for their
+  /// entries' fields, where one is (a majority vote; else the vote's last
+  /// candidate) — where it is the common one but for the entry's fields, which it fits;
+  /// else naming its detail, whose index is its entry of the state table. A
+  /// family whose tiles are a split request's alone, held in full, has them
+  /// name its detail; runs name their request's.
   void enter_requests() {
     share_records& records = share_.records;
     for (const state_use& use : share_.stateful)
       for (std::int32_t k = 0; k < use.records; ++k)
         records.entries[static_cast<std::size_t>(use.request + k)].detail = request_entry::held_in_full;
-    const auto compact = [&](std::size_t k) {
+    const auto may_be_compact = [&](std::size_t k) {
       constexpr std::int64_t most = std::numeric_limits<std::int32_t>::max();
       const request_record& owner = records.requests[k];
-      return records.entries[k].detail != request_entry::held_in_full && owner.where == target::output &&
-             owner.prompt_len <= most && owner.position_offset >= -most && owner.position_offset <= most &&
-             owner.offset >= 0 && owner.offset <= most;
+      return records.entries[k].detail != request_entry::held_in_full && owner.prompt_len <= most &&
+             owner.position_offset >= -most && owner.position_offset <= most && owner.offset >= 0 &&
+             owner.offset <= most;
     };
-    std::size_t common = 0;
-    while (common < records.requests.size() && !compact(common)) ++common;
-    if (common < records.requests.size()) share_.header.common = records.requests[common];
-    for (std::size_t k = 0; k < records.requests.size(); ++k) {
+    const std::size_t count = records.requests.size();
+    std::size_t common = count;
+    std::size_t votes = 0;
+    for (std::size_t k = 0; k < count; ++k) {
+      if (!may_be_compact(k)) continue;
+      if (votes == 0)
+        common = k;
+      if (same_beyond_entry(records.requests[k], records.requests[common]))
+        ++votes;
+      else
+        --votes;
+    }
+    if (common < count) share_.header.common = records.requests[common];
+    for (std::size_t k = 0; k < count; ++k) {
       const request_record& owner = records.requests[k];
       request_entry& entry = records.entries[k];
       entry.width = owner.width;
-      request_record over = share_.header.common;
-      over.prompt_len = owner.prompt_len;
-      over.position_offset = owner.position_offset;
-      over.offset = owner.offset;
-      if (common < records.requests.size() && compact(k) && over == owner) {
+      if (common < count && may_be_compact(k) && same_beyond_entry(owner, share_.header.common)) {
         entry.prompt_len = static_cast<std::int32_t>(owner.prompt_len);
         entry.position_offset = static_cast<std::int32_t>(owner.position_offset);
         entry.offset = static_cast<std::int32_t>(owner.offset);

@@ -42,7 +42,7 @@ struct step_memory {
   /// The float row a record's offset names. A plan for results other than
   /// float sends no row to the output that a kernel finishes in memory (those
   /// are drafted), so for them the output has no float row: null.
-  SEQPOOL_HOST_DEVICE float* at(target where, std::int64_t offset, std::int32_t state_entry) const {
+  SEQPOOL_HOST_DEVICE float* at(target where, std::int64_t offset, std::int32_t state_index) const {
     if (where == target::output) {
       if constexpr (std::is_same_v<Result, float>)
         return output + offset;
@@ -50,7 +50,7 @@ struct step_memory {
         return nullptr;
     }
     if (where == target::workspace) return workspace + offset;
-    return state[state_entry] + offset;
+    return state[state_index] + offset;
   }
 };
 
@@ -107,7 +107,8 @@ struct request_entry {
   std::int32_t detail;  ///< its detail record and entry of the state table; -1: the common record
 
   /// Planning, before the details are numbered: the mark of a record that must
-  /// be held in full — a stateful one, or one its family's cut() marks.
+  /// be held in full — a stateful one, or one its family's cut() marks (a
+  /// request of several tiles, each partial row at its own offset).
   static constexpr std::int32_t held_in_full = -2;
 };
 
@@ -119,16 +120,17 @@ struct request_table {
 
   SEQPOOL_HOST_DEVICE request_record operator[](std::int64_t index) const { return of(entries[index]); }
 
-  /// What the entry's record holds besides the entry's own fields: its
-  /// detail, or the common record (one address either way, so that no load
-  /// waits on a branch).
-  SEQPOOL_HOST_DEVICE const request_record& held(const request_entry& entry) const {
+  /// The record the entry's record takes its fields but the entry's own from:
+  /// its detail, or the common record (one address either way, so that no
+  /// load waits on a branch). Exact for every field but prompt_len,
+  /// position_offset and offset.
+  SEQPOOL_HOST_DEVICE const request_record& rest(const request_entry& entry) const {
     return *(entry.detail >= 0 ? details + entry.detail : common);
   }
 
   /// The record in full: its detail, or the common record with the entry's fields.
   SEQPOOL_HOST_DEVICE request_record of(const request_entry& entry) const {
-    request_record owner = held(entry);
+    request_record owner = rest(entry);
     if (entry.detail < 0) {
       owner.prompt_len = entry.prompt_len;
       owner.position_offset = entry.position_offset;
@@ -139,7 +141,7 @@ struct request_table {
 
   /// Where record `index`'s state lies in the state table: its detail's index
   /// (a stateful record is always held in full).
-  SEQPOOL_HOST_DEVICE std::int32_t state_entry(std::int64_t index) const { return entries[index].detail; }
+  SEQPOOL_HOST_DEVICE std::int32_t state_index(std::int64_t index) const { return entries[index].detail; }
 };
 
 /// Sequence methods: up to a tile's rows of one request, reduced by one item
@@ -304,7 +306,7 @@ struct list_slots {
 /// `first` (each entry says its rows); a split block reduces one slab of
 /// columns of tile `first` of a long request.
 struct work_record {
-  std::int32_t first;
+  std::int32_t first;  ///< packed: a request record; split: a tile
   std::int32_t count;
   std::int32_t slab;  ///< the slab of columns a split block covers; -1 for a packed block
 };

@@ -3,9 +3,9 @@
 #pragma once
 
 #include <algorithm>
-#include <limits>
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 
 #include <seqpool/capacity.hpp>
 #include <seqpool/detail/device/apply_linear.hpp>
@@ -52,10 +52,12 @@ struct algorithms {
   /// Whether one warp pools a request's window whole (packed with its
   /// neighbours into a block), rather than blocks of tiles and slabs: a short
   /// one whose pooled row of `width` columns is one mode's (the `loaded`
-  /// columns it reads of each row). A concat's requests are split, whose
-  /// blocks hold a few columns of every mode a lane.
+  /// columns it reads of each row), whose rows its entry can name in 32 bits.
+  /// A concat's requests are split, whose blocks hold a few columns of every
+  /// mode a lane.
   static bool pooled_whole(row_window window, std::int64_t width, std::int64_t loaded) {
-    return width == loaded && window.count * width <= Policy::packed_elements;
+    return width == loaded && window.count * width <= Policy::packed_elements &&
+           window.begin + window.count <= std::numeric_limits<std::int32_t>::max();
   }
 
   /// The widest result row the kernel that finishes a pooled request holds
@@ -96,8 +98,7 @@ struct algorithms {
   static void cut(share& planned, std::int32_t index, row_window window, std::int64_t loaded) {
     share_records& records = planned.records;
     request_record& owner = records.requests[static_cast<std::size_t>(index)];
-    if (pooled_whole(window, owner.width, loaded) &&
-        window.begin + window.count <= std::numeric_limits<std::int32_t>::max()) {
+    if (pooled_whole(window, owner.width, loaded)) {
       owner.num_tiles = 1;
       request_entry& entry = records.entries[static_cast<std::size_t>(index)];
       entry.row_begin = static_cast<std::int32_t>(window.begin);

@@ -63,7 +63,7 @@ struct returned_rows {
     const request_table requests = requests_of(header, image);
     const request_entry entry = requests.entries[record.request];
     if (record.source >= 0) {
-      const std::int64_t columns = requests.held(entry).columns;
+      const std::int64_t columns = requests.rest(entry).columns;
       return {nullptr, hidden + record.source * row_stride,
               columns >= 0 ? header.column_table.in(image) + columns : nullptr};
     }

@@ -14,8 +14,8 @@ struct launch_policy {
   static constexpr int warps = 8;  ///< warps of a block
   static constexpr int threads = warps * 32;
 
-  /// Sequence methods: a request whose rows × columns are at most this is pooled
-  /// whole by one warp, and up to `warps` such requests share a block (packed).
+  /// Sequence methods: a request whose rows × columns are at most this (and
+  /// whose rows lie within 32 bits) is pooled whole by one warp, and up to `warps` such requests share a block (packed).
   /// Larger requests are split into tiles × slabs, a block each, whose partial
   /// rows the last block to finish merges in the same launch.
   static constexpr std::int64_t packed_elements = 32768;

@@ -111,14 +111,13 @@ struct pool_rows {
     const request_table requests = requests_of(header, image);
     const request_entry entry = requests.entries[index];
     const request_record owner = requests.of(entry);
-    const tile_record tile{entry.row_begin, entry.rows, index, 0, entry.width};
     const step_memory<Result> step = memory(header);
     const float* init = (owner.flags & from_state) != 0 ? step.state[entry.detail] : nullptr;
     held_result<Result>* rounded = nullptr;
     if constexpr (!std::is_same_v<held_result<Result>, float>)
       if (owner.where == target::output) rounded = step.output + owner.offset;
     pool_whole_into(
-        warp, tile, owner, init,
+        warp, entry, owner, init,
         warp_result<Warp, elements, Policy::lane_floats, Policy::warp_row_vectors_in_flight, held_result<Result>>{
             step.at(owner.where, owner.offset, entry.detail), rounded, owner.width, (owner.flags & epilogue) != 0});
     if ((owner.flags & drafted) != 0)
@@ -127,20 +126,20 @@ struct pool_rows {
   }
 
   template <class Warp, class Destination>
-  SEQPOOL_HOST_DEVICE void pool_whole_into(const Warp& warp, const tile_record tile, const request_record& owner,
+  SEQPOOL_HOST_DEVICE void pool_whole_into(const Warp& warp, const request_entry& entry, const request_record& owner,
                                            const float* init, const Destination& result) const {
-    const T* rows = hidden + tile.row_begin * row_stride;
-    const std::int64_t width = tile.width;
+    const T* rows = hidden + std::int64_t{entry.row_begin} * row_stride;
+    const std::int64_t width = entry.width;
     typename Warp::template values<lane_row> held;
     for (std::int64_t strip = 0; strip < width; strip += layout::strip_columns) {
       warp.lanes([&](int lane) {
         lane_row& mine = held[lane];
-        reduce_whole(rows, tile.rows, tile.row_begin + owner.position_offset, width, strip, lane, mine);
+        reduce_whole(rows, entry.rows, entry.row_begin + owner.position_offset, width, strip, lane, mine);
         SEQPOOL_UNROLL
         for (int i = 0; i < Policy::lane_floats; ++i) {
           const std::int64_t column = layout::column(strip, lane, i);
           if (column < width)
-            mine.at[i] = column_value(mode_of<0>(method), mine.at[i], tile.rows > 0, init, column, owner);
+            mine.at[i] = column_value(mode_of<0>(method), mine.at[i], entry.rows > 0, init, column, owner);
         }
         result.strip_done(mine, strip, lane);
       });
@@ -224,10 +223,9 @@ struct pool_rows {
                                      shared_storage& shared) const {
     const tile_record tile = header.tiles.in(image)[work.first];
     const request_record owner = header.details.in(image)[tile.request];  // a split request's tiles name its detail
-    const std::int32_t state_entry = tile.request;
     const step_memory<Result> step = memory(header);
-    float* out = step.at(owner.where, owner.offset, state_entry);  // drafted results: the row they are encoded from
-    const float* init = (owner.flags & from_state) != 0 ? step.state[state_entry] : nullptr;
+    float* out = step.at(owner.where, owner.offset, tile.request);  // drafted results: the row they are encoded from
+    const float* init = (owner.flags & from_state) != 0 ? step.state[tile.request] : nullptr;
     const std::int64_t width = tile.width;  // the columns read of each row: a mode's
     const std::int64_t slab_begin = work.slab * Policy::slab_columns;
 

@@ -68,6 +68,7 @@ struct algorithms {
     if (num_tiles > 1) {
       owner.partials = planned.take_workspace(num_tiles * owner.width);
       planned.records.combines.push_back(index);
+      planned.records.entries[static_cast<std::size_t>(index)].detail = request_entry::held_in_full;
     }
     for (std::int64_t t = 0; t < num_tiles; ++t) {
       const std::int64_t rows = std::min(Policy::tile_rows, window.count - t * Policy::tile_rows);

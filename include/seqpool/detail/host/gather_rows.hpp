@@ -47,13 +47,14 @@ struct gather_rows {
       const row_copy row = next;
       if (k + 1 < rows) next = cursor.next();
       const row_copy* after = k + 1 < rows ? &next : nullptr;
-      const std::int64_t floats = block_floats(requests[row.request]);
+      const request_record owner = requests[row.request];
+      const std::int64_t floats = block_floats(owner);
       if (floats == 0) {
-        copy(row, after);
+        copy(row, owner, after);
         continue;
       }
       if (block.used + floats > Policy::linear_block_floats) project(block);
-      add_to_block(block, row, floats, after);
+      add_to_block(block, row, owner, floats, after);
       if (block.count == Policy::linear_block_rows) project(block);
     }
     project(block);
@@ -85,8 +86,8 @@ struct gather_rows {
     return 2 * floats <= Policy::linear_block_floats ? floats : 0;
   }
 
-  void add_to_block(linear_block& block, const row_copy& gather, std::int64_t floats, const row_copy* after) const {
-    const request_record owner = requests[gather.request];
+  void add_to_block(linear_block& block, const row_copy& gather, const request_record& owner, std::int64_t floats,
+                    const row_copy* after) const {
     block.rows[block.count] = gather;
     block.starts[block.count] = block.used;
     copy_row(gather, owner, block.floats + block.used, row_ahead(gather, owner, after));
@@ -123,9 +124,8 @@ struct gather_rows {
     block.used = 0;
   }
 
-  /// One row, asking meanwhile for the row `after` it, when there is one.
-  void copy(const row_copy& gather, const row_copy* after) const {
-    const request_record owner = requests[gather.request];
+  /// One row of `owner`'s, asking meanwhile for the row `after` it, when there is one.
+  void copy(const row_copy& gather, const request_record& owner, const row_copy* after) const {
     float* out = memory.at(owner.where, gather.offset, gather.detail);
     const T* ahead = row_ahead(gather, owner, after);
 
@@ -162,7 +162,7 @@ struct gather_rows {
   /// there is none to ask for.
   const T* row_ahead(const row_copy& gather, const request_record& owner, const row_copy* after) const {
     if (after == nullptr || gather.source < 0 || owner.columns >= 0) return nullptr;
-    if (after->source < 0 || requests[after->request].columns >= 0) return nullptr;
+    if (after->source < 0 || requests.rest(requests.entries[after->request]).columns >= 0) return nullptr;
     return hidden + after->source * row_stride;
   }
 

@@ -50,9 +50,9 @@ struct reduce_tiles {
     const std::uint8_t flags = alone ? owner.flags : 0;
     const std::int64_t width = owner.width;  // the pooled row's: its modes' columns
     // `out` may be `init` itself: a chunk continuing in place.
-    float* out = alone ? memory.at(owner.where, owner.offset, requests.state_entry(tile.request))
+    float* out = alone ? memory.at(owner.where, owner.offset, requests.state_index(tile.request))
                        : memory.workspace + owner.partials + tile.index * width;
-    const float* init = (flags & from_state) != 0 ? memory.state[requests.state_entry(tile.request)] : nullptr;
+    const float* init = (flags & from_state) != 0 ? memory.state[requests.state_index(tile.request)] : nullptr;
     const T* first_row = hidden + tile.row_begin * row_stride;
 
     // This thread's next item is most likely the next tile: a tile of several
