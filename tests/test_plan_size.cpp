@@ -141,8 +141,8 @@ class sparse_hidden {
   void* memory_;
 };
 
-TEST_CASE_TEMPLATE("a request whose rows lie past 2^31 is pooled whole or split, and its 16-bit result drafted",
-                   Space, seqpool::host_space, seqpool::device_space<seqpool::omp_backend>) {
+TEST_CASE_TEMPLATE("a request whose rows lie past 2^31 is pooled whole or split, and its 16-bit result drafted", Space,
+                   seqpool::host_space, seqpool::device_space<seqpool::omp_backend>) {
   // Two one-row prompts padded to S = 2^30 + 1 on the left: the first's row is
   // S - 1, within an entry's 32 bits; the second's 2S - 1 = 2^31 + 1, past them.
   constexpr std::int64_t width = 8;
@@ -152,10 +152,9 @@ TEST_CASE_TEMPLATE("a request whose rows lie past 2^31 is pooled whole or split,
     hidden.data()[(sequence_length - 1) * width + c] = seqpool::bfloat16(static_cast<float>(1 + c));
     hidden.data()[(2 * sequence_length - 1) * width + c] = seqpool::bfloat16(static_cast<float>(10 + c));
   }
-  seqpool::batch step{.padded = seqpool::padded_rows{.sequence_length = sequence_length,
-                                                     .padding = seqpool::padding::left}};
-  for (const char* id : {"a", "b"})
-    step.requests.push_back(test::whole(id, task::embed, 1, {.use_activation = false}));
+  seqpool::batch step{.padded =
+                          seqpool::padded_rows{.sequence_length = sequence_length, .padding = seqpool::padding::left}};
+  for (const char* id : {"a", "b"}) step.requests.push_back(test::whole(id, task::embed, 1, {.use_activation = false}));
   const auto pooled = [&]<class Result>(Result) {
     Space space;
     seqpool::state_store<Space> state(space);
@@ -168,8 +167,7 @@ TEST_CASE_TEMPLATE("a request whose rows lie past 2^31 is pooled whole or split,
                  output.span());
     test::check_sync_contract(scope.counts());
     std::vector<float> values;
-    for (const Result value : test::to_host(space, output))
-      values.push_back(seqpool::detail::to_float(value));
+    for (const Result value : test::to_host(space, output)) values.push_back(seqpool::detail::to_float(value));
     std::vector<float> rows;
     for (const auto& result : plan.results)
       for (std::int64_t c = 0; c < width; ++c) rows.push_back(values[static_cast<std::size_t>(result->offset + c)]);

@@ -535,8 +535,7 @@ class planner {
     std::size_t votes = 0;
     for (std::size_t k = 0; k < count; ++k) {
       if (!may_be_compact(k)) continue;
-      if (votes == 0)
-        common = k;
+      if (votes == 0) common = k;
       if (same_beyond_entry(records.requests[k], records.requests[common]))
         ++votes;
       else
@@ -558,8 +557,10 @@ class planner {
       }
     }
     if constexpr (Algorithms::tiles_name_details)
-      for (tile_record& tile : records.tiles) tile.request = records.entries[static_cast<std::size_t>(tile.request)].detail;
-    for (gather_record& run : records.gathers) run.detail = records.entries[static_cast<std::size_t>(run.request)].detail;
+      for (tile_record& tile : records.tiles)
+        tile.request = records.entries[static_cast<std::size_t>(tile.request)].detail;
+    for (gather_record& run : records.gathers)
+      run.detail = records.entries[static_cast<std::size_t>(run.request)].detail;
   }
 
   /// A sequence method's request: a record per span (one without spans), each
@@ -640,8 +641,8 @@ class planner {
     }
 
     if (part.finished() && d.rows_before > 0)
-      add_run({-1, to.offset, -1, static_cast<std::int32_t>(d.rows_before), record, 0, static_cast<std::int32_t>(d.width),
-               static_cast<std::int32_t>(to.row_stride)},
+      add_run({-1, to.offset, -1, static_cast<std::int32_t>(d.rows_before), record, 0,
+               static_cast<std::int32_t>(d.width), static_cast<std::int32_t>(to.row_stride)},
               d.rows_before);
     if (d.count == 0) return;
     const std::int64_t offset = to.offset + d.rows_before * to.row_stride;
@@ -658,7 +659,8 @@ class planner {
     const std::int64_t spanned = chosen.back() - chosen.front() + 1;
     const std::int64_t first_row = hidden_row(part, chosen.front());
     if (spanned == count) {
-      add_run({first_row, offset, -1, static_cast<std::int32_t>(count), record, 0, 0, static_cast<std::int32_t>(to.row_stride)},
+      add_run({first_row, offset, -1, static_cast<std::int32_t>(count), record, 0, 0,
+               static_cast<std::int32_t>(to.row_stride)},
               count);
       return;
     }

@@ -36,7 +36,7 @@ template <class Result>
 struct step_memory {
   Result* output;
   float* workspace;
-  float* const* state;  ///< the state table: a state per detail record, at its index (null where none)
+  float* const* state;               ///< the state table: a state per detail record, at its index (null where none)
   result_encoding<Result> encoding;  ///< how a row finished in float is stored
 
   /// The float row a record's offset names. A plan for results other than
@@ -151,7 +151,8 @@ struct request_table {
 struct tile_record {
   std::int64_t row_begin;
   std::int32_t rows;
-  std::int32_t request;  ///< its request record; the device's (whose split requests are held in full): its detail
+  /// Its request record; on the device, whose split requests are held in full, its detail.
+  std::int32_t request;
   std::int32_t index;  ///< its place among the request's tiles
   std::int32_t width;  ///< its request's: a block finds its rows' columns without the request record
 };
@@ -166,9 +167,10 @@ struct gather_record {
   std::int32_t mask;    ///< the bit of the mask section that says whether its first row is returned; -1: every row is
   std::int32_t rows;    ///< rows the run spans
   std::int32_t request;
-  std::int32_t detail;  ///< its request's detail, and entry of the state table; -1: none (request_entry)
+  std::int32_t detail;         ///< its request's detail, and entry of the state table; -1: none (request_entry)
   std::int32_t stashed_width;  ///< stashed rows: the floats of each in the state; 0 for hidden rows
-  std::int32_t stride;  ///< a returned row's elements in the target: values of a result row, or floats of a draft or state row
+  /// A returned row's elements in the target: values of a result row, or floats of a draft or state row.
+  std::int32_t stride;
 };
 
 /// Token methods: where one work item's (host) or block's (device) even share
@@ -211,11 +213,7 @@ struct gather_cursor {
 
   SEQPOOL_HOST_DEVICE gather_cursor(const gather_record* all_runs, const std::uint32_t* all_masks,
                                     const gather_base& base)
-      : runs(all_runs),
-        masks(all_masks),
-        run(base.run),
-        source(base.source),
-        returned(base.returned) {}
+      : runs(all_runs), masks(all_masks), run(base.run), source(base.source), returned(base.returned) {}
 
   /// The next returned row; the caller asks for no more than its share holds.
   SEQPOOL_HOST_DEVICE row_copy next() {

@@ -46,10 +46,9 @@ struct share_records {
   std::vector<std::int32_t> sparse_order;
 
   record_counts counts() const {
-    return {entries.size(), details.size(),      tiles.size(),        works.size(),
-            combines.size(), gathers.size(),      gather_bases.size(), masks.size(),
-            column_table.size(), linears.size(),  sparse_lists.size(), sparse_slots.size(),
-            sparse_order.size()};
+    return {entries.size(),      details.size(),      tiles.size(),       works.size(),        combines.size(),
+            gathers.size(),      gather_bases.size(), masks.size(),       column_table.size(), linears.size(),
+            sparse_lists.size(), sparse_slots.size(), sparse_order.size()};
   }
 
   /// Empties every section, keeping its storage for the next plan.

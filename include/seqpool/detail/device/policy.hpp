@@ -15,9 +15,10 @@ struct launch_policy {
   static constexpr int threads = warps * 32;
 
   /// Sequence methods: a request whose rows × columns are at most this (and
-  /// whose rows lie within 32 bits) is pooled whole by one warp, and up to `warps` such requests share a block (packed).
-  /// Larger requests are split into tiles × slabs, a block each, whose partial
-  /// rows the last block to finish merges in the same launch.
+  /// whose rows lie within 32 bits) is pooled whole by one warp, and up to
+  /// `warps` such requests share a block (packed). Larger requests are split
+  /// into tiles × slabs, a block each, whose partial rows the last block to
+  /// finish merges in the same launch.
   static constexpr std::int64_t packed_elements = 32768;
   static constexpr std::int64_t tile_rows = 512;      ///< rows of a split request one block reads
   static constexpr std::int64_t slab_columns = 256;   ///< columns of a split request one block covers: 8 a lane
