@@ -3,7 +3,7 @@
 # H200 test machine as it comes (nvcc 13, CMake, ninja, pip's meson, python3
 # with PyTorch and numpy, compute-sanitizer, cuobjdump; no package registry and
 # none of Debian's headers). On a development machine first run
-# scripts/gather-gpu-deps.sh, and carry the .gpu-deps/ it fills with the tree.
+# scripts/gather-gpu-deps.sh, and carry the .gpu-deps.tar.xz it packs with the tree.
 #
 # Builds the CUDA targets in build-gpu/ and runs, each with a verdict line:
 #   the CUDA tests (docs/TESTS.md cases, random batches, dispatcher) on device_space<cuda_backend>;
@@ -13,9 +13,11 @@
 #   100 eager steps with an LD_PRELOAD shim that counts waits, synchronous copies and allocations;
 #   compute-sanitizer memcheck and racecheck over the CUDA tests (random batches left out);
 #   the device benchmark (pool_bench_cuda) and the vLLM-style PyTorch pooler on the same GPU;
-#   the sweep: the pooling cases again under each candidate launch policy (pool_bench_cuda_<policy>);
+#   the sweep: the pooling cases again under each candidate launch policy (pool_bench_cuda_<policy>),
+#     tabled against the default by benchmarks/sweep.py;
 #   the Python module built with CUDA, its pytest cases on torch.cuda tensors, and seqpool from
-#   Python against the PyTorch pooler.
+#   Python against the PyTorch pooler;
+#   Nsight Compute over the pooling and gathering kernels on one shape.
 # Writes JSON and logs to $OUT (default build-gpu/out); exits non-zero if any part fails.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -38,8 +40,13 @@ echo "gpu: $(nvcc --version | tail -1); $(g++ --version | head -1); meson $(meso
 if ! echo '#include <omp.h>' | g++ -fopenmp -x c++ -fsyntax-only - 2>/dev/null; then
   echo "gpu: g++ has no omp.h here"; exit 1
 fi
+# What scripts/gather-gpu-deps.sh gathers travels packed, .gpu-deps.tar.xz (its
+# programs unpacked are more than a call may carry).
+if [ ! -d .gpu-deps ] && [ -f .gpu-deps.tar.xz ]; then
+  python3 -c 'import tarfile; tarfile.open(".gpu-deps.tar.xz").extractall(filter="tar")' || exit 1
+fi
 if [ ! -f .gpu-deps/include/doctest/doctest.h ]; then
-  echo "gpu: .gpu-deps/ is missing: run scripts/gather-gpu-deps.sh on a development machine and carry .gpu-deps"
+  echo "gpu: .gpu-deps/ is missing: run scripts/gather-gpu-deps.sh on a development machine and carry .gpu-deps.tar.xz"
   exit 1
 fi
 deps="$PWD/.gpu-deps/include"
@@ -95,9 +102,9 @@ part "PyTorch pooler on CUDA" timeout 60 python3 benchmarks/torch_baseline.py --
   --json "$out/torch-cuda.json"
 part "seqpool-run on CUDA" env SEQPOOL_RUN="$PWD/$bin/seqpool-run-cuda" timeout 60 \
   python3 -m unittest discover -s tests/cli -p 'test_*.py'
-part "memcheck" timeout 90 compute-sanitizer --tool memcheck --error-exitcode 1 --log-file "$out/memcheck.log" \
+part "memcheck" timeout 150 compute-sanitizer --tool memcheck --error-exitcode 1 --log-file "$out/memcheck.log" \
   "$bin/test_cuda" -tce='random*'
-part "racecheck" timeout 60 compute-sanitizer --tool racecheck --error-exitcode 1 --log-file "$out/racecheck.log" \
+part "racecheck" timeout 120 compute-sanitizer --tool racecheck --error-exitcode 1 --log-file "$out/racecheck.log" \
   "$bin/test_cuda" -tce='random*'
 # The Python module with its CUDA engines, built here for this machine's python3
 # (nanobind from its pip; DLPack's header from python/third_party), its CUDA
@@ -110,9 +117,25 @@ part "Python on CUDA (pytest)" env PYTHONPATH="$PWD/build-gpu-py/python:$PWD/.gp
   -p no:cacheprovider python/tests
 part "seqpool from Python against the PyTorch pooler" env PYTHONPATH="$PWD/build-gpu-py/python" timeout 90 \
   python3 python/benchmarks/torch_vs_seqpool.py --device cuda --repeats 5 --json "$out/python-cuda.json"
+# Nsight Compute's view of the pooling and gathering kernels on one shape: the
+# fraction of DRAM's peak, occupancy and what holds it, the launch's waves.
+ncu_kernels() {
+  for method in mean all; do
+    ncu --clock-control none --kernel-name-base demangled -k regex:'pool_rows|gather_rows' --launch-count 2 \
+      --section SpeedOfLight --section Occupancy --section LaunchStats --section MemoryWorkloadAnalysis \
+      "$bin/pool_bench_cuda" --space device --method "$method" --shape long --dtype bf16 --repeats 1 || return
+  done >> "$out/ncu.txt" 2>&1
+}
+export -f ncu_kernels
+export bin out
+part "Nsight Compute: MEAN and ALL, bf16, long" timeout 90 bash -c ncu_kernels
 if [ -f "$out/gpu-bench.json" ] && [ -f "$out/torch-cuda.json" ]; then
   python3 benchmarks/report.py "$out/gpu-bench.json" "$out/torch-cuda.json" --space device --json "$out/gpu-report.json" \
     > "$out/gpu-tables.md" && cat "$out/gpu-tables.md"
+fi
+if [ -f "$out/gpu-bench.json" ] && compgen -G "$out/sweep-*.json" > /dev/null; then
+  python3 benchmarks/sweep.py "$out/gpu-bench.json" "$out"/sweep-*.json --json "$out/sweep.json" > "$out/sweep.md" &&
+    cat "$out/sweep.md"
 fi
 echo "gpu: done in $SECONDS s, status $status"
 exit $status
