@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Gathers what tests/gpu/run.sh needs and the GPU test machine lacks (it reaches
 # no package registry and has none of Debian's -dev packages) into .gpu-deps/,
-# a git-ignored folder to carry along with the working tree:
+# a git-ignored folder, and packs it into .gpu-deps.tar.xz to carry along with
+# the working tree (run.sh unpacks it; the programs unpacked are more than a
+# call carries):
 #   include/  the headers of doctest, nlohmann-json and CLI11 from Debian's packages;
 #   python/   pytest, unpacked from PyPI's wheels for the GPU machine's python3;
 #   bin/      the GPU programs (and the shared CUDA runtime sync_steps links against), built here for sm_${GPU_ARCH:-90} in build-gpu/, so
@@ -14,7 +16,7 @@ scripts/install-deps.sh
 rm -rf .gpu-deps
 mkdir -p .gpu-deps/include .gpu-deps/bin
 for header in doctest nlohmann CLI; do
-  cp -r "/usr/include/$header" .gpu-deps/include/
+  cp -r --preserve=timestamps "/usr/include/$header" .gpu-deps/include/
 done
 deps="$PWD/.gpu-deps/include"
 if [ ! -f build-gpu/build.ninja ]; then
@@ -32,4 +34,6 @@ python3 -m pip download --quiet --only-binary=:all: --python-version 3.12 --dest
 for wheel in .gpu-deps/wheels/*.whl; do python3 -m zipfile -e "$wheel" .gpu-deps/python; done
 # The shared runtime sync_steps is linked against, in case the GPU machine keeps its own elsewhere.
 cp -L /usr/local/cuda/lib64/libcudart.so.13 .gpu-deps/bin/
-echo "seqpool: gathered $(du -sh .gpu-deps | cut -f1) into .gpu-deps/ for tests/gpu/run.sh"
+XZ_OPT=-T0 tar -cJf .gpu-deps.tar.xz .gpu-deps
+echo "seqpool: gathered $(du -sh .gpu-deps | cut -f1) into .gpu-deps/, packed into .gpu-deps.tar.xz" \
+  "($(du -sh .gpu-deps.tar.xz | cut -f1)) for tests/gpu/run.sh"
