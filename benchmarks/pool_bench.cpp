@@ -2,7 +2,7 @@
 // the host space and the device space, in fp32 and bf16, next to the read
 // ceiling measured in the same run on a buffer as large as the input.
 //
-//   pool_bench [--json FILE] [--space host|device] [--dtype fp32|bf16] [--shape NAME] [--method NAME] [--repeats N]
+//   pool_bench [--json FILE] [--space host|device] [--dtype fp32|bf16] [--shape NAME] [--method NAME] [--repeats N] [--unheld]
 //
 // Shapes: long (64 prompts of 1024 rows), short (4096 prompts of 8-24 rows) and
 // single (one prompt of 65536 rows), all 65536 x 1024; wide (8 prompts of 512 rows), 4096 x 4096.
@@ -284,20 +284,21 @@ class runner {
       lexical.plan(lexical_step, lexical_state, lexical_plan);
     };
     const double plan_seconds = bench::median_seconds(repeats_, plan_all);
-    const auto reserve_all = [&] {
-      dense.reserve(dense_plan, dense_state);
-      colbert.reserve(colbert_plan, colbert_state);
-      lexical.reserve(lexical_plan, lexical_state);
-    };
-    reserve_all();
+    // Each forward() takes the space's next staging slot: each pooler reserves
+    // it just before, as an engine must.
+    dense.reserve(dense_plan, dense_state);
+    colbert.reserve(colbert_plan, colbert_state);
+    lexical.reserve(lexical_plan, lexical_state);
     seqpool::buffer<float, Space> dense_out(space_, static_cast<std::size_t>(dense_plan.output_size));
     seqpool::buffer<float, Space> colbert_out(space_, static_cast<std::size_t>(colbert_plan.output_size));
     seqpool::buffer<seqpool::sparse_entry, Space> lexical_out(space_, static_cast<std::size_t>(lexical_plan.output_size));
     record timed =
         time_case("bge-m3", dense_step, plan_seconds, colbert_out.data(), colbert_plan.output_size, plan_all, [&] {
-          reserve_all();
+          dense.reserve(dense_plan, dense_state);
           dense.forward(view(), dense_plan, dense_state, dense_out.span());
+          colbert.reserve(colbert_plan, colbert_state);
           colbert.forward(view(), colbert_plan, colbert_state, colbert_out.span());
+          lexical.reserve(lexical_plan, lexical_state);
           lexical.forward(view(), lexical_plan, lexical_state, lexical_out.span());
         });
     // The write ceiling is measured on ColBERT's output, the largest; the step writes all three.
@@ -558,7 +559,16 @@ int main(int argc, char** argv) {
                  "cls, last, mean, max, all, step, colbert, sparse, bge-m3, dispatcher, or (CUDA) \"dispatcher graph\" and "
                  "\"dispatcher graph eighth\" (default: every one)");
   app.add_option("--repeats", opts.repeats, "timed runs per case (the median is reported)");
+#if defined(__CUDACC__)
+  bool unheld = false;
+  app.add_flag("--unheld", unheld,
+               "queue GPU work without holding the stream, for a profiler that runs kernels one at a time (the GPU "
+               "times then include the host's queuing)");
+#endif
   CLI11_PARSE(app, argc, argv);
+#if defined(__CUDACC__)
+  bench::hold_stream = !unheld;
+#endif
 
   std::vector<record> records;
   std::printf("%-10s %-6s %-5s %-6s %-7s %11s %12s  %20s  %5s  %11s\n", "method", "space", "dtype", "result", "shape",

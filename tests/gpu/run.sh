@@ -19,6 +19,8 @@
 #   Python against the PyTorch pooler;
 #   Nsight Compute over the pooling and gathering kernels on one shape.
 # Writes JSON and logs to $OUT (default build-gpu/out); exits non-zero if any part fails.
+# GPU_PARTS, a bash regular expression, runs only the parts whose names match it
+# (a rerun of what a change touched: GPU_PARTS='device benchmark|sweep').
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 arch=${GPU_ARCH:-90}
@@ -28,6 +30,7 @@ status=0
 part() {
   local name=$1
   shift
+  [[ -n ${GPU_PARTS:-} && ! $name =~ $GPU_PARTS ]] && return
   local start=$SECONDS
   "$@"
   local code=$?
@@ -85,7 +88,7 @@ part "no waits, copies or allocations in 100 steps" env LD_PRELOAD="$PWD/$bin/li
 part "main example on CUDA" timeout 30 "$bin/embed_batch_cuda"
 part "custom method on CUDA" timeout 30 "$bin/custom_method_cuda"
 part "padded batch through DLPack on CUDA" timeout 30 "$bin/padded_batch_cuda"
-part "device benchmark" timeout 90 "$bin/pool_bench_cuda" --space device --repeats 5 --json "$out/gpu-bench.json"
+part "device benchmark" timeout 150 "$bin/pool_bench_cuda" --space device --repeats 5 --json "$out/gpu-bench.json"
 # The sweep: MEAN (packed and split requests) and ALL (gathering) under each
 # candidate policy, every shape, fp32 and bf16, three repeats: three minutes at most.
 # The candidate that changes captured steps alone runs the captured dispatcher step,
@@ -100,7 +103,19 @@ for policy in "${policies[@]}"; do
 done
 part "PyTorch pooler on CUDA" timeout 60 python3 benchmarks/torch_baseline.py --device cuda --repeats 3 \
   --json "$out/torch-cuda.json"
-part "seqpool-run on CUDA" env SEQPOOL_RUN="$PWD/$bin/seqpool-run-cuda" timeout 60 \
+# Nsight Compute's view of the pooling and gathering kernels on one shape: the
+# fraction of DRAM's peak, occupancy and what holds it, the launch's waves.
+ncu_kernels() {
+  for method in mean all; do
+    ncu --clock-control none --kernel-name-base demangled -k regex:'pool_rows|gather_rows' --launch-count 2 \
+      --section SpeedOfLight --section Occupancy --section LaunchStats --section MemoryWorkloadAnalysis \
+      "$bin/pool_bench_cuda" --space device --method "$method" --shape long --dtype bf16 --repeats 1 --unheld || return
+  done >> "$out/ncu.txt" 2>&1
+}
+export -f ncu_kernels
+export bin out
+part "Nsight Compute: MEAN and ALL, bf16, long" timeout 90 bash -c ncu_kernels
+part "seqpool-run on CUDA" env SEQPOOL_RUN="$PWD/$bin/seqpool-run-cuda" timeout 150 \
   python3 -m unittest discover -s tests/cli -p 'test_*.py'
 part "memcheck" timeout 150 compute-sanitizer --tool memcheck --error-exitcode 1 --log-file "$out/memcheck.log" \
   "$bin/test_cuda" -tce='random*'
@@ -117,18 +132,6 @@ part "Python on CUDA (pytest)" env PYTHONPATH="$PWD/build-gpu-py/python:$PWD/.gp
   -p no:cacheprovider python/tests
 part "seqpool from Python against the PyTorch pooler" env PYTHONPATH="$PWD/build-gpu-py/python" timeout 90 \
   python3 python/benchmarks/torch_vs_seqpool.py --device cuda --repeats 5 --json "$out/python-cuda.json"
-# Nsight Compute's view of the pooling and gathering kernels on one shape: the
-# fraction of DRAM's peak, occupancy and what holds it, the launch's waves.
-ncu_kernels() {
-  for method in mean all; do
-    ncu --clock-control none --kernel-name-base demangled -k regex:'pool_rows|gather_rows' --launch-count 2 \
-      --section SpeedOfLight --section Occupancy --section LaunchStats --section MemoryWorkloadAnalysis \
-      "$bin/pool_bench_cuda" --space device --method "$method" --shape long --dtype bf16 --repeats 1 || return
-  done >> "$out/ncu.txt" 2>&1
-}
-export -f ncu_kernels
-export bin out
-part "Nsight Compute: MEAN and ALL, bf16, long" timeout 90 bash -c ncu_kernels
 if [ -f "$out/gpu-bench.json" ] && [ -f "$out/torch-cuda.json" ]; then
   python3 benchmarks/report.py "$out/gpu-bench.json" "$out/torch-cuda.json" --space device --json "$out/gpu-report.json" \
     > "$out/gpu-tables.md" && cat "$out/gpu-tables.md"
