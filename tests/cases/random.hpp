@@ -274,8 +274,12 @@ void compare_with_reference(std::uint32_t seed, const batch_shape& shape, bool c
     const std::int64_t head_width = pooling_head.spec.layers.empty() ? pooled_width : pooling_head.out_features;
     const std::int64_t kept = p.r.params.dimensions.value_or(head_width);
     // A quantized combination's results are the float pooler's, checked as float results are.
-    test::check_close(*p.result, reference_of<Method>(p, hidden_size, pooling_head.spec, kept),
-                      tolerance<T, std::conditional_t<quantized, float, Result>>);
+    // Float results through a layer: its sums of up to a few hundred float
+    // products, in the kernel's order (a warp's lanes, then their shuffles), may
+    // stray ten times further from the sums in double than pooling alone does.
+    constexpr double pooled = tolerance<T, std::conditional_t<quantized, float, Result>>;
+    const double allowed = pooled < 1e-4 && !pooling_head.spec.layers.empty() ? 1e-4 : pooled;
+    test::check_close(*p.result, reference_of<Method>(p, hidden_size, pooling_head.spec, kept), allowed);
   }
 }
 
@@ -321,10 +325,13 @@ using methods = decltype(std::tuple_cat(typename alternatives<seqpool::method::a
 #define SEQPOOL_TEST_PART 0
 #endif
 
-template <class Space, std::size_t... Pairs>
+/// The part is a template argument, so that each part's instantiation has a
+/// name of its own: with one name, the linker would keep one part's body for
+/// every part of the program.
+template <class Space, std::size_t Parts, std::size_t Part, std::size_t... Pairs>
 void compare_pairs(std::index_sequence<Pairs...>) {
   const auto one = []<std::size_t Pair>(std::integral_constant<std::size_t, Pair>) {
-    if constexpr (Pair % SEQPOOL_TEST_PARTS == SEQPOOL_TEST_PART) {
+    if constexpr (Pair % Parts == Part) {
       using method = std::tuple_element_t<Pair / combination_count, methods>;
       using chosen = std::tuple_element_t<Pair % combination_count, combinations>;
       CAPTURE(method::name);
@@ -342,6 +349,6 @@ void compare_pairs(std::index_sequence<Pairs...>) {
 TEST_CASE_TEMPLATE_DEFINE("random batches match the reference: every built-in method in every combination, part "
                           SEQPOOL_TEST_PART_NAME(SEQPOOL_TEST_PART),
                           Space, random_batches) {
-  random_cases::compare_pairs<Space>(
+  random_cases::compare_pairs<Space, SEQPOOL_TEST_PARTS, SEQPOOL_TEST_PART>(
       std::make_index_sequence<std::tuple_size_v<random_cases::methods> * random_cases::combination_count>());
 }

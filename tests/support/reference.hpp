@@ -33,13 +33,16 @@ struct head_spec {
   std::optional<seqpool::head::platt_scaling> platt;
 };
 
-/// PyTorch's activation functions, in double.
+/// PyTorch's activation functions, in double, but for the value of erf, which
+/// GELU on float32 rounds to float: its 1 + erf then cancels to 0 below about
+/// -5.4, where in double it stays a tiny positive number (a row of such values
+/// normalised is all but ±1 in double and ±0 in float).
 inline double reference_activation(seqpool::activation_function function, double x) {
   switch (function) {
     case seqpool::activation_function::tanh:
       return std::tanh(x);
     case seqpool::activation_function::gelu:
-      return 0.5 * x * (1.0 + std::erf(x / std::sqrt(2.0)));
+      return 0.5 * x * (1.0 + static_cast<float>(std::erf(x / std::sqrt(2.0))));
     case seqpool::activation_function::relu:
       return x < 0 ? 0.0 : x;  // NaN stays NaN
     default:
