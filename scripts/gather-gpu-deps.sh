@@ -22,6 +22,14 @@ deps="$PWD/.gpu-deps/include"
 if [ ! -f build-gpu/build.ninja ]; then
   meson setup build-gpu --buildtype=release -Dtests=true -Dexamples=true -Dbenchmarks=true -Dtools=true -Dcuda=enabled -Dgpu_programs=true -Dgpu_arch="$arch" -Dcpp_args="-I$deps" -Dcuda_args="-I$deps"
 fi
+# Meson before 1.4 writes no header dependencies for nvcc, so ninja would keep a
+# CUDA object older than a header it includes: where a source or header of the
+# tree is newer than the oldest CUDA object, every CUDA object is compiled again.
+oldest=$(find build-gpu -name '*.cu.o' -printf '%T@ %p\n' | sort -n | head -1 | cut -d' ' -f2-)
+if [ -n "$oldest" ] && find include tests benchmarks examples tools python \( -name '*.hpp' -o -name '*.cpp' -o \
+  -name '*.cu' -o -name '*.h' \) -newer "$oldest" | grep -q .; then
+  find build-gpu -name '*.cu.o' -delete
+fi
 source tests/gpu/programs.sh
 ninja -C build-gpu "${programs[@]}"
 # Stripped of their host symbols: what is carried is held to 64 MiB in all.

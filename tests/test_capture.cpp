@@ -259,8 +259,12 @@ TEST_CASE("each pooler makes one launch, one more with a linear layer (but a tok
 TEST_CASE_TEMPLATE("a captured step's pooling runs on a block an index, or one wave as the policy says", Policy,
                    seqpool::detail::device::launch_policy, seqpool::detail::device::one_wave_capture_policy) {
   using Space = seqpool::device_space<seqpool::with_policy<seqpool::omp_backend, Policy>>;
-  // 64 prompts of 2,000 rows of 40 columns: each split into four tiles of one slab, 256 blocks of the pooling
-  // launch, where the stand-in's wave is 16 blocks; the capacity's bound is 378.
+  // 64 prompts of 2,000 rows of 40 columns: each split into tiles of one slab, a block each in the pooling
+  // launch (128 at tiles of 1024 rows), where the stand-in's wave is 16 blocks; the capacity bounds the blocks
+  // by one a request, one a split request and one a tile's rows of the capacity's (253).
+  constexpr std::int64_t tile = Policy::tile_rows;
+  const std::int64_t eager_blocks = 64 * ((2000 + tile - 1) / tile);
+  const std::int64_t bound = 64 + 64 + 64 * 2000 / tile;
   const seqpool::capacity limits{.requests = 64, .rows = 64 * 2000};
   seqpool::batch full;
   for (int i = 0; i < 64; ++i) full.requests.push_back(test::whole(test::id("r", i), task::embed, 2000));
@@ -271,7 +275,7 @@ TEST_CASE_TEMPLATE("a captured step's pooling runs on a block an index, or one w
   seqpool::state_store<Space> eager_state(eager_space);
   auto eager = pooler_in(eager_space);
   const test::results expected = test::run_step(eager_space, eager, eager_state, full, rows);
-  CHECK(eager_space.backend().largest_grid() == 256);
+  CHECK(eager_space.backend().largest_grid() == eager_blocks);
 
   Space space;
   seqpool::state_store<Space> state(space);
@@ -286,7 +290,7 @@ TEST_CASE_TEMPLATE("a captured step's pooling runs on a block an index, or one w
   captured.capture(seqpool::make_hidden_view(hidden.data(), limits.rows, hidden_size), plan, state, output.span(),
                    home);
   const seqpool::omp_backend::graph graph = space.backend().end_capture();
-  CHECK(space.backend().largest_grid() == (Policy::captured_pooling_in_one_wave ? 16 : 378));
+  CHECK(space.backend().largest_grid() == (Policy::captured_pooling_in_one_wave ? 16 : bound));
   graph.launch();
   home.mark_launched();
   const test::results actual = capture_cases::results_of(space, plan, output);

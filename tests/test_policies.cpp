@@ -120,14 +120,14 @@ TEST_CASE_TEMPLATE("every candidate launch policy merges many partials of a long
   // orders) is the default's bit for bit.
   constexpr bool same_order = Policy::tile_rows == device::launch_policy::tile_rows &&
                               Policy::warps == device::launch_policy::warps;
-  // 20,000 rows are 40 tiles of 512 (20 of 1024): each warp of the merging block
-  // takes five (ten with four warps), more than a group of partials in flight,
-  // and a chunk of 9,001 rows leaves the rest to a state.
+  // 41,000 rows are 41 tiles of 1024 (21 of 2048): each warp of the merging
+  // block takes six (three of 2048; eleven with four warps), more than a group
+  // of partials in flight, and a chunk of 18,001 rows leaves the rest to a state.
   const seqpool::pooling_params raw{.use_activation = false};
   const std::vector<seqpool::batch> steps{
-      {{test::whole("long", task::embed, 20000, raw), test::whole("short", task::embed, 2500, raw)}},
-      {{test::part("chunked", task::embed, 20000, 0, 9001, raw)}},
-      {{test::part("chunked", task::embed, 20000, 9001, 10999, raw)}}};
+      {{test::whole("long", task::embed, 41000, raw), test::whole("short", task::embed, 2500, raw)}},
+      {{test::part("chunked", task::embed, 41000, 0, 18001, raw)}},
+      {{test::part("chunked", task::embed, 41000, 18001, 22999, raw)}}};
   const auto check = [&]<class Method>(Method) {
     odd_rows<Method, Space> candidate;
     odd_rows<Method, default_space> chosen;

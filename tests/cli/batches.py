@@ -7,8 +7,10 @@ import json
 import math
 import os
 import pathlib
+import shutil
 import subprocess
 import tempfile
+import weakref
 
 import numpy as np
 
@@ -62,9 +64,10 @@ class Batch:
     """A batch folder: the JSON, the arrays it names, and the tool's results."""
 
     def __init__(self, hidden_size, poolers, projector=None, classifier=None, dtype="float32"):
-        # Removed with the batch (or when the interpreter exits).
-        self.directory = tempfile.TemporaryDirectory(prefix="seqpool-batch-")
-        self.folder = pathlib.Path(self.directory.name)
+        # Removed with the batch (or when the interpreter exits), quietly: a
+        # TemporaryDirectory left to the collector warns (Python 3.12).
+        self.folder = pathlib.Path(tempfile.mkdtemp(prefix="seqpool-batch-"))
+        weakref.finalize(self, shutil.rmtree, self.folder, ignore_errors=True)
         self.dtype = dtype
         self.spec = {"hidden_size": hidden_size, "poolers": poolers, "steps": []}
         if projector is not None:
