@@ -7,12 +7,15 @@ pool_bench_cuda_<policy>'s, all from one run of tests/gpu/run.sh. Each is set
 against the read ceiling its own process measured, so fractions compare across
 processes where times would not. A row per method, dtype and shape the candidates
 ran; a column per policy; the winner is the policy of the highest fraction, the
-default unless a candidate beats it by more than the noise margin.
+default unless a candidate beats it by more than the noise (NOISE).
 """
 import argparse
 import json
 
-NOISE = 0.02  # a candidate must beat the default's fraction by this much to win
+# A candidate must beat the default's fraction by more than two programs that run
+# a case alike differ by: about 0.03, 0.07 on `wide`, whose steps last 0.04–0.1 ms.
+NOISE = {"wide": 0.07}
+DEFAULT_NOISE = 0.03
 
 
 def key(record):
@@ -45,7 +48,7 @@ def main():
                 cells.append("—")
                 continue
             cells.append(f"{r['fraction']:.2f}")
-            if r["fraction"] > best and r["fraction"] > default[k]["fraction"] + NOISE:
+            if r["fraction"] > best and r["fraction"] > default[k]["fraction"] + NOISE.get(k[2], DEFAULT_NOISE):
                 best_policy, best = policy, r["fraction"]
         winners.append({"method": k[0], "dtype": k[1], "shape": k[2], "policy": best_policy, "fraction": best,
                         "default_fraction": default[k]["fraction"]})

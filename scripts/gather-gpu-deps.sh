@@ -25,9 +25,9 @@ fi
 # Meson before 1.4 writes no header dependencies for nvcc, so ninja would keep a
 # CUDA object older than a header it includes: where a source or header of the
 # tree is newer than the oldest CUDA object, every CUDA object is compiled again.
-oldest=$(find build-gpu -name '*.cu.o' -printf '%T@ %p\n' | sort -n | head -1 | cut -d' ' -f2-)
-if [ -n "$oldest" ] && find include tests benchmarks examples tools python \( -name '*.hpp' -o -name '*.cpp' -o \
-  -name '*.cu' -o -name '*.h' \) -newer "$oldest" | grep -q .; then
+oldest=$(find build-gpu -name '*.cu.o' -printf '%T@ %p\n' | sort -n | awk 'NR == 1 { sub(/^[^ ]* /, ""); print }')
+if [ -n "$oldest" ] && [ -n "$(find include tests benchmarks examples tools python \( -name '*.hpp' -o -name '*.cpp' \
+  -o -name '*.cu' -o -name '*.h' \) -newer "$oldest" -print -quit)" ]; then
   find build-gpu -name '*.cu.o' -delete
 fi
 source tests/gpu/programs.sh

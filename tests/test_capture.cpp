@@ -261,7 +261,7 @@ TEST_CASE_TEMPLATE("a captured step's pooling runs on a block an index, or one w
   using Space = seqpool::device_space<seqpool::with_policy<seqpool::omp_backend, Policy>>;
   // 64 prompts of 2,000 rows of 40 columns: each split into tiles of one slab, a block each in the pooling
   // launch (128 at tiles of 1024 rows), where the stand-in's wave is 16 blocks; the capacity bounds the blocks
-  // by one a request, one a split request and one a tile's rows of the capacity's (253).
+  // by one a request, one a split request and one a tile_rows of the capacity's rows (253 at 1024).
   constexpr std::int64_t tile = Policy::tile_rows;
   const std::int64_t eager_blocks = 64 * ((2000 + tile - 1) / tile);
   const std::int64_t bound = 64 + 64 + 64 * 2000 / tile;

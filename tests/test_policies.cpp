@@ -120,14 +120,14 @@ TEST_CASE_TEMPLATE("every candidate launch policy merges many partials of a long
   // orders) is the default's bit for bit.
   constexpr bool same_order = Policy::tile_rows == device::launch_policy::tile_rows &&
                               Policy::warps == device::launch_policy::warps;
-  // 41,000 rows are 41 tiles of 1024 (21 of 2048): each warp of the merging
-  // block takes six (three of 2048; eleven with four warps), more than a group
-  // of partials in flight, and a chunk of 18,001 rows leaves the rest to a state.
+  // 70,000 rows are 69 tiles of 1024 (35 of 2048): each warp of the merging
+  // block takes nine (five of 2048; eighteen with four warps), more than a group
+  // of partials in flight, and a chunk of 30,001 rows leaves the rest to a state.
   const seqpool::pooling_params raw{.use_activation = false};
   const std::vector<seqpool::batch> steps{
-      {{test::whole("long", task::embed, 41000, raw), test::whole("short", task::embed, 2500, raw)}},
-      {{test::part("chunked", task::embed, 41000, 0, 18001, raw)}},
-      {{test::part("chunked", task::embed, 41000, 18001, 22999, raw)}}};
+      {{test::whole("long", task::embed, 70000, raw), test::whole("short", task::embed, 2500, raw)}},
+      {{test::part("chunked", task::embed, 70000, 0, 30001, raw)}},
+      {{test::part("chunked", task::embed, 70000, 30001, 39999, raw)}}};
   const auto check = [&]<class Method>(Method) {
     odd_rows<Method, Space> candidate;
     odd_rows<Method, default_space> chosen;

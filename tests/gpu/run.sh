@@ -20,7 +20,8 @@
 #   Nsight Compute over the pooling and gathering kernels on one shape.
 # Writes JSON and logs to $OUT (default build-gpu/out); exits non-zero if any part fails.
 # GPU_PARTS, a bash regular expression, runs only the parts whose names match it
-# (a rerun of what a change touched: GPU_PARTS='device benchmark|sweep').
+# (a rerun of what a change touched: GPU_PARTS='^device benchmark|^sweep'); a part
+# that needs another (the Python parts need the module's build) needs it matched too.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 arch=${GPU_ARCH:-90}
@@ -30,7 +31,10 @@ status=0
 part() {
   local name=$1
   shift
-  [[ -n ${GPU_PARTS:-} && ! $name =~ $GPU_PARTS ]] && return
+  if [[ -n ${GPU_PARTS:-} && ! $name =~ $GPU_PARTS ]]; then
+    echo "gpu: $name: skipped"
+    return
+  fi
   local start=$SECONDS
   "$@"
   local code=$?
@@ -45,8 +49,12 @@ if ! echo '#include <omp.h>' | g++ -fopenmp -x c++ -fsyntax-only - 2>/dev/null; 
 fi
 # What scripts/gather-gpu-deps.sh gathers travels packed, .gpu-deps.tar.xz (its
 # programs unpacked are more than a call may carry).
-if [ ! -d .gpu-deps ] && [ -f .gpu-deps.tar.xz ]; then
+# A machine kept warm between calls keeps the last call's folder: it is replaced
+# whenever the archive is newer than its unpacking.
+if [ -f .gpu-deps.tar.xz ] && [ ! .gpu-deps/.unpacked -nt .gpu-deps.tar.xz ]; then
+  rm -rf .gpu-deps
   python3 -c 'import tarfile; tarfile.open(".gpu-deps.tar.xz").extractall(filter="tar")' || exit 1
+  touch .gpu-deps/.unpacked
 fi
 if [ ! -f .gpu-deps/include/doctest/doctest.h ]; then
   echo "gpu: .gpu-deps/ is missing: run scripts/gather-gpu-deps.sh on a development machine and carry .gpu-deps.tar.xz"
@@ -79,8 +87,8 @@ else
   echo "gpu: build: ok ($((SECONDS - start)) s)"
 fi
 
-# Every part has a time limit, most important first, so that the whole run stays
-# within seven minutes; a part cut short reports FAILED with status 124.
+# The parts run most important first, each under a time limit, so that one that
+# hangs costs its limit, not the call; a part cut short reports FAILED with status 124.
 part "CUDA tests" timeout 90 "$bin/test_cuda" -tce='*captured*'
 part "capture replays" timeout 60 "$bin/test_cuda" -tc='*captured*'
 part "no waits, copies or allocations in 100 steps" env LD_PRELOAD="$PWD/$bin/libcount_sync.so" \
@@ -90,7 +98,7 @@ part "custom method on CUDA" timeout 30 "$bin/custom_method_cuda"
 part "padded batch through DLPack on CUDA" timeout 30 "$bin/padded_batch_cuda"
 part "device benchmark" timeout 150 "$bin/pool_bench_cuda" --space device --repeats 5 --json "$out/gpu-bench.json"
 # The sweep: MEAN (packed and split requests) and ALL (gathering) under each
-# candidate policy, every shape, fp32 and bf16, three repeats: three minutes at most.
+# candidate policy, every shape, fp32 and bf16, three repeats: 30 s a part at most.
 # The candidate that changes captured steps alone runs the captured dispatcher step,
 # its whole capacity and an eighth of it.
 for policy in "${policies[@]}"; do

@@ -20,10 +20,8 @@ struct launch_policy {
   /// into tiles × slabs, a block each, whose partial rows the last block to
   /// finish merges in the same launch.
   static constexpr std::int64_t packed_elements = 32768;
-  /// Rows of a split request one block reads: on the H200, tiles of 1024 rows
-  /// pool bf16 MEAN over 64 prompts of 1024 rows at 0.73 of the read ceiling
-  /// where 512 reached 0.58, and one prompt of 65536 rows at 0.60 (0.49), no
-  /// shape slower (docs/PERFORMANCE.md, GPU).
+  /// Rows of a split request one block reads: fewer, longer tiles leave fewer
+  /// partial rows to merge (docs/PERFORMANCE.md, GPU: the sweep that chose 1024).
   static constexpr std::int64_t tile_rows = 1024;
   static constexpr std::int64_t slab_columns = 256;   ///< columns of a split request one block covers: 8 a lane
   static constexpr int slab_lane_floats = slab_columns / 32;
