@@ -32,6 +32,12 @@ struct ceilings {
   using clock = synced_clock<Space>;
 };
 
+/// Whether every timed run starts with the caches flushed (the default: the
+/// step reads memory no cache holds). pool_bench --warm leaves them as the run
+/// before left them — for a step whose hidden states the model has just
+/// written, the TLB's pages among what it keeps.
+inline bool evict_before_runs = true;
+
 #if defined(__CUDACC__)
 /// Whether the device clock holds the stream until a call is queued (below).
 /// A profiler that runs kernels one at a time (Nsight Compute) would wait on

@@ -2,7 +2,8 @@
 // the host space and the device space, in fp32 and bf16, next to the read
 // ceiling measured in the same run on a buffer as large as the input.
 //
-//   pool_bench [--json FILE] [--space host|device] [--dtype fp32|bf16] [--shape NAME] [--method NAME] [--repeats N] [--unheld]
+//   pool_bench [--json FILE] [--space host|device] [--dtype fp32|bf16] [--shape NAME] [--method NAME] [--repeats N]
+//   [--warm] [--unheld]
 //
 // Shapes: long (64 prompts of 1024 rows), short (4096 prompts of 8-24 rows) and
 // single (one prompt of 65536 rows), all 65536 x 1024; wide (8 prompts of 512 rows), 4096 x 4096.
@@ -433,7 +434,7 @@ class runner {
     using clock = typename bench::ceilings<Space>::clock;
     const auto settle = [&] {
       prepare();
-      bench::ceilings<Space>::evict(space_);
+      if (bench::evict_before_runs) bench::ceilings<Space>::evict(space_);
     };
     const auto [seconds, read_seconds, write_seconds] = bench::interleaved_medians(
         repeats_, clock{&space_}, settle, work, [&] { bench::ceilings<Space>::read(space_, input, input_bytes); },
@@ -559,6 +560,9 @@ int main(int argc, char** argv) {
                  "cls, last, mean, max, all, step, colbert, sparse, bge-m3, dispatcher, or (CUDA) \"dispatcher graph\" and "
                  "\"dispatcher graph eighth\" (default: every one)");
   app.add_option("--repeats", opts.repeats, "timed runs per case (the median is reported)");
+  bool warm = false;
+  app.add_flag("--warm", warm,
+               "leave the caches as the run before left them, the ceilings' too (default: flushed before every run)");
 #if defined(__CUDACC__)
   bool unheld = false;
   app.add_flag("--unheld", unheld,
@@ -566,6 +570,7 @@ int main(int argc, char** argv) {
                "times then include the host's queuing)");
 #endif
   CLI11_PARSE(app, argc, argv);
+  bench::evict_before_runs = !warm;
 #if defined(__CUDACC__)
   bench::hold_stream = !unheld;
 #endif

@@ -2,9 +2,11 @@
 the MEAN and MAX pooling kernels, bf16 and fp32, MEAN from bf16 rows into bf16
 results and from fp32 rows into int8 ones, MEAN as the sweep's candidate with two
 stages of loads cuts it, the gathering kernel (ALL, STEP) for fp32 and bf16 rows
-and bf16 rows into sign bits, the linear layer over pooled rows and over ALL's
-bf16 rows where they lie, and the upload of a captured step (copy_pieces, which
-reads the pinned slot over the host link).
+and bf16 rows into sign bits, the narrow linear layer over pooled rows and over
+ALL's bf16 rows where they lie, the wide one's tiles over pooled rows and over
+ALL's bf16 and fp32 rows (whose products must keep the next slice's loads in
+flight, reading shared memory in vectors), and the upload of a captured step
+(copy_pieces, which reads the pinned slot over the host link).
 
 Every kernel keeps its values in registers: ptxas reports no stack frame and no
 spills. Those that read hidden states do so with 128-bit global loads
@@ -51,20 +53,32 @@ KERNELS["gather bf16 to ubinary"] = re.compile(r"gather_rowsINS_4head9normalizeE
 KERNELS["linear"] = re.compile(r"apply_linearINS_4head9normalizeENS1_16workspace_inputsEfNS")
 # The layer's kernel reading ALL's bf16 rows where they lie (a multi-vector projection).
 KERNELS["projection bf16"] = re.compile(r"apply_linearINS_4head9normalizeENS1_13returned_rowsI13__nv_bfloat16EEfNS")
+# A wide layer as tiles of rows × outputs (linear_tiles), over pooled rows and
+# over ALL's bf16 and fp32 rows where they lie.
+KERNELS["tiles"] = re.compile(r"linear_tilesINS_4head9normalizeENS1_16workspace_inputsEfNS")
+KERNELS["tiles bf16"] = re.compile(r"linear_tilesINS_4head9normalizeENS1_13returned_rowsI13__nv_bfloat16EEfNS")
+KERNELS["tiles fp32"] = re.compile(r"linear_tilesINS_4head9normalizeENS1_13returned_rowsIfEEfNS")
 KERNELS["copy"] = re.compile(r"copy_pieces")
-WIDE_LOADS = [k for k in KERNELS if k not in ("linear", "gather bf16", "gather bf16 to ubinary")]
+WIDE_LOADS = [k for k in KERNELS if k not in ("linear", "gather bf16", "gather bf16 to ubinary", "tiles",
+                                              "tiles bf16")]
 # The kernels that read hidden states score those loads alone: streaming loads
 # (__ldcs, evict-first), not the loads from L2 of their epilogues and merges.
-READS_HIDDEN = [k for k in KERNELS if k not in ("linear", "copy")]
+READS_HIDDEN = [k for k in KERNELS if k not in ("linear", "copy", "tiles")]
+TILES = ("tiles", "tiles bf16", "tiles fp32")
+# A tile's slice of 16 inputs: a thread's products (4 rows × 8 outputs each),
+# whose values it reads from shared memory as 3 vectors an input, all issued
+# while its loads of the next slice are in flight.
+SLICE_PRODUCTS, SLICE_VECTOR_READS = 16 * 4 * 8, 16 * 3
 STREAMED = ".EF"
 
 # Today's values, the floor each kernel must keep: blocks of 256 threads an SM
 # holds, and bytes of loads an SM has in flight (see the docstring).
 THREADS = 256
-# The dense layer's kernel (a launch a layer of a head's stack, each with a pass
-# of its activation function) holds 5 blocks an SM at 48 registers, whether it
-# reads pooled rows from the workspace or returned rows where they lie; then it
-# reads weights from L2 for a few rows.
+# The narrow dense layer's kernel (a launch a layer of a head's stack, each with
+# a pass of its activation function) holds 5 blocks an SM at 48 registers,
+# whether it reads pooled rows from the workspace or returned rows where they
+# lie; then it reads weights from L2 for a few rows. The wide layer's tiles hold
+# two (104 to 110 registers, 27 KB of shared memory).
 BLOCKS_AT_LEAST = {kernel: {"linear": 5, "projection bf16": 5, "copy": 1}.get(kernel, 2) for kernel in KERNELS}
 KB = 1024
 BYTES_IN_FLIGHT_AT_LEAST = {"mean fp32": 128 * KB, "max fp32": 128 * KB, "mean bf16": 64 * KB, "max bf16": 64 * KB,
@@ -91,7 +105,8 @@ BYTES_IN_FLIGHT_AT_LEAST = {"mean fp32": 128 * KB, "max fp32": 128 * KB, "mean b
 # with the weights, which shared memory (taken as one value) links into one chain.
 LOADS_BEFORE_DATA_AT_MOST = {"mean bf16": 3, "max bf16": 3, "mean bf16 pipelined": 3, "mean bf16 to bf16": 3,
                              "mean fp32": 3, "max fp32": 3, "mean fp32 pipelined": 3, "mean fp32 to int8": 3,
-                             "gather fp32": 6, "gather bf16": 8, "gather bf16 to ubinary": 8, "projection bf16": 5}
+                             "gather fp32": 6, "gather bf16": 8, "gather bf16 to ubinary": 8, "projection bf16": 5,
+                             "tiles bf16": 5, "tiles fp32": 5}
 CARRIED_AT_LEAST = {"mean bf16 pipelined": 8, "mean fp32 pipelined": 12}
 TAIL_ROUND_TRIPS_AT_MOST = {"mean bf16": 1, "max bf16": 1, "mean bf16 pipelined": 1, "mean bf16 to bf16": 1,
                             "mean fp32": 1, "max fp32": 1, "mean fp32 pipelined": 1, "mean fp32 to int8": 1,
@@ -269,6 +284,26 @@ def carried_loads(code_list):
     return carried, total
 
 
+def products_under_load(code_list):
+    """For the global load with the most work behind it, the products (FFMA)
+    and the 128-bit shared-memory reads (LDS.128) a thread issues between the
+    load and the first instruction that reads what it loaded: the multiply a
+    tile's slice keeps its loads of the next slice in flight across."""
+    accesses = [written_and_read(instruction) for instruction in code_list]
+    best = (0, 0)
+    for k, (_, _, opcode, _) in enumerate(code_list):
+        if not opcode.startswith("LDG"):
+            continue
+        loaded, products, vectors = set(accesses[k][0]), 0, 0
+        for j in range(k + 1, len(code_list)):
+            if loaded & set(accesses[j][1]):
+                break
+            products += code_list[j][2].startswith("FFMA")
+            vectors += code_list[j][2].startswith("LDS.128")
+        best = max(best, (products, vectors))
+    return best
+
+
 def main():
     cuobjdump, source, outdir = sys.argv[1:4]
     nvcc = sys.argv[sys.argv.index("--") + 1:]
@@ -325,6 +360,12 @@ def main():
             failures.append(f"{kernel}: {in_flight // KB} KB of loads in flight an SM, fewer than "
                             f"{BYTES_IN_FLIGHT_AT_LEAST[kernel] // KB}")
         path_figures = ""
+        if kernel in TILES:
+            products, vectors = products_under_load(instructions(code))
+            if products < SLICE_PRODUCTS or vectors < SLICE_VECTOR_READS:
+                failures.append(f"{kernel}: {products} products and {vectors} vector reads of shared memory under a "
+                                f"load, fewer than a slice's {SLICE_PRODUCTS} and {SLICE_VECTOR_READS}")
+            path_figures = f"; {products} products and {vectors} vector reads of shared memory under a load"
         if kernel in READS_HIDDEN:
             code_list = instructions(code)
             try:
@@ -342,7 +383,7 @@ def main():
             if carried < CARRIED_AT_LEAST.get(kernel, 0):
                 failures.append(f"{kernel}: {carried} streaming loads in flight across a loop's edge, fewer than "
                                 f"{CARRIED_AT_LEAST[kernel]}")
-            path_figures = (f"; {before} dependent loads before the first data load, {carried} of {looped} looped "
+            path_figures += (f"; {before} dependent loads before the first data load, {carried} of {looped} looped "
                             f"streaming loads carried across the edge" +
                             ("" if tail is None else f", {tail} after the last"))
         print(f"{kernel}: {wide} 128-bit loads; {registers} registers, {blocks} blocks ({blocks * THREADS // 32} warps) "

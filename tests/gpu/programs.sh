@@ -4,3 +4,13 @@
 policies=(deep_loads_policy pipelined_loads_policy small_blocks_policy long_tiles_policy one_wave_capture_policy)
 programs=(tests/test_cuda examples/embed_batch_cuda examples/custom_method_cuda examples/padded_batch_cuda
   tools/seqpool-run-cuda benchmarks/pool_bench_cuda "${policies[@]/#/benchmarks/pool_bench_cuda_}")
+# GPU_PROGRAMS, a bash regular expression, keeps only the programs whose paths
+# match it, for a call that runs a few parts (with GPU_PARTS): both scripts then
+# build, carry and look for those alone.
+if [[ -n ${GPU_PROGRAMS:-} ]]; then
+  kept=()
+  for program in "${programs[@]}"; do
+    if [[ $program =~ $GPU_PROGRAMS ]]; then kept+=("$program"); fi
+  done
+  programs=("${kept[@]}")
+fi

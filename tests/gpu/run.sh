@@ -17,11 +17,14 @@
 #     tabled against the default by benchmarks/sweep.py;
 #   the Python module built with CUDA, its pytest cases on torch.cuda tensors, and seqpool from
 #   Python against the PyTorch pooler;
-#   Nsight Compute over the pooling and gathering kernels on one shape.
+#   Nsight Compute over the pooling and gathering kernels on one shape, and the time of each
+#     kernel of a mixed step and of ColBERT's.
 # Writes JSON and logs to $OUT (default build-gpu/out); exits non-zero if any part fails.
 # GPU_PARTS, a bash regular expression, runs only the parts whose names match it
 # (a rerun of what a change touched: GPU_PARTS='^device benchmark|^sweep'); a part
 # that needs another (the Python parts need the module's build) needs it matched too.
+# GPU_PROGRAMS (tests/gpu/programs.sh) narrows the programs carried and built to
+# those the chosen parts run.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 arch=${GPU_ARCH:-90}
@@ -97,6 +100,17 @@ part "main example on CUDA" timeout 30 "$bin/embed_batch_cuda"
 part "custom method on CUDA" timeout 30 "$bin/custom_method_cuda"
 part "padded batch through DLPack on CUDA" timeout 30 "$bin/padded_batch_cuda"
 part "device benchmark" timeout 150 "$bin/pool_bench_cuda" --space device --repeats 5 --json "$out/gpu-bench.json"
+# A step's fixed cost without the flush before each run that the figures above
+# pay (which evicts the TLB's pages with the caches): CLS and the mixed step, warm.
+warm_steps() {
+  for method in cls dispatcher; do
+    "$bin/pool_bench_cuda" --space device --method "$method" --repeats 5 --warm --json "$out/gpu-warm-$method.json" ||
+      return
+  done > "$out/gpu-warm.txt"
+}
+export -f warm_steps
+export bin out
+part "device benchmark, warm caches" timeout 100 bash -c warm_steps
 # The sweep: MEAN (packed and split requests) and ALL (gathering) under each
 # candidate policy, every shape, fp32 and bf16, three repeats: 30 s a part at most.
 # The candidate that changes captured steps alone runs the captured dispatcher step,
@@ -121,8 +135,19 @@ ncu_kernels() {
   done >> "$out/ncu.txt" 2>&1
 }
 export -f ncu_kernels
-export bin out
 part "Nsight Compute: MEAN and ALL, bf16, long" timeout 90 bash -c ncu_kernels
+# Nsight Compute's time of each kernel of a step, one after another (the mixed
+# dispatcher's, eager and replayed from a graph at an eighth of its capacity;
+# ColBERT's projection), against the step's time in gpu-bench.json: where a
+# step's time goes between its kernels.
+ncu_steps() {
+  for method in dispatcher "dispatcher graph eighth" colbert; do
+    ncu --clock-control none --kernel-name-base function --metrics gpu__time_duration.sum --csv --print-units base \
+      "$bin/pool_bench_cuda" --space device --method "$method" --shape wide --dtype fp32 --repeats 1 --unheld || return
+  done > "$out/ncu-steps.csv" 2>&1
+}
+export -f ncu_steps
+part "Nsight Compute: the kernels of a step" timeout 90 bash -c ncu_steps
 part "seqpool-run on CUDA" env SEQPOOL_RUN="$PWD/$bin/seqpool-run-cuda" timeout 150 \
   python3 -m unittest discover -s tests/cli -p 'test_*.py'
 part "memcheck" timeout 150 compute-sanitizer --tool memcheck --error-exitcode 1 --log-file "$out/memcheck.log" \

@@ -3,7 +3,8 @@
 // results, MEAN over bf16 rows into bf16 results and over fp32 rows into int8
 // ones, MEAN as the candidate policy with two stages of loads cuts it),
 // gathering (ALL's and STEP's rows, fp32 and bf16, and bf16 into sign bits),
-// the linear layer over pooled rows and over ALL's bf16 rows where they lie
+// the narrow linear layer over pooled rows and over ALL's bf16 rows where they
+// lie, the wide one's tiles over pooled rows and over ALL's bf16 and fp32 rows
 // (a multi-vector projection), and a captured step's upload.
 #include <cstdint>
 
@@ -36,4 +37,10 @@ using layer = device::apply_linear<embed, Inputs, float, device::launch_policy>;
 
 template __global__ void device::run_blocks(layer<device::workspace_inputs>, unsigned);
 template __global__ void device::run_blocks(layer<device::returned_rows<__nv_bfloat16>>, unsigned);
+template <class Inputs>
+using tiles = device::linear_tiles<embed, Inputs, float, device::launch_policy>;
+
+template __global__ void device::run_blocks(tiles<device::workspace_inputs>, unsigned);
+template __global__ void device::run_blocks(tiles<device::returned_rows<__nv_bfloat16>>, unsigned);
+template __global__ void device::run_blocks(tiles<device::returned_rows<float>>, unsigned);
 template __global__ void device::run_blocks(device::copy_pieces, unsigned);

@@ -9,7 +9,9 @@
 
 #include <seqpool/capacity.hpp>
 #include <seqpool/detail/device/apply_linear.hpp>
+#include <seqpool/detail/device/finish_linear.hpp>
 #include <seqpool/detail/device/gather_rows.hpp>
+#include <seqpool/detail/device/linear_tiles.hpp>
 #include <seqpool/detail/device/list_sparse.hpp>
 #include <seqpool/detail/device/policy.hpp>
 #include <seqpool/detail/device/pool_rows.hpp>
@@ -41,7 +43,8 @@ struct in_one_wave {
 
 /// Written for the GPU: warps read whole lines with 16-byte loads and cooperate
 /// on a row. A long request's tiles are merged by the pooling launch itself,
-/// and each of the head's dense layers is a launch of its own. The OpenMP stand-in runs the same
+/// and each of the head's dense layers is a launch of its own (a wide last
+/// layer's, two). The OpenMP stand-in runs the same
 /// kernels, a block's threads in turn.
 template <class Policy = launch_policy>
 struct algorithms {
@@ -149,7 +152,9 @@ struct algorithms {
   // Launching: which kernels, on how many blocks.
 
   /// One pooling or gathering launch, and one for each of the head's dense
-  /// layers (a token method's first reading the returned rows where they lie),
+  /// layers (a token method's first reading the returned rows where they lie;
+  /// a layer of tiled_layer_outputs or more as tiles, and after a last one
+  /// wider than a tile a launch that finishes its rows),
   /// each carrying what kernels carry of the head (kernel_head_of) and
   /// sized by `counts` (a plan's, or a capacity's for a captured step, whose
   /// blocks past the image's own counts return at once), none when it has no
@@ -199,14 +204,26 @@ struct algorithms {
     }
     const dense_stack layers = head.layers();
     if (!layers.present() || counts.linears == 0) return;
+    const auto rows_in = static_cast<std::int64_t>(counts.linears);
+    const layer_results<Result, Policy> results{into.output, into.workspace, into.encoding};
     for (int k = 0; k < layers.size(); ++k) {
+      const dense_layer& layer = layers[k];
       const std::int64_t outputs_between = k + 1 == layers.size() ? -1 : layers.between_offset(k);
       const auto run_layer = [&]<class Inputs>(const Inputs& inputs) {
+        if (layer.linear.out_features >= Policy::tiled_layer_outputs) {
+          using tiles = linear_tiles<Carried, Inputs, Result, Policy>;
+          const std::int64_t across = tiles::output_tiles(layer.linear.out_features);
+          space.launch(tiles::row_tiles(rows_in) * across,
+                       tiles{carried, layer, inputs, outputs_between, image, results});
+          if (outputs_between < 0 && across > 1)
+            space.launch((rows_in + Policy::warps - 1) / Policy::warps,
+                         finish_linear<Carried, Result, Policy>{carried, image, results});
+          return;
+        }
         using linear_kernel = apply_linear<Carried, Inputs, Result, Policy>;
-        const std::int64_t per_block = linear_kernel::rows_per_block(layers[k].linear.in_features);
-        space.launch((static_cast<std::int64_t>(counts.linears) + per_block - 1) / per_block,
-                     linear_kernel{carried, layers[k], inputs, outputs_between, image, into.output, into.workspace,
-                                   into.encoding});
+        const std::int64_t per_block = linear_kernel::rows_per_block(layer.linear.in_features);
+        space.launch((rows_in + per_block - 1) / per_block,
+                     linear_kernel{carried, layer, inputs, outputs_between, image, results});
       };
       if constexpr (Method::kind == method_kind::token) {
         if (k == 0) {

@@ -1,10 +1,11 @@
-// Device kernels: a dense layer of the head (projector or classifier, or a stack's) over pooled or returned rows.
+// Device kernels: a narrow dense layer of the head (a classifier's classes, a
+// lexical weight, a stack's narrow layers) over pooled or returned rows.
 #pragma once
 
 #include <cstdint>
-#include <type_traits>
 
 #include <seqpool/config.hpp>
+#include <seqpool/detail/device/finish_linear.hpp>
 #include <seqpool/detail/device/layer_inputs.hpp>
 #include <seqpool/detail/device/rows.hpp>
 #include <seqpool/detail/device/team.hpp>
@@ -15,16 +16,15 @@
 namespace seqpool::detail::device {
 
 /// A block passes up to `rows_per_block` rows through one of the head's dense
-/// layers together: it copies them into shared memory from where its Inputs
+/// layers of fewer than Policy::tiled_layer_outputs outputs together (wider
+/// ones are linear_tiles'): it copies them into shared memory from where its Inputs
 /// say they lie (layer_inputs.hpp), then each warp takes
 /// outputs in turn, its lanes reading the output's weight row front to back
 /// (coalesced) and each weight serving every row of the block; then a warp a
 /// row applies the layer's activation function. A launch runs one layer: one
 /// before the last writes its outputs to the rows the plan gave between
 /// layers, which the next launch reads; the last writes the result rows, and
-/// the head's epilogue follows in the same warp. 16-bit and quantized results
-/// are finished in the draft row the plan gave them and encoded into place by
-/// that warp.
+/// the same warp finishes each (layer_results::finish).
 template <class Head, class Inputs, class Result, class Policy>
 struct apply_linear {
   static constexpr int threads = Policy::threads;
@@ -50,9 +50,7 @@ struct apply_linear {
   /// result row (the last layer's).
   std::int64_t outputs_between;
   const std::byte* image;
-  Result* output;
-  float* workspace;
-  result_encoding<Result> encoding;
+  layer_results<Result, Policy> results;
 
   template <class Block>
   SEQPOOL_HOST_DEVICE void operator()(const Block& block, std::int64_t index, shared_storage& shared) const {
@@ -104,28 +102,15 @@ struct apply_linear {
         });
         warp.sync();
       }
-      if (!last) return;
-      using finishing_row = memory_row<std::remove_cvref_t<decltype(warp)>, Policy::warp_row_vectors_in_flight>;
-      finishing_row result{warp, written, width};
-      head.epilogue(result, requests_of(header, image)[row.request].knobs);
-      if (row.draft >= 0)
-        encode_into<Policy::warp_row_vectors_in_flight>(warp, output + row.offset, written, width, encoding);
+      if (last) results.finish(warp, head, requests_of(header, image)[row.request].knobs, written, row);
     });
   }
 
  private:
-  /// Where a result row is finished in float: its place in a float output, or
-  /// the draft row of any other.
-  SEQPOOL_HOST_DEVICE float* row_of(const linear_record& row) const {
-    if constexpr (std::is_same_v<Result, float>)
-      if (row.draft < 0) return output + row.offset;
-    return workspace + row.draft;
-  }
-
   /// Where this launch's layer writes a row's outputs: the result row after
   /// the last layer, the row's place between layers before it.
   SEQPOOL_HOST_DEVICE float* outputs_of(const linear_record& row) const {
-    return outputs_between < 0 ? row_of(row) : workspace + row.between + outputs_between;
+    return outputs_between < 0 ? results.row_of(row) : results.workspace + row.between + outputs_between;
   }
 
   /// Output `o` of every row of the block that keeps it, from the rows staged

@@ -32,6 +32,13 @@ struct workspace_inputs {
   SEQPOOL_HOST_DEVICE void stage(const row* rows, int num_rows, int count, float* to, int thread, int threads) const {
     for (int i = thread; i < num_rows * count; i += threads) to[i] = rows[i / count][i % count];
   }
+
+  /// N inputs of a row from `column`, zeros past its `count`.
+  template <int N>
+  SEQPOOL_HOST_DEVICE void load_run(row from, std::int64_t column, std::int64_t count, float (&to)[N]) const {
+    SEQPOOL_UNROLL
+    for (int e = 0; e < N; ++e) to[e] = column + e < count ? from[column + e] : 0.0f;
+  }
 };
 
 /// A token method's returned rows, read by the first layer where they lie —
@@ -68,6 +75,22 @@ struct returned_rows {
               columns >= 0 ? header.column_table.in(image) + columns : nullptr};
     }
     return {header.state_table.in(image)[entry.detail] + (-1 - record.source), nullptr, nullptr};
+  }
+
+  /// N inputs of a row from `column` (a multiple of N), zeros past its
+  /// `count`: one load of data read once where they are a whole run of a
+  /// hidden row of all columns on a 16-byte boundary.
+  template <int N>
+  SEQPOOL_HOST_DEVICE void load_run(const row& from, std::int64_t column, std::int64_t count, float (&to)[N]) const {
+    constexpr int bytes = N * static_cast<int>(sizeof(T));
+    if constexpr (bytes == 8 || bytes == 16) {
+      if (from.hidden != nullptr && from.chosen == nullptr && rows_aligned && column + N <= count) {
+        to_floats<T>(load_once<bytes>(from.hidden + column), to);
+        return;
+      }
+    }
+    SEQPOOL_UNROLL
+    for (int e = 0; e < N; ++e) to[e] = column + e < count ? from[column + e] : 0.0f;
   }
 
   /// Thread `thread` of `threads` converts its share of `count` inputs of

@@ -74,6 +74,15 @@ struct launch_policy {
   /// 16-byte vectors of a token method's returned rows a thread of that block
   /// loads at once as it stages them in shared memory.
   static constexpr int linear_vectors_in_flight = 4;
+  /// A dense layer of at least this many outputs is a matrix product of tiles
+  /// of rows × 128 outputs (linear_tiles), each input row read once a tile of
+  /// outputs and each weight once a tile of rows (a quarter block of rows);
+  /// narrower ones (a classifier's few classes, a lexical weight) take
+  /// apply_linear, whose blocks read fewer rows of many fewer weights.
+  static constexpr std::int64_t tiled_layer_outputs = 32;
+  /// Inputs of a tile's rows and weights a block holds in shared memory at
+  /// once, in each of two slices (one multiplied while the next is stored).
+  static constexpr int layer_tile_depth = 16;
 };
 
 /// The candidates a sweep on the GPU measures against launch_policy

@@ -26,6 +26,21 @@ struct lane_values<T, false> {
   SEQPOOL_HOST_DEVICE T& operator[](int) { return value; }
 };
 
+/// What each thread of a block holds for itself across its barriers: a register
+/// of its own on the GPU (Threads 1), an entry per thread where the host runs
+/// the threads in turn.
+template <class T, int Threads>
+struct thread_values {
+  T values[Threads];
+  SEQPOOL_HOST_DEVICE T& operator()(int warp, int lane) { return values[warp * warp_lanes + lane]; }
+};
+
+template <class T>
+struct thread_values<T, 1> {
+  T value;
+  SEQPOOL_HOST_DEVICE T& operator()(int, int) { return value; }
+};
+
 /// The order in which a warp's 32 values are summed: a butterfly, after which
 /// every lane holds the same total (a + b and b + a are the same float). The GPU
 /// runs it with shuffles, the host on an array; either way the order is fixed,
@@ -89,6 +104,9 @@ struct host_warp {
 template <int Warps>
 struct host_block {
   using warp_type = host_warp;
+
+  template <class T>
+  using values = thread_values<T, Warps * warp_lanes>;
 
   template <class Work>
   SEQPOOL_HOST_DEVICE void warps(Work&& work) const {
@@ -181,6 +199,9 @@ struct cuda_warp {
 template <int Warps>
 struct cuda_block {
   using warp_type = cuda_warp;
+
+  template <class T>
+  using values = thread_values<T, 1>;
 
   template <class Work>
   __device__ void warps(Work&& work) const {

@@ -87,6 +87,20 @@ SEQPOOL_HOST_DEVICE inline raw_vector load_fresh(const float* address) {
 #endif
 }
 
+/// The four floats at `from`, a 16-byte boundary (of shared memory): one load.
+SEQPOOL_HOST_DEVICE inline void load_four(const float* from, float* to) {
+#if defined(__CUDA_ARCH__)
+  const float4 loaded = *reinterpret_cast<const float4*>(from);
+  to[0] = loaded.x;
+  to[1] = loaded.y;
+  to[2] = loaded.z;
+  to[3] = loaded.w;
+#else
+  check_aligned<vector_bytes>(from);
+  std::memcpy(to, from, vector_bytes);
+#endif
+}
+
 /// Stores one 16-byte vector at `to`, a 16-byte boundary.
 SEQPOOL_HOST_DEVICE inline void store_vector(void* to, const raw_vector& vector) {
 #if defined(__CUDA_ARCH__)
