@@ -33,9 +33,10 @@ struct ceilings {
 };
 
 /// Whether every timed run starts with the caches flushed (the default: the
-/// step reads memory no cache holds). pool_bench --warm leaves them as the run
-/// before left them — for a step whose hidden states the model has just
-/// written, the TLB's pages among what it keeps.
+/// step reads memory no cache holds). pool_bench --warm leaves them as the runs
+/// before left them (the read and write ceilings' runs, interleaved with the
+/// step's, among them): nearer a step whose hidden states the model has just
+/// written, whose pages the TLB still holds.
 inline bool evict_before_runs = true;
 
 #if defined(__CUDACC__)

@@ -562,7 +562,8 @@ int main(int argc, char** argv) {
   app.add_option("--repeats", opts.repeats, "timed runs per case (the median is reported)");
   bool warm = false;
   app.add_flag("--warm", warm,
-               "leave the caches as the run before left them, the ceilings' too (default: flushed before every run)");
+               "leave the caches as the runs before left them, the interleaved ceilings' among them (default: flushed "
+               "before every run)");
 #if defined(__CUDACC__)
   bool unheld = false;
   app.add_flag("--unheld", unheld,

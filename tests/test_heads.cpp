@@ -19,3 +19,4 @@ TEST_CASE_TEMPLATE_APPLY(case_30_dense_stacks, test::cpu_spaces);
 TEST_CASE_TEMPLATE_APPLY(stacks_that_do_not_chain, test::cpu_spaces);
 TEST_CASE_TEMPLATE_APPLY(user_head_stacks, test::cpu_spaces);
 TEST_CASE_TEMPLATE_APPLY(stack_through_wide_layer, test::cpu_spaces);
+TEST_CASE_TEMPLATE_APPLY(wide_layer_tiles, test::cpu_spaces);

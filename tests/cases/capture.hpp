@@ -299,8 +299,9 @@ void pooler_capture_with() {
                  std::is_same_v<Result, float> ? 1e-5 : 1e-2);
 }
 
-/// An ALL pooler whose embed head is a stack of two dense layers (40 → 23, tanh,
-/// then 23 → 16), of Result results, captured once and replayed: the long
+/// An ALL pooler whose embed head is a stack of two dense layers (40 → 36, tanh,
+/// then 36 → 136: on a device a tile of outputs, then two, finished by a launch
+/// of their own), of Result results, captured once and replayed: the long
 /// prompt's first chunks stash their rows in its state, and its last chunk
 /// passes them through the stack with its own, 1100 result rows. The
 /// capacity's workspace counts no gathered rows for a family that projects
@@ -309,8 +310,8 @@ void pooler_capture_with() {
 template <class Space, class Result>
 void token_stack_capture_with() {
   CAPTURE(sizeof(Result));
-  constexpr std::int64_t between = 23;
-  constexpr std::int64_t embedded = 16;
+  constexpr std::int64_t between = 36;
+  constexpr std::int64_t embedded = 136;
   const std::vector<float> weights = test::drawn_values(between * (hidden_size + embedded), 7, 0.2f);
   const auto stack = [](const float* dense) {
     return seqpool::dense_stack{{{dense, nullptr, between, hidden_size}, seqpool::activation_function::tanh},

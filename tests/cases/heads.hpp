@@ -15,6 +15,7 @@
 
 #include <seqpool/seqpool.hpp>
 
+#include "../support/prompts.hpp"
 #include "../support/step.hpp"
 
 namespace heads_cases {
@@ -359,4 +360,92 @@ TEST_CASE_TEMPLATE_DEFINE("a stack's layer wider than shared memory reads its in
   }
   REQUIRE(out[0]->rows == 2);
   test::check_equal(*out[0], 2, 2, expected);
+}
+
+namespace heads_cases {
+
+/// Checks one ALL step of a head of one layer of `out_features` outputs over
+/// hidden states of T, `hidden_size` wide, against the reference: a request of
+/// 180 rows whose first chunk of 100 stashed its rows, beside five whole
+/// prompts of which three keep fewer outputs (dimensions); then MEAN's pooled
+/// rows of the same prompts through the same layer.
+template <class Space, class T>
+void check_wide_layer(Space& space, std::int64_t hidden_size, std::int64_t out_features) {
+  CAPTURE(hidden_size);
+  CAPTURE(out_features);
+  CAPTURE(sizeof(T));
+  const std::vector<float> hidden = test::round_trip<T>(test::drawn_values(480 * hidden_size, 9));
+  const test::head_spec spec{
+      .layers = {{.weight = test::drawn_values(out_features * hidden_size, 10,
+                                               1.0f / std::sqrt(static_cast<float>(hidden_size))),
+                  .bias = test::drawn_values(out_features, 11),
+                  .out_features = out_features,
+                  .activation = seqpool::activation_function::gelu}}};
+  const layer_memory<Space> layer = load_layer(space, out_features, spec.layers[0].weight, spec.layers[0].bias);
+  const head::embed embedding({{layer.layer(), seqpool::activation_function::gelu}});
+  const auto rows = [&](std::int64_t begin, std::int64_t end) {
+    return std::vector<float>(hidden.begin() + begin * hidden_size, hidden.begin() + end * hidden_size);
+  };
+  const std::vector<std::int64_t> lens{5, 3, 201, 7, 84};
+  const std::vector<std::optional<std::int64_t>> kept{std::nullopt, 2, out_features - 7, std::nullopt, 33};
+  const double tolerance = std::is_same_v<T, float> ? 1e-5 : 1e-4;
+  {
+    seqpool::state_store<Space> state(space);
+    seqpool::pooler<method::all, head::embed, Space> pooler(space, hidden_size, {}, embedding);
+    const seqpool::batch first{{test::part("c", task::token_embed, 180, 0, 100)}};
+    CHECK_FALSE(test::run_step(space, pooler, state, first, test::convert<T>(rows(0, 100)))[0].has_value());
+    seqpool::batch second{{test::part("c", task::token_embed, 180, 100, 80)}};
+    for (std::size_t i = 0; i < lens.size(); ++i)
+      second.requests.push_back(test::whole(test::id("r", i), task::token_embed, lens[i], {.dimensions = kept[i]}));
+    const test::results results = test::run_step(space, pooler, state, second, test::convert<T>(rows(100, 480)));
+    std::int64_t begin = 180;
+    for (std::size_t i = 0; i < second.requests.size(); ++i) {
+      const seqpool::request& r = second.requests[i];
+      CAPTURE(r.id);
+      seqpool::request alone = r;
+      alone.prompt_len = i == 0 ? 180 : r.prompt_len;
+      const std::vector<float> prompt = i == 0 ? rows(0, 180) : rows(begin, begin + r.prompt_len);
+      if (i > 0) begin += r.prompt_len;
+      REQUIRE(results[i].has_value());
+      test::check_close(
+          *results[i],
+          test::reference("all", prompt, hidden_size, alone, spec, r.params.dimensions.value_or(out_features)),
+          tolerance);
+    }
+  }
+  seqpool::state_store<Space> state(space);
+  seqpool::pooler<method::mean, head::embed, Space> pooler(space, hidden_size, {}, embedding);
+  seqpool::batch step;
+  for (std::size_t i = 0; i < lens.size(); ++i)
+    step.requests.push_back(test::whole(test::id("m", i), task::embed, lens[i], {.dimensions = kept[i]}));
+  const test::results results = test::run_step(space, pooler, state, step, test::convert<T>(rows(180, 480)));
+  std::int64_t begin = 180;
+  for (std::size_t i = 0; i < step.requests.size(); ++i) {
+    const seqpool::request& r = step.requests[i];
+    CAPTURE(r.id);
+    REQUIRE(results[i].has_value());
+    test::check_close(*results[i],
+                      test::reference("mean", rows(begin, begin + r.prompt_len), hidden_size, r, spec,
+                                      r.params.dimensions.value_or(out_features)),
+                      tolerance);
+    begin += r.prompt_len;
+  }
+}
+
+}  // namespace heads_cases
+
+TEST_CASE_TEMPLATE_DEFINE("a layer of 32 outputs or more passes rows through tiles of rows and outputs", Space,
+                          wide_layer_tiles) {
+  // On a device a layer of 40 outputs is one tile of outputs, whose blocks
+  // finish their rows, and one of 300 three, finished by a launch of their
+  // own; ALL's rows are read where they lie, whole runs of one load where the
+  // rows lie on 16-byte boundaries (24 floats or bf16 a row), element by element
+  // where they do not (25), or from the state, where a first chunk left them.
+  Space space;
+  for (const std::int64_t hidden_size : {std::int64_t{24}, std::int64_t{25}}) {
+    for (const std::int64_t out_features : {std::int64_t{40}, std::int64_t{300}}) {
+      heads_cases::check_wide_layer<Space, float>(space, hidden_size, out_features);
+      heads_cases::check_wide_layer<Space, __nv_bfloat16>(space, hidden_size, out_features);
+    }
+  }
 }

@@ -21,6 +21,7 @@ TEST_CASE_TEMPLATE_APPLY(case_30_dense_stacks, test::cuda_spaces);
 TEST_CASE_TEMPLATE_APPLY(stacks_that_do_not_chain, test::cuda_spaces);
 TEST_CASE_TEMPLATE_APPLY(user_head_stacks, test::cuda_spaces);
 TEST_CASE_TEMPLATE_APPLY(stack_through_wide_layer, test::cuda_spaces);
+TEST_CASE_TEMPLATE_APPLY(wide_layer_tiles, test::cuda_spaces);
 TEST_CASE_TEMPLATE_APPLY(case_1_cls, test::cuda_spaces);
 TEST_CASE_TEMPLATE_APPLY(case_2_last, test::cuda_spaces);
 TEST_CASE_TEMPLATE_APPLY(case_3_mean, test::cuda_spaces);

@@ -12,5 +12,9 @@ if [[ -n ${GPU_PROGRAMS:-} ]]; then
   for program in "${programs[@]}"; do
     if [[ $program =~ $GPU_PROGRAMS ]]; then kept+=("$program"); fi
   done
+  if ((${#kept[@]} == 0)); then
+    echo "GPU_PROGRAMS='$GPU_PROGRAMS' matches none of: ${programs[*]}" >&2
+    exit 1
+  fi
   programs=("${kept[@]}")
 fi

@@ -143,8 +143,9 @@ part "Nsight Compute: MEAN and ALL, bf16, long" timeout 90 bash -c ncu_kernels
 ncu_steps() {
   for method in dispatcher "dispatcher graph eighth" colbert; do
     ncu --clock-control none --kernel-name-base function --metrics gpu__time_duration.sum --csv --print-units base \
-      "$bin/pool_bench_cuda" --space device --method "$method" --shape wide --dtype fp32 --repeats 1 --unheld || return
-  done > "$out/ncu-steps.csv" 2>&1
+      --log-file "$out/ncu-steps-${method// /-}.csv" "$bin/pool_bench_cuda" --space device --method "$method" \
+      --shape wide --dtype fp32 --repeats 1 --unheld > /dev/null || return
+  done
 }
 export -f ncu_steps
 part "Nsight Compute: the kernels of a step" timeout 90 bash -c ncu_steps

@@ -33,11 +33,23 @@ struct workspace_inputs {
     for (int i = thread; i < num_rows * count; i += threads) to[i] = rows[i / count][i % count];
   }
 
+  /// N inputs of a row as a thread holds them from their load to their use.
+  template <int N>
+  struct run {
+    float at[N];
+  };
+
   /// N inputs of a row from `column`, zeros past its `count`.
   template <int N>
-  SEQPOOL_HOST_DEVICE void load_run(row from, std::int64_t column, std::int64_t count, float (&to)[N]) const {
+  SEQPOOL_HOST_DEVICE void load_run(row from, std::int64_t column, std::int64_t count, run<N>& into) const {
     SEQPOOL_UNROLL
-    for (int e = 0; e < N; ++e) to[e] = column + e < count ? from[column + e] : 0.0f;
+    for (int e = 0; e < N; ++e) into.at[e] = column + e < count ? from[column + e] : 0.0f;
+  }
+
+  template <int N>
+  SEQPOOL_HOST_DEVICE static void unpack(const run<N>& held, float (&to)[N]) {
+    SEQPOOL_UNROLL
+    for (int e = 0; e < N; ++e) to[e] = held.at[e];
   }
 };
 
@@ -77,20 +89,46 @@ struct returned_rows {
     return {header.state_table.in(image)[entry.detail] + (-1 - record.source), nullptr, nullptr};
   }
 
-  /// N inputs of a row from `column` (a multiple of N), zeros past its
-  /// `count`: one load of data read once where they are a whole run of a
-  /// hidden row of all columns on a 16-byte boundary.
+  /// N inputs of a row as a thread holds them from their load to their use:
+  /// a whole run of a hidden row as loaded, converted only at its use (so
+  /// that nothing waits on the load before then), any other as floats.
   template <int N>
-  SEQPOOL_HOST_DEVICE void load_run(const row& from, std::int64_t column, std::int64_t count, float (&to)[N]) const {
-    constexpr int bytes = N * static_cast<int>(sizeof(T));
-    if constexpr (bytes == 8 || bytes == 16) {
+  struct run {
+    static constexpr int bytes = N * static_cast<int>(sizeof(T));
+    static constexpr bool loads_whole = bytes == 8 || bytes == 16;
+    raw_bytes<loads_whole ? bytes : vector_bytes> loaded;
+    float at[N];
+    bool raw;
+  };
+
+  /// N inputs of a row from `column` (a multiple of N), zeros past its
+  /// `count`: one load, evict-first, where they are a whole run of a hidden
+  /// row of all columns on a 16-byte boundary (a layer of more than one tile
+  /// of outputs reads it again from L2 or memory, as it would any row).
+  template <int N>
+  SEQPOOL_HOST_DEVICE void load_run(const row& from, std::int64_t column, std::int64_t count, run<N>& into) const {
+    into.raw = false;
+    if constexpr (run<N>::loads_whole) {
       if (from.hidden != nullptr && from.chosen == nullptr && rows_aligned && column + N <= count) {
-        to_floats<T>(load_once<bytes>(from.hidden + column), to);
+        into.loaded = load_once<run<N>::bytes>(from.hidden + column);
+        into.raw = true;
         return;
       }
     }
     SEQPOOL_UNROLL
-    for (int e = 0; e < N; ++e) to[e] = column + e < count ? from[column + e] : 0.0f;
+    for (int e = 0; e < N; ++e) into.at[e] = column + e < count ? from[column + e] : 0.0f;
+  }
+
+  template <int N>
+  SEQPOOL_HOST_DEVICE static void unpack(const run<N>& held, float (&to)[N]) {
+    if constexpr (run<N>::loads_whole) {
+      if (held.raw) {
+        to_floats<T>(held.loaded, to);
+        return;
+      }
+    }
+    SEQPOOL_UNROLL
+    for (int e = 0; e < N; ++e) to[e] = held.at[e];
   }
 
   /// Thread `thread` of `threads` converts its share of `count` inputs of

@@ -23,8 +23,8 @@ namespace seqpool::detail::device {
 /// 4 rows × 8 outputs in registers, a product of 4 + 8 values read from shared
 /// memory (the rows' 4 one vector that half a warp reads alike, the outputs' 8
 /// two vectors half a tile apart, so that a quarter warp's vectors lie in
-/// distinct banks) — where apply_linear reads a weight from shared memory for
-/// every product of 8 rows. Each sum takes its inputs in order, so a row's
+/// distinct banks) — where apply_linear reads a staged input from shared
+/// memory for every product, and a weight from L2 for at most 8 rows. Each sum takes its inputs in order, so a row's
 /// outputs do not depend on the rows that share its tile. The outputs are
 /// written with the bias and the layer's activation function; after the last
 /// layer a block whose tile holds every output finishes its rows itself, else a
@@ -62,7 +62,7 @@ struct linear_tiles {
     float at[rows_a_thread][outputs_a_thread];
   };
   struct copied {
-    float inputs[inputs_copied];
+    typename Inputs::template run<inputs_copied> inputs;  ///< converted to floats at the store
     float weights[weights_copied];
   };
 
@@ -163,18 +163,14 @@ struct linear_tiles {
   }
 
   /// A thread's runs of the slice of inputs from `from`: of a row, and of an
-  /// output's weights (zeros past the rows, the outputs and the inputs).
+  /// output's weights (zeros past the rows, the outputs and the inputs: a row
+  /// past the tile's reads the first row's past its last input).
   SEQPOOL_HOST_DEVICE void copy(const shared_storage& shared, int rows, std::int64_t first_output, std::int64_t from,
                                 int thread, copied& run) const {
     const std::int64_t in_features = layer.linear.in_features;
     const int row = thread / (depth / inputs_copied);
     const std::int64_t column = from + thread % (depth / inputs_copied) * inputs_copied;
-    if (row < rows) {
-      inputs.template load_run<inputs_copied>(shared.sources[row], column, in_features, run.inputs);
-    } else {
-      SEQPOOL_UNROLL
-      for (int e = 0; e < inputs_copied; ++e) run.inputs[e] = 0.0f;
-    }
+    inputs.load_run(shared.sources[row < rows ? row : 0], row < rows ? column : in_features, in_features, run.inputs);
     const std::int64_t output = first_output + thread / (depth / weights_copied);
     const std::int64_t weight = from + thread % (depth / weights_copied) * weights_copied;
     const float* weights = layer.linear.weight + output * in_features;
@@ -188,8 +184,10 @@ struct linear_tiles {
   SEQPOOL_HOST_DEVICE static void store(const copied& run, int thread, slice& into) {
     const int row = thread / (depth / inputs_copied);
     const int input = thread % (depth / inputs_copied) * inputs_copied;
+    float values[inputs_copied];
+    Inputs::unpack(run.inputs, values);
     SEQPOOL_UNROLL
-    for (int e = 0; e < inputs_copied; ++e) into.inputs[input + e][row] = run.inputs[e];
+    for (int e = 0; e < inputs_copied; ++e) into.inputs[input + e][row] = values[e];
     const int output = thread / (depth / weights_copied);
     const int weight = thread % (depth / weights_copied) * weights_copied;
     SEQPOOL_UNROLL
