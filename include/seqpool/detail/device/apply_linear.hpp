@@ -125,12 +125,25 @@ struct apply_linear {
       lane_fragment<Policy::linear_rows>& mine = sums[lane];
       SEQPOOL_UNROLL
       for (int r = 0; r < Policy::linear_rows; ++r) mine.at[r] = 0.0f;
-      for (std::int64_t k = lane; k < in_features; k += warp_lanes) {
-        const float weight = weights[k];
+      // A lane's inputs in ascending order, linear_weights_in_flight weights
+      // loaded before the first is used: one round trip to L2 each, not one a weight.
+      constexpr int in_flight = Policy::linear_weights_in_flight;
+      for (std::int64_t first = lane; first < in_features; first += warp_lanes * in_flight) {
+        float weight[in_flight];
         SEQPOOL_UNROLL
-        for (int r = 0; r < Policy::linear_rows; ++r)
-          if (r < rows)
-            mine.at[r] += weight * (unstaged == nullptr ? shared.pooled[r * in_features + k] : (*unstaged)[k]);
+        for (int u = 0; u < in_flight; ++u) {
+          const std::int64_t k = first + u * warp_lanes;
+          weight[u] = k < in_features ? weights[k] : 0.0f;
+        }
+        SEQPOOL_UNROLL
+        for (int u = 0; u < in_flight; ++u) {
+          const std::int64_t k = first + u * warp_lanes;
+          if (k >= in_features) break;
+          SEQPOOL_UNROLL
+          for (int r = 0; r < Policy::linear_rows; ++r)
+            if (r < rows)
+              mine.at[r] += weight[u] * (unstaged == nullptr ? shared.pooled[r * in_features + k] : (*unstaged)[k]);
+        }
       }
     });
     SEQPOOL_UNROLL

@@ -74,6 +74,10 @@ struct launch_policy {
   /// 16-byte vectors of a token method's returned rows a thread of that block
   /// loads at once as it stages them in shared memory.
   static constexpr int linear_vectors_in_flight = 4;
+  /// Weights of an output a lane of that block loads before it uses the
+  /// first: a layer over rows of 4096 inputs waits 32 round trips to L2 for
+  /// them, not 128 (8 would spill, at 4 blocks an SM where 4 hold).
+  static constexpr int linear_weights_in_flight = 4;
   /// A dense layer of at least this many outputs is a matrix product of tiles
   /// of rows × 128 outputs (linear_tiles), each input row read once a tile of
   /// outputs and each weight once a tile of rows (a quarter block of rows);
