@@ -5,7 +5,8 @@
 // whole prompt at once, and the store must be empty at the end. Every step is
 // planned into the same plan, as an engine reuses one.
 //
-// The suite runs a few hundred steps; SEQPOOL_SOAK_STEPS=10000 runs the long soak.
+// The suite runs a few hundred steps; SEQPOOL_SOAK_STEPS=10000 (or a build set up
+// with -Dsoak_steps=10000, as CI's) runs the long soak.
 #include <cstdint>
 #include <cstdlib>
 #include <random>
