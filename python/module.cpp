@@ -10,6 +10,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <variant>
 #include <vector>
@@ -130,16 +131,16 @@ struct handed_output {
   std::unique_ptr<output_memory> memory;
 };
 
-/// A float32 host tensor of `ndim` dimensions, row-major, as its values.
-std::vector<float> read_floats(const any_tensor& tensor, std::int32_t ndim, const std::string& field) {
+/// A float32 host tensor of `ndim` dimensions, row-major, as its values; a
+/// tensor of other dimensions is refused as not of shape `shape` (its words).
+std::vector<float> read_floats(const any_tensor& tensor, std::int32_t ndim, const std::string& field,
+                               std::string_view shape) {
   const DLTensor view = describe(tensor);
   if (view.device.device_type != kDLCPU && view.device.device_type != kDLCUDAHost)
     detail::fail(field, "must be in host memory (it is copied into the dispatcher's space), not on ",
                  dlpack::detail::device_name(view.device.device_type));
   if (!dlpack::detail::holds<float>(view.dtype)) detail::fail(field, "must hold float32, got ", dlpack::detail::dtype_name(view.dtype));
-  if (view.ndim != ndim)
-    detail::fail(field, "must have ", ndim, ndim == 2 ? " dimensions [out, in]" : " dimension", ", got shape ",
-                 dlpack::detail::shape_name(view));
+  if (view.ndim != ndim) detail::fail(field, "must have shape ", shape, ", got ", dlpack::detail::shape_name(view));
   const std::int64_t size = dlpack::detail::compact_size(view, field.c_str());
   std::int64_t stride = 1;
   for (std::int32_t d = view.ndim - 1; d >= 0; --d) {
@@ -156,11 +157,11 @@ std::vector<float> read_floats(const any_tensor& tensor, std::int32_t ndim, cons
 layer_weights read_layer(const any_tensor& weight, const std::optional<any_tensor>& bias,
                          const std::string& weight_field, const std::string& bias_field) {
   layer_weights layer;
-  layer.weight = read_floats(weight, 2, weight_field);
+  layer.weight = read_floats(weight, 2, weight_field, "[out, in]");
   layer.rows = static_cast<std::int64_t>(weight.shape(0));
   layer.cols = static_cast<std::int64_t>(weight.shape(1));
   if (bias) {
-    layer.bias = read_floats(*bias, 1, bias_field);
+    layer.bias = read_floats(*bias, 1, bias_field, "[out]");
     if (std::cmp_not_equal(layer.bias.size(), layer.rows))
       detail::fail(bias_field, "must have shape [", layer.rows, "] (the weight's rows), got [", layer.bias.size(), "]");
   }
@@ -242,9 +243,9 @@ class dispatcher_object {
     if (!ranges && ranged)
       detail::fail("ranges", result_dtype, " results need calibration ranges: float32 [2, D], lower then upper bounds");
     if (ranges) {
-      if (ranges->ndim() != 2 || ranges->shape(0) != 2)
-        detail::fail("ranges", "must have shape [2, D] (lower bounds, then upper bounds)");
-      config.ranges = read_floats(*ranges, 2, "ranges");
+      constexpr std::string_view bounds = "[2, D] (lower bounds, then upper bounds)";
+      config.ranges = read_floats(*ranges, 2, "ranges", bounds);
+      if (ranges->shape(0) != 2) detail::fail("ranges", "must have shape ", bounds, ", got ", ranges->shape(0), " rows");
     }
     if (device == "cpu") {
       engine_ = make_host_engine(config, result);

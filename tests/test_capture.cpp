@@ -26,16 +26,50 @@ using device_omp = seqpool::device_space<seqpool::omp_backend>;
 /// The candidate policy whose captured pooling launch runs on one wave.
 using one_wave_omp = seqpool::device_space<
     seqpool::with_policy<seqpool::omp_backend, seqpool::detail::device::one_wave_capture_policy>>;
+/// The candidate policy that puts a dispatcher's poolers on branches of the stream.
+using branched_omp = seqpool::device_space<
+    seqpool::with_policy<seqpool::omp_backend, seqpool::detail::device::branched_entries_policy>>;
+/// The candidate policy whose captured upload copies the capacity's whole image.
+using whole_image_omp = seqpool::device_space<
+    seqpool::with_policy<seqpool::omp_backend, seqpool::detail::device::whole_image_capture_policy>>;
 using capture_cases::hidden_size;
 using capture_cases::labels;
 
 }  // namespace
 
-TEST_CASE_TEMPLATE_APPLY(dispatcher_capture, std::tuple<device_omp, one_wave_omp>);
+TEST_CASE_TEMPLATE_APPLY(dispatcher_capture, std::tuple<device_omp, one_wave_omp, branched_omp>);
 TEST_CASE_TEMPLATE_APPLY(pooler_capture, std::tuple<device_omp, one_wave_omp>);
 // The one-wave candidate changes only a captured pooling launch, which a token pooler never makes.
 TEST_CASE_TEMPLATE_APPLY(token_stack_capture, std::tuple<device_omp>);
 TEST_CASE_TEMPLATE_APPLY(any_wave, std::tuple<device_omp, one_wave_omp>);
+TEST_CASE_TEMPLATE_APPLY(whole_image_capture, std::tuple<whole_image_omp>);
+
+TEST_CASE_TEMPLATE("a dispatcher's step puts each pooler it runs on a branch of its own where the policy says so", Space,
+                   device_omp, branched_omp) {
+  constexpr bool branched = Space::entries_on_branches;
+  capture_cases::engine<Space> device(capture_cases::classifier_weights(), method::mean{}, method::step{});
+  const auto rows_of = [](std::int64_t rows) { return test::drawn_values(rows * hidden_size, 5); };
+  // One pooler's requests: nothing to fork.
+  const seqpool::batch embeds{{test::whole("a", task::embed, 3), test::whole("b", task::embed, 5)}};
+  test::run_step(device.space, device.dispatcher, device.state, embeds, rows_of(8));
+  CHECK(device.space.backend().widest_fork() == 0);
+  // Two poolers' requests: two branches.
+  const seqpool::batch two{{test::whole("c", task::embed, 3), test::whole("d", task::token_classify, 4)}};
+  test::run_step(device.space, device.dispatcher, device.state, two, rows_of(7));
+  CHECK(device.space.backend().widest_fork() == (branched ? 2 : 0));
+  // A captured step launches every pooler the dispatcher has: four branches.
+  device.dispatcher.reserve_capacity({.requests = 4, .rows = 16, .result_rows = 16});
+  auto home = device.dispatcher.reserve_graph();
+  seqpool::buffer<float, Space> hidden(device.space, 16 * hidden_size);
+  seqpool::buffer<float, Space> output(device.space, static_cast<std::size_t>(device.dispatcher.output_capacity()));
+  const seqpool::step_plan plan = device.dispatcher.plan(embeds, device.state);
+  device.dispatcher.reserve(plan, device.state);
+  device.space.backend().begin_capture();
+  device.dispatcher.capture(seqpool::make_hidden_view(hidden.data(), 16, hidden_size), plan, device.state,
+                            output.span(), home);
+  CHECK(device.space.backend().end_capture().size() > 0);
+  CHECK(device.space.backend().widest_fork() == (branched ? 4 : 0));
+}
 
 TEST_CASE("capture and replay refuse what would break the graph, before anything is queued") {
   const seqpool::capacity limits{.requests = 2, .rows = 16};

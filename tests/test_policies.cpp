@@ -1,8 +1,8 @@
 // Every candidate launch policy of the device kernels (detail/device/policy.hpp),
 // run through the stand-in against host_space: whichever a sweep on the GPU
 // chooses pools as the default does, across its own packed, tile and slab
-// boundaries. (one_wave_capture_policy changes captured steps alone:
-// tests/test_capture.cpp runs it.)
+// boundaries. (one_wave_capture_policy and whole_image_capture_policy change
+// captured steps alone: tests/test_capture.cpp runs them.)
 #include <cstdint>
 #include <type_traits>
 #include <vector>

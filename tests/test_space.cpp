@@ -2,6 +2,8 @@
 #include <cstdint>
 #include <cstring>
 #include <memory>
+#include <optional>
+#include <span>
 #include <vector>
 
 #include <doctest/doctest.h>
@@ -233,6 +235,97 @@ TEST_CASE("a graph's upload copies the pieces its slot lists at each launch, and
   CHECK(std::equal(copied.begin() + 528, copied.begin() + 3072, before.begin() + 528));
   CHECK(std::equal(copied.begin() + 3072, copied.end(), expected.begin() + 3072));
   CHECK_THROWS_WITH_AS(space.reserve_graph(64, 33, 7), doctest::Contains("1 to 32 pieces"), seqpool::error);
+}
+
+TEST_CASE("under whole_image_capture_policy a graph's upload copies the whole image at each launch") {
+  using whole_image_omp = seqpool::device_space<
+      seqpool::with_policy<seqpool::omp_backend, seqpool::detail::device::whole_image_capture_policy>>;
+  whole_image_omp space;
+  constexpr std::size_t image_bytes = 4 * 1024;
+  auto home = space.reserve_graph(image_bytes, 2, 7);
+  using piece = decltype(home)::piece;
+  const auto fill = [](std::span<std::byte> image, int value) {
+    for (std::size_t k = 0; k < image.size(); ++k) image[k] = static_cast<std::byte>((k + value) % 251);
+  };
+  const auto read_back = [&](const std::byte* device) {
+    std::vector<std::byte> bytes(image_bytes);
+    space.copy_out(cuda::std::span<const std::byte>(device, image_bytes), std::span<std::byte>(bytes));
+    return bytes;
+  };
+  std::vector<std::byte> expected(image_bytes);
+
+  space.backend().begin_capture();
+  std::optional<seqpool::omp_backend::graph> graph;
+  const std::byte* device = nullptr;
+  {
+    const seqpool::audit_scope scope(space.audit());
+    fill(space.stage(home, std::vector<piece>{{0, 64}, {1024, 2048}}), 0);
+    device = space.upload(home);
+    CHECK(scope.counts() == seqpool::audit_counts{.uploads = 1, .upload_bytes = image_bytes});
+  }
+  graph.emplace(space.backend().end_capture());
+  CHECK(graph->size() == 1);  // one copy node, no kernel
+  graph->launch();
+  home.mark_launched();
+  fill(expected, 0);
+  CHECK(read_back(device) == expected);
+
+  // Restaged with pieces that cover little: the next launch still copies every byte.
+  const seqpool::audit_scope scope(space.audit());
+  fill(space.restage(home, std::vector<piece>{{512, 16}, {3072, 16}}), 3);
+  CHECK(scope.counts() == seqpool::audit_counts{.uploads = 1, .upload_bytes = image_bytes});
+  graph->launch();
+  home.mark_launched();
+  fill(expected, 3);
+  CHECK(read_back(device) == expected);
+}
+
+TEST_CASE("the stand-in's branches: each branch's work runs at the join, last branch first") {
+  device_omp space;
+  seqpool::buffer<int, device_omp> slot(space, 1);
+  space.zero(slot.data(), sizeof(int));
+  // Each branch writes its number + 10 into the one slot: the write that runs last stays.
+  const std::vector<int> written{10, 11, 12};
+  const auto write_from = [&](int branch) {
+    space.select_branch(branch);
+    space.backend().copy_to_device(slot.data(), &written[static_cast<std::size_t>(branch)], sizeof(int));
+  };
+  const auto read = [&] {
+    std::vector<int> value(1);
+    space.copy_out(cuda::std::span<const int>(slot.data(), 1), std::span<int>(value));
+    return value[0];
+  };
+
+  CHECK_THROWS_WITH_AS(space.fork_branches(3), doctest::Contains("3 branches, but room for 1 was reserved"),
+                       seqpool::device_error);
+  space.reserve_branches(3);
+  space.fork_branches(3);
+  for (int branch = 0; branch < 3; ++branch) write_from(branch);
+  CHECK_THROWS_WITH_AS(space.select_branch(3), doctest::Contains("no branch 3 of 3"), seqpool::device_error);
+  CHECK_THROWS_WITH_AS(space.fork_branches(2), doctest::Contains("not joined"), seqpool::device_error);
+  space.join_branches();
+  CHECK(read() == 10);  // branch 2, then 1, then 0
+
+  SUBCASE("a capture records the branches at the join, and may not end with them open") {
+    space.zero(slot.data(), sizeof(int));
+    space.backend().begin_capture();
+    CHECK_THROWS_WITH_AS(space.reserve_branches(4), doctest::Contains("outside stream capture"), seqpool::error);
+    space.fork_branches(2);
+    write_from(1);
+    CHECK_THROWS_WITH_AS(space.backend().end_capture(), doctest::Contains("cudaErrorStreamCaptureUnjoined"),
+                         seqpool::device_error);
+    CHECK_FALSE(space.capturing());  // the capture ended, its graph lost
+    space.backend().begin_capture();
+    space.fork_branches(2);
+    write_from(0);
+    write_from(1);
+    space.join_branches();
+    const seqpool::omp_backend::graph graph = space.backend().end_capture();
+    CHECK(graph.size() == 2);
+    CHECK(read() == 0);
+    graph.launch();
+    CHECK(read() == 10);
+  }
 }
 
 TEST_CASE("the stand-in's wave: every grid runs every block index once, whatever its size") {

@@ -106,6 +106,7 @@ class step_runner {
       for (const detail::state_use& use : planned.stateful)
         state.reserve(use.batch_index, use.owner, use.floats, use.key);
     space_->reserve_upload(program.image_bytes);
+    if constexpr (branched) space_->reserve_branches(static_cast<int>(entries));
     for (const detail::share& planned : program.shares)
       with_unit(planned.entry, [&](auto& unit) { unit.reserve(planned); });
     reserved_ = program.serial;
@@ -128,11 +129,15 @@ class step_runner {
       const std::span<std::byte> staged = space_->stage(program.image_bytes);
       encode(program, state, staged);
       const std::byte* image = space_->upload(staged);
-      for (const detail::share& planned : program.shares)
+      entry_branches branches(*space_, program.shares.size());
+      for (const detail::share& planned : program.shares) {
+        branches.next();
         with_unit(planned.entry, [&](auto& unit) {
           unit.template launch<detail::sized_by::plan>(hidden, planned.records.counts(), image + planned.image_offset,
                                                        output.data(), planned.output_values);
         });
+      }
+      branches.join();
     }
     advance(program, state);
   }
@@ -183,9 +188,7 @@ class step_runner {
   /// which only this runner captures and restages with.
   auto reserve_graph() requires(Space::family == algorithm_family::device) {
     require_capacity("reserve_graph");
-    int pieces = 0;
-    for_each_unit([&](std::size_t, const auto&) { ++pieces; });
-    return space_->reserve_graph(capacity_image_bytes_, pieces, id_);
+    return space_->reserve_graph(capacity_image_bytes_, static_cast<int>(present_units()), id_);
   }
 
   /// Records the step into the stream capture in progress: the upload from
@@ -207,10 +210,13 @@ class step_runner {
     check_reserved(program, state);
     encode(program, state, space_->stage(home, pieces_of<Upload>(program)));
     const std::byte* image = space_->upload(home);
+    entry_branches branches(*space_, present_units());
     for_each_unit([&](std::size_t entry, auto& unit) {
+      branches.next();
       unit.template launch<detail::sized_by::capacity>(hidden, unit.bounds().records, image + regions_[entry],
                                                        output.data(), output_capacity_);
     });
+    branches.join();
     advance(program, state);
   }
 
@@ -253,6 +259,40 @@ class step_runner {
   }
 
  private:
+  /// Whether a step's entries each take a branch of the stream: the device
+  /// space's launch policy says (entries_on_branches).
+  static constexpr bool branched = [] {
+    if constexpr (requires { Space::entries_on_branches; })
+      return Space::entries_on_branches;
+    else
+      return false;
+  }();
+
+  /// The branches a step's entries' launches go on, where the space's policy
+  /// puts each of several entries on a branch of its own: forked after the
+  /// upload, an entry's launches on the next (next()), joined back (join())
+  /// before the step moves on. Elsewhere every launch stays on the stream.
+  class entry_branches {
+   public:
+    entry_branches(Space& space, std::size_t entries) : space_(space), forked_(branched && entries > 1) {
+      if constexpr (branched)
+        if (forked_) space_.fork_branches(static_cast<int>(entries));
+    }
+    void next() {
+      if constexpr (branched)
+        if (forked_) space_.select_branch(taken_++);
+    }
+    void join() {
+      if constexpr (branched)
+        if (forked_) space_.join_branches();
+    }
+
+   private:
+    Space& space_;
+    bool forked_;
+    int taken_ = 0;
+  };
+
   /// The step's program, into that of `into`: the whole batch checked, then
   /// every entry's detail::share planned.
   void plan_program(const batch& step, const state_store<Space>& state, step_plan& into) const {
@@ -427,6 +467,13 @@ class step_runner {
   void for_each_unit(Work&& work) const {
     std::size_t entry = 0;
     std::apply([&](const auto&... units) { ((units ? work(entry++, *units) : void(entry++)), ...); }, units_);
+  }
+
+  /// The entries that hold a unit: a captured step's pieces and launches.
+  std::size_t present_units() const {
+    std::size_t present = 0;
+    for_each_unit([&](std::size_t, const auto&) { ++present; });
+    return present;
   }
 
   /// Calls `work(unit)` with the unit of `entry`, which a plan of this runner names, so it is present.

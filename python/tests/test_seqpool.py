@@ -284,14 +284,14 @@ def test_refusals_raise_value_error_with_seqpools_message():
     refuses("tasks", dispatcher.plan, [2], tasks=["sort"])
     refuses("task: classify has no pooler", dispatcher.plan, [2], tasks="classify")
     refuses("padding", dispatcher.plan, [2], padding="middle")
-    refuses("projector: must have 2 dimensions", seqpool.Dispatcher, 4, embed="cls", projector=np.ones(4, np.float32))
+    refuses("projector: must have shape [out, in], got [4]", seqpool.Dispatcher, 4, embed="cls", projector=np.ones(4, np.float32))
     refuses("projector: must hold float32", seqpool.Dispatcher, 4, embed="cls", projector=np.ones((2, 4)))
     refuses("projector_bias: must have shape [2]", seqpool.Dispatcher, 4, embed="cls",
             projector=np.ones((2, 4), np.float32), projector_bias=np.ones(3, np.float32))
     ones = np.ones((2, 4), np.float32)
     refuses('activation: expected "identity", "tanh", "gelu" or "relu", got "softmax"', seqpool.Dense, ones,
             activation="softmax")
-    refuses("weight: must have 2 dimensions", seqpool.Dense, np.ones(4, np.float32))
+    refuses("weight: must have shape [out, in], got [4]", seqpool.Dense, np.ones(4, np.float32))
     refuses("bias: must have shape [2]", seqpool.Dense, ones, np.ones(3, np.float32))
     refuses("projector_bias: goes with one weight", seqpool.Dispatcher, 4, embed="cls",
             projector=[seqpool.Dense(ones)], projector_bias=np.ones(2, np.float32))
@@ -553,7 +553,9 @@ def test_quantized_results_are_stored_as_sentence_transformers_stores_them():
     refuses("ranges: int8 results need calibration ranges", seqpool.Dispatcher, 12, embed="mean", result_dtype="int8")
     refuses("ranges: only int8 and uint8 results take calibration ranges", seqpool.Dispatcher, 12, embed="mean",
             result_dtype="binary", ranges=ranges)
-    refuses("ranges: must have shape [2, D]", seqpool.Dispatcher, 12, embed="mean", result_dtype="uint8",
-            ranges=ranges[0])
+    refuses("ranges: must have shape [2, D] (lower bounds, then upper bounds), got [12]", seqpool.Dispatcher, 12,
+            embed="mean", result_dtype="uint8", ranges=ranges[0])
+    refuses("ranges: must have shape [2, D] (lower bounds, then upper bounds), got 3 rows", seqpool.Dispatcher, 12,
+            embed="mean", result_dtype="uint8", ranges=np.vstack([ranges, ranges[:1]]))
     refuses("each column needs lower < upper", seqpool.Dispatcher, 12, embed="mean", result_dtype="uint8",
             ranges=ranges[::-1].copy())

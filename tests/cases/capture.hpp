@@ -344,6 +344,12 @@ TEST_CASE_TEMPLATE_DEFINE("a token pooler with a stack of layers, captured once,
   capture_cases::token_stack_capture_with<Space, seqpool::bfloat16>();
 }
 
+TEST_CASE_TEMPLATE_DEFINE("a captured step whose upload copies the capacity's whole image replays as one that copies pieces",
+                          Space, whole_image_capture) {
+  capture_cases::pooler_capture_with<Space, float>();
+  capture_cases::token_stack_capture_with<Space, float>();
+}
+
 TEST_CASE_TEMPLATE_DEFINE("the device kernels give the same results, bit for bit, whatever the wave their grids are cut to",
                           Space, any_wave) {
   using namespace capture_cases;

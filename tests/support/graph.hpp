@@ -91,17 +91,27 @@ class graph_replay {
   explicit graph_replay(Runner& runner) : runner_(runner), home_(runner.reserve_graph()) {}
 
   /// Reserves for `plan` and runs its step, whose rows are in `hidden` (the
-  /// capacity's, which the capture reads) and results go to `output`.
+  /// capacity's, which the capture reads) and results go to `output`. The
+  /// launch moves the pieces of the image the batch uses, at most the whole
+  /// image, or the whole image, as the space's launch policy says.
   template <class Hidden, class Output>
   void run(Space& space, const Hidden& hidden, const seqpool::step_plan& plan, seqpool::state_store<Space>& state,
            Output output) {
     runner_.reserve(plan, state);
-    if (!graph_) {
-      captured_graph<Space>::begin(space);
-      runner_.capture(hidden, plan, state, output, home_);
-      graph_.emplace(space);
-    } else {
-      runner_.restage(plan, state, home_);
+    {
+      const seqpool::audit_scope scope(space.audit());
+      if (!graph_) {
+        captured_graph<Space>::begin(space);
+        runner_.capture(hidden, plan, state, output, home_);
+        graph_.emplace(space);
+      } else {
+        runner_.restage(plan, state, home_);
+      }
+      const auto moved = static_cast<std::size_t>(scope.counts().upload_bytes);
+      if constexpr (seqpool::detail::device::policy_of<typename Space::backend_type>::type::captured_upload_in_pieces)
+        CHECK(moved <= home_.bytes());
+      else
+        CHECK(moved == home_.bytes());
     }
     graph_->launch();
     home_.mark_launched();

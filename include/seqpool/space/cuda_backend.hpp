@@ -9,6 +9,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <limits>
+#include <memory>
+#include <vector>
 
 #include <cuda_runtime.h>
 
@@ -44,7 +46,10 @@ __global__ void __launch_bounds__(Kernel::threads) run_blocks(const Kernel kerne
 
 /// Everything runs on the caller's stream: allocation is stream-ordered
 /// (cudaMallocAsync), copies are asynchronous, and kernels are launched with
-/// their shapes fixed on the host (SPEC section 6).
+/// their shapes fixed on the host (SPEC section 6). Where a launch policy puts
+/// a step's entries on branches, each branch but the first is a stream of the
+/// backend's own, forked from the caller's by an event and joined back into it
+/// by another: an edge of the graph when the step is captured.
 class cuda_backend {
  public:
   using event = cudaEvent_t;
@@ -54,7 +59,7 @@ class cuda_backend {
   /// wave; `most_blocks`, when positive, cuts waves to that many blocks (tests
   /// use it to make blocks take several indices under the sanitizers).
   explicit cuda_backend(cudaStream_t stream = nullptr, std::int64_t most_blocks = 0)
-      : stream_(stream), most_blocks_(most_blocks) {
+      : stream_(stream), current_(stream), most_blocks_(most_blocks) {
     int device = 0;
     check(cudaGetDevice(&device), "cudaGetDevice");
     check(cudaDeviceGetAttribute(&multiprocessors_, cudaDevAttrMultiProcessorCount, device), "cudaDeviceGetAttribute");
@@ -79,12 +84,12 @@ class cuda_backend {
   /// cudaFreeHost waits for the device: device_space counts it as a wait.
   void deallocate_pinned(void* memory, std::size_t) noexcept { cudaFreeHost(memory); }
 
-  void zero(void* memory, std::size_t bytes) { check(cudaMemsetAsync(memory, 0, bytes, stream_), "cudaMemsetAsync"); }
+  void zero(void* memory, std::size_t bytes) { check(cudaMemsetAsync(memory, 0, bytes, current_), "cudaMemsetAsync"); }
   void copy_to_device(void* to, const void* from, std::size_t bytes) {
-    check(cudaMemcpyAsync(to, from, bytes, cudaMemcpyHostToDevice, stream_), "cudaMemcpyAsync");
+    check(cudaMemcpyAsync(to, from, bytes, cudaMemcpyHostToDevice, current_), "cudaMemcpyAsync");
   }
   void copy_to_host(void* to, const void* from, std::size_t bytes) {
-    check(cudaMemcpyAsync(to, from, bytes, cudaMemcpyDeviceToHost, stream_), "cudaMemcpyAsync");
+    check(cudaMemcpyAsync(to, from, bytes, cudaMemcpyDeviceToHost, current_), "cudaMemcpyAsync");
   }
 
   event create_event() {
@@ -110,6 +115,41 @@ class cuda_backend {
   /// copies, timing and teardown, never part of a step.
   void synchronize() { check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize"); }
 
+  /// Outside a capture: a stream and an event for each of `count` branches but
+  /// the first, the caller's stream (made once; copies of this backend share them).
+  void reserve_branches(int count) {
+    if (!branches_) branches_ = std::make_shared<branch_streams>();
+    while (static_cast<int>(branches_->streams.size()) + 1 < count) branches_->add();
+  }
+  /// Work queued from here on goes on branch 0, the caller's stream, or on
+  /// another of `count` branches, as select_branch() says, each after all that
+  /// was queued before; join_branches() orders the stream after them all.
+  void fork_branches(int count) {
+    if (forked_ > 0) throw device_error("fork: the stream's last branches were not joined");
+    if (count > 1 && (!branches_ || static_cast<int>(branches_->streams.size()) + 1 < count))
+      throw device_error(detail::concat("fork: ", count, " branches, but room for fewer was reserved (reserve_branches)"));
+    if (count > 1) {
+      check(cudaEventRecord(branches_->forked, stream_), "cudaEventRecord");
+      for (int k = 1; k < count; ++k)
+        check(cudaStreamWaitEvent(branches_->streams[k - 1], branches_->forked, 0), "cudaStreamWaitEvent");
+    }
+    forked_ = count;
+    current_ = stream_;
+  }
+  void select_branch(int branch) {
+    if (branch < 0 || branch >= forked_)
+      throw device_error(detail::concat("select_branch: no branch ", branch, " of ", forked_, " forked"));
+    current_ = branch == 0 ? stream_ : branches_->streams[branch - 1];
+  }
+  void join_branches() {
+    for (int k = 1; k < forked_; ++k) {
+      check(cudaEventRecord(branches_->joined[k - 1], branches_->streams[k - 1]), "cudaEventRecord");
+      check(cudaStreamWaitEvent(stream_, branches_->joined[k - 1], 0), "cudaStreamWaitEvent");
+    }
+    forked_ = 0;
+    current_ = stream_;
+  }
+
   bool is_capturing() const {
     cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
     check(cudaStreamIsCapturing(stream_, &status), "cudaStreamIsCapturing");
@@ -123,7 +163,7 @@ class cuda_backend {
     if (blocks > std::numeric_limits<int>::max())
       throw device_error(detail::concat("kernel launch: ", blocks, " blocks are more than a grid holds"));
     const std::int64_t grid = Kernel::one_wave ? std::min(blocks, wave<Kernel>()) : blocks;
-    detail::device::run_blocks<<<static_cast<unsigned>(grid), Kernel::threads, 0, stream_>>>(
+    detail::device::run_blocks<<<static_cast<unsigned>(grid), Kernel::threads, 0, current_>>>(
         kernel, static_cast<unsigned>(blocks));
     check(cudaGetLastError(), "kernel launch");
   }
@@ -153,9 +193,42 @@ class cuda_backend {
     throw device_error(detail::concat(call, ": ", cudaGetErrorString(status)));
   }
 
+  /// The branches' own streams, each with the event that joins it back, and
+  /// the event they are forked from.
+  struct branch_streams {
+    std::vector<cudaStream_t> streams;
+    std::vector<cudaEvent_t> joined;
+    cudaEvent_t forked = nullptr;
+
+    branch_streams() { check(cudaEventCreateWithFlags(&forked, cudaEventDisableTiming), "cudaEventCreate"); }
+    branch_streams(const branch_streams&) = delete;
+    branch_streams& operator=(const branch_streams&) = delete;
+    ~branch_streams() {
+      for (cudaStream_t stream : streams) cudaStreamDestroy(stream);
+      for (cudaEvent_t event : joined) cudaEventDestroy(event);
+      cudaEventDestroy(forked);
+    }
+    void add() {
+      streams.reserve(streams.size() + 1);
+      joined.reserve(joined.size() + 1);
+      cudaEvent_t event = nullptr;
+      check(cudaEventCreateWithFlags(&event, cudaEventDisableTiming), "cudaEventCreate");
+      cudaStream_t stream = nullptr;
+      if (const cudaError_t status = cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking); status != cudaSuccess) {
+        cudaEventDestroy(event);
+        check(status, "cudaStreamCreate");
+      }
+      streams.push_back(stream);
+      joined.push_back(event);
+    }
+  };
+
   cudaStream_t stream_;
+  cudaStream_t current_;  ///< where work goes: the stream, or a branch of it while forked
   std::int64_t most_blocks_;
   int multiprocessors_ = 0;
+  std::shared_ptr<branch_streams> branches_;
+  int forked_ = 0;  ///< the branches forked and not yet joined
 };
 
 }  // namespace seqpool

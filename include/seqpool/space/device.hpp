@@ -39,7 +39,9 @@ struct with_policy : Backend {
 /// replay. The slot starts with a list of the image's pieces the step uses
 /// (each of the runner's regions, up to what its batch wrote), and the graph's
 /// upload is a kernel that reads the list and copies those pieces: a replay
-/// moves what its batch uses, not the whole capacity. A pooler's or
+/// moves what its batch uses, not the whole capacity (or, where the launch
+/// policy says so, one copy of the whole image: launch_policy::
+/// captured_upload_in_pieces). A pooler's or
 /// dispatcher's reserve_graph() makes one for its capacity, and only that
 /// pooler or dispatcher captures and restages with it; it must outlive every
 /// graph captured with it, and serves one graph.
@@ -208,6 +210,26 @@ class device_space {
     backend_.launch(blocks, kernel);
   }
 
+  /// Whether a step puts each of its entries' launches on a branch of the
+  /// stream of its own: the launch policy's choice (entries_on_branches).
+  static constexpr bool entries_on_branches = detail::device::policy_of<Backend>::type::entries_on_branches;
+
+  /// Outside a step: room for a step's work on `count` branches (on CUDA a
+  /// stream and an event a branch, made once).
+  void reserve_branches(int count) {
+    refuse_in_capture("reserve");
+    backend_.reserve_branches(count);
+  }
+
+  /// Work queued from here on goes on branch 0 (the stream itself) or another
+  /// of `count` branches, as select_branch() says, each after all that was
+  /// queued before; join_branches() orders the stream after them all. An
+  /// event and a wait on it a branch, no host wait: legal in a step and in a
+  /// capture, where they are the graph's edges.
+  void fork_branches(int count) { backend_.fork_branches(count); }
+  void select_branch(int branch) { backend_.select_branch(branch); }
+  void join_branches() { backend_.join_branches(); }
+
   /// Whether the stream is being captured into a graph.
   bool capturing() const { return backend_.is_capturing(); }
 
@@ -246,23 +268,28 @@ class device_space {
   }
 
   /// During a capture, after stage(): the graph's upload, a kernel that copies
-  /// the pieces the slot lists at each replay; the audit counts the bytes of
-  /// this step's pieces.
+  /// the pieces the slot lists at each replay, or a copy of the whole image
+  /// (launch_policy::captured_upload_in_pieces); the audit counts the bytes
+  /// this step's replay moves.
   const std::byte* upload(graph_upload<Backend>& home) {
     check_home(home);
     if (!capturing() || home.phase_ != graph_upload<Backend>::phase::listed)
       detail::fail("capture", "the graph's upload is recorded during a capture, after stage() listed its pieces");
-    audit_.count_upload(listed_bytes(home));
-    backend_.launch(detail::device::staging_policy::copy_blocks,
-                    detail::device::copy_pieces{home.host_, home.device_, home.pieces_,
-                                                detail::device::staging_policy::copy_blocks});
+    audit_.count_upload(replayed_bytes(home));
+    if constexpr (uploads_in_pieces)
+      backend_.launch(detail::device::staging_policy::copy_blocks,
+                      detail::device::copy_pieces{home.host_, home.device_, home.pieces_,
+                                                  detail::device::staging_policy::copy_blocks});
+    else
+      backend_.copy_to_device(home.device_, home.staged_image(), home.bytes_);
     home.phase_ = graph_upload<Backend>::phase::staged;
     return home.device_;
   }
 
   /// Between replays: the image in the graph's slot, once the last launch's
   /// upload has read it (waiting, and counting the wait, only if it has not),
-  /// whose next launch will copy `pieces` of it: the audit counts their bytes.
+  /// whose next launch will copy `pieces` of it (or all of it): the audit
+  /// counts the bytes it will move.
   std::span<std::byte> restage(graph_upload<Backend>& home, std::span<const detail::device::image_piece> pieces) {
     check_home(home);
     refuse_in_capture("restage");
@@ -274,7 +301,7 @@ class device_space {
       backend_.wait(home.copied_);
     }
     list_pieces(home, pieces);
-    audit_.count_upload(listed_bytes(home));
+    audit_.count_upload(replayed_bytes(home));
     home.phase_ = graph_upload<Backend>::phase::staged;
     return {home.staged_image(), home.bytes_};
   }
@@ -337,7 +364,12 @@ class device_space {
     std::memcpy(home.host_, pieces.data(), pieces.size_bytes());
   }
 
-  static std::size_t listed_bytes(const graph_upload<Backend>& home) {
+  /// Whether a captured step's upload copies the listed pieces or the whole image.
+  static constexpr bool uploads_in_pieces = detail::device::policy_of<Backend>::type::captured_upload_in_pieces;
+
+  /// The bytes a launch of the graph moves: the pieces listed, or the whole image.
+  static std::size_t replayed_bytes(const graph_upload<Backend>& home) {
+    if (!uploads_in_pieces) return home.bytes_;
     const auto* pieces = reinterpret_cast<const detail::device::image_piece*>(home.host_);
     std::size_t bytes = 0;
     for (int k = 0; k < home.pieces_; ++k) bytes += pieces[k].bytes;

@@ -28,8 +28,13 @@ namespace seqpool {
 /// begin_capture() and end_capture(), copies and launches are recorded, not
 /// run, into a graph that launch() replays, and every call CUDA refuses during
 /// such a capture (an event query or wait, a synchronisation, an allocation or a
-/// free of device or pinned memory) throws device_error instead. A step that
-/// breaks the capture rules fails on the CPU as it would on a GPU.
+/// free of device or pinned memory, making a stream) throws device_error
+/// instead, as does ending a capture with a branch of the stream not joined. A
+/// step that breaks the capture rules fails on the CPU as it would on a GPU.
+///
+/// And branches of the stream (fork_branches()): it holds each branch's work
+/// until the join, then runs (or records) the branches last to first, so that
+/// work relying on another branch's, which a GPU might run first, fails here.
 class omp_backend {
  public:
   struct event {};
@@ -66,6 +71,12 @@ class omp_backend {
   /// throw where they happen).
   graph end_capture() {
     if (!capture_) throw device_error("cudaStreamEndCapture: the stream is not capturing");
+    if (!branches_.empty()) {  // CUDA ends the capture, and its graph is lost
+      capture_.reset();
+      branches_.clear();
+      throw device_error("cudaStreamEndCapture: a branch forked from the stream was not joined into it "
+                         "(cudaErrorStreamCaptureUnjoined)");
+    }
     graph captured = std::move(*capture_);
     capture_.reset();
     if (!refused_free_.empty()) throw device_error(std::exchange(refused_free_, {}));
@@ -113,6 +124,35 @@ class omp_backend {
   void wait(const event&) { refuse_in_capture("cudaEventSynchronize"); }
   void synchronize() { refuse_in_capture("cudaStreamSynchronize"); }
 
+  /// Outside a capture: room for work on `count` branches of the stream (CUDA
+  /// makes a stream and an event a branch, which it refuses during a capture).
+  void reserve_branches(int count) {
+    refuse_in_capture("cudaStreamCreate");
+    reserved_branches_ = std::max(reserved_branches_, count);
+  }
+  /// Work queued from here on goes on branch 0, the stream itself, or on
+  /// another of `count` branches, as select_branch() says, each after all
+  /// that was queued before; join_branches() orders the stream after them all.
+  void fork_branches(int count) {
+    if (!branches_.empty()) throw device_error("fork: the stream's last branches were not joined");
+    if (count > reserved_branches_)
+      throw device_error(detail::concat("fork: ", count, " branches, but room for ", reserved_branches_,
+                                        " was reserved (reserve_branches)"));
+    branches_.resize(static_cast<std::size_t>(count));
+    branch_ = 0;
+    widest_fork_ = std::max(widest_fork_, count);
+  }
+  void select_branch(int branch) {
+    if (branch < 0 || static_cast<std::size_t>(branch) >= branches_.size())
+      throw device_error(detail::concat("select_branch: no branch ", branch, " of ", branches_.size(), " forked"));
+    branch_ = static_cast<std::size_t>(branch);
+  }
+  void join_branches() {
+    std::vector<std::vector<std::function<void()>>> held = std::exchange(branches_, {});
+    for (auto branch = held.rbegin(); branch != held.rend(); ++branch)
+      for (std::function<void()>& work : *branch) run_or_record(std::move(work));
+  }
+
   /// Runs `kernel` for `blocks` block indices, a Kernel::one_wave kernel on a
   /// grid of at most one wave, as cuda_backend launches it on the GPU.
   template <class Kernel>
@@ -125,6 +165,9 @@ class omp_backend {
   /// The most blocks a grid launched or captured on this backend has had: what
   /// the tests read to see a launch cut to a wave.
   std::int64_t largest_grid() const { return largest_grid_; }
+  /// The most branches a fork on this backend has had (0: none forked): what
+  /// the tests read to see a step's entries put on branches.
+  int widest_fork() const { return widest_fork_; }
 
  private:
   static constexpr std::align_val_t alignment{64};
@@ -149,7 +192,9 @@ class omp_backend {
 
   template <class Work>
   void run_or_record(Work work) {
-    if (capture_)
+    if (!branches_.empty())
+      branches_[branch_].push_back(std::move(work));
+    else if (capture_)
       capture_->steps_.push_back(std::move(work));
     else
       work();
@@ -170,6 +215,10 @@ class omp_backend {
   std::int64_t largest_grid_ = 0;
   std::unique_ptr<graph> capture_;  ///< the graph being recorded, during a capture
   std::string refused_free_;        ///< a free attempted during the capture, reported at its end
+  int reserved_branches_ = 1;
+  std::vector<std::vector<std::function<void()>>> branches_;  ///< each branch's work, while forked
+  std::size_t branch_ = 0;                                    ///< the branch work goes on
+  int widest_fork_ = 0;
 };
 
 }  // namespace seqpool

@@ -58,6 +58,16 @@ struct launch_policy {
   /// (166 for bf16, 192 for fp32, against 128: one block an SM where an eager
   /// launch has two) and half the fp32 split loop's loads in flight.
   static constexpr bool captured_pooling_in_one_wave = false;
+  /// A captured step's upload: a kernel that copies the pieces of the image
+  /// the graph's slot lists (true), so that a replay moves what its batch uses,
+  /// read over the host link by the SMs; or one copy of the capacity's whole
+  /// image (false), a copy node of fixed size that the copy engine runs.
+  static constexpr bool captured_upload_in_pieces = true;
+  /// A step of several entries (a dispatcher's poolers): each entry's launches
+  /// on a branch of its own (true), forked from the stream after the upload and
+  /// joined back before the step ends, so that an entry's under-filled launches
+  /// run beside another's; or all on the stream, one after another (false).
+  static constexpr bool entries_on_branches = false;
 
   /// Token methods: blocks of the gathering launch, each an even share of the
   /// returned rows, a warp a row: one wave on an H200 (132 SMs, four blocks each).
@@ -139,6 +149,17 @@ struct one_wave_capture_policy : launch_policy {
   static constexpr bool captured_pooling_in_one_wave = true;
 };
 
+/// A captured step's upload as one copy of the capacity's whole image, not a
+/// kernel that copies the pieces its batch uses.
+struct whole_image_capture_policy : launch_policy {
+  static constexpr bool captured_upload_in_pieces = false;
+};
+
+/// A dispatcher's entries on branches of the stream.
+struct branched_entries_policy : launch_policy {
+  static constexpr bool entries_on_branches = true;
+};
+
 /// The launch policy of a device backend: the one it names, or launch_policy.
 template <class Backend>
 struct policy_of {
@@ -153,9 +174,9 @@ struct policy_of<Backend> {
 /// How a step's image reaches the device. How far the host may run ahead: the
 /// eager step's upload comes from a ring of this many pinned staging slots, and
 /// reserve() waits only when the copy from the slot it settles, this many steps
-/// ago, is still pending. A captured step's upload is a kernel that reads the
-/// graph's slot over the host link: a block an H200 SM, each thread with a few
-/// 16-byte loads in flight.
+/// ago, is still pending. A captured step's upload in pieces is a kernel that
+/// reads the graph's slot over the host link: a block an H200 SM, each thread
+/// with a few 16-byte loads in flight.
 struct staging_policy {
   static constexpr std::size_t slots = 4;
   static constexpr std::int64_t copy_blocks = 132;

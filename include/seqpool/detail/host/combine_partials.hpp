@@ -29,7 +29,8 @@ struct combine_partials {
   void operator()(std::int64_t item) const {
     const std::int32_t request = combines[item];
     const request_record owner = requests[request];
-    const float* init = (owner.flags & from_state) != 0 ? memory.state[requests.state_index(request)] : nullptr;
+    const std::int32_t state_index = requests.state_index(request);
+    const float* init = (owner.flags & from_state) != 0 ? memory.state[state_index] : nullptr;
     const float* partials = memory.workspace + owner.partials;
     const std::int64_t loaded = owner.width < hidden_size ? owner.width : hidden_size;
     const bool through = (owner.flags & through_linear) != 0;
@@ -44,7 +45,7 @@ struct combine_partials {
         store_row(memory.output + owner.offset, pooled, owner.width, false, memory.encoding);
       return;
     }
-    float* out = memory.at(owner.where, owner.offset, requests.state_index(request));
+    float* out = memory.at(owner.where, owner.offset, state_index);
     merge_row(owner, loaded, init, partials, out);
     finish_row(method, head, owner, loaded, owner.flags, out);
     if ((owner.flags & drafted) != 0) store_row(memory.output + owner.result, out, owner.width, false, memory.encoding);

@@ -49,11 +49,13 @@ struct reduce_tiles {
     const bool alone = owner.num_tiles == 1;
     const std::uint8_t flags = alone ? owner.flags : 0;
     const std::int64_t width = owner.width;  // the pooled row's: its modes' columns
+    const std::int32_t state_index = requests.state_index(tile.request);
     // `out` may be `init` itself: a chunk continuing in place.
-    float* out = alone ? memory.at(owner.where, owner.offset, requests.state_index(tile.request))
+    float* out = alone ? memory.at(owner.where, owner.offset, state_index)
                        : memory.workspace + owner.partials + tile.index * width;
-    const float* init = (flags & from_state) != 0 ? memory.state[requests.state_index(tile.request)] : nullptr;
+    const float* init = (flags & from_state) != 0 ? memory.state[state_index] : nullptr;
     const T* first_row = hidden + tile.row_begin * row_stride;
+    const std::int64_t first_position = tile.row_begin + owner.position_offset;  // its first row's in the prompt
 
     // This thread's next item is most likely the next tile: a tile of several
     // rows asks for its first row now. Its following rows come from the sweep's
@@ -66,7 +68,7 @@ struct reduce_tiles {
     const bool to_output = finishes && owner.where == target::output;
     if (through || (to_output && stored_from_scratch<Policy, Result>(stream_results, width))) {
       alignas(64) float scratch[Policy::scratch_row_floats];
-      reduce(tile, width, next, init, first_row, scratch);
+      reduce(tile, first_position, width, next, init, first_row, scratch);
       finish_row(method, head, owner, tile.width, flags, scratch);
       if (through)
         linear_into<Policy>(head, layer, scratch, memory.output + owner.offset, owner.linear_width, owner.knobs,
@@ -75,7 +77,7 @@ struct reduce_tiles {
         store_row(memory.output + owner.offset, scratch, width, stream_results, memory.encoding);
       return;
     }
-    reduce(tile, width, next, init, first_row, out);
+    reduce(tile, first_position, width, next, init, first_row, out);
     finish_row(method, head, owner, tile.width, flags, out);
     if ((flags & drafted) != 0) store_row(memory.output + owner.result, out, width, stream_results, memory.encoding);
   }
@@ -96,10 +98,10 @@ struct reduce_tiles {
   /// The tile's rows reduced into the `width` columns of `out` from `init` or
   /// identity(); a tile of no rows (a request that finishes from its state
   /// alone, CLS after its first chunk) is `init` itself.
-  void reduce(tile_record tile, std::int64_t width, const tile_record* next, const float* init, const T* first_row,
-              float* out) const {
+  void reduce(tile_record tile, std::int64_t first_position, std::int64_t width, const tile_record* next,
+              const float* init, const T* first_row, float* out) const {
     if (tile.rows > 0) {
-      sweep(tile, next, {tile.width, width}, init, first_row, out);
+      sweep(tile, first_position, next, {tile.width, width}, init, first_row, out);
       return;
     }
     for_mode_columns<modes>(tile.width, width, [&]<int S>(std::int64_t begin, std::int64_t end) {
@@ -142,8 +144,8 @@ struct reduce_tiles {
   /// core's scheduler free to wait on more misses, where whole 8 KiB rows asked
   /// for into L1 would push the result row out of it. Sweeps share a row evenly,
   /// in whole lines, leaving no sliver.
-  void sweep(tile_record tile, const tile_record* next, row_columns columns, const float* init, const T* first_row,
-             float* out) const {
+  void sweep(tile_record tile, std::int64_t first_position, const tile_record* next, row_columns columns,
+             const float* init, const T* first_row, float* out) const {
     const std::int64_t width = columns.loaded;
     const std::int64_t row_bytes = width * static_cast<std::int64_t>(sizeof(T));
     const std::int64_t num_sweeps = (row_bytes + Policy::sweep_bytes - 1) / Policy::sweep_bytes;
@@ -151,19 +153,19 @@ struct reduce_tiles {
     const std::int64_t sweep_width = sweep_lines * line_elements;
     for (std::int64_t begin = 0; begin < width; begin += sweep_width) {
       const std::int64_t end = begin + sweep_width < width ? begin + sweep_width : width;
-      sweep_columns(tile, columns, next, {begin, end}, init, first_row, out);
+      sweep_columns(tile, first_position, columns, next, {begin, end}, init, first_row, out);
     }
   }
 
-  /// Reduces the tile's rows over the columns of `sweep`.
-  void sweep_columns(tile_record tile, row_columns columns, const tile_record* next, column_range sweep,
-                     const float* init, const T* first_row, float* out) const {
+  /// Reduces the tile's rows, the first at prompt position `first_position`,
+  /// over the columns of `sweep`.
+  void sweep_columns(tile_record tile, std::int64_t first_position, row_columns columns, const tile_record* next,
+                     column_range sweep, const float* init, const T* first_row, float* out) const {
     const std::int64_t width = columns.loaded;
     // Rows outer, columns inner: the result's columns stay in cache and the
     // inner loop vectorises. Four rows at a time load and store them a quarter
     // as often, and still accumulate in row order.
-    start_sweep(tile, columns, next, sweep, init, first_row, out);
-    const std::int64_t first_position = position_of(tile);
+    start_sweep(tile, first_position, columns, next, sweep, init, first_row, out);
     std::int32_t r = 1;
     for (; r + 4 <= tile.rows; r += 4) {
       const std::int64_t position = first_position + r;
@@ -208,10 +210,9 @@ struct reduce_tiles {
   /// same lines of the row its thread reduces next, which the hardware cannot
   /// guess, a line for each line it converts rather than all at once as the item
   /// starts, which would fill the line-fill buffers.
-  void start_sweep(tile_record tile, row_columns columns, const tile_record* next, column_range sweep,
-                   const float* init, const T* first_row, float* out) const {
+  void start_sweep(tile_record tile, std::int64_t position, row_columns columns, const tile_record* next,
+                   column_range sweep, const float* init, const T* first_row, float* out) const {
     const T* __restrict__ first = first_row;
-    const std::int64_t position = position_of(tile);
     if (tile.rows == 1) {
       const lines_ahead later = ahead_of(tile, columns.loaded, next, sweep, 1);
       by_lines<T>(
@@ -234,9 +235,6 @@ struct reduce_tiles {
         });
     }
   }
-
-  /// The prompt position of the tile's first row.
-  std::int64_t position_of(tile_record tile) const { return tile.row_begin + requests[tile.request].position_offset; }
 
   /// The lines a sweep asks for ahead of row `row`, counted from the tile's
   /// first: the row's own columns; past the tile's last row, its first rows
