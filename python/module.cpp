@@ -245,7 +245,8 @@ class dispatcher_object {
     if (ranges) {
       constexpr std::string_view bounds = "[2, D] (lower bounds, then upper bounds)";
       config.ranges = read_floats(*ranges, 2, "ranges", bounds);
-      if (ranges->shape(0) != 2) detail::fail("ranges", "must have shape ", bounds, ", got ", ranges->shape(0), " rows");
+      if (ranges->shape(0) != 2)
+        detail::fail("ranges", "must have shape ", bounds, ", got ", ranges->shape(0), " rows");
     }
     if (device == "cpu") {
       engine_ = make_host_engine(config, result);

@@ -27,8 +27,8 @@ using device_omp = seqpool::device_space<seqpool::omp_backend>;
 using one_wave_omp = seqpool::device_space<
     seqpool::with_policy<seqpool::omp_backend, seqpool::detail::device::one_wave_capture_policy>>;
 /// The candidate policy that puts a dispatcher's poolers on branches of the stream.
-using branched_omp = seqpool::device_space<
-    seqpool::with_policy<seqpool::omp_backend, seqpool::detail::device::branched_entries_policy>>;
+using branched_omp =
+    seqpool::device_space<seqpool::with_policy<seqpool::omp_backend, seqpool::detail::device::branched_entries_policy>>;
 /// The candidate policy whose captured upload copies the capacity's whole image.
 using whole_image_omp = seqpool::device_space<
     seqpool::with_policy<seqpool::omp_backend, seqpool::detail::device::whole_image_capture_policy>>;
@@ -44,8 +44,8 @@ TEST_CASE_TEMPLATE_APPLY(token_stack_capture, std::tuple<device_omp>);
 TEST_CASE_TEMPLATE_APPLY(any_wave, std::tuple<device_omp, one_wave_omp>);
 TEST_CASE_TEMPLATE_APPLY(whole_image_capture, std::tuple<whole_image_omp>);
 
-TEST_CASE_TEMPLATE("a dispatcher's step puts each pooler it runs on a branch of its own where the policy says so", Space,
-                   device_omp, branched_omp) {
+TEST_CASE_TEMPLATE("a dispatcher's step puts each pooler it runs on a branch of its own where the policy says so",
+                   Space, device_omp, branched_omp) {
   constexpr bool branched = Space::entries_on_branches;
   capture_cases::engine<Space> device(capture_cases::classifier_weights(), method::mean{}, method::step{});
   const auto rows_of = [](std::int64_t rows) { return test::drawn_values(rows * hidden_size, 5); };

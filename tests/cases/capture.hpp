@@ -344,8 +344,9 @@ TEST_CASE_TEMPLATE_DEFINE("a token pooler with a stack of layers, captured once,
   capture_cases::token_stack_capture_with<Space, seqpool::bfloat16>();
 }
 
-TEST_CASE_TEMPLATE_DEFINE("a captured step whose upload copies the capacity's whole image replays as one that copies pieces",
-                          Space, whole_image_capture) {
+TEST_CASE_TEMPLATE_DEFINE(
+    "a captured step whose upload copies the capacity's whole image replays as one that copies pieces", Space,
+    whole_image_capture) {
   capture_cases::pooler_capture_with<Space, float>();
   capture_cases::token_stack_capture_with<Space, float>();
 }

@@ -20,10 +20,10 @@ using capture_spaces =
 
 }  // namespace
 
-TEST_CASE_TEMPLATE_APPLY(dispatcher_capture,
-                         std::tuple<seqpool::device_space<seqpool::cuda_backend>,
-                                    cuda_with<policy::one_wave_capture_policy>,
-                                    cuda_with<policy::branched_entries_policy>>);
+TEST_CASE_TEMPLATE_APPLY(
+    dispatcher_capture,
+    std::tuple<seqpool::device_space<seqpool::cuda_backend>, cuda_with<policy::one_wave_capture_policy>,
+               cuda_with<policy::branched_entries_policy>>);
 TEST_CASE_TEMPLATE_APPLY(pooler_capture, capture_spaces);
 // The one-wave candidate changes only a captured pooling launch, which a token pooler never makes.
 TEST_CASE_TEMPLATE_APPLY(token_stack_capture, std::tuple<seqpool::device_space<seqpool::cuda_backend>>);

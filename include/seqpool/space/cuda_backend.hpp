@@ -127,7 +127,8 @@ class cuda_backend {
   void fork_branches(int count) {
     if (forked_ > 0) throw device_error("fork: the stream's last branches were not joined");
     if (count > 1 && (!branches_ || static_cast<int>(branches_->streams.size()) + 1 < count))
-      throw device_error(detail::concat("fork: ", count, " branches, but room for fewer was reserved (reserve_branches)"));
+      throw device_error(
+          detail::concat("fork: ", count, " branches, but room for fewer was reserved (reserve_branches)"));
     if (count > 1) {
       check(cudaEventRecord(branches_->forked, stream_), "cudaEventRecord");
       for (int k = 1; k < count; ++k)

@@ -74,8 +74,9 @@ class omp_backend {
     if (!branches_.empty()) {  // CUDA ends the capture, and its graph is lost
       capture_.reset();
       branches_.clear();
-      throw device_error("cudaStreamEndCapture: a branch forked from the stream was not joined into it "
-                         "(cudaErrorStreamCaptureUnjoined)");
+      throw device_error(
+          "cudaStreamEndCapture: a branch forked from the stream was not joined into it "
+          "(cudaErrorStreamCaptureUnjoined)");
     }
     graph captured = std::move(*capture_);
     capture_.reset();
