@@ -52,11 +52,11 @@ TEST_CASE_TEMPLATE("a dispatcher's step puts each pooler it runs on a branch of 
   // One pooler's requests: nothing to fork.
   const seqpool::batch embeds{{test::whole("a", task::embed, 3), test::whole("b", task::embed, 5)}};
   test::run_step(device.space, device.dispatcher, device.state, embeds, rows_of(8));
-  CHECK(device.space.backend().widest_fork() == 0);
+  CHECK(device.space.backend().busiest_fork() == 0);
   // Two poolers' requests: two branches.
   const seqpool::batch two{{test::whole("c", task::embed, 3), test::whole("d", task::token_classify, 4)}};
   test::run_step(device.space, device.dispatcher, device.state, two, rows_of(7));
-  CHECK(device.space.backend().widest_fork() == (branched ? 2 : 0));
+  CHECK(device.space.backend().busiest_fork() == (branched ? 2 : 0));
   // A captured step launches every pooler the dispatcher has: four branches.
   device.dispatcher.reserve_capacity({.requests = 4, .rows = 16, .result_rows = 16});
   auto home = device.dispatcher.reserve_graph();
@@ -68,7 +68,7 @@ TEST_CASE_TEMPLATE("a dispatcher's step puts each pooler it runs on a branch of 
   device.dispatcher.capture(seqpool::make_hidden_view(hidden.data(), 16, hidden_size), plan, device.state,
                             output.span(), home);
   CHECK(device.space.backend().end_capture().size() > 0);
-  CHECK(device.space.backend().widest_fork() == (branched ? 4 : 0));
+  CHECK(device.space.backend().busiest_fork() == (branched ? 4 : 0));
 }
 
 TEST_CASE("capture and replay refuse what would break the graph, before anything is queued") {

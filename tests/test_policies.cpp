@@ -2,7 +2,8 @@
 // run through the stand-in against host_space: whichever a sweep on the GPU
 // chooses pools as the default does, across its own packed, tile and slab
 // boundaries. (one_wave_capture_policy and whole_image_capture_policy change
-// captured steps alone: tests/test_capture.cpp runs them.)
+// captured steps alone, branched_entries_policy the streams of a dispatcher's
+// step alone: tests/test_capture.cpp runs them.)
 #include <cstdint>
 #include <type_traits>
 #include <vector>

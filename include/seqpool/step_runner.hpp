@@ -271,20 +271,35 @@ class step_runner {
   /// The branches a step's entries' launches go on, where the space's policy
   /// puts each of several entries on a branch of its own: forked after the
   /// upload, an entry's launches on the next (next()), joined back (join())
-  /// before the step moves on. Elsewhere every launch stays on the stream.
+  /// before the step moves on; a launch that throws between the two leaves the
+  /// branches joined. Elsewhere every launch stays on the stream.
   class entry_branches {
    public:
     entry_branches(Space& space, std::size_t entries) : space_(space), forked_(branched && entries > 1) {
       if constexpr (branched)
         if (forked_) space_.fork_branches(static_cast<int>(entries));
     }
+    entry_branches(const entry_branches&) = delete;
+    entry_branches& operator=(const entry_branches&) = delete;
+    ~entry_branches() {
+      if constexpr (branched) {
+        if (!forked_) return;
+        try {
+          space_.join_branches();
+        } catch (...) {  // the launch's own error is the one in flight
+        }
+      }
+    }
     void next() {
       if constexpr (branched)
         if (forked_) space_.select_branch(taken_++);
     }
     void join() {
-      if constexpr (branched)
-        if (forked_) space_.join_branches();
+      if constexpr (branched) {
+        if (!forked_) return;
+        forked_ = false;
+        space_.join_branches();
+      }
     }
 
    private:

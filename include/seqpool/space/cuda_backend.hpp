@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <limits>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include <cuda_runtime.h>
@@ -48,8 +49,11 @@ __global__ void __launch_bounds__(Kernel::threads) run_blocks(const Kernel kerne
 /// (cudaMallocAsync), copies are asynchronous, and kernels are launched with
 /// their shapes fixed on the host (SPEC section 6). Where a launch policy puts
 /// a step's entries on branches, each branch but the first is a stream of the
-/// backend's own, forked from the caller's by an event and joined back into it
-/// by another: an edge of the graph when the step is captured.
+/// backend's own (at the caller's stream's priority), forked from the caller's
+/// by an event and joined back into it by another: an edge of the graph when
+/// the step is captured. A copy of a backend makes branches of its own, so that
+/// no two spaces share a stream or an event; events are recorded, allocations
+/// made and freed and waits made on the caller's stream, forked or not.
 class cuda_backend {
  public:
   using event = cudaEvent_t;
@@ -64,6 +68,17 @@ class cuda_backend {
     check(cudaGetDevice(&device), "cudaGetDevice");
     check(cudaDeviceGetAttribute(&multiprocessors_, cudaDevAttrMultiProcessorCount, device), "cudaDeviceGetAttribute");
   }
+  cuda_backend(const cuda_backend& other)
+      : stream_(other.stream_),
+        current_(other.stream_),
+        most_blocks_(other.most_blocks_),
+        multiprocessors_(other.multiprocessors_) {}
+  cuda_backend& operator=(const cuda_backend& other) {
+    if (this != &other) *this = cuda_backend(other);
+    return *this;
+  }
+  cuda_backend(cuda_backend&&) noexcept = default;
+  cuda_backend& operator=(cuda_backend&&) noexcept = default;
 
   cudaStream_t stream() const { return stream_; }
 
@@ -116,10 +131,11 @@ class cuda_backend {
   void synchronize() { check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize"); }
 
   /// Outside a capture: a stream and an event for each of `count` branches but
-  /// the first, the caller's stream (made once; copies of this backend share them).
+  /// the first, the caller's stream (made once).
   void reserve_branches(int count) {
-    if (!branches_) branches_ = std::make_shared<branch_streams>();
-    while (static_cast<int>(branches_->streams.size()) + 1 < count) branches_->add();
+    if (count <= 1) return;
+    if (!branches_) branches_ = std::make_unique<branch_streams>();
+    while (static_cast<int>(branches_->streams.size()) + 1 < count) branches_->add(stream_);
   }
   /// Work queued from here on goes on branch 0, the caller's stream, or on
   /// another of `count` branches, as select_branch() says, each after all that
@@ -143,12 +159,12 @@ class cuda_backend {
     current_ = branch == 0 ? stream_ : branches_->streams[branch - 1];
   }
   void join_branches() {
-    for (int k = 1; k < forked_; ++k) {
+    const int forked = std::exchange(forked_, 0);
+    current_ = stream_;
+    for (int k = 1; k < forked; ++k) {
       check(cudaEventRecord(branches_->joined[k - 1], branches_->streams[k - 1]), "cudaEventRecord");
       check(cudaStreamWaitEvent(stream_, branches_->joined[k - 1], 0), "cudaStreamWaitEvent");
     }
-    forked_ = 0;
-    current_ = stream_;
   }
 
   bool is_capturing() const {
@@ -209,15 +225,19 @@ class cuda_backend {
       for (cudaEvent_t event : joined) cudaEventDestroy(event);
       cudaEventDestroy(forked);
     }
-    void add() {
+    /// A branch of `origin`, at its priority.
+    void add(cudaStream_t origin) {
       streams.reserve(streams.size() + 1);
       joined.reserve(joined.size() + 1);
+      int priority = 0;
+      check(cudaStreamGetPriority(origin, &priority), "cudaStreamGetPriority");
       cudaEvent_t event = nullptr;
       check(cudaEventCreateWithFlags(&event, cudaEventDisableTiming), "cudaEventCreate");
       cudaStream_t stream = nullptr;
-      if (const cudaError_t status = cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking); status != cudaSuccess) {
+      if (const cudaError_t status = cudaStreamCreateWithPriority(&stream, cudaStreamNonBlocking, priority);
+          status != cudaSuccess) {
         cudaEventDestroy(event);
-        check(status, "cudaStreamCreate");
+        check(status, "cudaStreamCreateWithPriority");
       }
       streams.push_back(stream);
       joined.push_back(event);
@@ -228,7 +248,7 @@ class cuda_backend {
   cudaStream_t current_;  ///< where work goes: the stream, or a branch of it while forked
   std::int64_t most_blocks_;
   int multiprocessors_ = 0;
-  std::shared_ptr<branch_streams> branches_;
+  std::unique_ptr<branch_streams> branches_;
   int forked_ = 0;  ///< the branches forked and not yet joined
 };
 

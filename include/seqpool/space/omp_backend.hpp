@@ -34,7 +34,8 @@ namespace seqpool {
 ///
 /// And branches of the stream (fork_branches()): it holds each branch's work
 /// until the join, then runs (or records) the branches last to first, so that
-/// work relying on another branch's, which a GPU might run first, fails here.
+/// work relying on an earlier branch's, or writing where another branch
+/// writes, gives other results here than in order, as it might on a GPU.
 class omp_backend {
  public:
   struct event {};
@@ -74,6 +75,7 @@ class omp_backend {
     if (!branches_.empty()) {  // CUDA ends the capture, and its graph is lost
       capture_.reset();
       branches_.clear();
+      refused_free_.clear();
       throw device_error(
           "cudaStreamEndCapture: a branch forked from the stream was not joined into it "
           "(cudaErrorStreamCaptureUnjoined)");
@@ -141,7 +143,6 @@ class omp_backend {
                                         " was reserved (reserve_branches)"));
     branches_.resize(static_cast<std::size_t>(count));
     branch_ = 0;
-    widest_fork_ = std::max(widest_fork_, count);
   }
   void select_branch(int branch) {
     if (branch < 0 || static_cast<std::size_t>(branch) >= branches_.size())
@@ -150,6 +151,8 @@ class omp_backend {
   }
   void join_branches() {
     std::vector<std::vector<std::function<void()>>> held = std::exchange(branches_, {});
+    const auto given_work = std::count_if(held.begin(), held.end(), [](const auto& work) { return !work.empty(); });
+    busiest_fork_ = std::max(busiest_fork_, static_cast<int>(given_work));
     for (auto branch = held.rbegin(); branch != held.rend(); ++branch)
       for (std::function<void()>& work : *branch) run_or_record(std::move(work));
   }
@@ -166,9 +169,10 @@ class omp_backend {
   /// The most blocks a grid launched or captured on this backend has had: what
   /// the tests read to see a launch cut to a wave.
   std::int64_t largest_grid() const { return largest_grid_; }
-  /// The most branches a fork on this backend has had (0: none forked): what
-  /// the tests read to see a step's entries put on branches.
-  int widest_fork() const { return widest_fork_; }
+  /// The most branches of one fork on this backend that were given work (0:
+  /// none forked): what the tests read to see a step's entries each put on a
+  /// branch of its own.
+  int busiest_fork() const { return busiest_fork_; }
 
  private:
   static constexpr std::align_val_t alignment{64};
@@ -219,7 +223,7 @@ class omp_backend {
   int reserved_branches_ = 1;
   std::vector<std::vector<std::function<void()>>> branches_;  ///< each branch's work, while forked
   std::size_t branch_ = 0;                                    ///< the branch work goes on
-  int widest_fork_ = 0;
+  int busiest_fork_ = 0;
 };
 
 }  // namespace seqpool

@@ -210,7 +210,7 @@ struct reduce_tiles {
   /// same lines of the row its thread reduces next, which the hardware cannot
   /// guess, a line for each line it converts rather than all at once as the item
   /// starts, which would fill the line-fill buffers.
-  void start_sweep(tile_record tile, std::int64_t position, row_columns columns, const tile_record* next,
+  void start_sweep(tile_record tile, std::int64_t first_position, row_columns columns, const tile_record* next,
                    column_range sweep, const float* init, const T* first_row, float* out) const {
     const T* __restrict__ first = first_row;
     if (tile.rows == 1) {
@@ -220,18 +220,18 @@ struct reduce_tiles {
           [&](std::int64_t c) {
             each_mode(columns, c, [&](const auto& reducing, std::int64_t at) {
               out[at] = accumulate_at(reducing, init != nullptr ? init[at] : reducing.identity(), to_float(first[c]),
-                                      position);
+                                      first_position);
             });
           });
     } else if (init != nullptr) {
       for (std::int64_t c = sweep.begin; c < sweep.end; ++c)
         each_mode(columns, c, [&](const auto& reducing, std::int64_t at) {
-          out[at] = accumulate_at(reducing, init[at], to_float(first[c]), position);
+          out[at] = accumulate_at(reducing, init[at], to_float(first[c]), first_position);
         });
     } else {
       for (std::int64_t c = sweep.begin; c < sweep.end; ++c)
         each_mode(columns, c, [&](const auto& reducing, std::int64_t at) {
-          out[at] = accumulate_at(reducing, reducing.identity(), to_float(first[c]), position);
+          out[at] = accumulate_at(reducing, reducing.identity(), to_float(first[c]), first_position);
         });
     }
   }
