@@ -21,6 +21,23 @@ static_assert(seqpool::memory_space<seqpool::host_space>);
 static_assert(seqpool::memory_space<device_omp>);
 static_assert(!std::is_same_v<seqpool::host_space, device_omp>);
 
+namespace {
+
+/// Fills a staged image with bytes that say where they lie, shifted by `value`.
+void fill_image(std::span<std::byte> image, int value) {
+  for (std::size_t k = 0; k < image.size(); ++k) image[k] = static_cast<std::byte>((k + value) % 251);
+}
+
+/// The `bytes` of device memory from `device`.
+template <class Space>
+std::vector<std::byte> read_image(Space& space, const std::byte* device, std::size_t bytes) {
+  std::vector<std::byte> copied(bytes);
+  space.copy_out(cuda::std::span<const std::byte>(device, bytes), std::span<std::byte>(copied));
+  return copied;
+}
+
+}  // namespace
+
 TEST_CASE_TEMPLATE("a space counts allocations, copies in and copies out", Space, seqpool::host_space, device_omp) {
   Space space;
   CHECK(space.audit().counts() == seqpool::audit_counts{});
@@ -190,14 +207,6 @@ TEST_CASE("a graph's upload copies the pieces its slot lists at each launch, and
   auto home = space.reserve_graph(image_bytes, 2, 7);
   seqpool::buffer<std::byte, device_omp> unused(space, 16);  // the device image is not the only allocation
   using piece = decltype(home)::piece;
-  const auto fill = [](std::span<std::byte> image, int value) {
-    for (std::size_t k = 0; k < image.size(); ++k) image[k] = static_cast<std::byte>((k + value) % 251);
-  };
-  const auto read_back = [&](const std::byte* device) {
-    std::vector<std::byte> bytes(image_bytes);
-    space.copy_out(cuda::std::span<const std::byte>(device, image_bytes), std::span<std::byte>(bytes));
-    return bytes;
-  };
 
   CHECK_THROWS_WITH_AS(space.upload(home), doctest::Contains("during a capture, after stage()"), seqpool::error);
   space.backend().begin_capture();
@@ -207,14 +216,14 @@ TEST_CASE("a graph's upload copies the pieces its slot lists at each launch, and
                        doctest::Contains("made for images of 2 pieces, given 1"), seqpool::error);
   CHECK_THROWS_AS(space.stage(home, std::vector<piece>{{0, 64}, {4096 - 16, 32}}), seqpool::error);
   CHECK_THROWS_AS(space.stage(home, std::vector<piece>{{8, 64}, {1024, 16}}), seqpool::error);
-  fill(space.stage(home, listed), 0);
+  fill_image(space.stage(home, listed), 0);
   const std::byte* device = space.upload(home);
   const seqpool::omp_backend::graph graph = space.backend().end_capture();
   graph.launch();
   home.mark_launched();
   std::vector<std::byte> expected(image_bytes);
-  fill(expected, 0);
-  std::vector<std::byte> copied = read_back(device);
+  fill_image(expected, 0);
+  std::vector<std::byte> copied = read_image(space, device, image_bytes);
   // Each piece copied, every byte outside them left alone (the device image
   // begins as whatever the allocation held: compare only inside the pieces).
   CHECK(std::equal(copied.begin(), copied.begin() + 64, expected.begin()));
@@ -224,12 +233,12 @@ TEST_CASE("a graph's upload copies the pieces its slot lists at each launch, and
   const std::vector<piece> next{{512, 16}, {3072, 1024}};
   std::vector<std::byte> before = copied;
   const seqpool::audit_scope scope(space.audit());
-  fill(space.restage(home, next), 3);
+  fill_image(space.restage(home, next), 3);
   CHECK(scope.counts() == seqpool::audit_counts{.uploads = 1, .upload_bytes = 16 + 1024});
   graph.launch();
   home.mark_launched();
-  copied = read_back(device);
-  fill(expected, 3);
+  copied = read_image(space, device, image_bytes);
+  fill_image(expected, 3);
   CHECK(std::equal(copied.begin(), copied.begin() + 512, before.begin()));
   CHECK(std::equal(copied.begin() + 512, copied.begin() + 528, expected.begin() + 512));
   CHECK(std::equal(copied.begin() + 528, copied.begin() + 3072, before.begin() + 528));
@@ -244,14 +253,6 @@ TEST_CASE("under whole_image_capture_policy a graph's upload copies the whole im
   constexpr std::size_t image_bytes = 4 * 1024;
   auto home = space.reserve_graph(image_bytes, 2, 7);
   using piece = decltype(home)::piece;
-  const auto fill = [](std::span<std::byte> image, int value) {
-    for (std::size_t k = 0; k < image.size(); ++k) image[k] = static_cast<std::byte>((k + value) % 251);
-  };
-  const auto read_back = [&](const std::byte* device) {
-    std::vector<std::byte> bytes(image_bytes);
-    space.copy_out(cuda::std::span<const std::byte>(device, image_bytes), std::span<std::byte>(bytes));
-    return bytes;
-  };
   std::vector<std::byte> expected(image_bytes);
 
   space.backend().begin_capture();
@@ -259,7 +260,7 @@ TEST_CASE("under whole_image_capture_policy a graph's upload copies the whole im
   const std::byte* device = nullptr;
   {
     const seqpool::audit_scope scope(space.audit());
-    fill(space.stage(home, std::vector<piece>{{0, 64}, {1024, 2048}}), 0);
+    fill_image(space.stage(home, std::vector<piece>{{0, 64}, {1024, 2048}}), 0);
     device = space.upload(home);
     CHECK(scope.counts() == seqpool::audit_counts{.uploads = 1, .upload_bytes = image_bytes});
   }
@@ -267,17 +268,17 @@ TEST_CASE("under whole_image_capture_policy a graph's upload copies the whole im
   CHECK(graph->size() == 1);  // one copy node, no kernel
   graph->launch();
   home.mark_launched();
-  fill(expected, 0);
-  CHECK(read_back(device) == expected);
+  fill_image(expected, 0);
+  CHECK(read_image(space, device, image_bytes) == expected);
 
   // Restaged with pieces that cover little: the next launch still copies every byte.
   const seqpool::audit_scope scope(space.audit());
-  fill(space.restage(home, std::vector<piece>{{512, 16}, {3072, 16}}), 3);
+  fill_image(space.restage(home, std::vector<piece>{{512, 16}, {3072, 16}}), 3);
   CHECK(scope.counts() == seqpool::audit_counts{.uploads = 1, .upload_bytes = image_bytes});
   graph->launch();
   home.mark_launched();
-  fill(expected, 3);
-  CHECK(read_back(device) == expected);
+  fill_image(expected, 3);
+  CHECK(read_image(space, device, image_bytes) == expected);
 }
 
 TEST_CASE("the stand-in's branches: each branch's work runs at the join, last branch first") {
