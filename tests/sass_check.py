@@ -1,7 +1,8 @@
 """Reads the sm_90 machine code of the device kernels (tests/sass/pool_kernels.cu):
 the MEAN and MAX pooling kernels, bf16 and fp32, MEAN from bf16 rows into bf16
 results and from fp32 rows into int8 ones, MEAN as the sweep's candidate with two
-stages of loads cuts it, the gathering kernel (ALL, STEP) for fp32 and bf16 rows
+stages of loads cuts it and as the one whose split blocks read rows through rings
+that bulk copies fill, the gathering kernel (ALL, STEP) for fp32 and bf16 rows
 and bf16 rows into sign bits, the narrow linear layer over pooled rows and over
 ALL's bf16 rows where they lie, the wide one's tiles over pooled rows and over
 ALL's bf16 and fp32 rows (whose products must keep the next slice's loads in
@@ -33,7 +34,7 @@ import re
 import subprocess
 import sys
 
-DEFAULT, PIPELINED = "13launch_policyE", "22pipelined_loads_policyE"
+DEFAULT, PIPELINED, BULK = "13launch_policyE", "22pipelined_loads_policyE", "16bulk_rows_policyE"
 KERNELS = {
     f"{method} {dtype}": re.compile(rf"pool_rowsINS_6method{code}ENS_4head9normalizeE{mangled}fNS.*{DEFAULT}")
     for method, code in (("mean", "4mean"), ("max", "3max"))
@@ -42,6 +43,15 @@ KERNELS = {
 # MEAN as the candidate with two stages of loads (pipelined_loads_policy) cuts it.
 for dtype, mangled in (("bf16", "13__nv_bfloat16"), ("fp32", "f")):
     KERNELS[f"mean {dtype} pipelined"] = re.compile(rf"pool_rowsINS_6method4meanENS_4head9normalizeE{mangled}fNS.*{PIPELINED}")
+# MEAN as the candidate whose split blocks read rows through rings in shared
+# memory, a warp's ring filled by its lane 0's bulk copies (sm_90's Tensor Memory
+# Accelerator: UBLKCP, each completing on an mbarrier the lanes wait on), a row's
+# slab a copy: four 1 KB slots a warp for fp32, nine of 512 bytes for bf16
+# (tests/test_policies.cpp checks the counts), every slot's copy in flight.
+RING_BYTES = {"mean fp32 bulk": 4 * 1024, "mean bf16 bulk": 9 * 512}
+WARPS = 8
+for dtype, mangled in (("bf16", "13__nv_bfloat16"), ("fp32", "f")):
+    KERNELS[f"mean {dtype} bulk"] = re.compile(rf"pool_rowsINS_6method4meanENS_4head9normalizeE{mangled}fNS.*{BULK}")
 # MEAN of bf16 rows into bf16 results (seqpool::bfloat16).
 KERNELS["mean bf16 to bf16"] = re.compile(r"pool_rowsINS_6method4meanENS_4head9normalizeE13__nv_bfloat16NS_8bfloat16E")
 # Quantized results, drafted and encoded from the draft: MEAN of fp32 rows into
@@ -63,7 +73,8 @@ WIDE_LOADS = [k for k in KERNELS if k not in ("linear", "gather bf16", "gather b
                                               "tiles bf16")]
 # The kernels that read hidden states score those loads alone: streaming loads
 # (__ldcs, evict-first), not the loads from L2 of their epilogues and merges.
-READS_HIDDEN = [k for k in KERNELS if k not in ("linear", "copy", "tiles")]
+# (The bulk candidate's split blocks read them through its rings instead: scored by those.)
+READS_HIDDEN = [k for k in KERNELS if k not in ("linear", "copy", "tiles") and k not in RING_BYTES]
 TILES = ("tiles", "tiles bf16", "tiles fp32")
 # A tile's slice of 16 inputs: a thread's products (4 rows × 8 outputs each),
 # whose values it reads from shared memory as 3 vectors an input, all issued
@@ -85,7 +96,10 @@ BYTES_IN_FLIGHT_AT_LEAST = {"mean fp32": 128 * KB, "max fp32": 128 * KB, "mean b
                             "mean bf16 to bf16": 64 * KB, "mean fp32 pipelined": 128 * KB,
                             "mean bf16 pipelined": 64 * KB, "gather fp32": 64 * KB, "gather bf16": 32 * KB,
                             "mean fp32 to int8": 128 * KB, "gather bf16 to ubinary": 32 * KB, "copy": 64 * KB,
-                            "linear": 100 * KB, "projection bf16": 64 * KB}
+                            "linear": 100 * KB, "projection bf16": 64 * KB, "mean fp32 bulk": 128 * KB,
+                            "mean bf16 bulk": 64 * KB}
+# The bulk candidate's rings an SM: every slot of every warp's ring a copy in flight.
+RINGS_AT_LEAST = {"mean fp32 bulk": 64 * KB, "mean bf16 bulk": 72 * KB}
 
 
 # The path of a block, for the kernels that read hidden states (today's values,
@@ -369,6 +383,13 @@ def main():
             failures.append(f"{kernel}: {in_flight // KB} KB of loads in flight an SM, fewer than "
                             f"{BYTES_IN_FLIGHT_AT_LEAST[kernel] // KB}")
         path_figures = ""
+        if kernel in RING_BYTES:
+            if not re.search(r"UBLKCP", code) or not re.search(r"SYNCS\.PHASECHK", code):
+                failures.append(f"{kernel}: no bulk copy (UBLKCP) or no wait on an mbarrier's phase (SYNCS.PHASECHK)")
+            rings = RING_BYTES[kernel] * WARPS * blocks
+            if rings < RINGS_AT_LEAST[kernel]:
+                failures.append(f"{kernel}: {rings // KB} KB of rings an SM, fewer than {RINGS_AT_LEAST[kernel] // KB}")
+            path_figures = f"; {rings // KB} KB of rings of bulk copies an SM"
         if kernel in TILES:
             # Over rows where they lie, the streaming load of the next slice's
             # hidden states; over pooled rows, any load.

@@ -1,10 +1,16 @@
 // Every candidate launch policy of the device kernels (detail/device/policy.hpp),
 // run through the stand-in against host_space: whichever a sweep on the GPU
 // chooses pools as the default does, across its own packed, tile and slab
-// boundaries. (one_wave_capture_policy and whole_image_capture_policy change
-// captured steps alone, branched_entries_policy the streams of a dispatcher's
-// step alone: tests/test_capture.cpp runs them.)
+// boundaries; the one that reads rows in bulk, over its rings' edges, bit for
+// bit as the default (cases/bulk_rows.hpp, which the CUDA twins run too).
+// (one_wave_capture_policy and whole_image_capture_policy change captured steps
+// alone, branched_entries_policy the streams of a dispatcher's step alone:
+// tests/test_capture.cpp runs them.)
+#include <cstddef>
 #include <cstdint>
+#include <cstring>
+#include <memory>
+#include <stdexcept>
 #include <type_traits>
 #include <vector>
 
@@ -12,6 +18,7 @@
 
 #include <seqpool/seqpool.hpp>
 
+#include "cases/bulk_rows.hpp"
 #include "support/prompts.hpp"
 #include "support/step.hpp"
 
@@ -72,7 +79,7 @@ std::vector<seqpool::batch> steps(const std::vector<std::int64_t>& ids) {
 
 TEST_CASE_TEMPLATE("every candidate launch policy pools as the host does", Policy, device::launch_policy,
                    device::deep_loads_policy, device::pipelined_loads_policy, device::small_blocks_policy,
-                   device::long_tiles_policy) {
+                   device::long_tiles_policy, device::bulk_rows_policy) {
   using Space = seqpool::device_space<seqpool::with_policy<seqpool::omp_backend, Policy>>;
   static_assert(std::is_same_v<typename seqpool::detail::algorithms_of<Space>::policy, Policy>);
   const std::vector<float> weights = test::drawn_values(labels * hidden_size, 3, 0.1f);
@@ -111,9 +118,9 @@ struct odd_rows {
 
 }  // namespace
 
-TEST_CASE_TEMPLATE("every candidate launch policy merges many partials of a long request as the host pools it",
-                   Policy, device::launch_policy, device::deep_loads_policy, device::pipelined_loads_policy,
-                   device::small_blocks_policy, device::long_tiles_policy) {
+TEST_CASE_TEMPLATE("every candidate launch policy merges many partials of a long request as the host pools it", Policy,
+                   device::launch_policy, device::deep_loads_policy, device::pipelined_loads_policy,
+                   device::small_blocks_policy, device::long_tiles_policy, device::bulk_rows_policy) {
   using Space = seqpool::device_space<seqpool::with_policy<seqpool::omp_backend, Policy>>;
   using default_space = seqpool::device_space<seqpool::omp_backend>;
   // A candidate that cuts tiles and blocks as the default does merges in the
@@ -155,4 +162,35 @@ TEST_CASE_TEMPLATE("every candidate launch policy merges many partials of a long
   };
   check(method::mean{});
   check(method::max{});
+}
+
+TYPE_TO_STRING(seqpool::omp_backend);
+TEST_CASE_TEMPLATE_INVOKE(bulk_rows_candidate, seqpool::omp_backend);
+
+TEST_CASE("a ring's slots hand each row over in order, and the stand-in refuses a wait that would hang the GPU") {
+  using ring = device::bulk_ring<3, 128>;
+  const auto slots = std::make_unique<ring>();
+  // Ten rows of 128 bytes, 160 apart, through three slots: rows 3 to 9 reuse them.
+  std::vector<std::byte> rows(10 * 160);
+  for (std::size_t b = 0; b < rows.size(); ++b) rows[b] = static_cast<std::byte>(b * 7 % 251);
+  std::vector<std::int64_t> taken;
+  device::bulk_rows(device::host_warp{0}, *slots, rows.data(), 160, 128, 0, 10,
+                    [&](int lane, std::int64_t r, const std::byte* slot) {
+                      CHECK(std::memcmp(slot, rows.data() + r * 160, 128) == 0);
+                      if (lane == 31) taken.push_back(r);
+                    });
+  CHECK(taken == std::vector<std::int64_t>{0, 1, 2, 3, 4, 5, 6, 7, 8, 9});
+
+  device::slot_barrier barrier;
+  device::make_barrier(barrier);
+  CHECK_THROWS_WITH_AS(device::wait_for_slot(barrier, 0), doctest::Contains("no copy has completed"), std::logic_error);
+  device::copy_into_slot(slots->slot[0], rows.data(), 128, barrier);
+  device::wait_for_slot(barrier, 0);  // the first turn's copy has landed
+  CHECK_THROWS_WITH_AS(device::wait_for_slot(barrier, 1), doctest::Contains("no copy has completed"), std::logic_error);
+  // A second copy into the slot before its first turn was waited for: that
+  // turn's phase is passed, and the slot is being written again.
+  device::copy_into_slot(slots->slot[0], rows.data() + 160, 128, barrier);
+  CHECK_THROWS_WITH_AS(device::wait_for_slot(barrier, 0), doctest::Contains("after 2 copies"), std::logic_error);
+  CHECK_THROWS_WITH_AS(device::copy_into_slot(slots->slot[1], rows.data(), 120, barrier),
+                       doctest::Contains("16-byte pieces"), std::logic_error);
 }

@@ -1,7 +1,8 @@
 // The device kernels whose machine code tests/sass_check.py reads, as seqpool
 // launches them: pooling (MEAN and MAX over bf16 and fp32 rows into float
 // results, MEAN over bf16 rows into bf16 results and over fp32 rows into int8
-// ones, MEAN as the candidate policy with two stages of loads cuts it),
+// ones, MEAN as the candidate policy with two stages of loads cuts it and as
+// the one whose split blocks read rows through rings of bulk copies),
 // gathering (ALL's and STEP's rows, fp32 and bf16, and bf16 into sign bits),
 // the narrow linear layer over pooled rows and over ALL's bf16 rows where they
 // lie, the wide one's tiles over pooled rows and over ALL's bf16 and fp32 rows
@@ -28,6 +29,10 @@ template __global__ void device::run_blocks(pooling<seqpool::method::mean, float
                                            unsigned);
 template __global__ void device::run_blocks(
     pooling<seqpool::method::mean, __nv_bfloat16, float, device::pipelined_loads_policy>, unsigned);
+template __global__ void device::run_blocks(pooling<seqpool::method::mean, float, float, device::bulk_rows_policy>,
+                                            unsigned);
+template __global__ void device::run_blocks(
+    pooling<seqpool::method::mean, __nv_bfloat16, float, device::bulk_rows_policy>, unsigned);
 template __global__ void device::run_blocks(gathering<float>, unsigned);
 template __global__ void device::run_blocks(pooling<seqpool::method::mean, float, std::int8_t>, unsigned);
 template __global__ void device::run_blocks(gathering<__nv_bfloat16>, unsigned);

@@ -40,6 +40,14 @@ struct launch_policy {
   /// stage, then accumulates it with nothing in flight — or two, the next
   /// stage's loads issued before the current one is accumulated.
   static constexpr int load_stages = 1;
+  /// Split blocks: each warp reads its rows' slab through a ring of slots in
+  /// shared memory that its lane 0 fills with bulk copies (true; sm_90's
+  /// cp.async.bulk, a row's slab a copy, every slot's copy in flight while the
+  /// lanes take the rows before it), or through registers a stage at a time
+  /// (false). A ring takes at most `bulk_ring_bytes`, and what static shared
+  /// memory leaves beside the merge of the warps' runs.
+  static constexpr bool split_rows_in_bulk = false;
+  static constexpr int bulk_ring_bytes = 8192;
   /// Partial rows of a split request a lane of the merging block loads at
   /// once: four partials of a lane's 8 columns are 8 vector loads in flight.
   static constexpr int merged_partials_in_flight = 4;
@@ -142,6 +150,11 @@ struct small_blocks_policy : launch_policy {
 /// Split tiles of 2048 rows: half the partial rows to merge, half the blocks.
 struct long_tiles_policy : launch_policy {
   static constexpr std::int64_t tile_rows = 2048;
+};
+
+/// Split blocks reading their rows through rings that bulk copies fill (sm_90).
+struct bulk_rows_policy : launch_policy {
+  static constexpr bool split_rows_in_bulk = true;
 };
 
 /// A captured step's pooling launch on one wave of blocks.

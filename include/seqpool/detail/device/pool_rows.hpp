@@ -5,6 +5,7 @@
 #include <type_traits>
 
 #include <seqpool/config.hpp>
+#include <seqpool/detail/device/bulk_rows.hpp>
 #include <seqpool/detail/device/rows.hpp>
 #include <seqpool/detail/device/stream_rows.hpp>
 #include <seqpool/detail/device/team.hpp>
@@ -32,7 +33,9 @@ SEQPOOL_HOST_DEVICE constexpr std::int64_t partial_stride(std::int64_t width, st
 /// method's finish and the head's epilogue run while the row is still in the
 /// lanes' registers (where it is one strip wide). A split block reduces one slab
 /// of columns of one tile of a long request, its warps taking neighbouring runs
-/// of rows, and writes a partial row; the last block of the slab to arrive
+/// of rows (through registers, or, where the policy says so, through a ring in
+/// shared memory that bulk copies fill, a row's slab a copy: bulk_rows), and
+/// writes a partial row; the last block of the slab to arrive
 /// merges the partials in tile order, and the last slab of the row to arrive
 /// runs the epilogue, the whole block on the row in memory (block_memory_row).
 /// Every merge and every reduction of the epilogue has a fixed order, whichever
@@ -58,8 +61,22 @@ struct pool_rows {
   using lane_row = lane_fragment<Policy::lane_floats>;
   using lane_slab = lane_fragment<Policy::slab_lane_floats * modes>;  ///< mode S's floats from S × slab_lane_floats
 
+  /// Split blocks reading in bulk: a ring a warp, of slots of a row's slab, in
+  /// the static shared memory a block may have (48 KB, less what the block's
+  /// barriers and reductions take) beside the merged runs; two slots at least,
+  /// or the rows go through registers.
+  static constexpr std::int64_t slot_bytes = Policy::slab_columns * static_cast<std::int64_t>(sizeof(T));
+  static constexpr std::int64_t ring_room =
+      (48 * 1024 - 512 - static_cast<std::int64_t>(sizeof(lane_slab)) * Policy::warps * warp_lanes) / Policy::warps;
+  /// 128: the line of the ring's barriers.
+  static constexpr std::int64_t ring_slots =
+      ((Policy::bulk_ring_bytes < ring_room ? Policy::bulk_ring_bytes : ring_room) - 128) / slot_bytes;
+  static constexpr bool reads_in_bulk = Policy::split_rows_in_bulk && ring_slots >= 2;
+  using ring = bulk_ring<reads_in_bulk ? static_cast<int>(ring_slots) : 2, static_cast<int>(slot_bytes)>;
+
   struct shared_storage {
     lane_slab merged[Policy::warps][warp_lanes];  ///< each warp's rows of a split block, merged in warp order
+    bulk_rings<reads_in_bulk ? Policy::warps : 0, ring> rings;
   };
 
   Method method;
@@ -232,12 +249,25 @@ struct pool_rows {
     // Each warp reduces a run of neighbouring rows; warp 0 merges the runs in order.
     const std::int64_t run = (tile.rows + Policy::warps - 1) / Policy::warps;
     const T* rows = hidden + tile.row_begin * row_stride;
-    block.threads([&](int warp, int lane) {
+    const std::int64_t first_position = tile.row_begin + owner.position_offset;
+    const auto run_of = [&](int warp, auto&& reduce) {
       const std::int64_t begin = warp * run;
-      const std::int64_t end = begin + run < tile.rows ? begin + run : tile.rows;
-      reduce_slab(rows, begin, end, tile.row_begin + owner.position_offset, width,
-                  slab_begin + lane * Policy::slab_lane_floats, shared.merged[warp][lane]);
-    });
+      reduce(begin, begin + run < tile.rows ? begin + run : tile.rows);
+    };
+    if (in_bulk(width, slab_begin)) {
+      block.warps([&](const auto& warp) {
+        run_of(warp.index, [&](std::int64_t begin, std::int64_t end) {
+          reduce_slab_in_bulk(warp, rows, begin, end, first_position, width, slab_begin, shared);
+        });
+      });
+    } else {
+      block.threads([&](int warp, int lane) {
+        run_of(warp, [&](std::int64_t begin, std::int64_t end) {
+          reduce_slab(rows, begin, end, first_position, width, slab_begin + lane * Policy::slab_lane_floats,
+                      shared.merged[warp][lane]);
+        });
+      });
+    }
     block.sync();
     const bool alone = owner.num_tiles == 1;
     float* partial = workspace + owner.partials + tile.index * tile_stride(owner.width, width);
@@ -360,15 +390,20 @@ struct pool_rows {
     });
   }
 
-  /// A split lane's columns [column, column + slab_lane_floats) reduced over rows [begin, end)
-  /// of a tile whose first row sits at `first_position` of its prompt, into every mode's.
-  SEQPOOL_HOST_DEVICE void reduce_slab(const T* rows, std::int64_t begin, std::int64_t end, std::int64_t first_position,
-                                       std::int64_t width, std::int64_t column, lane_slab& mine) const {
+  /// A split lane's columns of every mode, before any row: each mode's identity.
+  SEQPOOL_HOST_DEVICE void start_slab(lane_slab& mine) const {
     for_modes<modes>([&]<int S>() {
       SEQPOOL_UNROLL
       for (int i = 0; i < Policy::slab_lane_floats; ++i)
         mine.at[S * Policy::slab_lane_floats + i] = mode_of<S>(method).identity();
     });
+  }
+
+  /// A split lane's columns [column, column + slab_lane_floats) reduced over rows [begin, end)
+  /// of a tile whose first row sits at `first_position` of its prompt, into every mode's.
+  SEQPOOL_HOST_DEVICE void reduce_slab(const T* rows, std::int64_t begin, std::int64_t end, std::int64_t first_position,
+                                       std::int64_t width, std::int64_t column, lane_slab& mine) const {
+    start_slab(mine);
     if (rows_aligned && column + Policy::slab_lane_floats <= width) {
       stream_rows<Policy::split_rows_in_flight, Policy::load_stages, slab_vectors>(
           begin, end,
@@ -386,6 +421,55 @@ struct pool_rows {
       for (int k = 0; k < slab_vectors; ++k)
         accumulate_columns<modes, Policy::slab_lane_floats>(rows + r * row_stride, column + k * elements, width,
                                                                 mine.at + k * elements, first_position + r);
+  }
+
+  /// The columns of a row of `width` that the slab from `slab_begin` covers.
+  SEQPOOL_HOST_DEVICE static std::int64_t slab_width(std::int64_t width, std::int64_t slab_begin) {
+    return width - slab_begin < Policy::slab_columns ? width - slab_begin : Policy::slab_columns;
+  }
+
+  /// Whether a split block reads its slab's rows in bulk: where the policy
+  /// says so and the compiler can (copies_in_bulk), each row's slab whole
+  /// 16-byte pieces from a 16-byte boundary.
+  SEQPOOL_HOST_DEVICE bool in_bulk(std::int64_t width, std::int64_t slab_begin) const {
+    if constexpr (reads_in_bulk && copies_in_bulk) {
+      return rows_aligned && slab_width(width, slab_begin) % elements == 0;
+    } else {
+      return false;
+    }
+  }
+
+  /// A warp's run [begin, end) of a split tile's rows reduced into its lanes'
+  /// columns of the slab from `slab_begin`, read through the warp's ring: each
+  /// lane takes its vectors of every row from the row's slot, in order, as
+  /// reduce_slab takes them from its loads (the same sums), then leaves them
+  /// in shared.merged for the merge of the runs. A lane past the `columns`
+  /// the copies bring reads nothing; one whose last vector lies past them
+  /// takes its first vector again in its place (columns past the row's width,
+  /// which no store writes).
+  template <class Warp>
+  SEQPOOL_HOST_DEVICE void reduce_slab_in_bulk(const Warp& warp, const T* rows, std::int64_t begin, std::int64_t end,
+                                               std::int64_t first_position, std::int64_t width, std::int64_t slab_begin,
+                                               shared_storage& shared) const {
+    if constexpr (reads_in_bulk) {  // in_bulk() is false otherwise
+      const std::int64_t columns = slab_width(width, slab_begin);
+      typename Warp::template values<lane_slab> held;
+      warp.lanes([&](int lane) { start_slab(held[lane]); });
+      bulk_rows(warp, shared.rings.of_warp[warp.index], reinterpret_cast<const std::byte*>(rows + slab_begin),
+                row_stride * static_cast<std::int64_t>(sizeof(T)), static_cast<std::uint32_t>(columns * sizeof(T)),
+                begin, end, [&](int lane, std::int64_t r, const std::byte* slot) {
+                  const std::int64_t column = lane * Policy::slab_lane_floats;
+                  if (column >= columns) return;
+                  raw_vector loaded[slab_vectors];
+                  SEQPOOL_UNROLL
+                  for (int k = 0; k < slab_vectors; ++k) {
+                    const std::int64_t at = column + k * elements < columns ? column + k * elements : column;
+                    loaded[k] = load_shared(slot + at * static_cast<std::int64_t>(sizeof(T)));
+                  }
+                  accumulate_vectors<slab_vectors, modes>(loaded, held[lane].at, first_position + r);
+                });
+      warp.lanes([&](int lane) { shared.merged[warp.index][lane] = held[lane]; });
+    }
   }
 
   /// What a lane's columns of a slab are when they are stored.
