@@ -47,9 +47,10 @@ for dtype, mangled in (("bf16", "13__nv_bfloat16"), ("fp32", "f")):
 # memory, a warp's ring filled by its lane 0's bulk copies (sm_90's Tensor Memory
 # Accelerator: UBLKCP, each completing on an mbarrier the lanes wait on), a row's
 # slab a copy: four 1 KB slots a warp for fp32, nine of 512 bytes for bf16
-# (tests/test_policies.cpp checks the counts), every slot's copy in flight.
-RING_BYTES = {"mean fp32 bulk": 4 * 1024, "mean bf16 bulk": 9 * 512}
-WARPS = 8
+# (tests/cases/bulk_rows.hpp checks the counts), every slot's copy in flight.
+# The rings' bytes are the shared memory the kernel takes beyond the default's
+# of its dtype, in whole KB (less the line of barriers a ring).
+BULK_OF = {"mean fp32 bulk": "mean fp32", "mean bf16 bulk": "mean bf16"}
 for dtype, mangled in (("bf16", "13__nv_bfloat16"), ("fp32", "f")):
     KERNELS[f"mean {dtype} bulk"] = re.compile(rf"pool_rowsINS_6method4meanENS_4head9normalizeE{mangled}fNS.*{BULK}")
 # MEAN of bf16 rows into bf16 results (seqpool::bfloat16).
@@ -74,7 +75,7 @@ WIDE_LOADS = [k for k in KERNELS if k not in ("linear", "gather bf16", "gather b
 # The kernels that read hidden states score those loads alone: streaming loads
 # (__ldcs, evict-first), not the loads from L2 of their epilogues and merges.
 # (The bulk candidate's split blocks read them through its rings instead: scored by those.)
-READS_HIDDEN = [k for k in KERNELS if k not in ("linear", "copy", "tiles") and k not in RING_BYTES]
+READS_HIDDEN = [k for k in KERNELS if k not in ("linear", "copy", "tiles") and k not in BULK_OF]
 TILES = ("tiles", "tiles bf16", "tiles fp32")
 # A tile's slice of 16 inputs: a thread's products (4 rows × 8 outputs each),
 # whose values it reads from shared memory as 3 vectors an input, all issued
@@ -357,6 +358,7 @@ def main():
             functions[name].append(line)
 
     failures = []
+    shared_of = {}  # kernel -> its static shared memory, in bytes
     for kernel, pattern in KERNELS.items():
         names = [n for n in functions if pattern.search(n)]
         if len(names) != 1:
@@ -382,11 +384,12 @@ def main():
         if in_flight < BYTES_IN_FLIGHT_AT_LEAST.get(kernel, 0):
             failures.append(f"{kernel}: {in_flight // KB} KB of loads in flight an SM, fewer than "
                             f"{BYTES_IN_FLIGHT_AT_LEAST[kernel] // KB}")
+        shared_of[kernel] = int(found_shared.group(1)) if found_shared else 0
         path_figures = ""
-        if kernel in RING_BYTES:
+        if kernel in BULK_OF:
             if not re.search(r"UBLKCP", code) or not re.search(r"SYNCS\.PHASECHK", code):
                 failures.append(f"{kernel}: no bulk copy (UBLKCP) or no wait on an mbarrier's phase (SYNCS.PHASECHK)")
-            rings = RING_BYTES[kernel] * WARPS * blocks
+            rings = (shared_of[kernel] - shared_of.get(BULK_OF[kernel], 0)) // KB * KB * blocks
             if rings < RINGS_AT_LEAST[kernel]:
                 failures.append(f"{kernel}: {rings // KB} KB of rings an SM, fewer than {RINGS_AT_LEAST[kernel] // KB}")
             path_figures = f"; {rings // KB} KB of rings of bulk copies an SM"

@@ -53,14 +53,17 @@ TEST_CASE_TEMPLATE_DEFINE(
   using namespace bulk_rows_cases;
   using bulk_space = seqpool::device_space<seqpool::with_policy<Backend, device::bulk_rows_policy>>;
   using default_space = seqpool::device_space<Backend>;
-  // Each warp's run of a tile goes through a ring that turns many times (2500
-  // rows), a few times (a warp's 5 of 33 rows over four fp32 slots), or not at
-  // all (9 rows of 4096 columns: runs of 2, fewer than the slots), and a
-  // chunked request continues from its state. A last slab of 4 fp32 columns
-  // leaves lane 0 one of its two vectors, one of 8 bf16 columns a vector; rows
-  // 301 columns wide, 304 apart, copy the first slab in bulk and read the
-  // second (45 columns, not whole 16-byte pieces) through registers. The
-  // candidate adds the same rows in the same order as the default: bit for bit.
+  // Requests of more than 32768 values are split. Each warp's run of a tile
+  // goes through a ring that turns many times (2500 rows: runs of 128), a few
+  // times (140 rows of 260 fp32 columns: runs of 18 over four slots; 40 of
+  // 4096: runs of 5; a concat's 33 rows: runs of 5 over two), or not at all
+  // (9 rows of 4096 columns: runs of 2 and 1, then warps without rows; 33 bf16
+  // rows of 1024: runs of 5 over nine slots), and a chunked request continues
+  // from its state; shorter requests are packed, beside them. A last slab of 4
+  // fp32 columns leaves lane 0 one of its two vectors, one of 8 bf16 columns a
+  // vector; rows 301 columns wide, 304 apart, copy the first slab in bulk and
+  // read the second (45 columns, not whole 16-byte pieces) through registers.
+  // The candidate adds the same rows in the same order as the default: bit for bit.
   const seqpool::pooling_params raw{.use_activation = false};
   const auto check = [&]<class Method, class T>(Method, T, std::int64_t width, std::int64_t stride,
                                                 const std::vector<std::int64_t>& prompt_lens) {

@@ -16,11 +16,13 @@ namespace seqpool::detail::device {
 /// Whether this pass of the compiler can copy in bulk: sm_90's Tensor Memory
 /// Accelerator (cp.async.bulk into shared memory, completing on an mbarrier),
 /// or the stand-in, which copies at once. Below sm_90 a kernel reads its rows
-/// through registers.
+/// through registers, and the functions here are never called (they trap).
 #if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900
 inline constexpr bool copies_in_bulk = true;
+#define SEQPOOL_BULK_ASM(...) asm volatile(__VA_ARGS__)
 #else
 inline constexpr bool copies_in_bulk = false;
+#define SEQPOOL_BULK_ASM(...) __trap()
 #endif
 
 /// The barrier of a ring slot: on the GPU an mbarrier of one arrival (the
@@ -60,7 +62,7 @@ __device__ inline std::uint32_t shared_address(const void* address) {
 /// Makes a slot's barrier, for one arrival a phase.
 SEQPOOL_HOST_DEVICE inline void make_barrier(slot_barrier& barrier) {
 #if defined(__CUDA_ARCH__)
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(shared_address(&barrier)) : "memory");
+  SEQPOOL_BULK_ASM("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(shared_address(&barrier)) : "memory");
 #else
   barrier.word = 0;
 #endif
@@ -69,14 +71,14 @@ SEQPOOL_HOST_DEVICE inline void make_barrier(slot_barrier& barrier) {
 /// Makes the barriers just made visible to the copies that will complete them.
 SEQPOOL_HOST_DEVICE inline void publish_barriers() {
 #if defined(__CUDA_ARCH__)
-  asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  SEQPOOL_BULK_ASM("fence.mbarrier_init.release.cluster;" ::: "memory");
 #endif
 }
 
 /// Ends a barrier, whose phases all completed, before its memory serves again.
 SEQPOOL_HOST_DEVICE inline void end_barrier(slot_barrier& barrier) {
 #if defined(__CUDA_ARCH__)
-  asm volatile("mbarrier.inval.shared::cta.b64 [%0];" ::"r"(shared_address(&barrier)) : "memory");
+  SEQPOOL_BULK_ASM("mbarrier.inval.shared::cta.b64 [%0];" ::"r"(shared_address(&barrier)) : "memory");
 #else
   barrier.word = 0;
 #endif
@@ -91,12 +93,17 @@ SEQPOOL_HOST_DEVICE inline void copy_into_slot(std::byte* slot, const std::byte*
                                                slot_barrier& barrier) {
 #if defined(__CUDA_ARCH__)
   const std::uint32_t done = shared_address(&barrier);
-  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(done), "r"(bytes) : "memory");
-  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
-                   shared_address(slot)),
-               "l"(from), "r"(bytes), "r"(done)
-               : "memory");
+  SEQPOOL_BULK_ASM("fence.proxy.async.shared::cta;" ::: "memory");
+  SEQPOOL_BULK_ASM("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(done), "r"(bytes) : "memory");
+  // Hidden states are read once: the copy leaves L2 to what is read again, as
+  // the register loop's streaming loads do.
+  std::uint64_t read_once = 0;
+  SEQPOOL_BULK_ASM("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(read_once));
+  SEQPOOL_BULK_ASM(
+      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1], %2, [%3], %4;" ::
+          "r"(shared_address(slot)),
+      "l"(from), "r"(bytes), "r"(done), "l"(read_once)
+      : "memory");
 #else
   if (bytes % vector_bytes != 0)
     throw std::logic_error("seqpool: a bulk copy of " + std::to_string(bytes) + " bytes is not whole 16-byte pieces");
@@ -114,10 +121,11 @@ SEQPOOL_HOST_DEVICE inline void wait_for_slot(slot_barrier& barrier, std::uint32
   const std::uint32_t done = shared_address(&barrier);
   std::uint32_t landed = 0;
   do {
-    asm volatile("{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n selp.u32 %0, 1, 0, p;\n}"
-                 : "=r"(landed)
-                 : "r"(done), "r"(parity)
-                 : "memory");
+    SEQPOOL_BULK_ASM(
+        "{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n selp.u32 %0, 1, 0, p;\n}"
+        : "=r"(landed)
+        : "r"(done), "r"(parity)
+        : "memory");
   } while (landed == 0);
 #else
   // Phase k (parity k % 2) has completed once k + 1 copies have landed, and

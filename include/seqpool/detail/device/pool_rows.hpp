@@ -64,14 +64,14 @@ struct pool_rows {
   /// Split blocks reading in bulk: a ring a warp, of slots of a row's slab, in
   /// the static shared memory a block may have (48 KB, less what the block's
   /// barriers and reductions take) beside the merged runs; two slots at least,
-  /// or the rows go through registers.
+  /// and a compiler that copies in bulk, or the rows go through registers.
   static constexpr std::int64_t slot_bytes = Policy::slab_columns * static_cast<std::int64_t>(sizeof(T));
   static constexpr std::int64_t ring_room =
       (48 * 1024 - 512 - static_cast<std::int64_t>(sizeof(lane_slab)) * Policy::warps * warp_lanes) / Policy::warps;
   /// 128: the line of the ring's barriers.
   static constexpr std::int64_t ring_slots =
       ((Policy::bulk_ring_bytes < ring_room ? Policy::bulk_ring_bytes : ring_room) - 128) / slot_bytes;
-  static constexpr bool reads_in_bulk = Policy::split_rows_in_bulk && ring_slots >= 2;
+  static constexpr bool reads_in_bulk = Policy::split_rows_in_bulk && copies_in_bulk && ring_slots >= 2;
   using ring = bulk_ring<reads_in_bulk ? static_cast<int>(ring_slots) : 2, static_cast<int>(slot_bytes)>;
 
   struct shared_storage {
@@ -428,11 +428,11 @@ struct pool_rows {
     return width - slab_begin < Policy::slab_columns ? width - slab_begin : Policy::slab_columns;
   }
 
-  /// Whether a split block reads its slab's rows in bulk: where the policy
-  /// says so and the compiler can (copies_in_bulk), each row's slab whole
-  /// 16-byte pieces from a 16-byte boundary.
+  /// Whether a split block reads its slab's rows in bulk: where the kernel
+  /// does (reads_in_bulk), each row's slab whole 16-byte pieces from a
+  /// 16-byte boundary.
   SEQPOOL_HOST_DEVICE bool in_bulk(std::int64_t width, std::int64_t slab_begin) const {
-    if constexpr (reads_in_bulk && copies_in_bulk) {
+    if constexpr (reads_in_bulk) {
       return rows_aligned && slab_width(width, slab_begin) % elements == 0;
     } else {
       return false;
