@@ -200,7 +200,7 @@ TEST_CASE_TEMPLATE_DEFINE("a dispatcher step captured after the ring wrapped rep
     // classifier 2.
     CHECK(scope.counts().uploads == 1);
     CHECK(scope.counts().upload_bytes > 0);
-    if constexpr (seqpool::detail::device::policy_of<typename Space::backend_type>::type::captured_upload_in_pieces)
+    if constexpr (Space::uploads_in_pieces)
       CHECK(scope.counts().upload_bytes < static_cast<std::int64_t>(home.bytes()));
     else
       CHECK(scope.counts().upload_bytes == static_cast<std::int64_t>(home.bytes()));

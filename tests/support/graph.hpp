@@ -108,7 +108,7 @@ class graph_replay {
         runner_.restage(plan, state, home_);
       }
       const auto moved = static_cast<std::size_t>(scope.counts().upload_bytes);
-      if constexpr (seqpool::detail::device::policy_of<typename Space::backend_type>::type::captured_upload_in_pieces)
+      if constexpr (Space::uploads_in_pieces)
         CHECK(moved <= home_.bytes());
       else
         CHECK(moved == home_.bytes());

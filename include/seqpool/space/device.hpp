@@ -214,6 +214,10 @@ class device_space {
   /// stream of its own: the launch policy's choice (entries_on_branches).
   static constexpr bool entries_on_branches = detail::device::policy_of<Backend>::type::entries_on_branches;
 
+  /// Whether a captured step's upload copies the pieces its batch uses, or the
+  /// capacity's whole image: the launch policy's choice (captured_upload_in_pieces).
+  static constexpr bool uploads_in_pieces = detail::device::policy_of<Backend>::type::captured_upload_in_pieces;
+
   /// Outside a step: room for a step's work on `count` branches (on CUDA a
   /// stream and an event a branch, made once).
   void reserve_branches(int count) {
@@ -363,9 +367,6 @@ class device_space {
                      " is not 16-byte aligned within its image of ", home.bytes_, " bytes");
     std::memcpy(home.host_, pieces.data(), pieces.size_bytes());
   }
-
-  /// Whether a captured step's upload copies the listed pieces or the whole image.
-  static constexpr bool uploads_in_pieces = detail::device::policy_of<Backend>::type::captured_upload_in_pieces;
 
   /// The bytes a launch of the graph moves: the pieces listed, or the whole image.
   static std::size_t replayed_bytes(const graph_upload<Backend>& home) {
