@@ -6,7 +6,8 @@
 # scripts/gather-gpu-deps.sh, and carry the .gpu-deps.tar.xz it packs with the tree.
 #
 # Builds the CUDA targets in build-gpu/ and runs, each with a verdict line:
-#   the CUDA tests (docs/TESTS.md cases, random batches, dispatcher) on device_space<cuda_backend>;
+#   the CUDA tests (docs/TESTS.md cases, random batches, dispatcher) on device_space<cuda_backend>,
+#     and the candidate policy whose split blocks read rows through bulk copies, against them;
 #   a dispatcher and a pooler step captured with cudaStreamBeginCapture(Global) after the staging
 #     ring wrapped, replayed for changing batches, against host_space;
 #   both examples and seqpool-run's black-box tests on CUDA;
@@ -92,8 +93,11 @@ fi
 
 # The parts run most important first, each under a time limit, so that one that
 # hangs costs its limit, not the call; a part cut short reports FAILED with status 124.
-part "CUDA tests" timeout 90 "$bin/test_cuda" -tce='*captured*'
+part "CUDA tests" timeout 90 "$bin/test_cuda" -tce='*captured*,*bulk-copy*'
 part "capture replays" timeout 60 "$bin/test_cuda" -tc='*captured*'
+# The candidate whose split blocks wait on mbarriers for bulk copies, apart: a
+# wait that never completes would cost this part's limit, not the tests'.
+part "bulk-copy candidate" timeout 30 "$bin/test_cuda" -tc='*bulk-copy*'
 part "no waits, copies or allocations in 100 steps" env LD_PRELOAD="$PWD/$bin/libcount_sync.so" \
   LD_LIBRARY_PATH="/usr/local/cuda/lib64:$PWD/$bin${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" timeout 60 "$bin/sync_steps"
 part "main example on CUDA" timeout 30 "$bin/embed_batch_cuda"
