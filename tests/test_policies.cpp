@@ -150,14 +150,7 @@ TEST_CASE_TEMPLATE("every candidate launch policy merges many partials of a long
           test::run_step(candidate.space, candidate.pooler, candidate.state, step, hidden, candidate.stride);
       const test::results by_default =
           test::run_step(chosen.space, chosen.pooler, chosen.state, step, hidden, chosen.stride);
-      REQUIRE(actual.size() == expected.size());
-      for (std::size_t i = 0; i < expected.size(); ++i) {
-        CAPTURE(i);
-        REQUIRE(actual[i].has_value() == expected[i].has_value());
-        if (!expected[i]) continue;
-        test::check_close(*actual[i], *expected[i], 1e-5);
-        if (same_order) CHECK(actual[i]->values == by_default[i]->values);
-      }
+      test::check_candidate(actual, expected, by_default, 1e-5, same_order);
     }
   };
   check(method::mean{});

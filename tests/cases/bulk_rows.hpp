@@ -86,14 +86,7 @@ TEST_CASE_TEMPLATE_DEFINE(
       const test::results actual =
           test::run_step(candidate.space, candidate.pooler, candidate.state, step, hidden, stride);
       const test::results by_default = test::run_step(chosen.space, chosen.pooler, chosen.state, step, hidden, stride);
-      REQUIRE(actual.size() == expected.size());
-      for (std::size_t i = 0; i < expected.size(); ++i) {
-        CAPTURE(i);
-        REQUIRE(actual[i].has_value() == expected[i].has_value());
-        if (!expected[i]) continue;
-        test::check_close(*actual[i], *expected[i], 1e-5);
-        CHECK(actual[i]->values == by_default[i]->values);
-      }
+      test::check_candidate(actual, expected, by_default, 1e-5, true);
     }
   };
   check(method::mean{}, float{}, 260, 260, {2500, 33, 140});

@@ -189,6 +189,21 @@ inline void check_close(const matrix& actual, const matrix& expected, double tol
   }
 }
 
+/// A candidate launch policy's results of a step: those of host_space's step
+/// within `tolerance`, and, where the candidate adds in the default policy's
+/// order (`same_order`), the default's bit for bit.
+inline void check_candidate(const results& actual, const results& expected, const results& by_default, double tolerance,
+                            bool same_order) {
+  REQUIRE(actual.size() == expected.size());
+  for (std::size_t i = 0; i < expected.size(); ++i) {
+    CAPTURE(i);
+    REQUIRE(actual[i].has_value() == expected[i].has_value());
+    if (!expected[i]) continue;
+    check_close(*actual[i], *expected[i], tolerance);
+    if (same_order) CHECK(actual[i]->values == by_default[i]->values);
+  }
+}
+
 /// 16-bit results equal the float results of the same step rounded to nearest
 /// even, bit for bit: methods and heads ran in float, and each value was rounded
 /// once.
