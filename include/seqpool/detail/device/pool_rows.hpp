@@ -452,6 +452,7 @@ struct pool_rows {
                                                std::int64_t first_position, std::int64_t width, std::int64_t slab_begin,
                                                shared_storage& shared) const {
     if constexpr (reads_in_bulk) {  // in_bulk() is false otherwise
+      static_assert(8 % slab_vectors == 0, "a quarter warp's lanes take turns a vector at a time");
       const std::int64_t columns = slab_width(width, slab_begin);
       typename Warp::template values<lane_slab> held;
       warp.lanes([&](int lane) { start_slab(held[lane]); });
@@ -460,11 +461,30 @@ struct pool_rows {
                 begin, end, [&](int lane, std::int64_t r, const std::byte* slot) {
                   const std::int64_t column = lane * Policy::slab_lane_floats;
                   if (column >= columns) return;
-                  raw_vector loaded[slab_vectors];
+                  // A lane's vectors lie side by side: read in one order by every lane,
+                  // the 16-byte reads of a quarter warp (which shared memory serves
+                  // together) would fall twice on each bank. Each group of
+                  // 8 / slab_vectors lanes starts a vector later, so they fall once.
+                  const int turn = slab_vectors > 1 ? lane / (8 / slab_vectors) % slab_vectors : 0;
+                  raw_vector fetched[slab_vectors];
                   SEQPOOL_UNROLL
                   for (int k = 0; k < slab_vectors; ++k) {
-                    const std::int64_t at = column + k * elements < columns ? column + k * elements : column;
-                    loaded[k] = load_shared(slot + at * static_cast<std::int64_t>(sizeof(T)));
+                    const std::int64_t at = column + (k + turn) % slab_vectors * elements;
+                    fetched[k] =
+                        load_shared(slot + (at < columns ? at : column) * static_cast<std::int64_t>(sizeof(T)));
+                  }
+                  // Back in the lane's order, a word at a time: selects, in registers.
+                  raw_vector loaded[slab_vectors];
+                  SEQPOOL_UNROLL
+                  for (int v = 0; v < slab_vectors; ++v) {
+                    SEQPOOL_UNROLL
+                    for (int w = 0; w < vector_bytes / 4; ++w) {
+                      std::uint32_t word = fetched[0].words[w];
+                      SEQPOOL_UNROLL
+                      for (int k = 1; k < slab_vectors; ++k)
+                        word = (k + turn) % slab_vectors == v ? fetched[k].words[w] : word;
+                      loaded[v].words[w] = word;
+                    }
                   }
                   accumulate_vectors<slab_vectors, modes>(loaded, held[lane].at, first_position + r);
                 });
