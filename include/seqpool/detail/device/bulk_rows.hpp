@@ -19,10 +19,14 @@ namespace seqpool::detail::device {
 /// through registers, and the functions here are never called (they trap).
 #if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900
 inline constexpr bool copies_in_bulk = true;
-#define SEQPOOL_BULK_ASM(...) asm volatile(__VA_ARGS__)
 #else
 inline constexpr bool copies_in_bulk = false;
-#define SEQPOOL_BULK_ASM(...) __trap()
+#endif
+/// sm_90 and later, where the functions below are the GPU's instructions.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#define SEQPOOL_BULK_DEVICE 1
+#else
+#define SEQPOOL_BULK_DEVICE 0
 #endif
 
 /// The barrier of a ring slot: on the GPU an mbarrier of one arrival (the
@@ -61,8 +65,10 @@ __device__ inline std::uint32_t shared_address(const void* address) {
 
 /// Makes a slot's barrier, for one arrival a phase.
 SEQPOOL_HOST_DEVICE inline void make_barrier(slot_barrier& barrier) {
-#if defined(__CUDA_ARCH__)
-  SEQPOOL_BULK_ASM("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(shared_address(&barrier)) : "memory");
+#if SEQPOOL_BULK_DEVICE
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(shared_address(&barrier)) : "memory");
+#elif defined(__CUDA_ARCH__)
+  __trap();
 #else
   barrier.word = 0;
 #endif
@@ -70,15 +76,19 @@ SEQPOOL_HOST_DEVICE inline void make_barrier(slot_barrier& barrier) {
 
 /// Makes the barriers just made visible to the copies that will complete them.
 SEQPOOL_HOST_DEVICE inline void publish_barriers() {
-#if defined(__CUDA_ARCH__)
-  SEQPOOL_BULK_ASM("fence.mbarrier_init.release.cluster;" ::: "memory");
+#if SEQPOOL_BULK_DEVICE
+  asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+#elif defined(__CUDA_ARCH__)
+  __trap();
 #endif
 }
 
 /// Ends a barrier, whose phases all completed, before its memory serves again.
 SEQPOOL_HOST_DEVICE inline void end_barrier(slot_barrier& barrier) {
-#if defined(__CUDA_ARCH__)
-  SEQPOOL_BULK_ASM("mbarrier.inval.shared::cta.b64 [%0];" ::"r"(shared_address(&barrier)) : "memory");
+#if SEQPOOL_BULK_DEVICE
+  asm volatile("mbarrier.inval.shared::cta.b64 [%0];" ::"r"(shared_address(&barrier)) : "memory");
+#elif defined(__CUDA_ARCH__)
+  __trap();
 #else
   barrier.word = 0;
 #endif
@@ -91,19 +101,21 @@ SEQPOOL_HOST_DEVICE inline void end_barrier(slot_barrier& barrier) {
 /// path than the loads read.
 SEQPOOL_HOST_DEVICE inline void copy_into_slot(std::byte* slot, const std::byte* from, std::uint32_t bytes,
                                                slot_barrier& barrier) {
-#if defined(__CUDA_ARCH__)
+#if SEQPOOL_BULK_DEVICE
   const std::uint32_t done = shared_address(&barrier);
-  SEQPOOL_BULK_ASM("fence.proxy.async.shared::cta;" ::: "memory");
-  SEQPOOL_BULK_ASM("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(done), "r"(bytes) : "memory");
+  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(done), "r"(bytes) : "memory");
   // Hidden states are read once: the copy leaves L2 to what is read again, as
   // the register loop's streaming loads do.
   std::uint64_t read_once = 0;
-  SEQPOOL_BULK_ASM("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(read_once));
-  SEQPOOL_BULK_ASM(
+  asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(read_once));
+  asm volatile(
       "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1], %2, [%3], %4;" ::
           "r"(shared_address(slot)),
       "l"(from), "r"(bytes), "r"(done), "l"(read_once)
       : "memory");
+#elif defined(__CUDA_ARCH__)
+  __trap();
 #else
   if (bytes % vector_bytes != 0)
     throw std::logic_error("seqpool: a bulk copy of " + std::to_string(bytes) + " bytes is not whole 16-byte pieces");
@@ -117,16 +129,17 @@ SEQPOOL_HOST_DEVICE inline void copy_into_slot(std::byte* slot, const std::byte*
 /// Waits until the phase of `parity` of a slot's barrier has completed: until
 /// the copy of that turn of the ring has landed.
 SEQPOOL_HOST_DEVICE inline void wait_for_slot(slot_barrier& barrier, std::uint32_t parity) {
-#if defined(__CUDA_ARCH__)
+#if SEQPOOL_BULK_DEVICE
   const std::uint32_t done = shared_address(&barrier);
   std::uint32_t landed = 0;
   do {
-    SEQPOOL_BULK_ASM(
-        "{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n selp.u32 %0, 1, 0, p;\n}"
-        : "=r"(landed)
-        : "r"(done), "r"(parity)
-        : "memory");
+    asm volatile("{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n selp.u32 %0, 1, 0, p;\n}"
+                 : "=r"(landed)
+                 : "r"(done), "r"(parity)
+                 : "memory");
   } while (landed == 0);
+#elif defined(__CUDA_ARCH__)
+  __trap();
 #else
   // Phase k (parity k % 2) has completed once k + 1 copies have landed, and
   // phase k + 1 not yet: the count of copies differs from the parity.
@@ -189,3 +202,5 @@ SEQPOOL_HOST_DEVICE inline raw_vector load_shared(const std::byte* address) {
 }
 
 }  // namespace seqpool::detail::device
+
+#undef SEQPOOL_BULK_DEVICE
