@@ -517,7 +517,9 @@ class planner {
   /// candidate) — where it is the common one but for the entry's fields, which it fits;
   /// else naming its detail, whose index is its entry of the state table. A
   /// family whose tiles are a split request's alone, held in full, has them
-  /// name its detail; runs name their request's.
+  /// name its detail; runs name their request's. A batch of like requests,
+  /// each the first such but for its entry's fields, takes one pass: the vote
+  /// would choose the first, and runs only where a record is unlike it.
   void enter_requests() {
     share_records& records = share_.records;
     for (const state_use& use : share_.stateful)
@@ -531,22 +533,51 @@ class planner {
              owner.offset <= most;
     };
     const std::size_t count = records.requests.size();
-    std::size_t common = count;
-    std::size_t votes = 0;
-    for (std::size_t k = 0; k < count; ++k) {
-      if (!may_be_compact(k)) continue;
-      if (votes == 0) common = k;
-      if (same_beyond_entry(records.requests[k], records.requests[common]))
-        ++votes;
-      else
-        --votes;
+    std::size_t first = 0;
+    while (first < count && !may_be_compact(first)) ++first;
+    const std::size_t unlike = enter_over(first, may_be_compact, true);
+    if (unlike < count) {
+      // The records before the unlike one were entered over the first: those
+      // that may be compact were, the others are held in full again.
+      for (std::size_t k = 0; k < unlike; ++k)
+        if (records.entries[k].detail != -1) records.entries[k].detail = request_entry::held_in_full;
+      records.details.clear();
+      std::size_t common = count;
+      std::size_t votes = 0;
+      for (std::size_t k = 0; k < count; ++k) {
+        if (!may_be_compact(k)) continue;
+        if (votes == 0) common = k;
+        if (same_beyond_entry(records.requests[k], records.requests[common]))
+          ++votes;
+        else
+          --votes;
+      }
+      enter_over(common, may_be_compact, false);
     }
+    if constexpr (Algorithms::tiles_name_details)
+      for (tile_record& tile : records.tiles)
+        tile.request = records.entries[static_cast<std::size_t>(tile.request)].detail;
+    for (gather_record& run : records.gathers)
+      run.detail = records.entries[static_cast<std::size_t>(run.request)].detail;
+  }
+
+  /// Writes each record's entry over request record `common` (none: the
+  /// records' count), as enter_requests() says; `until_unlike`: stops at the
+  /// first record that may be compact but is unlike it, and returns its index
+  /// (the records' count where none is).
+  template <class MayBeCompact>
+  std::size_t enter_over(std::size_t common, const MayBeCompact& may_be_compact, bool until_unlike) {
+    share_records& records = share_.records;
+    const std::size_t count = records.requests.size();
     if (common < count) share_.header.common = records.requests[common];
     for (std::size_t k = 0; k < count; ++k) {
       const request_record& owner = records.requests[k];
+      const bool compact = common < count && may_be_compact(k);
+      const bool like = compact && same_beyond_entry(owner, share_.header.common);
+      if (until_unlike && compact && !like) return k;
       request_entry& entry = records.entries[k];
       entry.width = owner.width;
-      if (common < count && may_be_compact(k) && same_beyond_entry(owner, share_.header.common)) {
+      if (like) {
         entry.prompt_len = static_cast<std::int32_t>(owner.prompt_len);
         entry.position_offset = static_cast<std::int32_t>(owner.position_offset);
         entry.offset = static_cast<std::int32_t>(owner.offset);
@@ -556,11 +587,7 @@ class planner {
         records.details.push_back(owner);
       }
     }
-    if constexpr (Algorithms::tiles_name_details)
-      for (tile_record& tile : records.tiles)
-        tile.request = records.entries[static_cast<std::size_t>(tile.request)].detail;
-    for (gather_record& run : records.gathers)
-      run.detail = records.entries[static_cast<std::size_t>(run.request)].detail;
+    return count;
   }
 
   /// A sequence method's request: a record per span (one without spans), each
