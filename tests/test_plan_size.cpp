@@ -123,6 +123,37 @@ TEST_CASE_TEMPLATE("a sequence method sends a fixed number of bytes a request, w
   MESSAGE("CLS sends ", alike, " bytes a request, ", mixed, " where every other has a knob of its own");
 }
 
+TEST_CASE_TEMPLATE(
+    "a request record's entry holds its fields where it is entered over the common record, none where "
+    "it names a detail",
+    Space, seqpool::host_space, seqpool::device_space<seqpool::omp_backend>) {
+  Space space;
+  seqpool::pooler<method::cls, head::embed, Space> cls(space, hidden_size);
+  const seqpool::state_store<Space> state(space);
+  // An odd first record (first entered over itself, then a detail, once the
+  // vote has chosen the others'), an odd last one, and like ones between.
+  seqpool::batch step = prompts(5, 3, task::embed).step;
+  step.requests.front().params.use_activation = false;
+  step.requests.back().params.use_activation = false;
+  const seqpool::step_plan plan = cls.plan(step, state);
+  const seqpool::detail::share_records& records = seqpool::detail::plan_access::program(plan).shares[0].records;
+  REQUIRE(records.entries.size() == 5);
+  CHECK(records.details.size() == 2);
+  for (const std::size_t k : {std::size_t{0}, std::size_t{4}}) {
+    CAPTURE(k);
+    const seqpool::detail::request_entry& entry = records.entries[k];
+    CHECK(entry.detail >= 0);
+    CHECK(entry.prompt_len == 0);
+    CHECK(entry.position_offset == 0);
+    CHECK(entry.offset == 0);
+  }
+  for (std::size_t k = 1; k < 4; ++k) {
+    CAPTURE(k);
+    CHECK(records.entries[k].detail == -1);
+    CHECK(records.entries[k].prompt_len == 3);
+  }
+}
+
 /// Hidden states of `rows` rows of `width` bf16 values whose pages are only
 /// given where written: rows past 2^31 without 16 GB of memory.
 class sparse_hidden {

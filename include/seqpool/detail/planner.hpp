@@ -517,9 +517,10 @@ class planner {
   /// candidate) — where it is the common one but for the entry's fields, which it fits;
   /// else naming its detail, whose index is its entry of the state table. A
   /// family whose tiles are a split request's alone, held in full, has them
-  /// name its detail; runs name their request's. A batch of like requests,
-  /// each the first such but for its entry's fields, takes one pass: the vote
-  /// would choose the first, and runs only where a record is unlike it.
+  /// name its detail; runs name their request's. A share whose records that
+  /// may be compact are all the first such but for their entries' fields
+  /// takes one pass: the vote would choose the first, and runs only where a
+  /// record is unlike it.
   void enter_requests() {
     share_records& records = share_.records;
     for (const state_use& use : share_.stateful)
@@ -538,7 +539,7 @@ class planner {
     const std::size_t unlike = enter_over(first, may_be_compact, true);
     if (unlike < count) {
       // The records before the unlike one were entered over the first: those
-      // that may be compact were, the others are held in full again.
+      // that may be compact were, the others are marked held in full.
       for (std::size_t k = 0; k < unlike; ++k)
         if (records.entries[k].detail != -1) records.entries[k].detail = request_entry::held_in_full;
       records.details.clear();
@@ -583,6 +584,10 @@ class planner {
         entry.offset = static_cast<std::int32_t>(owner.offset);
         entry.detail = -1;
       } else {
+        // A detail's entry holds none of its fields (an earlier pass may have entered it).
+        entry.prompt_len = 0;
+        entry.position_offset = 0;
+        entry.offset = 0;
         entry.detail = static_cast<std::int32_t>(records.details.size());
         records.details.push_back(owner);
       }
