@@ -15,6 +15,7 @@
 TEST_CASE_TEMPLATE_APPLY(case_32_sparse_weights, test::cpu_spaces);
 TEST_CASE_TEMPLATE_APPLY(sparse_matches_reference, test::cpu_spaces);
 TEST_CASE_TEMPLATE_APPLY(sparse_of_listed_rows, test::cpu_spaces);
+TEST_CASE_TEMPLATE_APPLY(sparse_of_many_ids, test::cpu_spaces);
 TEST_CASE_TEMPLATE_APPLY(sparse_refusals, test::cpu_spaces);
 TEST_CASE_TEMPLATE_APPLY(sparse_capture, std::tuple<seqpool::device_space<seqpool::omp_backend>>);
 TEST_CASE_TEMPLATE_APPLY(case_33_row_lists, test::cpu_spaces);

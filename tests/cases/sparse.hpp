@@ -394,6 +394,34 @@ TEST_CASE_TEMPLATE_DEFINE("a method that lists its rows gives the list of every 
   }
 }
 
+TEST_CASE_TEMPLATE_DEFINE(
+    "a list of more ids than the listing weighs at once gives every one, whole, chunked and top_k", Space,
+    sparse_of_many_ids) {
+  // About 2,600 distinct ids over 6,000 rows: the device's listing block
+  // weighs its slots 256 threads × 4 at a time, so it goes round three times,
+  // the last time in part; the top 500 of them need its four rounds of select.
+  using namespace sparse_cases;
+  Space space;
+  const std::vector<float> v{2, -1, 1};
+  const weigher<Space> layer(space, v, -0.5f);
+  sparse_pooler<Space> pooler(space, 3, {}, layer.head());
+  std::mt19937 engine(34);
+  std::uniform_int_distribution<std::int64_t> id(0, 2999);
+  constexpr std::int64_t prompt_len = 6000;
+  for (const std::optional<std::int64_t> top_k : {std::optional<std::int64_t>{}, std::optional<std::int64_t>{500}}) {
+    for (const std::vector<std::int64_t>& chunks : {std::vector<std::int64_t>{prompt_len}, {2500, 3500}}) {
+      CAPTURE(top_k.has_value());
+      CAPTURE(chunks.size());
+      prompt many{"many", grid_values(prompt_len * 3, 34), {}, chunks, {.drop_first = true, .top_k = top_k}};
+      for (std::int64_t t = 0; t < prompt_len; ++t) many.token_ids.push_back(id(engine));
+      const std::vector<listing> lists = run(space, pooler, {many});
+      const listing expected = expected_list(many, v, -0.5f, 0.0f);
+      CHECK(lists[0].size() > (top_k ? 500 : 2000));
+      CHECK_MESSAGE(lists[0] == expected, shown(lists[0]), " against ", shown(expected));
+    }
+  }
+}
+
 TEST_CASE_TEMPLATE_DEFINE("sparse results refuse a head without one weight, missing or wide ids, a NaN floor, top_k 0",
                           Space, sparse_refusals) {
   using namespace sparse_cases;

@@ -46,6 +46,7 @@ TEST_CASE_TEMPLATE_APPLY(quantized_rows_in_memory, test::cuda_spaces);
 TEST_CASE_TEMPLATE_APPLY(case_32_sparse_weights, test::cuda_spaces);
 TEST_CASE_TEMPLATE_APPLY(sparse_matches_reference, test::cuda_spaces);
 TEST_CASE_TEMPLATE_APPLY(sparse_of_listed_rows, test::cuda_spaces);
+TEST_CASE_TEMPLATE_APPLY(sparse_of_many_ids, test::cuda_spaces);
 TEST_CASE_TEMPLATE_APPLY(sparse_refusals, test::cuda_spaces);
 TEST_CASE_TEMPLATE_APPLY(sparse_capture, test::cuda_spaces);
 TEST_CASE_TEMPLATE_APPLY(case_33_row_lists, test::cuda_spaces);

@@ -139,10 +139,11 @@ class planner {
       most.output_per_result_row = widest_result;
       if (shape.sparse) {
         // A list a request, its count and at most an entry a returned row; a
-        // weight a returned row, and a slot a distinct id and one to end them.
+        // weight a returned row and one a distinct id, and a slot a distinct
+        // id and one to end them.
         most.output_per_request = align_slack + 1;
         most.output_per_result_row = 1;
-        most.workspace_floats += limits.result_rows + 3 * limits.requests;
+        most.workspace_floats += 2 * (limits.result_rows + 3 * limits.requests);
         most.records.sparse_lists = static_cast<std::size_t>(limits.requests);
         most.records.sparse_slots = static_cast<std::size_t>(limits.result_rows + limits.requests);
         most.records.sparse_order = static_cast<std::size_t>(limits.result_rows);
@@ -903,7 +904,7 @@ class planner {
     }
     const std::int64_t ids = static_cast<std::int64_t>(slots.size()) - first_slot;
     slots.push_back({-1, static_cast<std::int32_t>(order.size())});
-    const sparse_list list{0, 0, first_slot, static_cast<std::int32_t>(ids), 0, shape_.floor};
+    const sparse_list list{0, 0, 0, first_slot, static_cast<std::int32_t>(ids), 0, shape_.floor};
     if (!projected && shape_.between_floats == 0 && Algorithms::linear_in_item(d.width, 1, false)) {
       const std::int64_t weights = share_.take_workspace(rows);
       add_list(result, rows, weights, list, top_k);
@@ -920,7 +921,7 @@ class planner {
   /// the family does that — and listed by column.
   destination route_row_list(std::int32_t record, std::size_t result, std::int64_t pooled_width, std::int64_t out_width,
                              std::optional<std::int64_t> top_k) {
-    const sparse_list list{0, 0, -1, static_cast<std::int32_t>(out_width), 0, shape_.floor};
+    const sparse_list list{0, 0, 0, -1, static_cast<std::int32_t>(out_width), 0, shape_.floor};
     const bool in_item = shape_.between_floats == 0 && Algorithms::linear_in_item(pooled_width, out_width, false);
     if (!shape_.has_linear || in_item) {
       const std::int64_t row = share_.take_workspace(out_width);
@@ -958,10 +959,12 @@ class planner {
 
   /// A list of `list.ids` ids at most (or top_k), after its count, in a row
   /// of the output from a 16-byte boundary, of the weights at workspace offset
-  /// `weights`; `rows` rows were weighed for it.
+  /// `weights` (a token method's, with a float a slot after them for its ids'
+  /// weights); `rows` rows were weighed for it.
   void add_list(std::size_t result, std::int64_t rows, std::int64_t weights, sparse_list list,
                 std::optional<std::int64_t> top_k) {
     list.weights = weights;
+    list.slot_weights = list.first_slot < 0 ? weights : share_.take_workspace(list.ids);
     list.top = top_k ? static_cast<std::int32_t>(std::min<std::int64_t>(*top_k, list.ids)) : -1;
     const result_slice slice{align_values(output_end_, shape_.result_bytes), 1, 1 + list.most()};
     list.offset = slice.offset;

@@ -257,7 +257,11 @@ struct linear_record {
 /// a sequence method's list has a slot a column of its finished row, which is
 /// its weights (`first_slot` −1), the id of each its column.
 struct sparse_list {
-  std::int64_t weights;     ///< workspace float offset of its first row's weight, or of its row
+  std::int64_t weights;  ///< workspace float offset of its first row's weight, or of its row
+  /// A token method's list: workspace float offset of a weight a slot, its
+  /// rows' largest, which the listing writes first and reads in every pass
+  /// after; a row's columns: `weights`.
+  std::int64_t slot_weights;
   std::int64_t offset;      ///< output entry offset of the list: the count, then most() entries
   std::int32_t first_slot;  ///< its first slot (the slot after its last ends that one's rows); -1: a row's columns
   std::int32_t ids;         ///< its slots
@@ -275,28 +279,45 @@ struct sparse_slot {
   std::int32_t first;  ///< into the sparse order: the rows' places among their request's returned rows
 };
 
-/// A list's slots as the passes and kernels read them: each one's id and
-/// weight — for a token id, the largest its rows were given (NaN, never
-/// listed, only where every one was NaN); for a column, the row's value.
+/// A list's slots as the passes and kernels read them: each one's id, and
+/// its weight — for a token id, the largest its rows were given (NaN, never
+/// listed, only where every one was NaN), which weigh() finds from the rows'
+/// weights and the listing writes once, a float a slot, for weight() to read
+/// in each pass after; for a column, the row's value.
 struct list_slots {
   const sparse_slot* slots;   ///< the list's first slot; null for a row's columns
   const std::int32_t* order;  ///< the step's sparse order
-  const float* weights;       ///< the list's first weight
+  const float* row_weights;   ///< the list's first returned row's weight
+  float* weights;             ///< the list's first slot's weight
 
   SEQPOOL_HOST_DEVICE list_slots(const sparse_list& list, const sparse_slot* slot_table, const std::int32_t* all_order,
-                                 const float* workspace)
+                                 float* workspace)
       : slots(list.first_slot < 0 ? nullptr : slot_table + list.first_slot),
         order(all_order),
-        weights(workspace + list.weights) {}
+        row_weights(workspace + list.weights),
+        weights(workspace + list.slot_weights) {}
+
+  /// Whether the slots' weights are the largest of their rows', which the
+  /// listing writes before it reads them (token ids), or a row's columns.
+  SEQPOOL_HOST_DEVICE bool weighed_by_rows() const { return slots != nullptr; }
 
   SEQPOOL_HOST_DEVICE std::int32_t id(std::int32_t s) const { return slots == nullptr ? s : slots[s].id; }
 
-  SEQPOOL_HOST_DEVICE float weight(std::int32_t s) const {
-    if (slots == nullptr) return weights[s];
-    float largest = weights[order[slots[s].first]];
-    for (std::int32_t t = slots[s].first + 1; t < slots[s + 1].first; ++t) largest = fmaxf(largest, weights[order[t]]);
+  /// Token slot `s`'s rows, [first, end) of the sparse order (one at least).
+  SEQPOOL_HOST_DEVICE std::int32_t first_row(std::int32_t s) const { return slots[s].first; }
+  SEQPOOL_HOST_DEVICE std::int32_t end_row(std::int32_t s) const { return slots[s + 1].first; }
+  /// The weight of the row at place `t` of the sparse order.
+  SEQPOOL_HOST_DEVICE float row_weight(std::int32_t t) const { return row_weights[order[t]]; }
+
+  /// The largest weight of token slot `s`'s rows, taken in order from its
+  /// first: every family takes them so.
+  SEQPOOL_HOST_DEVICE float weigh(std::int32_t s) const {
+    float largest = row_weight(first_row(s));
+    for (std::int32_t t = first_row(s) + 1; t < end_row(s); ++t) largest = fmaxf(largest, row_weight(t));
     return largest;
   }
+
+  SEQPOOL_HOST_DEVICE float weight(std::int32_t s) const { return weights[s]; }
 };
 
 /// Device kernels: the work of one block of the pooling launch. A packed block

@@ -12,23 +12,27 @@
 
 namespace seqpool::detail::device {
 
-/// A block a list, on one wave of blocks. Each thread takes a run of
-/// consecutive slots (ids ascending) and counts its candidates, the slots
-/// whose weight is above the floor. Where the list keeps its top ids and has
-/// more candidates, the block finds the threshold of the top (top_select: four
-/// rounds of counting into 256 bins of shared memory), and each thread counts
-/// the candidates of its run that are kept — above the threshold, or equal to
-/// it and among the first ties in order of id, as the threads before it leave
+/// A block a list, on one wave of blocks. A token list's slots are weighed
+/// first, each its rows' largest weight, into a float a slot: consecutive
+/// threads take consecutive slots, each `list_slots_in_flight` of them at
+/// once, so that a list of many ids waits a few round trips a thread for them
+/// where each pass below would otherwise walk every slot's rows again, a chain
+/// of dependent loads a slot. Then each thread takes a run of consecutive
+/// slots (ids ascending) and counts its candidates, the slots whose weight is
+/// above the floor. Where the list keeps its top ids and has more candidates,
+/// the block finds the threshold of the top (top_select: four rounds of
+/// counting into 256 bins of shared memory), and each thread counts the
+/// candidates of its run that are kept — above the threshold, or equal to it
+/// and among the first ties in order of id, as the threads before it leave
 /// them. Then each thread lists its kept slots after the pairs of the threads
 /// before it, so the list is in order of id without a sort; the first thread
 /// writes the count, and the threads fill the entries past the pairs with
-/// {-1, 0}. A slot's weight is read again in each pass: a few floats a token
-/// (or a float a column) that the launch before just wrote, where the hidden
-/// states were a row a token.
+/// {-1, 0}.
 template <class Policy>
 struct list_sparse {
   static constexpr int threads = Policy::threads;
   static constexpr bool one_wave = true;
+  static constexpr int in_flight = Policy::list_slots_in_flight;
 
   struct shared_storage {
     std::int32_t kept[Policy::threads];  ///< per thread: its candidates, then the pairs it lists
@@ -39,7 +43,7 @@ struct list_sparse {
 
   const std::byte* image;
   sparse_entry* output;
-  const float* workspace;
+  float* workspace;
 
   template <class Block>
   SEQPOOL_HOST_DEVICE void operator()(const Block& block, std::int64_t index, shared_storage& shared) const {
@@ -47,6 +51,10 @@ struct list_sparse {
     if (index >= static_cast<std::int64_t>(header.sparse_lists.count)) return;
     const sparse_list list = header.sparse_lists.in(image)[index];
     const list_slots slots(list, header.sparse_slots.in(image), header.sparse_order.in(image), workspace);
+    if (slots.weighed_by_rows()) {
+      block.threads([&](int warp, int lane) { weigh(slots, list.ids, warp * warp_lanes + lane); });
+      block.sync();  // a block's writes to memory before a barrier are seen by its threads after it
+    }
     const std::int32_t per_thread = (list.ids + threads - 1) / threads;
     const auto each_candidate = [&](int thread, auto&& take) {
       const std::int32_t begin = thread * per_thread < list.ids ? thread * per_thread : list.ids;
@@ -84,6 +92,31 @@ struct list_sparse {
   }
 
  private:
+  /// Weighs the token slots `thread`, `thread` + threads, … of a list of
+  /// `ids`, `in_flight` at a time: their rows' bounds, then each one's first
+  /// row's weight, loaded together before the rest of their rows are.
+  SEQPOOL_HOST_DEVICE static void weigh(const list_slots& slots, std::int32_t ids, int thread) {
+    for (std::int32_t first = thread; first < ids; first += threads * in_flight) {
+      std::int32_t begin[in_flight];
+      std::int32_t end[in_flight];
+      float largest[in_flight];
+      SEQPOOL_UNROLL
+      for (int u = 0; u < in_flight; ++u) {
+        const std::int32_t s = first + u * threads;
+        begin[u] = s < ids ? slots.first_row(s) : 0;
+        end[u] = s < ids ? slots.end_row(s) : 0;
+      }
+      SEQPOOL_UNROLL
+      for (int u = 0; u < in_flight; ++u) largest[u] = begin[u] < end[u] ? slots.row_weight(begin[u]) : 0.0f;
+      SEQPOOL_UNROLL
+      for (int u = 0; u < in_flight; ++u) {
+        for (std::int32_t t = begin[u] + 1; t < end[u]; ++t) largest[u] = fmaxf(largest[u], slots.row_weight(t));
+        const std::int32_t s = first + u * threads;
+        if (s < ids) slots.weights[s] = largest[u];
+      }
+    }
+  }
+
   /// The rounds of top_select, then each thread's kept candidates (into
   /// `kept`) and ties (into `tied`), ties kept in order of id.
   template <class Block, class EachCandidate>

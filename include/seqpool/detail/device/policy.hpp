@@ -85,6 +85,10 @@ struct launch_policy {
   /// whole sectors (16 bytes of float, 8 of a 16-bit type).
   static constexpr int gather_run_elements = 4;
 
+  /// Sparse results: token slots a thread of the listing launch weighs at
+  /// once (their rows' largest weight), its loads of them in flight together.
+  static constexpr int list_slots_in_flight = 4;
+
   /// A dense layer's launch: rows a block passes through the layer together,
   /// sharing each weight row it reads, and the shared memory that holds them.
   static constexpr int linear_rows = 8;

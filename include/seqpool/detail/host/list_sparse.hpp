@@ -9,20 +9,23 @@
 
 namespace seqpool::detail::host {
 
-/// One item a list: its slots (list_slots) in ascending order of id, each listed with its
-/// weight where that is above the floor — and, where the list keeps its top
-/// ids only and has more, among the top (top_select) — then the count before
-/// them and {-1, 0} in the entries left.
+/// One item a list: its slots (list_slots) in ascending order of id — a
+/// token list's weighed first, each its rows' largest weight, a float a slot —
+/// each listed with its weight where that is above the floor — and, where the
+/// list keeps its top ids only and has more, among the top (top_select) — then
+/// the count before them and {-1, 0} in the entries left.
 struct list_sparse {
   const sparse_list* lists;
   const sparse_slot* slot_table;
   const std::int32_t* order;
-  const float* workspace;
+  float* workspace;
   sparse_entry* output;
 
   void operator()(std::int64_t item) const {
     const sparse_list list = lists[item];
     const list_slots slots(list, slot_table, order, workspace);
+    if (slots.weighed_by_rows())
+      for (std::int32_t s = 0; s < list.ids; ++s) slots.weights[s] = slots.weigh(s);
     const auto weight_of = [&](std::int32_t s) { return slots.weight(s); };
     std::int64_t candidates = 0;
     for (std::int32_t s = 0; s < list.ids; ++s) candidates += weight_of(s) > list.floor ? 1 : 0;
