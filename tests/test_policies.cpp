@@ -6,10 +6,13 @@
 // (one_wave_capture_policy and whole_image_capture_policy change captured steps
 // alone, branched_entries_policy the streams of a dispatcher's step alone:
 // tests/test_capture.cpp runs them.)
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <memory>
+#include <optional>
+#include <random>
 #include <stdexcept>
 #include <type_traits>
 #include <vector>
@@ -79,7 +82,7 @@ std::vector<seqpool::batch> steps(const std::vector<std::int64_t>& ids) {
 
 TEST_CASE_TEMPLATE("every candidate launch policy pools as the host does", Policy, device::launch_policy,
                    device::deep_loads_policy, device::pipelined_loads_policy, device::small_blocks_policy,
-                   device::long_tiles_policy, device::bulk_rows_policy) {
+                   device::long_tiles_policy, device::wave_tiles_policy, device::bulk_rows_policy) {
   using Space = seqpool::device_space<seqpool::with_policy<seqpool::omp_backend, Policy>>;
   static_assert(std::is_same_v<typename seqpool::detail::algorithms_of<Space>::policy, Policy>);
   const std::vector<float> weights = test::drawn_values(labels * hidden_size, 3, 0.1f);
@@ -120,16 +123,18 @@ struct odd_rows {
 
 TEST_CASE_TEMPLATE("every candidate launch policy merges many partials of a long request as the host pools it", Policy,
                    device::launch_policy, device::deep_loads_policy, device::pipelined_loads_policy,
-                   device::small_blocks_policy, device::long_tiles_policy, device::bulk_rows_policy) {
+                   device::small_blocks_policy, device::long_tiles_policy, device::wave_tiles_policy,
+                   device::bulk_rows_policy) {
   using Space = seqpool::device_space<seqpool::with_policy<seqpool::omp_backend, Policy>>;
   using default_space = seqpool::device_space<seqpool::omp_backend>;
   // A candidate that cuts tiles and blocks as the default does merges in the
   // same order: its MEAN (without the normalisation, whose sum a lane's width
   // orders) is the default's bit for bit.
   constexpr bool same_order = Policy::tile_rows == device::launch_policy::tile_rows &&
-                              Policy::warps == device::launch_policy::warps;
-  // 70,000 rows are 69 tiles of 1024 (35 of 2048): each warp of the merging
-  // block takes nine (five of 2048; eighteen with four warps), more than a group
+                              Policy::warps == device::launch_policy::warps && !Policy::split_tiles_fill_a_wave;
+  // 70,000 rows are 69 tiles of 1024 (35 of 2048; 127 of 552 to fill a wave
+  // beside the short request's 5): each warp of the merging block takes nine
+  // (five of 2048; eighteen with four warps; sixteen of 552), more than a group
   // of partials in flight, and a chunk of 30,001 rows leaves the rest to a state.
   const seqpool::pooling_params raw{.use_activation = false};
   const std::vector<seqpool::batch> steps{
@@ -155,6 +160,100 @@ TEST_CASE_TEMPLATE("every candidate launch policy merges many partials of a long
   };
   check(method::mean{});
   check(method::max{});
+}
+
+namespace {
+
+/// The split blocks (works of a slab) of each share of a plan of `step` made by `Pooler` in `Space`.
+template <class Space, class Pooler>
+std::vector<std::size_t> split_blocks(const seqpool::batch& step, std::optional<seqpool::capacity> limits = {}) {
+  Space space;
+  const seqpool::state_store<Space> state(space);
+  Pooler pooler(space, 4096);
+  if (limits) pooler.reserve_capacity(*limits);
+  const seqpool::step_plan plan = pooler.plan(step, state);
+  std::vector<std::size_t> blocks;
+  for (const seqpool::detail::share& planned : seqpool::detail::plan_access::program(plan).shares) {
+    std::size_t split = 0;
+    for (const seqpool::detail::work_record& work : planned.records.works) split += work.slab >= 0 ? 1 : 0;
+    blocks.push_back(split);
+  }
+  return blocks;
+}
+
+}  // namespace
+
+TEST_CASE("the wave candidate cuts a step's few split requests into the most blocks a wave holds, and no others") {
+  using wave = seqpool::device_space<seqpool::with_policy<seqpool::omp_backend, device::wave_tiles_policy>>;
+  using chosen = seqpool::device_space<seqpool::omp_backend>;
+  using mean_of = seqpool::pooler<method::mean, head::embed, wave>;
+  using mean_by_default = seqpool::pooler<method::mean, head::embed, chosen>;
+  // Eight prompts of 512 rows of 4096 columns (16 slabs), as LLM embedders'
+  // batches of a few documents: a tile each, 128 blocks, half of the H200's
+  // 264; tiles of 256 rows make 256.
+  seqpool::batch few;
+  for (int i = 0; i < 8; ++i) few.requests.push_back(test::whole(test::id("doc", i), task::embed, 512));
+  CHECK(split_blocks<chosen, mean_by_default>(few) == std::vector<std::size_t>{128});
+  CHECK(split_blocks<wave, mean_of>(few) == std::vector<std::size_t>{256});
+  // Beside 16 short prompts (2 packed blocks) as well.
+  seqpool::batch mixed = few;
+  for (int i = 0; i < 16; ++i) mixed.requests.push_back(test::whole(test::id("short", i), task::embed, 4));
+  CHECK(split_blocks<wave, mean_of>(mixed) == std::vector<std::size_t>{256});
+  // Tiles never shorter than 64 rows: three prompts of 100 rows make two tiles each.
+  seqpool::batch short_split;
+  for (int i = 0; i < 3; ++i) short_split.requests.push_back(test::whole(test::id("s", i), task::embed, 100));
+  CHECK(split_blocks<wave, mean_of>(short_split) == std::vector<std::size_t>{3 * 2 * 16});
+  // A step whose split blocks fill a wave already, and a pooler with a
+  // capacity (whose bounds count tiles of tile_rows), keep tile_rows.
+  seqpool::batch many;
+  for (int i = 0; i < 20; ++i) many.requests.push_back(test::whole(test::id("doc", i), task::embed, 512));
+  CHECK(split_blocks<wave, mean_of>(many) == split_blocks<chosen, mean_by_default>(many));
+  const seqpool::capacity limits{.requests = 8, .rows = 8 * 512, .result_rows = 8, .columns = 0};
+  CHECK(split_blocks<wave, mean_of>(few, limits) == std::vector<std::size_t>{128});
+}
+
+TEST_CASE(
+    "the wave candidate's tiles are the shortest whose blocks fit beside the packed ones, as a plain scan finds") {
+  using wave = device::algorithms<device::wave_tiles_policy>;
+  using policy = device::wave_tiles_policy;
+  std::mt19937 engine(21);
+  int shortened = 0;
+  for (int draw = 0; draw < 300; ++draw) {
+    CAPTURE(draw);
+    const std::int64_t width = std::uniform_int_distribution<std::int64_t>(1, 5000)(engine);
+    std::vector<seqpool::row_window> windows;
+    const int count = std::uniform_int_distribution<int>(1, 60)(engine);
+    for (int w = 0; w < count; ++w) {
+      const bool long_one = engine() % 4 == 0;
+      const std::int64_t rows = std::uniform_int_distribution<std::int64_t>(0, long_one ? 9000 : 40)(engine);
+      windows.push_back({static_cast<std::int64_t>(w) * 10000, rows});
+    }
+    std::int64_t packed = 0;
+    for (const auto window : windows) packed += wave::pooled_whole(window, width, width) ? 1 : 0;
+    const std::int64_t slabs = (width + policy::slab_columns - 1) / policy::slab_columns;
+    const std::int64_t room = policy::pooling_wave_blocks - (packed + policy::warps - 1) / policy::warps;
+    const auto blocks = [&](std::int64_t tile_rows) {
+      std::int64_t tiles = 0;
+      for (const auto window : windows)
+        if (!wave::pooled_whole(window, width, width))
+          tiles += std::max<std::int64_t>(1, (window.count + tile_rows - 1) / tile_rows);
+      return tiles * slabs;
+    };
+    std::int64_t expected = policy::tile_rows;
+    if (packed < count && blocks(policy::tile_rows) < room)
+      for (std::int64_t rows = policy::shortest_tile_rows; rows < policy::tile_rows; ++rows)
+        if (blocks(rows) <= room) {
+          expected = rows;
+          break;
+        }
+    shortened += expected < policy::tile_rows ? 1 : 0;
+    CHECK(wave::tile_rows_for(windows, width, width, false) == expected);
+    CHECK(wave::tile_rows_for(windows, width, width, true) == policy::tile_rows);
+    CHECK(device::algorithms<>::tile_rows_for(windows, width, width, false) == device::launch_policy::tile_rows);
+  }
+  // The draws take both ways: tile_rows kept, and a search.
+  CHECK(shortened > 30);
+  CHECK(shortened < 270);
 }
 
 TYPE_TO_STRING(seqpool::omp_backend);

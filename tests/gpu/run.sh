@@ -119,11 +119,13 @@ part "device benchmark, warm caches" timeout 100 bash -c warm_steps
 # candidate policy, every shape, fp32 and bf16, three repeats: 30 s a part at most.
 # The candidates that change captured steps alone run the captured dispatcher step,
 # its whole capacity and an eighth of it; the one that changes a dispatcher's
-# streams alone, its step eager and captured.
+# streams alone, its step eager and captured; the one that changes split
+# requests' tiles alone, MEAN.
 for policy in "${policies[@]}"; do
   methods=(mean all)
   [[ $policy = *_capture_policy ]] && methods=("dispatcher graph" "dispatcher graph eighth")
   [ "$policy" = branched_entries_policy ] && methods=(dispatcher "dispatcher graph")
+  [ "$policy" = wave_tiles_policy ] && methods=(mean)
   for method in "${methods[@]}"; do
     part "sweep: $policy, $method" timeout 30 "$bin/pool_bench_cuda_$policy" --space device --method "$method" \
       --repeats 3 --json "$out/sweep-$policy-${method// /-}.json"

@@ -490,6 +490,8 @@ class planner {
       // A tile a request at least, and a work item at most (more only for split requests).
       share_.records.tiles.reserve(chosen.size());
       share_.records.works.reserve(chosen.size());
+      tile_rows_ = Algorithms::tile_rows_for(windows_, modes_of<Method> * shape_.hidden_size, shape_.hidden_size,
+                                             shape_.bounded);
     }
     for (std::size_t k = 0; k < chosen.size(); ++k) {
       const std::size_t index = chosen[k];
@@ -630,7 +632,7 @@ class planner {
       owner.position_offset = seen.num_computed - seen.first_row();
       direct(owner, to, k, starts_from_state(part, seen, keeps_state) ? from_state : 0, values_of(d.out_width));
       // Rows are read up to the columns the pooled row keeps of its first mode's.
-      Algorithms::cut(share_, first + static_cast<std::int32_t>(k), window,
+      Algorithms::cut(share_, first + static_cast<std::int32_t>(k), window, tile_rows_,
                       std::min<std::int64_t>(shape_.hidden_size, owner.width));
     }
   }
@@ -989,6 +991,7 @@ class planner {
   std::vector<listed_token>& listed_;
   std::vector<listed_token>& sorting_;
   std::int64_t mask_bits_ = 0;
+  std::int64_t tile_rows_ = 0;  ///< sequence methods: rows of a tile the family cuts this share's requests into
   share& share_;
   std::int64_t output_begin_;
   std::int64_t output_end_;

@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <limits>
+#include <span>
 
 #include <seqpool/capacity.hpp>
 #include <seqpool/detail/device/apply_linear.hpp>
@@ -91,14 +92,63 @@ struct algorithms {
   /// from its tile, without the entry.
   static constexpr bool tiles_name_details = true;
 
+  /// The rows of a split request's tiles in a share whose windows are
+  /// `windows`, each pooling rows of `width` columns of which it reads
+  /// `loaded`: tile_rows; or, where the policy says so
+  /// (split_tiles_fill_a_wave) and the share has no capacity (`bounded`,
+  /// whose bounds count tiles of tile_rows), and its split blocks at tile_rows
+  /// leave part of a wave empty beside its packed ones, the shortest tiles —
+  /// no shorter than shortest_tile_rows — whose blocks still fit in it: more
+  /// blocks, each reading fewer rows, rather than idle SMs (a binary search:
+  /// the blocks only fall as the tiles grow). The split requests are counted
+  /// from the windows as the planner gives them, before it learns how many
+  /// columns each result keeps, so a request whose dimensions it truncates
+  /// may be counted split where it is packed: the tiles are then longer.
+  static std::int64_t tile_rows_for(std::span<const row_window> windows, std::int64_t width, std::int64_t loaded,
+                                    bool bounded) {
+    if constexpr (!Policy::split_tiles_fill_a_wave) {
+      return Policy::tile_rows;
+    } else {
+      if (bounded) return Policy::tile_rows;
+      std::int64_t packed = 0;
+      std::int64_t split = 0;
+      for (const row_window window : windows) {
+        if (pooled_whole(window, width, loaded))
+          ++packed;
+        else
+          ++split;
+      }
+      const std::int64_t slabs = (loaded + Policy::slab_columns - 1) / Policy::slab_columns;
+      const std::int64_t room = Policy::pooling_wave_blocks - (packed + Policy::warps - 1) / Policy::warps;
+      const auto blocks = [&](std::int64_t tile_rows) {
+        std::int64_t tiles = 0;
+        for (const row_window window : windows)
+          if (!pooled_whole(window, width, loaded))
+            tiles += std::max<std::int64_t>(1, (window.count + tile_rows - 1) / tile_rows);
+        return tiles * slabs;
+      };
+      if (split == 0 || room <= 0 || blocks(Policy::tile_rows) >= room) return Policy::tile_rows;
+      std::int64_t fits = Policy::tile_rows;                    // the shortest tiles known to fit
+      std::int64_t too_short = Policy::shortest_tile_rows - 1;  // known not to, or past the shortest
+      while (fits - too_short > 1) {
+        const std::int64_t middle = too_short + (fits - too_short) / 2;
+        if (blocks(middle) <= room)
+          fits = middle;
+        else
+          too_short = middle;
+      }
+      return fits;
+    }
+  }
+
   /// A short request is pooled whole by a warp, from the rows its entry names
   /// (no tile record), packed into a block with the short requests next to
   /// it; a long one (or a concat's, or one whose rows lie past 32 bits) is split
-  /// into tiles of tile_rows rows and slabs of slab_columns of the `loaded`
+  /// into tiles of `tile_rows` rows and slabs of slab_columns of the `loaded`
   /// columns, a block each, with arrival counters for the merge of its tiles
   /// (one per slab) and for its epilogue (one), and a partial row per tile of
   /// a mode_stride for each mode whose columns its row keeps (partial_stride).
-  static void cut(share& planned, std::int32_t index, row_window window, std::int64_t loaded) {
+  static void cut(share& planned, std::int32_t index, row_window window, std::int64_t tile_rows, std::int64_t loaded) {
     share_records& records = planned.records;
     request_record& owner = records.requests[static_cast<std::size_t>(index)];
     if (pooled_whole(window, owner.width, loaded)) {
@@ -116,7 +166,7 @@ struct algorithms {
       return;
     }
     // A concat's request that finishes from its state alone is one tile of no rows.
-    const std::int64_t num_tiles = std::max<std::int64_t>(1, (window.count + Policy::tile_rows - 1) / Policy::tile_rows);
+    const std::int64_t num_tiles = std::max<std::int64_t>(1, (window.count + tile_rows - 1) / tile_rows);
     const std::int64_t slabs = (loaded + Policy::slab_columns - 1) / Policy::slab_columns;
     owner.num_tiles = static_cast<std::int32_t>(num_tiles);
     owner.arrivals = planned.take_arrivals(slabs + 1);
@@ -124,9 +174,9 @@ struct algorithms {
     if (num_tiles > 1)
       owner.partials = planned.take_workspace(num_tiles * partial_stride(owner.width, loaded));
     for (std::int64_t t = 0; t < num_tiles; ++t) {
-      const std::int64_t rows = std::min(Policy::tile_rows, window.count - t * Policy::tile_rows);
+      const std::int64_t rows = std::min(tile_rows, window.count - t * tile_rows);
       const auto tile = static_cast<std::int32_t>(records.tiles.size());
-      records.tiles.push_back({window.begin + t * Policy::tile_rows, static_cast<std::int32_t>(rows), index,
+      records.tiles.push_back({window.begin + t * tile_rows, static_cast<std::int32_t>(rows), index,
                                static_cast<std::int32_t>(t), static_cast<std::int32_t>(loaded)});
       for (std::int64_t slab = 0; slab < slabs; ++slab)
         records.works.push_back({tile, 1, static_cast<std::int32_t>(slab)});

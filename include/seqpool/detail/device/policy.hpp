@@ -24,6 +24,15 @@ struct launch_policy {
   /// partial rows to merge (docs/PERFORMANCE.md, GPU: the sweep that chose 1024).
   static constexpr std::int64_t tile_rows = 1024;
   static constexpr std::int64_t slab_columns = 256;   ///< columns of a split request one block covers: 8 a lane
+  /// Where a step's split requests would leave part of a wave of pooling
+  /// blocks empty at tile_rows (an H200's 132 SMs, two blocks each at the
+  /// kernel's 128 registers, less the packed blocks beside them), cut their
+  /// tiles shorter, to the most blocks that fit (true), or keep tile_rows
+  /// (false). A tile keeps at least a stage of loads for each warp: eight
+  /// warps, eight rows each.
+  static constexpr bool split_tiles_fill_a_wave = false;
+  static constexpr std::int64_t pooling_wave_blocks = 132 * 2;
+  static constexpr std::int64_t shortest_tile_rows = 64;
   static constexpr int slab_lane_floats = slab_columns / 32;
 
   /// Floats a lane of a pooling or gathering warp holds in registers: four
@@ -154,6 +163,11 @@ struct small_blocks_policy : launch_policy {
 /// Split tiles of 2048 rows: half the partial rows to merge, half the blocks.
 struct long_tiles_policy : launch_policy {
   static constexpr std::int64_t tile_rows = 2048;
+};
+
+/// A step's few split requests cut into tiles that fill a wave of blocks.
+struct wave_tiles_policy : launch_policy {
+  static constexpr bool split_tiles_fill_a_wave = true;
 };
 
 /// Split blocks reading their rows through rings that bulk copies fill (sm_90).

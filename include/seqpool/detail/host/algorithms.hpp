@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <span>
 
 #include <seqpool/capacity.hpp>
 #include <seqpool/detail/host/apply_linear.hpp>
@@ -58,12 +59,17 @@ struct algorithms {
   /// Tiles name their request records.
   static constexpr bool tiles_name_details = false;
 
-  /// A tile of up to tile_rows rows per item (one of no rows for a request that
+  /// Every share's tiles are of tile_rows rows.
+  static std::int64_t tile_rows_for(std::span<const row_window>, std::int64_t, std::int64_t, bool) {
+    return Policy::tile_rows;
+  }
+
+  /// A tile of up to `tile_rows` rows per item (one of no rows for a request that
   /// finishes from its state alone), reading `loaded` columns of each, and, for
   /// several, a combine that merges their partials in a pass of its own.
-  static void cut(share& planned, std::int32_t index, row_window window, std::int64_t loaded) {
+  static void cut(share& planned, std::int32_t index, row_window window, std::int64_t tile_rows, std::int64_t loaded) {
     request_record& owner = planned.records.requests[static_cast<std::size_t>(index)];
-    const std::int64_t num_tiles = std::max<std::int64_t>(1, (window.count + Policy::tile_rows - 1) / Policy::tile_rows);
+    const std::int64_t num_tiles = std::max<std::int64_t>(1, (window.count + tile_rows - 1) / tile_rows);
     owner.num_tiles = static_cast<std::int32_t>(num_tiles);
     if (num_tiles > 1) {
       owner.partials = planned.take_workspace(num_tiles * owner.width);
@@ -71,8 +77,8 @@ struct algorithms {
       planned.records.entries[static_cast<std::size_t>(index)].detail = request_entry::held_in_full;
     }
     for (std::int64_t t = 0; t < num_tiles; ++t) {
-      const std::int64_t rows = std::min(Policy::tile_rows, window.count - t * Policy::tile_rows);
-      planned.records.tiles.push_back({window.begin + t * Policy::tile_rows, static_cast<std::int32_t>(rows), index,
+      const std::int64_t rows = std::min(tile_rows, window.count - t * tile_rows);
+      planned.records.tiles.push_back({window.begin + t * tile_rows, static_cast<std::int32_t>(rows), index,
                                        static_cast<std::int32_t>(t), static_cast<std::int32_t>(loaded)});
     }
   }
