@@ -164,12 +164,14 @@ TEST_CASE_TEMPLATE("every candidate launch policy merges many partials of a long
 
 namespace {
 
-/// The split blocks (works of a slab) of each share of a plan of `step` made by `Pooler` in `Space`.
+/// The split blocks (works of a slab) of each share of a plan of `step` made by
+/// `Pooler` in `Space` over rows of `width` columns.
 template <class Space, class Pooler>
-std::vector<std::size_t> split_blocks(const seqpool::batch& step, std::optional<seqpool::capacity> limits = {}) {
+std::vector<std::size_t> split_blocks(const seqpool::batch& step, std::optional<seqpool::capacity> limits = {},
+                                      std::int64_t width = 4096) {
   Space space;
   const seqpool::state_store<Space> state(space);
-  Pooler pooler(space, 4096);
+  Pooler pooler(space, width);
   if (limits) pooler.reserve_capacity(*limits);
   const seqpool::step_plan plan = pooler.plan(step, state);
   std::vector<std::size_t> blocks;
@@ -199,6 +201,16 @@ TEST_CASE("the wave candidate cuts a step's few split requests into the most blo
   seqpool::batch mixed = few;
   for (int i = 0; i < 16; ++i) mixed.requests.push_back(test::whole(test::id("short", i), task::embed, 4));
   CHECK(split_blocks<wave, mean_of>(mixed) == std::vector<std::size_t>{256});
+  // Short prompts between long ones each end a block: 16 prompts of 1000
+  // rows of 256 columns (a slab) each followed by one of 4 rows fill 16
+  // packed blocks, so the split ones get 248 of the wave: tiles of 67 rows,
+  // 15 a prompt (tiles of 63 would make 16, and a wave and 8 blocks beside them).
+  seqpool::batch alternating;
+  for (int i = 0; i < 16; ++i) {
+    alternating.requests.push_back(test::whole(test::id("long", i), task::embed, 1000));
+    alternating.requests.push_back(test::whole(test::id("short", i), task::embed, 4));
+  }
+  CHECK(split_blocks<wave, mean_of>(alternating, {}, 256) == std::vector<std::size_t>{16 * 15});
   // Tiles never shorter than 64 rows: three prompts of 100 rows make two tiles each.
   seqpool::batch short_split;
   for (int i = 0; i < 3; ++i) short_split.requests.push_back(test::whole(test::id("s", i), task::embed, 100));
@@ -228,10 +240,19 @@ TEST_CASE(
       const std::int64_t rows = std::uniform_int_distribution<std::int64_t>(0, long_one ? 9000 : 40)(engine);
       windows.push_back({static_cast<std::int64_t>(w) * 10000, rows});
     }
+    // Packed blocks as cut() fills them: a run of consecutive short requests
+    // a block of `warps` at a time, a split one between ending a run.
     std::int64_t packed = 0;
-    for (const auto window : windows) packed += wave::pooled_whole(window, width, width) ? 1 : 0;
+    std::int64_t packed_blocks = 0;
+    std::int64_t run = 0;
+    for (const auto window : windows) {
+      const bool whole = wave::pooled_whole(window, width, width);
+      packed += whole ? 1 : 0;
+      if (whole && run++ % policy::warps == 0) ++packed_blocks;
+      if (!whole) run = 0;
+    }
     const std::int64_t slabs = (width + policy::slab_columns - 1) / policy::slab_columns;
-    const std::int64_t room = policy::pooling_wave_blocks - (packed + policy::warps - 1) / policy::warps;
+    const std::int64_t room = policy::pooling_wave_blocks - packed_blocks;
     const auto blocks = [&](std::int64_t tile_rows) {
       std::int64_t tiles = 0;
       for (const auto window : windows)
@@ -240,7 +261,7 @@ TEST_CASE(
       return tiles * slabs;
     };
     std::int64_t expected = policy::tile_rows;
-    if (packed < count && blocks(policy::tile_rows) < room)
+    if (packed < count && room > 0 && blocks(policy::tile_rows) < room)
       for (std::int64_t rows = policy::shortest_tile_rows; rows < policy::tile_rows; ++rows)
         if (blocks(rows) <= room) {
           expected = rows;

@@ -110,16 +110,24 @@ struct algorithms {
       return Policy::tile_rows;
     } else {
       if (bounded) return Policy::tile_rows;
-      std::int64_t packed = 0;
+      // cut() packs a short request into the block before it where that block
+      // holds its neighbour: a run of consecutive short ones fills blocks of
+      // `warps`, and a split request between two ends a run.
+      std::int64_t packed_blocks = 0;
+      std::int64_t run = 0;
       std::int64_t split = 0;
       for (const row_window window : windows) {
-        if (pooled_whole(window, width, loaded))
-          ++packed;
-        else
-          ++split;
+        if (pooled_whole(window, width, loaded)) {
+          ++run;
+          continue;
+        }
+        ++split;
+        packed_blocks += (run + Policy::warps - 1) / Policy::warps;
+        run = 0;
       }
+      packed_blocks += (run + Policy::warps - 1) / Policy::warps;
       const std::int64_t slabs = (loaded + Policy::slab_columns - 1) / Policy::slab_columns;
-      const std::int64_t room = Policy::pooling_wave_blocks - (packed + Policy::warps - 1) / Policy::warps;
+      const std::int64_t room = Policy::pooling_wave_blocks - packed_blocks;
       const auto blocks = [&](std::int64_t tile_rows) {
         std::int64_t tiles = 0;
         for (const row_window window : windows)
