@@ -490,15 +490,19 @@ class planner {
       // A tile a request at least, and a work item at most (more only for split requests).
       share_.records.tiles.reserve(chosen.size());
       share_.records.works.reserve(chosen.size());
-      tile_rows_ = Algorithms::tile_rows_for(windows_, modes_of<Method> * shape_.hidden_size, shape_.hidden_size,
-                                             shape_.bounded);
     }
+    // Sequence methods: the rows of a tile the family cuts this share's requests into.
+    const std::int64_t tile_rows =
+        Method::kind == method_kind::sequence
+            ? Algorithms::tile_rows_for(windows_, modes_of<Method> * shape_.hidden_size, shape_.hidden_size,
+                                        shape_.bounded)
+            : 0;
     for (std::size_t k = 0; k < chosen.size(); ++k) {
       const std::size_t index = chosen[k];
       if constexpr (Method::kind == method_kind::token)
         add_gathered(decisions_[k], keys_[k], index, step.requests[index], chunks[index]);
       else
-        add_pooled<Method>(decisions_[k], keys_[k], index, step.requests[index], chunks[index]);
+        add_pooled<Method>(decisions_[k], keys_[k], index, step.requests[index], chunks[index], tile_rows);
     }
     if constexpr (Method::kind == method_kind::token) lay_out_gather_bases();
     enter_requests();
@@ -603,9 +607,10 @@ class planner {
   /// of the request's state and, when the request finishes, its own result row.
   /// A span that ends before the request does keeps its reduction, unfinished,
   /// in the state, whatever the method keeps otherwise, and is finished from
-  /// there with the request.
+  /// there with the request. Its split windows are cut into tiles of `tile_rows` rows.
   template <class Method>
-  void add_pooled(const decision& d, const state_key& key, std::size_t index, const request& r, const chunk& part) {
+  void add_pooled(const decision& d, const state_key& key, std::size_t index, const request& r, const chunk& part,
+                  std::int64_t tile_rows) {
     constexpr bool keeps_state = Method::keeps_state;
     token_span after;
     const std::span<const token_span> spans = pooled_spans<Method>(r, after);
@@ -632,7 +637,7 @@ class planner {
       owner.position_offset = seen.num_computed - seen.first_row();
       direct(owner, to, k, starts_from_state(part, seen, keeps_state) ? from_state : 0, values_of(d.out_width));
       // Rows are read up to the columns the pooled row keeps of its first mode's.
-      Algorithms::cut(share_, first + static_cast<std::int32_t>(k), window, tile_rows_,
+      Algorithms::cut(share_, first + static_cast<std::int32_t>(k), window, tile_rows,
                       std::min<std::int64_t>(shape_.hidden_size, owner.width));
     }
   }
@@ -991,7 +996,6 @@ class planner {
   std::vector<listed_token>& listed_;
   std::vector<listed_token>& sorting_;
   std::int64_t mask_bits_ = 0;
-  std::int64_t tile_rows_ = 0;  ///< sequence methods: rows of a tile the family cuts this share's requests into
   share& share_;
   std::int64_t output_begin_;
   std::int64_t output_end_;
