@@ -71,6 +71,7 @@ class dispatcher<dispatch_table<Entries...>>
 
  public:
   using table = dispatch_table<Entries...>;
+  using result_type = typename table::result_type;
 
   /// One argument per entry, in the table's order: its pooler, or std::nullopt
   /// for an entry left empty (a std::optional of the pooler is either).

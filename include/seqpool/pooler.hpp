@@ -18,6 +18,8 @@ namespace seqpool {
 
 template <class Table>
 class dispatcher;
+template <class... Poolers>
+class multi_pooler;
 
 /// Pools the requests of one task: a step runner (plan, reserve, forward;
 /// capture, restage) of one entry, a method and a head in a space.
@@ -36,6 +38,7 @@ class pooler : public step_runner<Space, Result, detail::pooling_unit<Method, He
   using runner = step_runner<Space, Result, detail::pooling_unit<Method, Head, Space, Result>>;
 
  public:
+  using result_type = Result;
   using method_type = Method;
   using head_type = Head;
   using unit_type = detail::pooling_unit<Method, Head, Space, Result>;
@@ -69,8 +72,10 @@ class pooler : public step_runner<Space, Result, detail::pooling_unit<Method, He
  private:
   template <class Table>
   friend class dispatcher;
+  template <class... Poolers>
+  friend class multi_pooler;
 
-  /// What a dispatcher takes from the pooler it is given.
+  /// What a dispatcher or a multi_pooler takes from the pooler it is given.
   unit_type&& take_unit() && { return std::move(this->template unit<0>()); }
 };
 

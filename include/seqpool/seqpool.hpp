@@ -10,6 +10,8 @@
 #include <seqpool/head/embed.hpp>
 #include <seqpool/hidden.hpp>
 #include <seqpool/method/builtin.hpp>
+#include <seqpool/multi_pooler.hpp>
+#include <seqpool/part.hpp>
 #include <seqpool/plan.hpp>
 #include <seqpool/pooler.hpp>
 #include <seqpool/quantized.hpp>

@@ -1,12 +1,13 @@
 // The chunked-prefill state of requests that span several steps.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <limits>
-#include <span>
 #include <new>
+#include <span>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -24,7 +25,9 @@ namespace seqpool {
 /// keeps (a running sum, a latched row, the rows seen so far). A request that
 /// arrives whole never gets an entry. A state lives in memory of its own, never
 /// in a view of a step's hidden states, so no step's buffer is read after that
-/// step.
+/// step. A multi_pooler's parts each keep a request's state of their own, as
+/// `part` 1, 2, ...: the calls that take a `part` default to a pooler's or a
+/// dispatcher's, 0; those that take an id alone see every part.
 template <memory_space Space>
 class state_store {
  public:
@@ -39,9 +42,9 @@ class state_store {
   /// Throws seqpool::error unless the request's chunk continues what the store
   /// holds for its id (SPEC section 8), with the method, width, knobs and token
   /// ids it began with (`key`). `index` is the request's place in its batch.
-  void check(std::size_t index, const request& r, const state_key& key) const {
+  void check(std::size_t index, const request& r, const state_key& key, std::uint32_t part = 0) const {
     if (entries_.empty() && r.num_computed == 0) return;  // the common step: nothing in progress to collide with
-    const auto found = entries_.find(r.id);
+    const auto found = entries_.find(held_at{r.id, part});
     const bool started = found != entries_.end() && found->second.num_computed > 0;
     if (r.num_computed == 0) {
       if (started)
@@ -76,8 +79,8 @@ class state_store {
 
   /// Throws seqpool::error unless the store holds what a plan of `planned`'s chunk
   /// was made against: a plan runs once, and not after its request was released.
-  void check_current(std::size_t index, const request& planned) const {
-    const auto found = entries_.find(planned.id);
+  void check_current(std::size_t index, const request& planned, std::uint32_t part = 0) const {
+    const auto found = entries_.find(held_at{planned.id, part});
     const bool held = found != entries_.end();
     if (held ? found->second.num_computed == planned.num_computed : planned.num_computed == 0) return;
     const auto holds = [&] { return held ? std::to_string(found->second.num_computed) : std::string("none"); };
@@ -91,9 +94,10 @@ class state_store {
   /// ran (planned anew, perhaps with other knobs) begins with what this call
   /// says. If the allocation fails, the store is exactly as it was. `index` is
   /// the request's place in its batch.
-  float* reserve(std::size_t index, const request& r, std::size_t floats, const state_key& key) {
-    check_current(index, r);
-    const auto found = entries_.find(r.id);
+  float* reserve(std::size_t index, const request& r, std::size_t floats, const state_key& key,
+                 std::uint32_t part = 0) {
+    check_current(index, r, part);
+    const auto found = entries_.find(held_at{r.id, part});
     if (found != entries_.end() && found->second.num_computed > 0) return found->second.data;
     if (found != entries_.end() && found->second.floats >= floats) {
       begin(found->second, r, key);
@@ -115,7 +119,8 @@ class state_store {
     entry* held = found != entries_.end() ? &found->second : nullptr;
     if (held == nullptr) {
       try {
-        held = &entries_.try_emplace(r.id).first->second;
+        held = &entries_.try_emplace(held_key{r.id, part}).first->second;
+        parts_ = std::max(parts_, part + 1);
       } catch (...) {
         if (data != nullptr) cache_.give_back(data, floats * sizeof(float));
         throw;
@@ -129,14 +134,14 @@ class state_store {
   }
 
   /// Whether reserve() made room for at least `floats` floats of the request's state.
-  bool holds(std::string_view id, std::size_t floats) const {
-    const auto found = entries_.find(id);
+  bool holds(std::string_view id, std::size_t floats, std::uint32_t part = 0) const {
+    const auto found = entries_.find(held_at{id, part});
     return found != entries_.end() && found->second.floats >= floats;
   }
 
   /// The request's state, which reserve() made.
-  float* data(std::string_view id) const {
-    const auto found = entries_.find(id);
+  float* data(std::string_view id, std::uint32_t part = 0) const {
+    const auto found = entries_.find(held_at{id, part});
     if (found == entries_.end())
       detail::fail("state", "no state is held for id \"", id, "\": reserve() makes it for a chunked request");
     return found->second.data;
@@ -145,8 +150,8 @@ class state_store {
   /// After a step's work is launched: the request has pooled its chunk. A
   /// finished request gives its state's memory back; later steps that reuse it
   /// are stream-ordered behind the work that reads it now.
-  void advance(const request& r) {
-    const auto found = entries_.find(r.id);
+  void advance(const request& r, std::uint32_t part = 0) {
+    const auto found = entries_.find(held_at{r.id, part});
     if (found == entries_.end()) return;
     if (r.num_computed + r.num_scheduled == r.prompt_len) {
       give_back(found->second);
@@ -156,22 +161,32 @@ class state_store {
     }
   }
 
-  /// Drops a request that will not finish (aborted or preempted by the engine).
+  /// Drops a request that will not finish (aborted or preempted by the engine), every part's state of it.
   void release(std::string_view id) {
-    const auto found = entries_.find(id);
-    if (found == entries_.end()) return;
-    give_back(found->second);
-    entries_.erase(found);
+    for (std::uint32_t part = 0; part < parts_; ++part) {
+      const auto found = entries_.find(held_at{id, part});
+      if (found == entries_.end()) continue;
+      give_back(found->second);
+      entries_.erase(found);
+    }
   }
 
-  bool contains(std::string_view id) const { return entries_.find(id) != entries_.end(); }
+  /// Whether any part holds a state of the request.
+  bool contains(std::string_view id) const {
+    for (std::uint32_t part = 0; part < parts_; ++part)
+      if (entries_.find(held_at{id, part}) != entries_.end()) return true;
+    return false;
+  }
 
-  /// Tokens pooled so far for a request in progress, 0 when none is held.
+  /// Tokens pooled so far for a request in progress, 0 when none is held (every part's state has pooled as many).
   std::int64_t num_computed(std::string_view id) const {
-    const auto found = entries_.find(id);
-    return found == entries_.end() ? 0 : found->second.num_computed;
+    for (std::uint32_t part = 0; part < parts_; ++part)
+      if (const auto found = entries_.find(held_at{id, part}); found != entries_.end())
+        return found->second.num_computed;
+    return 0;
   }
 
+  /// The states held: one a request, or one a part of a multi_pooler's request.
   std::size_t size() const { return entries_.size(); }
 
   /// Frees the memory of finished requests that is cached for reuse.
@@ -189,10 +204,31 @@ class state_store {
     std::size_t floats = 0;
   };
 
-  // Lets string_view look up string keys without building a string.
-  struct id_hash {
+  /// An entry's key: the request's id and the part whose state it is.
+  struct held_key {
+    std::string id;
+    std::uint32_t part = 0;
+  };
+  /// A key looked up without building a string.
+  struct held_at {
+    std::string_view id;
+    std::uint32_t part = 0;
+  };
+  struct key_hash {
     using is_transparent = void;
-    std::size_t operator()(std::string_view id) const { return std::hash<std::string_view>{}(id); }
+    std::size_t operator()(held_at key) const {
+      return std::hash<std::string_view>{}(key.id) ^ (std::size_t{key.part} * 0x9e3779b97f4a7c15u);
+    }
+    std::size_t operator()(const held_key& key) const { return (*this)(held_at{key.id, key.part}); }
+  };
+  struct key_equal {
+    using is_transparent = void;
+    static held_at at(const held_key& key) { return {key.id, key.part}; }
+    static held_at at(held_at key) { return key; }
+    template <class A, class B>
+    bool operator()(const A& a, const B& b) const {
+      return at(a).id == at(b).id && at(a).part == at(b).part;
+    }
   };
 
   /// The request's chunks continue what its first chunk begins.
@@ -209,7 +245,8 @@ class state_store {
   }
 
   detail::allocation_cache<Space> cache_;
-  std::unordered_map<std::string, entry, id_hash, std::equal_to<>> entries_;
+  std::unordered_map<held_key, entry, key_hash, key_equal> entries_;
+  std::uint32_t parts_ = 1;  ///< 1 + the highest part a state was reserved for
 };
 
 }  // namespace seqpool

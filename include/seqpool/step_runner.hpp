@@ -13,6 +13,7 @@
 #include <span>
 #include <string>
 #include <tuple>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -24,9 +25,11 @@
 #include <seqpool/detail/image.hpp>
 #include <seqpool/detail/program.hpp>
 #include <seqpool/detail/records.hpp>
+#include <seqpool/detail/route_knobs.hpp>
 #include <seqpool/detail/share.hpp>
 #include <seqpool/error.hpp>
 #include <seqpool/hidden.hpp>
+#include <seqpool/part.hpp>
 #include <seqpool/plan.hpp>
 #include <seqpool/space/memory_space.hpp>
 #include <seqpool/state.hpp>
@@ -41,6 +44,10 @@ inline std::uint64_t next_serial() {
   static std::atomic<std::uint64_t> next{1};
   return next.fetch_add(1, std::memory_order_relaxed);
 }
+
+/// A step runner's Result where each entry writes an output of its own, of its
+/// unit's result type: a multi_pooler's.
+struct output_per_part {};
 
 }  // namespace detail
 
@@ -60,37 +67,57 @@ inline std::uint64_t next_serial() {
 ///
 /// A pooler is a runner of one entry, a dispatcher one of its table; an entry
 /// may be empty (std::nullopt), and its task is then refused like one the
-/// table lacks. Given a capacity, every entry's image gets a region of its
-/// own, so that a step captured once (capture()) replays for every batch that
-/// fits (restage()), whichever tasks it holds.
+/// table lacks. A multi_pooler (Result: detail::output_per_part) is a runner
+/// whose entries are its parts: every request goes to every part, as the
+/// part's knobs make it (route_knobs), and each part writes an output of its
+/// own; its plans are parts_plans. Given a capacity, every entry's image gets
+/// a region of its own, so that a step captured once (capture()) replays for
+/// every batch that fits (restage()), whichever tasks it holds.
 template <memory_space Space, class Result, class... Units>
 class step_runner {
   static constexpr std::size_t entries = sizeof...(Units);
   static constexpr std::array<task, entries> tasks{Units::task...};
+  static constexpr bool per_part = std::is_same_v<Result, detail::output_per_part>;
+  static constexpr std::size_t outputs = per_part ? entries : 1;
+  /// The output entry `entry` writes into.
+  static constexpr std::size_t output_of(std::size_t entry) { return per_part ? entry : 0; }
+  /// The part entry `entry`'s states are kept as in the state store.
+  static constexpr std::uint32_t part_of(std::size_t entry) { return per_part ? static_cast<std::uint32_t>(entry) : 0; }
+  /// A forward's outputs, one an output.
+  using output_spans = std::conditional_t<per_part, std::tuple<cuda::std::span<typename Units::result_type>...>,
+                                          std::tuple<cuda::std::span<Result>>>;
 
  public:
   using space_type = Space;
-  using result_type = Result;
+  using plan_type = std::conditional_t<per_part, parts_plan, step_plan>;
 
   std::int64_t hidden_size() const { return hidden_size_; }
 
   /// Host only: checks the whole batch, then plans every entry's share.
   /// Throws seqpool::error, before anything is planned, if a task has no entry.
-  step_plan plan(const batch& step, const state_store<Space>& state) const {
-    step_plan planned;
+  plan_type plan(const batch& step, const state_store<Space>& state) const {
+    plan_type planned;
     plan(step, state, planned);
     return planned;
   }
 
-  /// plan() into `into`, any step_plan, reusing the storage of whatever it
-  /// held: once it has held steps as large (SPEC section 10), planning another
-  /// allocates nothing. If it throws, `into` holds no plan.
-  void plan(const batch& step, const state_store<Space>& state, step_plan& into) const {
+  /// plan() into `into`, any plan of this kind, reusing the storage of
+  /// whatever it held: once it has held steps as large (SPEC section 10),
+  /// planning another allocates nothing. If it throws, `into` holds no plan.
+  void plan(const batch& step, const state_store<Space>& state, plan_type& into) const {
     detail::step_program& program = detail::plan_access::program(into);
     program.maker.id = 0;
-    into.results.clear();
-    into.groups.clear();
-    into.output_size = 0;
+    if constexpr (per_part) {
+      into.parts.resize(entries);
+      for (part_results& part : into.parts) {
+        part.results.clear();
+        part.output_size = 0;
+      }
+    } else {
+      into.results.clear();
+      into.groups.clear();
+      into.output_size = 0;
+    }
     into.num_rows = 0;
     plan_program(step, state, into);
     program.maker.id = id_;
@@ -99,16 +126,16 @@ class step_runner {
   /// Outside the step: the state of chunked requests, room for the one upload,
   /// and every entry's workspace and arrival counters. Everything it allocates,
   /// and any wait for a staging slot still being copied from, the audit counts.
-  void reserve(const step_plan& plan, state_store<Space>& state) {
+  void reserve(const plan_type& plan, state_store<Space>& state) {
     const detail::step_program& program = detail::plan_access::program(plan);
     check_maker(program);
     for (const detail::share& planned : program.shares)
       for (const detail::state_use& use : planned.stateful)
-        state.reserve(use.batch_index, use.owner, use.floats, use.key);
+        state.reserve(use.batch_index, use.owner, use.floats, use.key, use.part);
     space_->reserve_upload(program.image_bytes);
     if constexpr (branched) space_->reserve_branches(static_cast<int>(entries));
     for (const detail::share& planned : program.shares)
-      with_unit(planned.entry, [&](auto& unit) { unit.reserve(planned); });
+      with_unit(planned.entry, [&](auto, auto& unit) { unit.reserve(planned); });
     reserved_ = program.serial;
   }
 
@@ -118,28 +145,16 @@ class step_runner {
   /// Inside a stream capture, use capture().
   template <hidden_element T>
   void forward(hidden_view<T> hidden, const step_plan& plan, state_store<Space>& state,
-               cuda::std::span<Result> output) {
-    const detail::step_program& program = detail::plan_access::program(plan);
-    check_maker(program);
-    detail::check_forward(hidden, hidden_size_, program.num_rows, program.output_size, output);
-    if (space_->capturing())
-      detail::fail("forward", "the stream is being captured: a captured step goes through capture() and a graph_upload");
-    check_reserved(program, state);
-    if (!program.shares.empty()) {
-      const std::span<std::byte> staged = space_->stage(program.image_bytes);
-      encode(program, state, staged);
-      const std::byte* image = space_->upload(staged);
-      entry_branches branches(*space_, program.shares.size());
-      for (const detail::share& planned : program.shares) {
-        branches.next();
-        with_unit(planned.entry, [&](auto& unit) {
-          unit.template launch<detail::sized_by::plan>(hidden, planned.records.counts(), image + planned.image_offset,
-                                                       output.data(), planned.output_values);
-        });
-      }
-      branches.join();
-    }
-    advance(program, state);
+               cuda::std::span<Result> output) requires(!per_part) {
+    forward_into(hidden, plan, state, output_spans{output});
+  }
+
+  /// A multi_pooler's step: forward() with one output a part, in the parts'
+  /// order, each holding its plan.parts[k].output_size values.
+  template <hidden_element T>
+  void forward(hidden_view<T> hidden, const parts_plan& plan, state_store<Space>& state,
+               cuda::std::span<typename Units::result_type>... outputs) requires(per_part) {
+    forward_into(hidden, plan, state, output_spans{outputs...});
   }
 
   // Capacity and capture.
@@ -156,7 +171,7 @@ class step_runner {
            ": graphs captured with it read the memory it sized");
     }
     std::size_t bytes = 0;
-    std::int64_t per_request = 0;
+    std::int64_t per_request = 0;  // a dispatcher's: the most of any entry, which may get the whole step
     std::int64_t per_result_row = 0;
     try {
       for_each_unit([&](std::size_t entry, auto& unit) {
@@ -172,16 +187,31 @@ class step_runner {
     }
     capacity_ = limits;
     capacity_image_bytes_ = bytes;
-    // Each entry's results after the first start on a 16-byte boundary: up to 3
-    // floats (7 16-bit values) more each.
-    output_capacity_ = per_request * limits.requests + per_result_row * limits.result_rows +
-                       (16 / static_cast<std::int64_t>(sizeof(Result)) - 1) * static_cast<std::int64_t>(entries - 1);
+    if constexpr (per_part) {
+      for_each_unit([&](std::size_t entry, auto& unit) {
+        output_capacities_[entry] = unit.bounds().output_per_request * limits.requests +
+                                    unit.bounds().output_per_result_row * limits.result_rows;
+      });
+    } else {
+      // Each entry's results after the first start on a 16-byte boundary: up to 3
+      // floats (7 16-bit values) more each.
+      output_capacities_[0] =
+          per_request * limits.requests + per_result_row * limits.result_rows +
+          (16 / static_cast<std::int64_t>(sizeof(Result)) - 1) * static_cast<std::int64_t>(entries - 1);
+    }
   }
 
   /// The values an output must hold for any step within the capacity.
-  std::int64_t output_capacity() const {
+  std::int64_t output_capacity() const requires(!per_part) {
     require_capacity("output_capacity");
-    return output_capacity_;
+    return output_capacities_[0];
+  }
+
+  /// A multi_pooler's: the values part `part`'s output must hold for any step within the capacity.
+  std::int64_t output_capacity(std::size_t part) const requires(per_part) {
+    require_capacity("output_capacity");
+    if (part >= entries) detail::fail("output_capacity", "part ", part, " of ", entries);
+    return output_capacities_[part];
   }
 
   /// Outside any capture: the staging one captured step needs (device spaces),
@@ -200,24 +230,17 @@ class step_runner {
   /// runner and the state store must outlive it. Launch the graph, then call
   /// home.mark_launched(); each later step is restage() and the same.
   template <hidden_element T, class Upload>
-  void capture(hidden_view<T> hidden, const step_plan& plan, state_store<Space>& state,
-               cuda::std::span<Result> output, Upload& home) {
-    const detail::step_program& program = detail::plan_access::program(plan);
-    check_maker(program);
-    require_capacity("capture");
-    detail::check_captured_views(hidden, hidden_size_, capacity_->rows, output_capacity_, output);
-    check_for_capacity(program, home);
-    check_reserved(program, state);
-    encode(program, state, space_->stage(home, pieces_of<Upload>(program)));
-    const std::byte* image = space_->upload(home);
-    entry_branches branches(*space_, present_units());
-    for_each_unit([&](std::size_t entry, auto& unit) {
-      branches.next();
-      unit.template launch<detail::sized_by::capacity>(hidden, unit.bounds().records, image + regions_[entry],
-                                                       output.data(), output_capacity_);
-    });
-    branches.join();
-    advance(program, state);
+  void capture(hidden_view<T> hidden, const step_plan& plan, state_store<Space>& state, cuda::std::span<Result> output,
+               Upload& home) requires(!per_part) {
+    capture_into(hidden, plan, state, output_spans{output}, home);
+  }
+
+  /// A multi_pooler's captured step: capture() with one output a part, in the
+  /// parts' order, each holding output_capacity(k) values.
+  template <hidden_element T, class Upload>
+  void capture(hidden_view<T> hidden, const parts_plan& plan, state_store<Space>& state,
+               cuda::std::span<typename Units::result_type>... outputs, Upload& home) requires(per_part) {
+    capture_into(hidden, plan, state, output_spans{outputs...}, home);
   }
 
   /// Between replays of a captured step: writes the next step's plan into the
@@ -225,7 +248,7 @@ class step_runner {
   /// on. Then launch the graph and call home.mark_launched(). The step's hidden
   /// states go into the first plan.num_rows rows of the captured buffer.
   template <class Upload>
-  void restage(const step_plan& plan, state_store<Space>& state, Upload& home) {
+  void restage(const plan_type& plan, state_store<Space>& state, Upload& home) {
     const detail::step_program& program = detail::plan_access::program(plan);
     check_maker(program);
     require_capacity("restage");
@@ -237,15 +260,20 @@ class step_runner {
 
  protected:
   /// `unserved` ends the message that refuses a task no entry serves.
-  step_runner(Space& space, std::string unserved, std::optional<Units>... units)
+  step_runner(Space& space, std::string unserved, std::optional<Units>... units) requires(!per_part)
       : space_(&space), unserved_(std::move(unserved)), units_(std::move(units)...) {
-    for_each_unit([&](std::size_t, const auto& unit) {
-      if (hidden_size_ == 0) hidden_size_ = unit.hidden_size();
-      if (unit.hidden_size() != hidden_size_)
-        detail::fail("hidden_size", "the poolers of one dispatcher read the same hidden states, but one has ",
-             unit.hidden_size(), " columns and another ", hidden_size_);
-    });
+    check_widths("the poolers of one dispatcher");
     if (hidden_size_ == 0) detail::fail("dispatcher", "needs at least one pooler");
+  }
+
+  /// A multi_pooler's: every part's unit, and the token filters each adds.
+  step_runner(Space& space, std::array<part_filters, entries> filters, Units... units) requires(per_part)
+      : space_(&space), units_(std::move(units)...), filters_(std::move(filters)) {
+    check_widths("the parts of one multi_pooler");
+    for_each_unit([&](std::size_t entry, const auto& unit) {
+      detail::check_part_filters(entry, is_token_task(unit.task), filters_[entry]);
+      kinds_[entry] = {unit.task, unit.sparse};
+    });
   }
 
   /// The unit of entry `Entry`, which must be present.
@@ -308,17 +336,32 @@ class step_runner {
     int taken_ = 0;
   };
 
+  /// Every unit reads the same hidden states: `whose` names them in the message that refuses two widths.
+  void check_widths(std::string_view whose) {
+    for_each_unit([&](std::size_t, const auto& unit) {
+      if (hidden_size_ == 0) hidden_size_ = unit.hidden_size();
+      if (unit.hidden_size() != hidden_size_)
+        detail::fail("hidden_size", whose, " read the same hidden states, but one has ", unit.hidden_size(),
+                     " columns and another ", hidden_size_);
+    });
+  }
+
   /// The step's program, into that of `into`: the whole batch checked, then
   /// every entry's detail::share planned.
-  void plan_program(const batch& step, const state_store<Space>& state, step_plan& into) const {
+  void plan_program(const batch& step, const state_store<Space>& state, plan_type& into) const {
     detail::step_program& program = detail::plan_access::program(into);
     detail::plan_scratch& scratch = program.scratch;
     detail::lay_out_into(step.requests, step.padded, scratch.layout, scratch.id_table);
     const step_layout& layout = scratch.layout;
-    for (const task_group& group : layout.groups)
-      if (!entry_of(group.task))
-        detail::fail_request(group.first_request, step.requests[group.first_request].id, "task", name(group.task),
-                     " has no pooler", unserved_);
+    if constexpr (per_part) {
+      for (std::size_t index = 0; index < step.requests.size(); ++index)
+        detail::check_knobs_reach(index, step.requests[index], kinds_);
+    } else {
+      for (const task_group& group : layout.groups)
+        if (!entry_of(group.task))
+          detail::fail_request(group.first_request, step.requests[group.first_request].id, "task", name(group.task),
+                               " has no pooler", unserved_);
+    }
     if (capacity_) {
       detail::check_limit("requests", static_cast<std::int64_t>(step.requests.size()), capacity_->requests);
       detail::check_limit("rows", layout.num_rows, capacity_->rows);
@@ -326,41 +369,155 @@ class step_runner {
     program.serial = detail::next_serial();
     program.hidden_size = hidden_size_;
     program.num_rows = layout.num_rows;
-    program.output_size = 0;
+    program.output_sizes.assign(outputs, 0);
     program.image_bytes = 0;
     program.shares.clear();
-    into.results.assign(step.requests.size(), std::nullopt);
-    into.groups = layout.groups;
+    if constexpr (per_part) {
+      for (part_results& part : into.parts) part.results.assign(step.requests.size(), std::nullopt);
+      scratch.part_batches.resize(entries);
+    } else {
+      into.results.assign(step.requests.size(), std::nullopt);
+      into.groups = layout.groups;
+    }
     detail::chunks_in_step(layout, scratch.chunks);
     std::int64_t result_rows = 0;
     std::int64_t columns = 0;
     std::vector<std::size_t>& chosen = scratch.chosen;
     for_each_unit([&](std::size_t entry, const auto& unit) {
       chosen.clear();
-      for (const task_group& group : layout.groups)  // the groups hold the requests' tasks: no pass over the requests
-        if (group.task == tasks[entry])
-          for (std::size_t i = group.first_request; i < group.first_request + group.num_requests; ++i)
-            chosen.push_back(i);
+      if constexpr (per_part) {
+        for (std::size_t i = 0; i < step.requests.size(); ++i) chosen.push_back(i);
+      } else {
+        for (const task_group& group : layout.groups)  // the groups hold the requests' tasks: no pass over the requests
+          if (group.task == tasks[entry])
+            for (std::size_t i = group.first_request; i < group.first_request + group.num_requests; ++i)
+              chosen.push_back(i);
+      }
       if (chosen.empty()) return;
-      const std::int64_t output_begin = detail::align_values(program.output_size, sizeof(Result));
+      std::int64_t& output_size = program.output_sizes[output_of(entry)];
+      const std::int64_t output_begin =
+          detail::align_values(output_size, sizeof(typename std::remove_cvref_t<decltype(unit)>::result_type));
       detail::share& planned = program.shares.next();
-      unit.plan(step, scratch.chunks, chosen, state, output_begin, capacity_.has_value(), planned, scratch.planner);
+      const auto states = detail::part_states<state_store<Space>>{state, part_of(entry)};
+      unit.plan(batch_of(entry, step, scratch), scratch.chunks, chosen, states, output_begin, capacity_.has_value(),
+                planned, scratch.planner);
       if (capacity_) unit.check_fits(planned);
+      for (detail::state_use& use : planned.stateful) use.part = part_of(entry);
       planned.entry = entry;
       planned.image_offset = capacity_ ? regions_[entry] : detail::align_bytes(program.image_bytes);
       program.image_bytes = std::max(program.image_bytes, planned.image_offset + planned.image_bytes);
-      program.output_size = output_begin + planned.output_values;
-      for (std::size_t k = 0; k < planned.requests.size(); ++k) into.results[planned.requests[k]] = planned.results[k];
-      if (unit.token_wise) result_rows += planned.result_rows;
-      columns += static_cast<std::int64_t>(planned.records.column_table.size());
+      output_size = output_begin + planned.output_values;
+      auto& results = [&]() -> auto& {
+        if constexpr (per_part)
+          return into.parts[entry].results;
+        else
+          return into.results;
+      }
+      ();
+      for (std::size_t k = 0; k < planned.requests.size(); ++k) results[planned.requests[k]] = planned.results[k];
+      if constexpr (per_part) {
+        // Every part has the whole step: each is held to the capacity on its own.
+        if (capacity_ && unit.token_wise)
+          detail::check_limit("result_rows", planned.result_rows, capacity_->result_rows);
+        if (capacity_)
+          detail::check_limit("columns", static_cast<std::int64_t>(planned.records.column_table.size()),
+                              capacity_->columns);
+      } else {
+        if (unit.token_wise) result_rows += planned.result_rows;
+        columns += static_cast<std::int64_t>(planned.records.column_table.size());
+      }
     });
     if (capacity_) {
       detail::check_limit("result_rows", result_rows, capacity_->result_rows);
       detail::check_limit("columns", columns, capacity_->columns);
       program.image_bytes = capacity_image_bytes_;  // every entry's region, each with a header to write
     }
-    into.output_size = program.output_size;
+    if constexpr (per_part) {
+      for (std::size_t entry = 0; entry < entries; ++entry) into.parts[entry].output_size = program.output_sizes[entry];
+    } else {
+      into.output_size = program.output_sizes[0];
+    }
     into.num_rows = program.num_rows;
+  }
+
+  /// The step as entry `entry` plans it: a multi_pooler's part sees each
+  /// request with the knobs that reach it (route_knobs), written into the
+  /// scratch's copy for it, whose storage the next plan reuses.
+  const batch& batch_of(std::size_t entry, const batch& step, detail::plan_scratch& scratch) const {
+    if constexpr (per_part) {
+      batch& routed = scratch.part_batches[entry];
+      routed.padded = step.padded;
+      routed.requests.resize(step.requests.size());
+      for (std::size_t index = 0; index < step.requests.size(); ++index)
+        detail::route_knobs(step.requests[index], kinds_[entry], filters_[entry], routed.requests[index]);
+      return routed;
+    } else {
+      return step;
+    }
+  }
+
+  /// forward(): the step into `spans`, one span an output.
+  template <hidden_element T>
+  void forward_into(hidden_view<T> hidden, const plan_type& plan, state_store<Space>& state,
+                    const output_spans& spans) {
+    const detail::step_program& program = detail::plan_access::program(plan);
+    check_maker(program);
+    detail::check_hidden(hidden, hidden_size_, program.num_rows);
+    check_outputs(spans, program.output_sizes, false);
+    if (space_->capturing())
+      detail::fail("forward",
+                   "the stream is being captured: a captured step goes through capture() and a graph_upload");
+    check_reserved(program, state);
+    if (!program.shares.empty()) {
+      const std::span<std::byte> staged = space_->stage(program.image_bytes);
+      encode(program, state, staged);
+      const std::byte* image = space_->upload(staged);
+      entry_branches branches(*space_, program.shares.size());
+      for (const detail::share& planned : program.shares) {
+        branches.next();
+        with_unit(planned.entry, [&](auto entry, auto& unit) {
+          unit.template launch<detail::sized_by::plan>(hidden, planned.records.counts(), image + planned.image_offset,
+                                                       std::get<output_of(decltype(entry)::value)>(spans).data(),
+                                                       planned.output_values);
+        });
+      }
+      branches.join();
+    }
+    advance(program, state);
+  }
+
+  /// capture(): the step into `spans`, one span an output.
+  template <hidden_element T, class Upload>
+  void capture_into(hidden_view<T> hidden, const plan_type& plan, state_store<Space>& state, const output_spans& spans,
+                    Upload& home) {
+    const detail::step_program& program = detail::plan_access::program(plan);
+    check_maker(program);
+    require_capacity("capture");
+    detail::check_captured_hidden(hidden, hidden_size_, capacity_->rows);
+    check_outputs(spans, output_capacities_, true);
+    check_for_capacity(program, home);
+    check_reserved(program, state);
+    encode(program, state, space_->stage(home, pieces_of<Upload>(program)));
+    const std::byte* image = space_->upload(home);
+    entry_branches branches(*space_, present_units());
+    for_each_unit([&](auto entry, auto& unit) {
+      branches.next();
+      unit.template launch<detail::sized_by::capacity>(hidden, unit.bounds().records, image + regions_[entry],
+                                                       std::get<output_of(decltype(entry)::value)>(spans).data(),
+                                                       output_capacities_[output_of(decltype(entry)::value)]);
+    });
+    branches.join();
+    advance(program, state);
+  }
+
+  /// Throws seqpool::error unless each output holds `sizes`' values: a plan's,
+  /// or, `captured`, the capacity's.
+  template <class Sizes>
+  static void check_outputs(const output_spans& spans, const Sizes& sizes, bool captured) {
+    [&]<std::size_t... Output>(std::index_sequence<Output...>) {
+      (detail::check_output(std::get<Output>(spans).size(), sizes[Output], captured, per_part, Output), ...);
+    }
+    (std::make_index_sequence<outputs>{});
   }
 
   void require_capacity(const char* call) const {
@@ -382,8 +539,10 @@ class step_runner {
   /// graph_upload this runner made for it.
   template <class Upload>
   void check_for_capacity(const detail::step_program& program, const Upload& home) const {
-    std::int64_t requests = 0;
-    for (const detail::share& planned : program.shares) requests += static_cast<std::int64_t>(planned.requests.size());
+    std::int64_t requests = 0;  // a multi_pooler's parts each hold every request
+    for (const detail::share& planned : program.shares)
+      requests = per_part ? std::max(requests, static_cast<std::int64_t>(planned.requests.size()))
+                          : requests + static_cast<std::int64_t>(planned.requests.size());
     detail::check_limit("requests", requests, capacity_->requests);
     detail::check_limit("rows", program.num_rows, capacity_->rows);
     if (program.image_bytes != capacity_image_bytes_)
@@ -404,14 +563,14 @@ class step_runner {
       detail::fail("reserve", "call reserve() with this step's plan before forward() (it makes the room the step needs "
                       "and settles its staging)");
     for (const detail::share& planned : program.shares) {
-      with_unit(planned.entry, [&](const auto& unit) {
+      with_unit(planned.entry, [&](auto, const auto& unit) {
         if (!unit.has_room_for(planned))
           detail::fail("reserve", "the step needs workspace that reserve() did not make: call reserve() with this "
                           "step's plan before forward()");
       });
       for (const detail::state_use& use : planned.stateful) {
-        state.check_current(use.batch_index, use.owner);
-        if (!state.holds(use.owner.id, use.floats))
+        state.check_current(use.batch_index, use.owner, use.part);
+        if (!state.holds(use.owner.id, use.floats, use.part))
           detail::fail_request(use.batch_index, use.owner.id, "state",
                        "no state was reserved for it: call reserve() with this step's plan before forward()");
       }
@@ -435,7 +594,7 @@ class step_runner {
       for (const detail::state_use& use : planned.stateful)
         for (std::int32_t k = 0; k < use.records; ++k)  // a stateful record's entry of the table: its detail's index
           state_table[planned.records.entries[static_cast<std::size_t>(use.request + k)].detail] =
-              state.data(use.owner.id) + k * use.record_floats;
+              state.data(use.owner.id, use.part) + k * use.record_floats;
     }
   }
 
@@ -458,7 +617,7 @@ class step_runner {
   /// After launching: chunked requests have pooled this step's tokens, and the plan has run.
   void advance(const detail::step_program& program, state_store<Space>& state) {
     for (const detail::share& planned : program.shares)
-      for (const detail::state_use& use : planned.stateful) state.advance(use.owner);
+      for (const detail::state_use& use : planned.stateful) state.advance(use.owner, use.part);
     last_run_ = program.serial;
     reserved_ = 0;
   }
@@ -472,16 +631,25 @@ class step_runner {
     return found;
   }
 
-  /// Calls `work(entry, unit)` for every present entry, in table order.
+  /// Calls `work(entry, unit)` for every present entry, in table order;
+  /// `entry` is a std::integral_constant, which converts to its std::size_t.
   template <class Work>
   void for_each_unit(Work&& work) {
-    std::size_t entry = 0;
-    std::apply([&](auto&... units) { ((units ? work(entry++, *units) : void(entry++)), ...); }, units_);
+    [&]<std::size_t... Entry>(std::index_sequence<Entry...>) {
+      ((std::get<Entry>(units_) ? work(std::integral_constant<std::size_t, Entry>{}, *std::get<Entry>(units_))
+                                : void()),
+       ...);
+    }
+    (std::make_index_sequence<entries>{});
   }
   template <class Work>
   void for_each_unit(Work&& work) const {
-    std::size_t entry = 0;
-    std::apply([&](const auto&... units) { ((units ? work(entry++, *units) : void(entry++)), ...); }, units_);
+    [&]<std::size_t... Entry>(std::index_sequence<Entry...>) {
+      ((std::get<Entry>(units_) ? work(std::integral_constant<std::size_t, Entry>{}, *std::get<Entry>(units_))
+                                : void()),
+       ...);
+    }
+    (std::make_index_sequence<entries>{});
   }
 
   /// The entries that hold a unit: a captured step's pieces and launches.
@@ -491,23 +659,27 @@ class step_runner {
     return present;
   }
 
-  /// Calls `work(unit)` with the unit of `entry`, which a plan of this runner names, so it is present.
+  /// Calls `work(entry, unit)` with the unit of `wanted`, which a plan of this
+  /// runner names, so it is present; `entry` as for_each_unit() gives it.
   template <class Work>
   void with_unit(std::size_t wanted, Work&& work) {
-    for_each_unit([&](std::size_t entry, auto& unit) {
-      if (entry == wanted) work(unit);
+    for_each_unit([&](auto entry, auto& unit) {
+      if (entry == wanted) work(entry, unit);
     });
   }
   template <class Work>
   void with_unit(std::size_t wanted, Work&& work) const {
-    for_each_unit([&](std::size_t entry, const auto& unit) {
-      if (entry == wanted) work(unit);
+    for_each_unit([&](auto entry, const auto& unit) {
+      if (entry == wanted) work(entry, unit);
     });
   }
 
   Space* space_;
   std::string unserved_;
   std::tuple<std::optional<Units>...> units_;
+  /// A multi_pooler's: the token filters each part adds, and what each part is (route_knobs).
+  std::array<part_filters, per_part ? entries : 0> filters_{};
+  std::array<detail::part_kind, per_part ? entries : 0> kinds_{};
   std::int64_t hidden_size_ = 0;
   std::uint64_t id_ = detail::next_serial();
   std::uint64_t reserved_ = 0;  ///< the plan the last reserve() was for, until it runs
@@ -515,7 +687,7 @@ class step_runner {
   std::optional<capacity> capacity_;
   std::array<std::size_t, entries> regions_{};  ///< each entry's offset in the capacity's image
   std::size_t capacity_image_bytes_ = 0;
-  std::int64_t output_capacity_ = 0;
+  std::array<std::int64_t, outputs> output_capacities_{};
 };
 
 }  // namespace seqpool

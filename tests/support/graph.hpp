@@ -91,18 +91,19 @@ class graph_replay {
   explicit graph_replay(Runner& runner) : runner_(runner), home_(runner.reserve_graph()) {}
 
   /// Reserves for `plan` and runs its step, whose rows are in `hidden` (the
-  /// capacity's, which the capture reads) and results go to `output`. The
-  /// launch moves the pieces of the image the batch uses, at most the whole
-  /// image, or the whole image, as the space's launch policy says.
-  template <class Hidden, class Output>
-  void run(Space& space, const Hidden& hidden, const seqpool::step_plan& plan, seqpool::state_store<Space>& state,
-           Output output) {
+  /// capacity's, which the capture reads) and results go to `outputs` (one,
+  /// or a multi_pooler's one a part). The launch moves the pieces of the image
+  /// the batch uses, at most the whole image, or the whole image, as the
+  /// space's launch policy says.
+  template <class Hidden, class Plan, class... Outputs>
+  void run(Space& space, const Hidden& hidden, const Plan& plan, seqpool::state_store<Space>& state,
+           Outputs... outputs) {
     runner_.reserve(plan, state);
     {
       const seqpool::audit_scope scope(space.audit());
       if (!graph_) {
         captured_graph<Space>::begin(space);
-        runner_.capture(hidden, plan, state, output, home_);
+        runner_.capture(hidden, plan, state, outputs..., home_);
         graph_.emplace(space);
       } else {
         runner_.restage(plan, state, home_);

@@ -39,7 +39,9 @@ class pooling_unit {
 
  public:
   using algorithms = algorithms_of<Space>;
+  using result_type = Result;
   static constexpr bool token_wise = Method::kind == method_kind::token;
+  static constexpr bool sparse = sparse_element<Result>;
   static constexpr seqpool::task task = task_of(token_wise, Head::kind);
 
   pooling_unit(Space& space, std::int64_t hidden_size, Method method, Head head)

@@ -20,6 +20,7 @@ struct plan_scratch {
   std::vector<std::uint64_t> id_table;  ///< the layout's check of unique ids
   std::vector<chunk> chunks;          ///< the layout's chunks, rows counted from the step's first row
   std::vector<std::size_t> chosen;    ///< one entry's requests
+  std::vector<batch> part_batches;    ///< a multi_pooler's: the step as each part plans it (route_knobs)
   planner_scratch planner;
 };
 
@@ -39,7 +40,8 @@ struct plan_maker {
 };
 
 /// A planned step: one share per pooler that has requests in it, their images
-/// packed into the step's one image and their results into one output. The
+/// packed into the step's one image and their results into its outputs (one,
+/// or a multi_pooler's one a part). The
 /// public step_plan carries it, opaque, with the storage the next plan into
 /// it reuses.
 struct step_program {
@@ -47,7 +49,7 @@ struct step_program {
   std::uint64_t serial = 0;  ///< this plan, which runs once, after the reserve() made for it
   std::int64_t hidden_size = 0;
   std::int64_t num_rows = 0;     ///< rows the step's hidden states must have
-  std::int64_t output_size = 0;  ///< values the step's output must hold
+  std::vector<std::int64_t> output_sizes;  ///< values each of the step's outputs must hold
   std::size_t image_bytes = 0;
   reused_list<share> shares;
   plan_scratch scratch;

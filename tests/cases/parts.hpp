@@ -1,0 +1,515 @@
+// docs/TESTS.md case 34 and the multi_pooler: several results of every request
+// from one step, each equal to its pooler's alone, chunked as whole, eager as
+// captured, and the knobs that reach each part.
+// Defines templated cases; a translation unit applies them to its spaces.
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <random>
+#include <span>
+#include <string>
+#include <vector>
+
+#include <doctest/doctest.h>
+
+#include <seqpool/seqpool.hpp>
+
+#include "../support/graph.hpp"
+#include "../support/step.hpp"
+
+namespace parts_cases {
+
+namespace method = seqpool::method;
+namespace head = seqpool::head;
+using seqpool::sparse_entry;
+
+template <class Space>
+using dense_pooler = seqpool::pooler<method::cls, head::embed, Space>;
+template <class Space>
+using sparse_pooler = seqpool::pooler<method::all, head::classify, Space, sparse_entry>;
+template <class Space>
+using colbert_pooler = seqpool::pooler<method::all, head::embed, Space>;
+/// BGE-M3's three outputs: the dense CLS embedding, sparse weights by token id, ColBERT vectors.
+template <class Space>
+using three_outputs = seqpool::multi_pooler<dense_pooler<Space>, sparse_pooler<Space>, colbert_pooler<Space>>;
+
+/// The layers of a BGE-M3-like model in the space's memory: sparse_linear
+/// [1, columns] and colbert_linear [dims, columns], each with its bias.
+template <class Space>
+struct model {
+  std::int64_t columns;
+  std::int64_t dims;
+  seqpool::buffer<float, Space> sparse_weight;
+  seqpool::buffer<float, Space> sparse_bias;
+  seqpool::buffer<float, Space> colbert_weight;
+  seqpool::buffer<float, Space> colbert_bias;
+
+  model(Space& space, std::int64_t hidden, std::int64_t colbert_dims, const std::vector<float>& sparse_row,
+        float sparse_offset, const std::vector<float>& colbert_rows, const std::vector<float>& colbert_offsets)
+      : columns(hidden),
+        dims(colbert_dims),
+        sparse_weight(test::to_space(space, sparse_row)),
+        sparse_bias(test::to_space(space, std::vector<float>{sparse_offset})),
+        colbert_weight(test::to_space(space, colbert_rows)),
+        colbert_bias(test::to_space(space, colbert_offsets)) {}
+
+  dense_pooler<Space> dense(Space& space) const { return {space, columns}; }
+  sparse_pooler<Space> sparse(Space& space) const {
+    return {space,
+            columns,
+            {},
+            head::classify(seqpool::dense_stack{{{sparse_weight.data(), sparse_bias.data(), 1, columns},
+                                                 seqpool::activation_function::relu}},
+                           head::problem_type::regression)};
+  }
+  colbert_pooler<Space> colbert(Space& space) const {
+    return {space,
+            columns,
+            {},
+            head::embed(seqpool::dense_stack{{{colbert_weight.data(), colbert_bias.data(), dims, columns},
+                                              seqpool::activation_function::identity}})};
+  }
+
+  /// The three outputs, with BGE-M3's filters: its sparse weights leave out the
+  /// ids `special`, its ColBERT vectors the first token.
+  three_outputs<Space> outputs(Space& space, std::vector<std::int64_t> special) const {
+    return three_outputs<Space>(space, {dense(space)}, {sparse(space), {.drop_token_ids = std::move(special)}},
+                                {colbert(space), {.drop_first = true}});
+  }
+};
+
+/// Each request's result as the output holds its values, or none.
+template <class Result>
+using raw_results = std::vector<std::optional<std::vector<Result>>>;
+
+template <class Result>
+raw_results<Result> cut(const std::vector<std::optional<seqpool::result_slice>>& results,
+                        const std::vector<Result>& output) {
+  raw_results<Result> cut_out;
+  for (const auto& result : results) {
+    if (!result) {
+      cut_out.emplace_back();
+      continue;
+    }
+    const auto begin = output.begin() + result->offset;
+    cut_out.emplace_back(std::vector<Result>(begin, begin + result->rows * result->cols));
+  }
+  return cut_out;
+}
+
+/// A step's three results a request, in batch order.
+struct step_results {
+  raw_results<float> dense;
+  raw_results<sparse_entry> sparse;
+  raw_results<float> colbert;
+};
+
+template <class Space>
+struct output_buffers {
+  seqpool::buffer<float, Space> dense;
+  seqpool::buffer<sparse_entry, Space> sparse;
+  seqpool::buffer<float, Space> colbert;
+
+  output_buffers(Space& space, std::int64_t dense_values, std::int64_t sparse_values, std::int64_t colbert_values)
+      : dense(space, static_cast<std::size_t>(dense_values)),
+        sparse(space, static_cast<std::size_t>(sparse_values)),
+        colbert(space, static_cast<std::size_t>(colbert_values)) {}
+
+  step_results cut_by(Space& space, const seqpool::parts_plan& plan) const {
+    return {cut(plan.parts[0].results, test::to_host(space, dense)),
+            cut(plan.parts[1].results, test::to_host(space, sparse)),
+            cut(plan.parts[2].results, test::to_host(space, colbert))};
+  }
+};
+
+/// One step through the three outputs, planned into `plan`, under the audit,
+/// which must show the sync contract kept.
+template <class Space>
+step_results forward(Space& space, three_outputs<Space>& outputs, seqpool::state_store<Space>& state,
+                     const seqpool::batch& step, const std::vector<float>& rows, seqpool::parts_plan& plan) {
+  const auto hidden = test::to_space(space, rows);
+  outputs.plan(step, state, plan);
+  REQUIRE(plan.parts.size() == 3);
+  outputs.reserve(plan, state);
+  const output_buffers<Space> out(space, plan.parts[0].output_size, plan.parts[1].output_size,
+                                  plan.parts[2].output_size);
+  {
+    const seqpool::audit_scope scope(space.audit());
+    outputs.forward(seqpool::make_hidden_view(hidden.data(), plan.num_rows, outputs.hidden_size()), plan, state,
+                    out.dense.span(), out.sparse.span(), out.colbert.span());
+    test::check_sync_contract(scope.counts());
+  }
+  return out.cut_by(space, plan);
+}
+
+/// One prompt: its rows, ids, chunk sizes, knobs, and the step its first chunk is in.
+struct prompt {
+  std::string id;
+  std::vector<float> rows;
+  std::vector<std::int64_t> token_ids;
+  std::vector<std::int64_t> chunks;
+  seqpool::pooling_params params;
+  std::size_t first_step = 0;
+};
+
+/// The step `turn` of `prompts`: each begun, unfinished prompt's next chunk,
+/// its rows, and which prompt each request is; `done` counts each prompt's
+/// rows pooled so far and moves on. Empty once every prompt has finished.
+struct step_of_prompts {
+  seqpool::batch step;
+  std::vector<float> rows;
+  std::vector<std::size_t> members;
+};
+
+inline std::optional<step_of_prompts> next_step(const std::vector<prompt>& prompts, std::size_t turn,
+                                                std::int64_t columns, std::vector<std::int64_t>& done) {
+  step_of_prompts next;
+  bool left = false;
+  for (std::size_t p = 0; p < prompts.size(); ++p) {
+    const prompt& at = prompts[p];
+    left = left || turn < at.first_step + at.chunks.size();
+    if (turn < at.first_step || turn >= at.first_step + at.chunks.size()) continue;
+    const std::int64_t size = at.chunks[turn - at.first_step];
+    seqpool::request r = test::part(at.id, seqpool::task::embed, static_cast<std::int64_t>(at.token_ids.size()),
+                                    done[p], size, at.params);
+    r.prompt_token_ids = at.token_ids;
+    next.step.requests.push_back(std::move(r));
+    next.rows.insert(next.rows.end(), at.rows.begin() + done[p] * columns,
+                     at.rows.begin() + (done[p] + size) * columns);
+    next.members.push_back(p);
+    done[p] += size;
+  }
+  if (!left) return std::nullopt;
+  return next;
+}
+
+/// `step` as a pooler of `pooling_task` alone is given it to pool one part:
+/// knobs written out by hand as SPEC section 11 routes them, the part's
+/// filters added (`drop_first`, `drop_ids`).
+inline seqpool::batch alone(const seqpool::batch& step, seqpool::task pooling_task, bool sparse, bool drop_first,
+                            const std::vector<std::int64_t>& drop_ids) {
+  seqpool::batch routed = step;
+  for (seqpool::request& r : routed.requests) {
+    seqpool::pooling_params& knobs = r.params;
+    r.task = pooling_task;
+    if (seqpool::is_token_task(pooling_task)) {
+      knobs.drop_first = knobs.drop_first || drop_first;
+      std::vector<std::int64_t> ids = knobs.drop_token_ids;
+      ids.insert(ids.end(), drop_ids.begin(), drop_ids.end());
+      std::sort(ids.begin(), ids.end());
+      ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
+      knobs.drop_token_ids = ids;
+      knobs.dimensions.reset();
+    } else {
+      knobs.drop_first = knobs.drop_last = false;
+      knobs.drop_token_ids.clear();
+    }
+    if (!sparse) knobs.top_k.reset();
+  }
+  return routed;
+}
+
+/// Runs `prompts` step by step through `outputs` and, beside it, through
+/// separate poolers of each part with the knobs routed by hand; checks every
+/// step's results of each part equal the pooler's alone, bit for bit, and
+/// returns each prompt's results from the step it finished in.
+template <class Space>
+step_results run_beside_poolers(Space& space, const model<Space>& weights, const std::vector<prompt>& prompts,
+                                const std::vector<std::int64_t>& special) {
+  three_outputs<Space> outputs = weights.outputs(space, special);
+  dense_pooler<Space> dense = weights.dense(space);
+  sparse_pooler<Space> sparse = weights.sparse(space);
+  colbert_pooler<Space> colbert = weights.colbert(space);
+  seqpool::state_store<Space> state(space);
+  seqpool::state_store<Space> dense_state(space);
+  seqpool::state_store<Space> sparse_state(space);
+  seqpool::state_store<Space> colbert_state(space);
+  seqpool::parts_plan plan;
+  seqpool::step_plan alone_plan;
+  std::vector<std::int64_t> done(prompts.size(), 0);
+  step_results finished{raw_results<float>(prompts.size()), raw_results<sparse_entry>(prompts.size()),
+                        raw_results<float>(prompts.size())};
+  for (std::size_t turn = 0;; ++turn) {
+    CAPTURE(turn);
+    const std::optional<step_of_prompts> next = next_step(prompts, turn, weights.columns, done);
+    if (!next) break;
+    const step_results got = forward(space, outputs, state, next->step, next->rows, plan);
+    const auto pooled_alone = [&](auto& pooler, auto& own_state, const seqpool::batch& routed) {
+      const auto output = test::forward_step(space, pooler, own_state, routed, next->rows, weights.columns, alone_plan);
+      return cut(alone_plan.results, output);
+    };
+    CHECK(got.dense == pooled_alone(dense, dense_state, alone(next->step, seqpool::task::embed, false, false, {})));
+    CHECK(got.sparse ==
+          pooled_alone(sparse, sparse_state, alone(next->step, seqpool::task::token_classify, true, false, special)));
+    CHECK(got.colbert ==
+          pooled_alone(colbert, colbert_state, alone(next->step, seqpool::task::token_embed, false, true, {})));
+    for (std::size_t k = 0; k < next->members.size(); ++k) {
+      const std::size_t p = next->members[k];
+      const bool finishes = done[p] == static_cast<std::int64_t>(prompts[p].token_ids.size());
+      CHECK(got.dense[k].has_value() == finishes);
+      if (!finishes) continue;
+      finished.dense[p] = got.dense[k];
+      finished.sparse[p] = got.sparse[k];
+      finished.colbert[p] = got.colbert[k];
+    }
+  }
+  CHECK(state.size() == 0);
+  return finished;
+}
+
+/// Values of a grid of 1/8 in [-2, 2): sums over them with such weights are exact in float.
+inline std::vector<float> grid_values(std::size_t count, std::mt19937& engine) {
+  std::uniform_int_distribution<int> eighths(-16, 15);
+  std::vector<float> drawn(count);
+  for (float& value : drawn) value = static_cast<float>(eighths(engine)) / 8.0f;
+  return drawn;
+}
+
+/// `count` prompts of `columns` columns, ids in [0, 12), drawn chunks and
+/// knobs, each first scheduled at a drawn step.
+inline std::vector<prompt> drawn_prompts(std::size_t count, std::int64_t columns, std::mt19937& engine) {
+  std::vector<prompt> prompts;
+  std::uniform_int_distribution<std::int64_t> lengths(1, 9);
+  std::uniform_int_distribution<std::int64_t> ids(0, 11);
+  std::uniform_int_distribution<int> coin(0, 1);
+  for (std::size_t p = 0; p < count; ++p) {
+    prompt drawn;
+    drawn.id = test::id("p", static_cast<std::int64_t>(p));
+    const std::int64_t length = lengths(engine);
+    drawn.rows = grid_values(static_cast<std::size_t>(length * columns), engine);
+    for (std::int64_t t = 0; t < length; ++t) drawn.token_ids.push_back(t == 0 ? 0 : ids(engine));
+    for (std::int64_t left = length; left > 0;) {
+      drawn.chunks.push_back(std::uniform_int_distribution<std::int64_t>(1, left)(engine));
+      left -= drawn.chunks.back();
+    }
+    if (coin(engine)) drawn.params.dimensions = std::uniform_int_distribution<std::int64_t>(1, columns)(engine);
+    if (coin(engine)) drawn.params.top_k = std::uniform_int_distribution<std::int64_t>(1, 4)(engine);
+    if (coin(engine)) drawn.params.drop_token_ids = {2, 5};
+    drawn.params.drop_last = coin(engine) == 1;
+    drawn.first_step = std::uniform_int_distribution<std::size_t>(0, 2)(engine);
+    prompts.push_back(std::move(drawn));
+  }
+  return prompts;
+}
+
+}  // namespace parts_cases
+
+TEST_CASE_TEMPLATE_DEFINE("case 34: BGE-M3's dense, sparse and ColBERT outputs from one step", Space,
+                          case_34_three_outputs) {
+  using namespace parts_cases;
+  Space space;
+  // Two columns; sparse_linear v = [1, −1], b = 0.5; colbert_linear [[1, 1], [1, −1]], no offset.
+  const model<Space> weights(space, 2, 2, {1, -1}, 0.5f, {1, 1, 1, -1}, {0, 0});
+  three_outputs<Space> outputs = weights.outputs(space, {0, 2});
+  seqpool::state_store<Space> state(space);
+  seqpool::parts_plan plan;
+  const std::vector<std::int64_t> ids{0, 7, 9, 7, 2};
+  const std::vector<float> rows{3, 4, 0, 1, 1, 1, 2, 0, 0, 3};
+  seqpool::batch step{{test::whole("q", seqpool::task::embed, 5)}};
+  step.requests[0].prompt_token_ids = ids;
+  const float half = 0.70710678f;
+  const auto check = [&](const step_results& got) {
+    // Dense: the CLS row [3, 4] over its norm 5.
+    REQUIRE(got.dense[0].has_value());
+    test::check_close({1, 2, *got.dense[0]}, {1, 2, {0.6f, 0.8f}}, 1e-6);
+    // Sparse: relu(h0 − h1 + 0.5) = −0.5 → 0 (id 7), 0.5 (9), 2.5 (7); ids 0 and 2 left out.
+    CHECK(got.sparse[0] == std::vector<sparse_entry>{{2, 0}, {7, 2.5f}, {9, 0.5f}});
+    // ColBERT: rows 1-4 (the first left out) through [[1, 1], [1, −1]], each over its norm.
+    REQUIRE(got.colbert[0].has_value());
+    test::check_close({4, 2, *got.colbert[0]}, {4, 2, {half, -half, 1, 0, half, half, half, -half}}, 1e-6);
+  };
+  check(forward(space, outputs, state, step, rows, plan));
+  CHECK(plan.parts[0].results[0]->rows == 1);
+  CHECK(plan.parts[1].results[0]->cols == 3);  // the count and a pair for each of the 2 distinct ids kept
+  CHECK(plan.parts[2].results[0]->rows == 4);
+  // In chunks of 2, 2 and 1: the same results, from the step the request finishes in.
+  const std::vector<std::int64_t> chunks{2, 2, 1};
+  std::int64_t done = 0;
+  for (const std::int64_t size : chunks) {
+    seqpool::batch chunk{{test::part("q", seqpool::task::embed, 5, done, size)}};
+    chunk.requests[0].prompt_token_ids = ids;
+    const std::vector<float> chunk_rows(rows.begin() + 2 * done, rows.begin() + 2 * (done + size));
+    const step_results got = forward(space, outputs, state, chunk, chunk_rows, plan);
+    done += size;
+    if (done < 5) {
+      CHECK_FALSE(got.dense[0].has_value());
+      CHECK_FALSE(got.sparse[0].has_value());
+      CHECK_FALSE(got.colbert[0].has_value());
+      CHECK(state.contains("q"));
+      CHECK(state.num_computed("q") == done);
+      CHECK(state.size() == 3);  // one state a part
+    } else {
+      check(got);
+    }
+  }
+  CHECK(state.size() == 0);
+}
+
+TEST_CASE_TEMPLATE_DEFINE("a multi_pooler's parts equal their poolers alone, step by step, chunked as whole", Space,
+                          parts_match_poolers) {
+  using namespace parts_cases;
+  Space space;
+  std::mt19937 engine(34);
+  for (int draw = 0; draw < 12; ++draw) {
+    CAPTURE(draw);
+    const std::int64_t columns = std::uniform_int_distribution<std::int64_t>(1, 6)(engine);
+    const std::int64_t dims = std::uniform_int_distribution<std::int64_t>(1, 5)(engine);
+    const model<Space> weights(space, columns, dims, grid_values(static_cast<std::size_t>(columns), engine), 0.25f,
+                               grid_values(static_cast<std::size_t>(dims * columns), engine),
+                               grid_values(static_cast<std::size_t>(dims), engine));
+    std::vector<prompt> prompts =
+        drawn_prompts(std::uniform_int_distribution<std::size_t>(1, 7)(engine), columns, engine);
+    const std::vector<std::int64_t> special{0, 1, 3};
+    const step_results chunked = run_beside_poolers(space, weights, prompts, special);
+    for (prompt& whole : prompts) {
+      whole.chunks = {static_cast<std::int64_t>(whole.token_ids.size())};
+      whole.first_step = 0;
+    }
+    const step_results at_once = run_beside_poolers(space, weights, prompts, special);
+    CHECK(chunked.dense == at_once.dense);
+    CHECK(chunked.sparse == at_once.sparse);
+    CHECK(chunked.colbert == at_once.colbert);
+  }
+}
+
+TEST_CASE_TEMPLATE_DEFINE("a multi_pooler refuses knobs no part takes, filters on sequence parts, and bad filters",
+                          Space, parts_refuse_bad_input) {
+  using namespace parts_cases;
+  Space space;
+  const model<Space> weights(space, 2, 2, {1, -1}, 0.5f, {1, 1, 1, -1}, {0, 0});
+  const std::vector<float> rows{3, 4, 0, 1, 1, 1};
+  const std::vector<std::int64_t> ids{0, 7, 9};
+  const auto refuses = [&](auto& outputs, seqpool::pooling_params knobs, const std::string& message) {
+    seqpool::state_store<Space> state(space);
+    seqpool::batch step{{test::whole("r", seqpool::task::embed, 3, std::move(knobs))}};
+    step.requests[0].prompt_token_ids = ids;
+    CHECK_THROWS_WITH_AS(outputs.plan(step, state), message.c_str(), seqpool::error);
+  };
+  // Only a dense part and a ColBERT part: top_k reaches none.
+  seqpool::multi_pooler<dense_pooler<Space>, colbert_pooler<Space>> dense_and_colbert(
+      space, {weights.dense(space)}, {weights.colbert(space), {.drop_first = true}});
+  refuses(dense_and_colbert, {.top_k = 2},
+          "request 0 (id \"r\"): top_k: no part of this multi_pooler takes it (sparse parts do)");
+  refuses(dense_and_colbert, {.drop_token_ids = {5, 3}},
+          "request 0 (id \"r\"): drop_token_ids: id 1 is 3 after 5; the ids must be strictly ascending");
+  // Only token parts: dimensions, spans and instruction_len reach none.
+  seqpool::multi_pooler<sparse_pooler<Space>, colbert_pooler<Space>> tokens(space, {weights.sparse(space)},
+                                                                            {weights.colbert(space)});
+  refuses(tokens, {.dimensions = 1},
+          "request 0 (id \"r\"): dimensions: no part of this multi_pooler takes it (sequence parts that embed into "
+          "dense rows do)");
+  refuses(tokens, {.spans = {{0, 2}}},
+          "request 0 (id \"r\"): spans: no part of this multi_pooler takes it (sequence "
+          "parts do)");
+  refuses(tokens, {.instruction_len = 1},
+          "request 0 (id \"r\"): instruction_len: no part of this multi_pooler takes it (sequence parts do)");
+  // Only a sequence part: token filters reach none.
+  seqpool::multi_pooler<dense_pooler<Space>> dense_only(space, {weights.dense(space)});
+  refuses(dense_only, {.drop_first = true},
+          "request 0 (id \"r\"): drop_first: no part of this multi_pooler takes it (token parts do)");
+  // A knob a part takes but refuses is refused as its pooler refuses it.
+  refuses(dense_and_colbert, {.dimensions = 3}, "request 0 (id \"r\"): dimensions: must be in [1, 2], got 3");
+  // Filters: on a sequence part, out of order, negative, too many.
+  CHECK_THROWS_WITH_AS(seqpool::multi_pooler<dense_pooler<Space>>(space, {weights.dense(space), {.drop_first = true}}),
+                       "part_filters: part 0 pools a sequence method; only token parts drop rows", seqpool::error);
+  CHECK_THROWS_WITH_AS((seqpool::multi_pooler<dense_pooler<Space>, colbert_pooler<Space>>(
+                           space, {weights.dense(space)}, {weights.colbert(space), {.drop_token_ids = {4, 4}}})),
+                       "part_filters: part 1's drop_token_ids: id 1 is 4; the ids must be ≥ 0 and strictly ascending",
+                       seqpool::error);
+  CHECK_THROWS_WITH_AS(
+      (seqpool::multi_pooler<colbert_pooler<Space>>(space, {weights.colbert(space), {.drop_token_ids = {-1}}})),
+      "part_filters: part 0's drop_token_ids: id 0 is -1; the ids must be ≥ 0 and strictly ascending", seqpool::error);
+  std::vector<std::int64_t> many(seqpool::max_drop_token_ids + 1);
+  for (std::size_t k = 0; k < many.size(); ++k) many[k] = static_cast<std::int64_t>(k);
+  CHECK_THROWS_WITH_AS(
+      (seqpool::multi_pooler<colbert_pooler<Space>>(space, {weights.colbert(space), {.drop_token_ids = many}})),
+      "part_filters: part 0 drops 1025 ids; at most 1024 may be dropped", seqpool::error);
+  // Parts of two widths read no one hidden states.
+  const model<Space> wider(space, 3, 1, {1, 1, 1}, 0.0f, {1, 1, 1}, {0});
+  CHECK_THROWS_WITH_AS((seqpool::multi_pooler<dense_pooler<Space>, colbert_pooler<Space>>(space, {weights.dense(space)},
+                                                                                          {wider.colbert(space)})),
+                       "hidden_size: the parts of one multi_pooler read the same hidden states, but one has 3 "
+                       "columns and another 2",
+                       seqpool::error);
+  // An output of a part too small for the step.
+  three_outputs<Space> outputs = weights.outputs(space, {0});
+  seqpool::state_store<Space> state(space);
+  seqpool::batch step{{test::whole("r", seqpool::task::embed, 3)}};
+  step.requests[0].prompt_token_ids = ids;
+  const seqpool::parts_plan plan = outputs.plan(step, state);
+  outputs.reserve(plan, state);
+  const auto hidden = test::to_space(space, rows);
+  const output_buffers<Space> out(space, plan.parts[0].output_size, plan.parts[1].output_size,
+                                  plan.parts[2].output_size - 1);
+  CHECK_THROWS_WITH_AS(outputs.forward(seqpool::make_hidden_view(hidden.data(), 3, 2), plan, state, out.dense.span(),
+                                       out.sparse.span(), out.colbert.span()),
+                       ("output of part 2: holds " + std::to_string(plan.parts[2].output_size - 1) +
+                        " values but the step writes " + std::to_string(plan.parts[2].output_size))
+                           .c_str(),
+                       seqpool::error);
+}
+
+TEST_CASE_TEMPLATE_DEFINE("a chunked request's states, one a part, are released together", Space, parts_release) {
+  using namespace parts_cases;
+  Space space;
+  const model<Space> weights(space, 2, 2, {1, -1}, 0.5f, {1, 1, 1, -1}, {0, 0});
+  three_outputs<Space> outputs = weights.outputs(space, {0});
+  seqpool::state_store<Space> state(space);
+  seqpool::parts_plan plan;
+  const std::vector<std::int64_t> ids{0, 7, 9};
+  seqpool::batch first{{test::part("r", seqpool::task::embed, 3, 0, 2)}};
+  first.requests[0].prompt_token_ids = ids;
+  forward(space, outputs, state, first, {3, 4, 0, 1}, plan);
+  CHECK(state.size() == 3);
+  state.release("r");
+  CHECK(state.size() == 0);
+  CHECK_FALSE(state.contains("r"));
+  // Begun again after the release, the request pools its whole prompt.
+  seqpool::batch again{{test::whole("r", seqpool::task::embed, 3)}};
+  again.requests[0].prompt_token_ids = ids;
+  const step_results got = forward(space, outputs, state, again, {3, 4, 0, 1, 1, 1}, plan);
+  CHECK(got.colbert[0]->size() == 4);
+}
+
+TEST_CASE_TEMPLATE_DEFINE("a multi_pooler captured once gives every batch it replays for the eager results", Space,
+                          parts_captured) {
+  using namespace parts_cases;
+  Space space(test::captured_graph<Space>::backend());
+  std::mt19937 engine(340);
+  const std::int64_t columns = 4;
+  const model<Space> weights(space, columns, 3, grid_values(4, engine), 0.25f, grid_values(12, engine),
+                             grid_values(3, engine));
+  const std::vector<prompt> prompts = drawn_prompts(6, columns, engine);
+  const std::vector<std::int64_t> special{0, 1};
+  three_outputs<Space> eager = weights.outputs(space, special);
+  three_outputs<Space> captured = weights.outputs(space, special);
+  const seqpool::capacity limits{.requests = 8, .rows = 40, .result_rows = 40, .columns = 0};
+  captured.reserve_capacity(limits);
+  const output_buffers<Space> out(space, captured.output_capacity(0), captured.output_capacity(1),
+                                  captured.output_capacity(2));
+  seqpool::buffer<float, Space> hidden(space, static_cast<std::size_t>(limits.rows * columns));
+  test::graph_replay<Space, three_outputs<Space>> graph(captured);
+  seqpool::state_store<Space> eager_state(space);
+  seqpool::state_store<Space> captured_state(space);
+  seqpool::parts_plan eager_plan;
+  seqpool::parts_plan captured_plan;
+  std::vector<std::int64_t> done(prompts.size(), 0);
+  for (std::size_t turn = 0;; ++turn) {
+    CAPTURE(turn);
+    std::vector<std::int64_t> eager_done = done;
+    const std::optional<step_of_prompts> next = next_step(prompts, turn, columns, done);
+    if (!next) break;
+    const step_results expected = forward(space, eager, eager_state, next->step, next->rows, eager_plan);
+    captured.plan(next->step, captured_state, captured_plan);
+    space.copy_in(std::span<const float>(next->rows), hidden.span().first(next->rows.size()));
+    graph.run(space, seqpool::make_hidden_view(hidden.data(), limits.rows, columns), captured_plan, captured_state,
+              out.dense.span(), out.sparse.span(), out.colbert.span());
+    const step_results got = out.cut_by(space, captured_plan);
+    CHECK(got.dense == expected.dense);
+    CHECK(got.sparse == expected.sparse);
+    CHECK(got.colbert == expected.colbert);
+  }
+}
