@@ -23,7 +23,7 @@ namespace seqpool {
 /// part's kernels read the rows it needs from the same hidden states.
 ///
 /// A request's task is not read: each part pools it for the task its pooler
-/// serves, with the request's knobs that apply to the part (SPEC section 11)
+/// serves, with the request's knobs that apply to the part (SPEC section 5)
 /// and, for a token part, the token filters the part adds. Chunked requests
 /// keep one state a part in the state store (release() drops them all).
 ///

@@ -187,7 +187,7 @@ inline std::optional<step_of_prompts> next_step(const std::vector<prompt>& promp
 }
 
 /// `step` as a pooler of `pooling_task` alone is given it to pool one part:
-/// knobs written out by hand as SPEC section 11 routes them, the part's
+/// knobs written out by hand as SPEC section 5 routes them, the part's
 /// filters added (`drop_first`, `drop_ids`).
 inline seqpool::batch alone(const seqpool::batch& step, seqpool::task pooling_task, bool sparse, bool drop_first,
                             const std::vector<std::int64_t>& drop_ids) {

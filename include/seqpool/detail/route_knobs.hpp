@@ -30,7 +30,7 @@ struct part_kind {
 
 /// Request `asked` as a part of kind `kind` plans it, written into `into`
 /// (whose strings and lists keep their storage): the part's task, and of the
-/// request's knobs those that apply to the part (SPEC section 11) — use_activation
+/// request's knobs those that apply to the part (SPEC section 5) — use_activation
 /// to every part; token filters, step_tag_id and returned_token_ids to token
 /// parts, with the part's own filters added; spans and instruction_len to
 /// sequence parts; dimensions to sequence parts that embed into a dense row;
