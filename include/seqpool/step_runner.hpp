@@ -380,14 +380,20 @@ class step_runner {
       into.groups = layout.groups;
     }
     detail::chunks_in_step(layout, scratch.chunks);
+    // A dispatcher's entries share the step: their result rows and columns add
+    // up. A multi_pooler's parts each have the whole step: the largest counts.
     std::int64_t result_rows = 0;
     std::int64_t columns = 0;
+    const auto count = [](std::int64_t& total, std::int64_t share) {
+      total = per_part ? std::max(total, share) : total + share;
+    };
     std::vector<std::size_t>& chosen = scratch.chosen;
+    chosen.clear();
+    if constexpr (per_part)
+      for (std::size_t i = 0; i < step.requests.size(); ++i) chosen.push_back(i);
     for_each_unit([&](std::size_t entry, const auto& unit) {
-      chosen.clear();
-      if constexpr (per_part) {
-        for (std::size_t i = 0; i < step.requests.size(); ++i) chosen.push_back(i);
-      } else {
+      if constexpr (!per_part) {
+        chosen.clear();
         for (const task_group& group : layout.groups)  // the groups hold the requests' tasks: no pass over the requests
           if (group.task == tasks[entry])
             for (std::size_t i = group.first_request; i < group.first_request + group.num_requests; ++i)
@@ -407,25 +413,10 @@ class step_runner {
       planned.image_offset = capacity_ ? regions_[entry] : detail::align_bytes(program.image_bytes);
       program.image_bytes = std::max(program.image_bytes, planned.image_offset + planned.image_bytes);
       output_size = output_begin + planned.output_values;
-      auto& results = [&]() -> auto& {
-        if constexpr (per_part)
-          return into.parts[entry].results;
-        else
-          return into.results;
-      }
-      ();
+      std::vector<std::optional<result_slice>>& results = results_of(into, entry);
       for (std::size_t k = 0; k < planned.requests.size(); ++k) results[planned.requests[k]] = planned.results[k];
-      if constexpr (per_part) {
-        // Every part has the whole step: each is held to the capacity on its own.
-        if (capacity_ && unit.token_wise)
-          detail::check_limit("result_rows", planned.result_rows, capacity_->result_rows);
-        if (capacity_)
-          detail::check_limit("columns", static_cast<std::int64_t>(planned.records.column_table.size()),
-                              capacity_->columns);
-      } else {
-        if (unit.token_wise) result_rows += planned.result_rows;
-        columns += static_cast<std::int64_t>(planned.records.column_table.size());
-      }
+      if (unit.token_wise) count(result_rows, planned.result_rows);
+      count(columns, static_cast<std::int64_t>(planned.records.column_table.size()));
     });
     if (capacity_) {
       detail::check_limit("result_rows", result_rows, capacity_->result_rows);
@@ -438,6 +429,14 @@ class step_runner {
       into.output_size = program.output_sizes[0];
     }
     into.num_rows = program.num_rows;
+  }
+
+  /// Where entry `entry`'s results of each request go in the plan.
+  static std::vector<std::optional<result_slice>>& results_of(plan_type& into, std::size_t entry) {
+    if constexpr (per_part)
+      return into.parts[entry].results;
+    else
+      return into.results;
   }
 
   /// The step as entry `entry` plans it: a multi_pooler's part sees each
