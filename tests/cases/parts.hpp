@@ -18,6 +18,7 @@
 #include <seqpool/seqpool.hpp>
 
 #include "../support/graph.hpp"
+#include "../support/prompts.hpp"
 #include "../support/step.hpp"
 
 namespace parts_cases {
@@ -145,46 +146,8 @@ step_results forward(Space& space, three_outputs<Space>& outputs, seqpool::state
   return out.cut_by(space, plan);
 }
 
-/// One prompt: its rows, ids, chunk sizes, knobs, and the step its first chunk is in.
-struct prompt {
-  std::string id;
-  std::vector<float> rows;
-  std::vector<std::int64_t> token_ids;
-  std::vector<std::int64_t> chunks;
-  seqpool::pooling_params params;
-  std::size_t first_step = 0;
-};
-
-/// The step `turn` of `prompts`: each begun, unfinished prompt's next chunk,
-/// its rows, and which prompt each request is; `done` counts each prompt's
-/// rows pooled so far and moves on. Empty once every prompt has finished.
-struct step_of_prompts {
-  seqpool::batch step;
-  std::vector<float> rows;
-  std::vector<std::size_t> members;
-};
-
-inline std::optional<step_of_prompts> next_step(const std::vector<prompt>& prompts, std::size_t turn,
-                                                std::int64_t columns, std::vector<std::int64_t>& done) {
-  step_of_prompts next;
-  bool left = false;
-  for (std::size_t p = 0; p < prompts.size(); ++p) {
-    const prompt& at = prompts[p];
-    left = left || turn < at.first_step + at.chunks.size();
-    if (turn < at.first_step || turn >= at.first_step + at.chunks.size()) continue;
-    const std::int64_t size = at.chunks[turn - at.first_step];
-    seqpool::request r = test::part(at.id, seqpool::task::embed, static_cast<std::int64_t>(at.token_ids.size()),
-                                    done[p], size, at.params);
-    r.prompt_token_ids = at.token_ids;
-    next.step.requests.push_back(std::move(r));
-    next.rows.insert(next.rows.end(), at.rows.begin() + done[p] * columns,
-                     at.rows.begin() + (done[p] + size) * columns);
-    next.members.push_back(p);
-    done[p] += size;
-  }
-  if (!left) return std::nullopt;
-  return next;
-}
+using prompt = test::chunked_prompt;
+using test::grid_values;
 
 /// `step` as a pooler of `pooling_task` alone is given it to pool one part:
 /// knobs written out by hand as SPEC section 5 routes them, the part's
@@ -234,7 +197,8 @@ step_results run_beside_poolers(Space& space, const model<Space>& weights, const
                         raw_results<float>(prompts.size())};
   for (std::size_t turn = 0;; ++turn) {
     CAPTURE(turn);
-    const std::optional<step_of_prompts> next = next_step(prompts, turn, weights.columns, done);
+    const std::optional<test::step_of_prompts> next =
+        test::next_step(prompts, turn, seqpool::task::embed, weights.columns, done);
     if (!next) break;
     const step_results got = forward(space, outputs, state, next->step, next->rows, plan);
     const auto pooled_alone = [&](auto& pooler, auto& own_state, const seqpool::batch& routed) {
@@ -260,14 +224,6 @@ step_results run_beside_poolers(Space& space, const model<Space>& weights, const
   return finished;
 }
 
-/// Values of a grid of 1/8 in [-2, 2): sums over them with such weights are exact in float.
-inline std::vector<float> grid_values(std::size_t count, std::mt19937& engine) {
-  std::uniform_int_distribution<int> eighths(-16, 15);
-  std::vector<float> drawn(count);
-  for (float& value : drawn) value = static_cast<float>(eighths(engine)) / 8.0f;
-  return drawn;
-}
-
 /// `count` prompts of `columns` columns, ids in [0, 12), drawn chunks and
 /// knobs, each first scheduled at a drawn step.
 inline std::vector<prompt> drawn_prompts(std::size_t count, std::int64_t columns, std::mt19937& engine) {
@@ -279,12 +235,9 @@ inline std::vector<prompt> drawn_prompts(std::size_t count, std::int64_t columns
     prompt drawn;
     drawn.id = test::id("p", static_cast<std::int64_t>(p));
     const std::int64_t length = lengths(engine);
-    drawn.rows = grid_values(static_cast<std::size_t>(length * columns), engine);
+    drawn.rows = grid_values(length * columns, engine);
     for (std::int64_t t = 0; t < length; ++t) drawn.token_ids.push_back(t == 0 ? 0 : ids(engine));
-    for (std::int64_t left = length; left > 0;) {
-      drawn.chunks.push_back(std::uniform_int_distribution<std::int64_t>(1, left)(engine));
-      left -= drawn.chunks.back();
-    }
+    drawn.chunks = test::drawn_chunks(length, engine);
     if (coin(engine)) drawn.params.dimensions = std::uniform_int_distribution<std::int64_t>(1, columns)(engine);
     if (coin(engine)) drawn.params.top_k = std::uniform_int_distribution<std::int64_t>(1, 4)(engine);
     if (coin(engine)) drawn.params.drop_token_ids = {2, 5};
@@ -357,9 +310,8 @@ TEST_CASE_TEMPLATE_DEFINE("a multi_pooler's parts equal their poolers alone, ste
     CAPTURE(draw);
     const std::int64_t columns = std::uniform_int_distribution<std::int64_t>(1, 6)(engine);
     const std::int64_t dims = std::uniform_int_distribution<std::int64_t>(1, 5)(engine);
-    const model<Space> weights(space, columns, dims, grid_values(static_cast<std::size_t>(columns), engine), 0.25f,
-                               grid_values(static_cast<std::size_t>(dims * columns), engine),
-                               grid_values(static_cast<std::size_t>(dims), engine));
+    const model<Space> weights(space, columns, dims, grid_values(columns, engine), 0.25f,
+                               grid_values(dims * columns, engine), grid_values(dims, engine));
     std::vector<prompt> prompts =
         drawn_prompts(std::uniform_int_distribution<std::size_t>(1, 7)(engine), columns, engine);
     const std::vector<std::int64_t> special{0, 1, 3};
@@ -500,7 +452,8 @@ TEST_CASE_TEMPLATE_DEFINE("a multi_pooler captured once gives every batch it rep
   for (std::size_t turn = 0;; ++turn) {
     CAPTURE(turn);
     std::vector<std::int64_t> eager_done = done;
-    const std::optional<step_of_prompts> next = next_step(prompts, turn, columns, done);
+    const std::optional<test::step_of_prompts> next =
+        test::next_step(prompts, turn, seqpool::task::embed, columns, done);
     if (!next) break;
     const step_results expected = forward(space, eager, eager_state, next->step, next->rows, eager_plan);
     captured.plan(next->step, captured_state, captured_plan);

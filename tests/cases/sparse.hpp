@@ -81,15 +81,9 @@ using sparse_pooler = seqpool::pooler<method::all, head::classify, Space, sparse
 /// A request's list: its entries, the count first, as the output holds them.
 using listing = std::vector<sparse_entry>;
 
-/// One prompt of a step: its rows, ids, chunks (sizes) and knobs.
-struct prompt {
-  std::string id;
-  std::vector<float> rows;  ///< row-major, `columns` a row
-  std::vector<std::int64_t> token_ids;
-  std::vector<std::int64_t> chunks;
-  seqpool::pooling_params params;
-  std::size_t first_step = 0;  ///< the step its first chunk is in
-};
+using prompt = test::chunked_prompt;
+using test::drawn_chunks;
+using test::grid_values;
 
 /// A captured step's graph and the memory it reads and writes.
 template <class Space, class Pooler>
@@ -134,24 +128,9 @@ std::vector<listing> run(Space& space, Pooler& pooler, const std::vector<prompt>
   std::vector<listing> lists(prompts.size());
   std::vector<std::int64_t> done(prompts.size(), 0);
   for (std::size_t turn = 0;; ++turn) {
-    seqpool::batch step;
-    std::vector<float> rows;
-    std::vector<std::size_t> members;
-    bool left = false;
-    for (std::size_t p = 0; p < prompts.size(); ++p) {
-      const prompt& at = prompts[p];
-      left = left || turn < at.first_step + at.chunks.size();
-      if (turn < at.first_step || turn >= at.first_step + at.chunks.size()) continue;
-      const std::int64_t size = at.chunks[turn - at.first_step];
-      const auto prompt_len = static_cast<std::int64_t>(at.token_ids.size());
-      seqpool::request r = test::part(at.id, Pooler::task, prompt_len, done[p], size, at.params);
-      r.prompt_token_ids = at.token_ids;
-      step.requests.push_back(std::move(r));
-      rows.insert(rows.end(), at.rows.begin() + done[p] * columns, at.rows.begin() + (done[p] + size) * columns);
-      members.push_back(p);
-      done[p] += size;
-    }
-    if (!left) return lists;
+    const std::optional<test::step_of_prompts> next = test::next_step(prompts, turn, Pooler::task, columns, done);
+    if (!next) return lists;
+    const auto& [step, rows, members] = *next;
     if (before) before(turn);
     std::vector<sparse_entry> output;
     if constexpr (capturable) {
@@ -176,27 +155,6 @@ inline std::string shown(const listing& list) {
   std::string text;
   for (const sparse_entry& e : list) text += "{" + std::to_string(e.id) + ", " + std::to_string(e.weight) + "} ";
   return text;
-}
-
-/// `count` values of a grid of 1/8 in [-2, 2): a weight over them, with
-/// integer weights of the layer, is exact in float on every space and in double,
-/// whatever the order of the additions — so lists compare exactly, ties too.
-inline std::vector<float> grid_values(std::int64_t count, std::uint32_t seed) {
-  std::mt19937 engine(seed);
-  std::uniform_int_distribution<int> eighths(-16, 15);
-  std::vector<float> drawn(static_cast<std::size_t>(count));
-  for (float& value : drawn) value = static_cast<float>(eighths(engine)) / 8.0f;
-  return drawn;
-}
-
-/// A prompt of `prompt_len` rows cut into chunks of drawn sizes.
-inline std::vector<std::int64_t> drawn_chunks(std::int64_t prompt_len, std::mt19937& engine) {
-  std::vector<std::int64_t> chunks;
-  for (std::int64_t left = prompt_len; left > 0;) {
-    chunks.push_back(std::uniform_int_distribution<std::int64_t>(1, left)(engine));
-    left -= chunks.back();
-  }
-  return chunks;
 }
 
 /// The head that leaves a pooled row as it is: a sequence method's row listed by column.
