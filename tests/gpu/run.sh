@@ -10,7 +10,7 @@
 #     and the candidate policy whose split blocks read rows through bulk copies, against them;
 #   a dispatcher and a pooler step captured with cudaStreamBeginCapture(Global) after the staging
 #     ring wrapped, replayed for changing batches, against host_space;
-#   both examples and seqpool-run's black-box tests on CUDA;
+#   the examples and seqpool-run's black-box tests on CUDA;
 #   100 eager steps with an LD_PRELOAD shim that counts waits, synchronous copies and allocations;
 #   compute-sanitizer memcheck and racecheck over the CUDA tests (random batches left out);
 #   the device benchmark (pool_bench_cuda) and the vLLM-style PyTorch pooler on the same GPU;
@@ -103,6 +103,7 @@ part "no waits, copies or allocations in 100 steps" env LD_PRELOAD="$PWD/$bin/li
 part "main example on CUDA" timeout 30 "$bin/embed_batch_cuda"
 part "custom method on CUDA" timeout 30 "$bin/custom_method_cuda"
 part "padded batch through DLPack on CUDA" timeout 30 "$bin/padded_batch_cuda"
+part "BGE-M3's three outputs on CUDA" timeout 60 "$bin/bge_m3_cuda"
 part "device benchmark" timeout 150 "$bin/pool_bench_cuda" --space device --repeats 5 --json "$out/gpu-bench.json"
 # A step's fixed cost without the flush before each run that the figures above
 # pay (which evicts the TLB's pages with the caches): CLS and the mixed step, warm.
