@@ -380,13 +380,8 @@ class step_runner {
       into.groups = layout.groups;
     }
     detail::chunks_in_step(layout, scratch.chunks);
-    // A dispatcher's entries share the step: their result rows and columns add
-    // up. A multi_pooler's parts each have the whole step: the largest counts.
     std::int64_t result_rows = 0;
     std::int64_t columns = 0;
-    const auto count = [](std::int64_t& total, std::int64_t share) {
-      total = per_part ? std::max(total, share) : total + share;
-    };
     std::vector<std::size_t>& chosen = scratch.chosen;
     chosen.clear();
     if constexpr (per_part)
@@ -415,8 +410,8 @@ class step_runner {
       output_size = output_begin + planned.output_values;
       std::vector<std::optional<result_slice>>& results = results_of(into, entry);
       for (std::size_t k = 0; k < planned.requests.size(); ++k) results[planned.requests[k]] = planned.results[k];
-      if (unit.token_wise) count(result_rows, planned.result_rows);
-      count(columns, static_cast<std::int64_t>(planned.records.column_table.size()));
+      if (unit.token_wise) count_share(result_rows, planned.result_rows);
+      count_share(columns, static_cast<std::int64_t>(planned.records.column_table.size()));
     });
     if (capacity_) {
       detail::check_limit("result_rows", result_rows, capacity_->result_rows);
@@ -429,6 +424,13 @@ class step_runner {
       into.output_size = program.output_sizes[0];
     }
     into.num_rows = program.num_rows;
+  }
+
+  /// Adds an entry's share of the step (its requests, result rows or columns)
+  /// to `total`: a dispatcher's entries share the step, so theirs add up; a
+  /// multi_pooler's parts each have the whole step, so the largest counts.
+  static void count_share(std::int64_t& total, std::int64_t share) {
+    total = per_part ? std::max(total, share) : total + share;
   }
 
   /// Where entry `entry`'s results of each request go in the plan.
@@ -538,10 +540,9 @@ class step_runner {
   /// graph_upload this runner made for it.
   template <class Upload>
   void check_for_capacity(const detail::step_program& program, const Upload& home) const {
-    std::int64_t requests = 0;  // a multi_pooler's parts each hold every request
+    std::int64_t requests = 0;
     for (const detail::share& planned : program.shares)
-      requests = per_part ? std::max(requests, static_cast<std::int64_t>(planned.requests.size()))
-                          : requests + static_cast<std::int64_t>(planned.requests.size());
+      count_share(requests, static_cast<std::int64_t>(planned.requests.size()));
     detail::check_limit("requests", requests, capacity_->requests);
     detail::check_limit("rows", program.num_rows, capacity_->rows);
     if (program.image_bytes != capacity_image_bytes_)
