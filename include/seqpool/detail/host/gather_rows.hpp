@@ -48,6 +48,10 @@ struct gather_rows {
       if (k + 1 < rows) next = cursor.next();
       const row_copy* after = k + 1 < rows ? &next : nullptr;
       const request_record owner = requests[row.request];
+      if (one_output(owner)) {
+        weigh(row, owner, after);
+        continue;
+      }
       const std::int64_t floats = block_floats(owner);
       if (floats == 0) {
         copy(row, owner, after);
@@ -73,6 +77,53 @@ struct gather_rows {
     int count = 0;
     std::int64_t used = 0;
   };
+
+  /// Whether the request's rows go through a layer of one output (BGE-M3's
+  /// sparse_linear, a regression head): each row's dot product is then taken as
+  /// the row is read, with no copy of it, for rows from the hidden states and
+  /// from the state alike.
+  static bool one_output(const request_record& owner) {
+    return (owner.flags & through_linear) != 0 && owner.linear_width == 1 && owner.columns < 0;
+  }
+
+  /// A row of one_output()'s through the layer and the head's epilogue, into its result.
+  void weigh(const row_copy& gather, const request_record& owner, const row_copy* after) const {
+    const float* weights = layer.linear.weight;
+    const float total = gather.source < 0 ? dot_in_lanes<float>(memory.state[gather.detail] + (-1 - gather.source),
+                                                                weights, owner.width, nullptr)
+                                          : dot_in_lanes<T>(hidden + gather.source * row_stride, weights, owner.width,
+                                                            row_ahead(gather, owner, after));
+    float value = dense_output(layer, 0, total);
+    head::plain_row row{&value, 1};
+    head.epilogue(row, owner.knobs);
+    if constexpr (std::is_same_v<Result, float>)
+      memory.output[gather.offset] = value;
+    else
+      store_row(memory.output + gather.offset, &value, 1, false, memory.encoding);
+  }
+
+  /// The dot product of `width` elements of `row` with `weights` in 16 lanes:
+  /// element c into lane c mod 16, then the lanes added in order, whatever E
+  /// is, so that a row read from the hidden states and the same row stashed in
+  /// the state in floats give the same bits. Asks for each line of `ahead`,
+  /// when given, as it goes.
+  template <class E>
+  static float dot_in_lanes(const E* __restrict__ row, const float* __restrict__ weights, std::int64_t width,
+                            const E* ahead) {
+    constexpr std::int64_t lanes = 16;
+    constexpr std::int64_t line_elements = cache_line_bytes / sizeof(E);
+    float lane[lanes] = {};
+    std::int64_t c = 0;
+    for (; c + lanes <= width; c += lanes) {
+      if (ahead != nullptr && c % line_elements == 0) prefetch(ahead + c);
+      SEQPOOL_SIMD
+      for (std::int64_t l = 0; l < lanes; ++l) lane[l] += weights[c + l] * to_float(row[c + l]);
+    }
+    for (std::int64_t l = 0; c + l < width; ++l) lane[l] += weights[c + l] * to_float(row[c + l]);
+    float total = 0.0f;
+    for (const float value : lane) total += value;
+    return total;
+  }
 
   /// `floats` rounded up to whole cache lines.
   static constexpr std::int64_t whole_lines(std::int64_t floats) { return (floats + 15) / 16 * 16; }
