@@ -353,21 +353,30 @@ class planner {
     if (d.rows_total > std::numeric_limits<std::int64_t>::max() / widest / 2)
       fail_request(index, r.id, "prompt_len", r.prompt_len, " rows of ", widest,
                    " columns are more floats than a step can count");
-    if (shape_.sparse && part.finished()) list_tokens(method, filter, index, r, d);
+    if (shape_.sparse && part.finished()) list_tokens(method, filter, index, r, part, d);
   }
 
   /// Sparse results: every row a finishing request returns over its whole
-  /// prompt, with its token id, which a list entry holds in 32 bits.
+  /// prompt, with its token id, which a list entry holds in 32 bits. The rows
+  /// of the chunks before are chosen again; this chunk's are the positions
+  /// decide_tokens() listed, where it listed them.
   template <class Method>
-  void list_tokens(const Method& method, const token_filter& filter, std::size_t index, const request& r, decision& d) {
+  void list_tokens(const Method& method, const token_filter& filter, std::size_t index, const request& r,
+                   const chunk& part, decision& d) {
     d.first_listed = listed_.size();
-    visit_chosen(method, filter, index, r, 0, r.prompt_len, [&](std::int64_t position) {
+    const auto list = [&](std::int64_t position) {
       const std::int64_t id = r.prompt_token_ids[static_cast<std::size_t>(position)];
       if (id < 0 || id > std::numeric_limits<std::int32_t>::max())
         fail_request(index, r.id, "prompt_token_ids", "a sparse result lists ids in [0, 2147483647]; position ",
                      position, " has ", id);
       listed_.push_back({id, static_cast<std::int32_t>(listed_.size() - d.first_listed)});
-    });
+    };
+    if (d.consecutive) {
+      visit_chosen(method, filter, index, r, 0, r.prompt_len, list);
+      return;
+    }
+    visit_chosen(method, filter, index, r, 0, part.num_computed, list);
+    for (std::size_t k = d.first; k < d.first + d.count; ++k) list(positions_[k]);
   }
 
   /// The rows of [begin, end) — another chunk's — that a token method chooses
