@@ -3,6 +3,7 @@
 // stand-in; and the planner's sort of a list's rows by id against the standard
 // library's.
 #include <algorithm>
+#include <bit>
 #include <cstdint>
 #include <random>
 #include <vector>
@@ -45,4 +46,51 @@ TEST_CASE("a list's rows sorted by id keep each id's rows in order, as a stable 
       CHECK(entries == expected);
     }
   }
+}
+
+TEST_CASE_TEMPLATE(
+    "a row through a layer of one output weighs the same bits read from the hidden states as "
+    "stashed by an earlier chunk",
+    T, float, seqpool::bfloat16) {
+  // Drawn floats, so that summing the products in another order would change
+  // low bits; 1000 columns, so that the lanes' tail is summed too.
+  namespace method = seqpool::method;
+  namespace head = seqpool::head;
+  using seqpool::host_space;
+  constexpr std::int64_t columns = 1000;
+  constexpr std::int64_t prompt_len = 9;
+  std::mt19937 random(5);
+  std::normal_distribution<float> draw;
+  std::vector<float> weight(columns);
+  for (float& w : weight) w = draw(random);
+  const float bias = 0.3f;
+  std::vector<T> rows(prompt_len * columns);
+  for (T& value : rows) value = T(draw(random));
+  host_space space;
+  seqpool::pooler<method::all, head::classify, host_space> pooler(
+      space, columns, {},
+      head::classify(seqpool::dense_stack{{{weight.data(), &bias, 1, columns}, seqpool::activation_function::identity}},
+                     head::problem_type::regression));
+  seqpool::state_store<host_space> state(space);
+  const auto run = [&](const seqpool::request& r) {
+    const seqpool::batch step{{r}};
+    const seqpool::step_plan plan = pooler.plan(step, state);
+    pooler.reserve(plan, state);
+    std::vector<float> out(static_cast<std::size_t>(plan.output_size));
+    const seqpool::audit_scope scope(space.audit());
+    pooler.forward(seqpool::make_hidden_view(rows.data() + r.num_computed * columns, r.num_scheduled, columns), plan,
+                   state, cuda::std::span<float>(out.data(), out.size()));
+    test::check_sync_contract(scope.counts());
+    std::vector<std::uint32_t> bits;
+    if (plan.results[0])
+      for (std::int64_t k = 0; k < plan.results[0]->rows; ++k)
+        bits.push_back(std::bit_cast<std::uint32_t>(out[static_cast<std::size_t>(plan.results[0]->offset + k)]));
+    return bits;
+  };
+  const std::vector<std::uint32_t> whole = run(test::whole("whole", seqpool::task::token_classify, prompt_len));
+  CHECK(run(test::part("chunked", seqpool::task::token_classify, prompt_len, 0, 5)).empty());
+  const std::vector<std::uint32_t> chunked =
+      run(test::part("chunked", seqpool::task::token_classify, prompt_len, 5, 4));
+  REQUIRE(whole.size() == static_cast<std::size_t>(prompt_len));
+  CHECK(chunked == whole);
 }

@@ -357,9 +357,10 @@ class planner {
   }
 
   /// Sparse results: every row a finishing request returns over its whole
-  /// prompt, with its token id, which a list entry holds in 32 bits. The rows
-  /// of the chunks before are chosen again; this chunk's are the positions
-  /// decide_tokens() listed, where it listed them.
+  /// prompt, with its token id, which a list entry holds in 32 bits. Where
+  /// decide_tokens() listed this chunk's positions, the rows of the chunks
+  /// before are chosen again and this chunk's taken from its list; else
+  /// (consecutive rows) the whole prompt's are chosen.
   template <class Method>
   void list_tokens(const Method& method, const token_filter& filter, std::size_t index, const request& r,
                    const chunk& part, decision& d) {

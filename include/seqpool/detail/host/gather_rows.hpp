@@ -21,7 +21,8 @@ namespace seqpool::detail::host {
 /// epilogue in the same item, after its linear layer when flagged, and, when
 /// the pooler's results are streamed or not float, is assembled in scratch and
 /// encoded from there. Rows flagged for the linear layer are copied into a
-/// block and passed through it a block at a time.
+/// block and passed through it a block at a time, but for a layer of one
+/// output, whose dot product is taken as the row is read.
 template <class Head, class T, class Result, class Policy>
 struct gather_rows {
   Head head;
@@ -48,8 +49,8 @@ struct gather_rows {
       if (k + 1 < rows) next = cursor.next();
       const row_copy* after = k + 1 < rows ? &next : nullptr;
       const request_record owner = requests[row.request];
-      if (one_output(owner)) {
-        weigh(row, owner, after);
+      if (goes_to_one_output(owner)) {
+        weigh_row(row, owner, after);
         continue;
       }
       const std::int64_t floats = block_floats(owner);
@@ -82,12 +83,12 @@ struct gather_rows {
   /// sparse_linear, a regression head): each row's dot product is then taken as
   /// the row is read, with no copy of it, for rows from the hidden states and
   /// from the state alike.
-  static bool one_output(const request_record& owner) {
+  static bool goes_to_one_output(const request_record& owner) {
     return (owner.flags & through_linear) != 0 && owner.linear_width == 1 && owner.columns < 0;
   }
 
-  /// A row of one_output()'s through the layer and the head's epilogue, into its result.
-  void weigh(const row_copy& gather, const request_record& owner, const row_copy* after) const {
+  /// A row of goes_to_one_output()'s through the layer and the head's epilogue, into its result.
+  void weigh_row(const row_copy& gather, const request_record& owner, const row_copy* after) const {
     const float* weights = layer.linear.weight;
     const float total = gather.source < 0 ? dot_in_lanes<float>(memory.state[gather.detail] + (-1 - gather.source),
                                                                 weights, owner.width, nullptr)
