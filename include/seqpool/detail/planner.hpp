@@ -357,10 +357,9 @@ class planner {
   }
 
   /// Sparse results: every row a finishing request returns over its whole
-  /// prompt, with its token id, which a list entry holds in 32 bits. Where
-  /// decide_tokens() listed this chunk's positions, the rows of the chunks
-  /// before are chosen again and this chunk's taken from its list; else
-  /// (consecutive rows) the whole prompt's are chosen.
+  /// prompt, with its token id, which a list entry holds in 32 bits: the rows
+  /// of the chunks before chosen again, then this chunk's as decide_tokens()
+  /// chose them.
   template <class Method>
   void list_tokens(const Method& method, const token_filter& filter, std::size_t index, const request& r,
                    const chunk& part, decision& d) {
@@ -372,12 +371,13 @@ class planner {
                      position, " has ", id);
       listed_.push_back({id, static_cast<std::int32_t>(listed_.size() - d.first_listed)});
     };
-    if (d.consecutive) {
-      visit_chosen(method, filter, index, r, 0, r.prompt_len, list);
-      return;
-    }
     visit_chosen(method, filter, index, r, 0, part.num_computed, list);
-    for (std::size_t k = d.first; k < d.first + d.count; ++k) list(positions_[k]);
+    for (std::size_t k = 0; k < d.count; ++k) list(chosen_position(d, k));
+  }
+
+  /// The prompt position of the k-th row that decision `d` chose in its chunk.
+  std::int64_t chosen_position(const decision& d, std::size_t k) const {
+    return d.consecutive ? d.first_position + static_cast<std::int64_t>(k) : positions_[d.first + k];
   }
 
   /// The rows of [begin, end) — another chunk's — that a token method chooses
@@ -739,14 +739,7 @@ class planner {
     linear_record* rows = share_.records.linears.data() + first;
     for (std::int64_t k = 0; k < d.rows_before; ++k) rows[k].source = -1 - k * d.width;
     rows += d.rows_before;
-    const auto count = static_cast<std::int64_t>(d.count);
-    if (count == 0) return;
-    if (d.consecutive) {
-      for (std::int64_t k = 0; k < count; ++k) rows[k].source = hidden_row(part, d.first_position + k);
-      return;
-    }
-    const std::span<const std::int64_t> chosen = std::span(positions_).subspan(d.first, d.count);
-    for (std::int64_t k = 0; k < count; ++k) rows[k].source = hidden_row(part, chosen[static_cast<std::size_t>(k)]);
+    for (std::size_t k = 0; k < d.count; ++k) rows[k].source = hidden_row(part, chosen_position(d, k));
   }
 
   /// A run of a request's rows, of which `returned` are returned.

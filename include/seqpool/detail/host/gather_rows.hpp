@@ -97,10 +97,7 @@ struct gather_rows {
     float value = dense_output(layer, 0, total);
     head::plain_row row{&value, 1};
     head.epilogue(row, owner.knobs);
-    if constexpr (std::is_same_v<Result, float>)
-      memory.output[gather.offset] = value;
-    else
-      store_row(memory.output + gather.offset, &value, 1, false, memory.encoding);
+    store_row(memory.output + gather.offset, &value, 1, false, memory.encoding);
   }
 
   /// The dot product of `width` elements of `row` with `weights` in 16 lanes:
