@@ -509,6 +509,10 @@ void run_space(const char* space_name, const char* dtype, const batch_shape& sha
   // sentence-transformers' CLS ‖ MEAN ‖ MAX, from one read of the rows (three results' worth of columns).
   add("cls+mean+max",
       [&] { return run.pooler_case("cls+mean+max", method::concat<method::cls, method::mean, method::max>{}, normalise); });
+  // The same modes named at run time (sentence-transformers' order), as seqpool-run and Python choose them.
+  add("cls+max+mean@runtime", [&] {
+    return run.pooler_case("cls+max+mean@runtime", *method::any_sequence::from_name("cls+max+mean"), normalise);
+  });
   add("all", [&] { return run.pooler_case("all", method::all{}, normalise); });
   add("step", [&] { return run.pooler_case("step", method::step{}, normalise); });
   // ALL and STEP write more than they read: with bf16 results they write half as much.

@@ -1,4 +1,5 @@
-// docs/TESTS.md cases 1-11, 23-28 and 31 on the host algorithms and on the device kernels run by the OpenMP stand-in.
+// docs/TESTS.md cases 1-11, 23-28, 31 and 35 on the host algorithms and on the device kernels run by the OpenMP
+// stand-in.
 #include "cases/methods.hpp"
 #include "support/spaces.hpp"
 
@@ -18,5 +19,6 @@ TEST_CASE_TEMPLATE_APPLY(case_26_mean_sqrt_len, test::cpu_spaces);
 TEST_CASE_TEMPLATE_APPLY(case_27_instruction, test::cpu_spaces);
 TEST_CASE_TEMPLATE_APPLY(case_28_token_filters, test::cpu_spaces);
 TEST_CASE_TEMPLATE_APPLY(case_31_concat, test::cpu_spaces);
+TEST_CASE_TEMPLATE_APPLY(case_35_runtime_concat, test::cpu_spaces);
 TEST_CASE_TEMPLATE_APPLY(case_24_16_bit_results, test::cpu_spaces);
 TEST_CASE_TEMPLATE_APPLY(case_25_spans, test::cpu_spaces);

@@ -92,6 +92,7 @@ int main(int argc, char** argv) {
       "--methods",
       [] {
         print_names("sequence", seqpool::method::any_sequence::names);
+        std::cout << "sequence concat: " << seqpool::method::any_sequence::self_named_form() << '\n';
         print_names("token", seqpool::method::any_token::names);
         throw CLI::Success();
       },

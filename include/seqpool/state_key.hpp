@@ -1,6 +1,7 @@
 // state_key: what a chunked request's state is begun with.
 #pragma once
 
+#include <concepts>
 #include <cstdint>
 #include <span>
 #include <string_view>
@@ -26,6 +27,18 @@ namespace detail {
 /// One address per method type: what a state_key names a method by.
 template <class Method>
 inline constexpr char method_tag = 0;
+
+/// The address a state_key names `method` by: its type's, or one per choice
+/// where its modes are chosen at run time (its method_tag() says which).
+template <class Method>
+const void* method_tag_of(const Method& method) {
+  if constexpr (requires {
+                  { method.method_tag() } -> std::same_as<const void*>;
+                })
+    return method.method_tag();
+  else
+    return &method_tag<Method>;
+}
 
 /// 64-bit FNV-1a of the ids.
 inline std::uint64_t hash_ids(const token_ids& ids) {

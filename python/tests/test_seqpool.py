@@ -149,11 +149,11 @@ def test_padded_batches(padding):
         close(results[i], expected("mean", "embed", rows, {}))
 
 
-@pytest.mark.parametrize("method", SEQUENCE + TOKEN)
+@pytest.mark.parametrize("method", SEQUENCE + TOKEN + ["cls+max+mean"])
 def test_chunked_requests_equal_whole_ones(method):
     rng = np.random.default_rng(5)
     hidden_size = 16
-    task = "embed" if method in SEQUENCE else "token_embed"
+    task = "token_embed" if method in TOKEN else "embed"
     prompts = [rng.normal(size=(n, hidden_size)).astype(np.float32) for n in (20, 7, 33)]
     token_ids = [rng.integers(0, 5, size=len(p)).astype(np.int64) for p in prompts]
     params = seqpool.PoolingParams(step_tag_id=3) if method == "step" else None
@@ -451,6 +451,19 @@ def test_spans_pool_each_passage_into_a_row_of_its_own():
     for row, (begin, end) in zip(result, spans):
         close(row, expected("mean", "embed", hidden[begin:end], {}))
     refuses("spans", seqpool.pooler(6, "mean").plan, [20], params=seqpool.PoolingParams(spans=[(5, 5)]))
+
+
+@pytest.mark.parametrize("method", ["cls+max+mean", "max+mean", "cls+last", "mean_sqrt_len+weighted_mean"])
+def test_a_concat_named_in_sentence_transformers_order(method):
+    rng = np.random.default_rng(35)
+    prompts = [rng.normal(size=(n, 8)).astype(np.float32) for n in (20, 7, 33)]
+    results = seqpool.pool(seqpool.pooler(8, method), np.concatenate(prompts), [len(p) for p in prompts])
+    for prompt, result in zip(prompts, results):
+        assert result.shape == (8 * len(method.split("+")),)
+        close(result, expected(method, "embed", prompt, {}))  # normalised whole, as sentence-transformers' Normalize
+    refuses('method "mean+cls" cannot serve it (expected cls, last, mean, max, weighted_mean, mean_sqrt_len or two or '
+            "three of cls, max, mean, mean_sqrt_len, weighted_mean and last, in that order, joined by '+'",
+            seqpool.Dispatcher, 4, embed="mean+cls")
 
 
 def test_an_instruction_is_left_out_of_the_rows_pooled():

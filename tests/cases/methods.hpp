@@ -1,10 +1,13 @@
-// docs/TESTS.md cases 1-11, 23-28 and 31: every method on small inputs checked by eye.
+// docs/TESTS.md cases 1-11, 23-28, 31 and 35: every method on small inputs checked by eye.
 // Defines templated cases; a translation unit applies them to its spaces.
 #pragma once
 
+#include <array>
+#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -14,6 +17,7 @@
 
 #include <seqpool/seqpool.hpp>
 
+#include "../support/prompts.hpp"
 #include "../support/step.hpp"
 
 namespace methods_cases {
@@ -55,10 +59,10 @@ inline std::string joined(const std::vector<std::int64_t>& sizes) {
 template <class Method, class Space, class Result = float>
 test::results pool_chunked(const std::vector<float>& prompt, std::int64_t hidden_size,
                            const std::vector<std::int64_t>& chunk_sizes, const seqpool::pooling_params& params = raw,
-                           const std::vector<std::int64_t>& ids = {}) {
+                           const std::vector<std::int64_t>& ids = {}, const Method& method = Method{}) {
   Space space;
   seqpool::state_store<Space> state(space);
-  raw_pooler<Method, Space, Result> pooler(space, hidden_size);
+  raw_pooler<Method, Space, Result> pooler(space, hidden_size, method);
   const auto prompt_len = static_cast<std::int64_t>(prompt.size()) / hidden_size;
   std::int64_t done = 0;
   test::results last;
@@ -362,6 +366,118 @@ TEST_CASE_TEMPLATE_DEFINE("case 31: a concat pools several methods side by side,
                        "method: mean+first_row_only: its mode first_row_only reads rows [0, 1) of a chunk of rows "
                        "[0, 5); a concat's modes read every row (or are CLS or LAST)",
                        seqpool::error);
+}
+
+TEST_CASE_TEMPLATE_DEFINE("case 35: a concat named at run time pools as the concat of its modes", Space,
+                          case_35_runtime_concat) {
+  using namespace methods_cases;
+  using any = method::any_sequence;
+  const auto named = [](std::string_view name) {
+    const std::optional<any> found = any::from_name(name);
+    REQUIRE(found.has_value());
+    CHECK(found->name() == name);
+    return *found;
+  };
+  const std::vector<std::vector<std::int64_t>> chunkings{{5}, {1, 3, 1}, {2, 3}, {4, 1}};
+  // Every set of two or three modes, in sentence-transformers' order: each mode's columns
+  // are what the method alone gives (case 1's rows, whose sums are exact in float).
+  const std::array<std::string_view, 6> order{"cls", "max", "mean", "mean_sqrt_len", "weighted_mean", "last"};
+  const std::array<any, 6> alone{named("cls"),           named("max"),           named("mean"),
+                                 named("mean_sqrt_len"), named("weighted_mean"), named("last")};
+  std::array<std::vector<float>, 6> single;
+  for (std::size_t code = 0; code < order.size(); ++code)
+    single[code] = pool_chunked<any, Space>(ten, 2, {5}, raw, {}, alone[code])[0]->values;
+  for (unsigned set = 0; set < 64; ++set) {
+    if (std::popcount(set) < 2 || std::popcount(set) > 3) continue;
+    std::string name;
+    std::vector<float> expected;
+    for (std::size_t code = 0; code < order.size(); ++code)
+      if ((set >> code & 1u) != 0) {
+        name.append(name.empty() ? "" : "+").append(order[code]);
+        expected.insert(expected.end(), single[code].begin(), single[code].end());
+      }
+    CAPTURE(name);
+    const any joined = named(name);
+    for (const std::vector<std::int64_t>& chunks : chunkings) {
+      CAPTURE(methods_cases::joined(chunks));
+      const auto width = static_cast<std::int64_t>(expected.size());
+      test::check_equal(*pool_chunked<any, Space>(ten, 2, chunks, raw, {}, joined)[0], 1, width, expected);
+    }
+  }
+
+  // All six, through runtime_concat<6> (a table of its own names it).
+  const std::optional six = method::runtime_concat<6>::from_name("cls+max+mean+mean_sqrt_len+weighted_mean+last");
+  REQUIRE(six.has_value());
+  std::vector<float> all_six;
+  for (const std::vector<float>& columns : single) all_six.insert(all_six.end(), columns.begin(), columns.end());
+  for (const std::vector<std::int64_t>& chunks : chunkings) {
+    CAPTURE(methods_cases::joined(chunks));
+    test::check_equal(*pool_chunked<method::runtime_concat<6>, Space>(ten, 2, chunks, raw, {}, *six)[0], 1, 12,
+                      all_six);
+  }
+
+  // Drawn rows, chunked anywhere: bit for bit concat<cls, max, mean>, whose randomized
+  // comparison with the plain loop is tests/cases/random.hpp's.
+  const std::vector<float> drawn = test::drawn_values(700 * 48, 35);
+  using compiled = method::concat<method::cls, method::max, method::mean>;
+  for (const std::vector<std::int64_t>& chunks :
+       std::vector<std::vector<std::int64_t>>{{700}, {333, 367}, {1, 698, 1}}) {
+    CAPTURE(methods_cases::joined(chunks));
+    const test::matrix at_run_time = *pool_chunked<any, Space>(drawn, 48, chunks, raw, {}, named("cls+max+mean"))[0];
+    const test::matrix at_compile_time = *pool_chunked<compiled, Space>(drawn, 48, chunks)[0];
+    test::check_equal(at_run_time, 1, 3 * 48, at_compile_time.values);
+  }
+
+  // An instruction of two rows: MEAN ‖ MAX leave it out, CLS ‖ LAST read as without one.
+  seqpool::pooling_params instructed = raw;
+  instructed.instruction_len = 2;
+  for (const std::vector<std::int64_t>& chunks : chunkings) {
+    CAPTURE(methods_cases::joined(chunks));
+    test::check_equal(*pool_chunked<any, Space>(ten, 2, chunks, instructed, {}, named("max+mean"))[0], 1, 4,
+                      {9, 10, 7, 8});
+    test::check_equal(*pool_chunked<any, Space>(ten, 2, chunks, instructed, {}, named("cls+last"))[0], 1, 4,
+                      {1, 2, 9, 10});
+  }
+
+  // Names out of order, repeated, unknown or empty are no method's.
+  for (const std::string_view wrong :
+       {"mean+cls", "mean+mean", "cls+", "+cls", "cls+bogus", "cls++max", "", "CLS+MAX"}) {
+    CAPTURE(wrong);
+    CHECK_FALSE(any::from_name(wrong).has_value());
+  }
+  // Four modes and more are runtime_concat<4> and on, which the built-in choice leaves out.
+  CHECK_FALSE(any::from_name("cls+max+mean+last").has_value());
+  CHECK(any::listed_names() ==
+        "cls, last, mean, max, weighted_mean, mean_sqrt_len or two or three of cls, max, mean, mean_sqrt_len, "
+        "weighted_mean and last, in that order, joined by '+' (\"cls+max+mean\")");
+  using wider = method::runtime_method<method::mean, method::runtime_concat<4>, method::runtime_concat<5>,
+                                       method::runtime_concat<6>>;
+  CHECK(wider::listed_names() ==
+        "mean or four to six of cls, max, mean, mean_sqrt_len, weighted_mean and last, in "
+        "that order, joined by '+' (\"cls+max+mean\")");
+  CHECK(wider::from_name("cls+max+mean+mean_sqrt_len+weighted_mean+last")->name() ==
+        "cls+max+mean+mean_sqrt_len+weighted_mean+last");
+
+  Space space;
+  seqpool::state_store<Space> state(space);
+  // Refused: an instruction that its modes treat differently, and one weighted MEAN refuses.
+  for (const std::string_view name : {"cls+mean", "mean+weighted_mean"}) {
+    raw_pooler<any, Space> refusing(space, 2, named(name));
+    CHECK_THROWS_WITH_AS(refusing.plan(seqpool::batch{{test::whole("i", task::embed, 5, instructed)}}, state),
+                         ("request 0 (id \"i\"): instruction_len: " + std::string(name) +
+                          " does not leave out an instruction: give 0 (a method that can says so with `static "
+                          "constexpr seqpool::instruction_rule instruction`)")
+                             .c_str(),
+                         seqpool::error);
+  }
+  // A state begun by one set of modes is not continued by another of as many.
+  raw_pooler<any, Space> began(space, 2, named("cls+mean"));
+  raw_pooler<any, Space> other(space, 2, named("cls+max"));
+  test::run_step(space, began, state, seqpool::batch{{test::part("s", task::embed, 5, 0, 2, raw)}},
+                 std::vector<float>{1, 2, 3, 4});
+  CHECK_THROWS_WITH_AS(other.plan(seqpool::batch{{test::part("s", task::embed, 5, 2, 3, raw)}}, state),
+                       "request 0 (id \"s\"): method: cls+max continues a state begun by cls+mean", seqpool::error);
+  state.release("s");
 }
 
 TEST_CASE_TEMPLATE_DEFINE("case 28: token filters drop the first row, the last, and rows of listed ids", Space,

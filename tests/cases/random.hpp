@@ -307,12 +307,19 @@ using combinations =
 inline constexpr std::size_t combination_count = std::tuple_size_v<combinations>;
 
 /// The methods compared: every built-in one, sequence methods then a concat
-/// (sentence-transformers' CLS ‖ MEAN ‖ MAX), then token methods (seqpool/method/builtin.hpp).
+/// (sentence-transformers' CLS ‖ MEAN ‖ MAX), then token methods
+/// (seqpool/method/builtin.hpp). A concat named at run time (runtime_concat)
+/// pools as the concat of its modes, bit for bit (case 35), so it is not compared again.
 template <class Runtime>
 struct alternatives;
 template <class... Methods>
 struct alternatives<seqpool::method::runtime_method<Methods...>> {
-  using types = std::tuple<Methods...>;
+  template <class M>
+  static constexpr bool named_by_type = !requires {
+    M::from_name(std::string_view());
+  };
+  using types =
+      decltype(std::tuple_cat(std::conditional_t<named_by_type<Methods>, std::tuple<Methods>, std::tuple<>>{}...));
 };
 using methods = decltype(std::tuple_cat(typename alternatives<seqpool::method::any_sequence>::types{},
                                         std::tuple<method::concat<method::cls, method::mean, method::max>>{},

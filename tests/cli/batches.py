@@ -145,7 +145,10 @@ def request(request_id, task, prompt_len, num_scheduled=None, num_computed=0, to
 
 
 def pool(method, prompt, params, token_ids=None):
-    """SPEC section 3: the rows (or the one row) a method gives for a whole prompt, in float64."""
+    """SPEC section 3: the rows (or the one row) a method gives for a whole prompt, in float64;
+    a concat ("cls+max+mean", section 2) its modes' rows side by side."""
+    if "+" in method:
+        return np.concatenate([pool(mode, prompt, params, token_ids) for mode in method.split("+")])
     prompt = np.asarray(prompt, dtype=np.float64)
     if method == "cls":
         return prompt[0]

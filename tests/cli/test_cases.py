@@ -16,9 +16,11 @@ SPEC = pathlib.Path(__file__).resolve().parents[2] / "docs" / "SPEC.md"
 
 
 def listed_methods():
-    """The built-in methods by kind, as `seqpool-run --methods` lists them (seqpool/method/builtin.hpp)."""
+    """The built-in methods by kind, as `seqpool-run --methods` lists them (seqpool/method/builtin.hpp), and
+    under "sequence concat" how the concats of sequence methods are named."""
     run = subprocess.run([TOOL, "--methods"], capture_output=True, text=True, check=True)
-    return {kind: names.split() for kind, names in (line.split(":") for line in run.stdout.splitlines())}
+    lines = dict(line.split(": ", 1) for line in run.stdout.splitlines())
+    return {kind: text if kind == "sequence concat" else text.split() for kind, text in lines.items()}
 
 
 class MethodList(unittest.TestCase):
@@ -30,6 +32,8 @@ class MethodList(unittest.TestCase):
         names = listed_methods()
         self.assertEqual(re.findall(r"`(\w+)`", sequence.split(":", 1)[1]), names["sequence"])
         self.assertEqual(re.findall(r"`(\w+)`", token), names["token"])
+        # And how a concat of them is named, in the words seqpool-run lists.
+        self.assertIn(names["sequence concat"], " ".join(sequence.split()))
 
 
 class Cases:
@@ -70,6 +74,22 @@ class Cases:
         batch.step(rows[2:], [request("w", "embed", 3, 1, 2, **RAW)])
         self.replay(batch)
         np.testing.assert_array_equal(batch.result("w"), [2, 1.5])
+
+    def test_case_35_concat_named(self):
+        # Case 1's five rows as one prompt, whole and in chunks 1+3+1: CLS ‖ MAX ‖ MEAN in
+        # sentence-transformers' order, and MAX ‖ MEAN after an instruction of two rows.
+        for method, instruction_len, want in (("cls+max+mean", 0, [1, 2, 9, 10, 5, 6]),
+                                              ("max+mean", 2, [9, 10, 7, 8]),
+                                              ("mean+last", 0, [5, 6, 9, 10])):
+            with self.subTest(method):
+                batch = Batch(2, {"embed": method})
+                batch.step(H10, [request("w", "embed", 5, instruction_len=instruction_len, **RAW)])
+                for size, done in ((1, 0), (3, 1), (1, 4)):
+                    batch.step(H10[done:done + size],
+                               [request("c", "embed", 5, size, done, instruction_len=instruction_len, **RAW)])
+                self.replay(batch)
+                np.testing.assert_array_equal(batch.result("w"), want)
+                np.testing.assert_array_equal(batch.result("c"), want)
 
     def test_case_27_instruction(self):
         # Case 1's five rows as one prompt whose first two rows are an instruction, whole and in chunks 1+3+1.
@@ -428,7 +448,7 @@ class Cases:
     def test_every_method_name_serves_its_tasks(self):
         # The built-in methods, as seqpool-run lists them, each accepted by the reader and run by the pooler it names.
         names = listed_methods()
-        for poolers in ([{"embed": name, "classify": name} for name in names["sequence"]]
+        for poolers in ([{"embed": name, "classify": name} for name in names["sequence"] + ["cls+max", "max+mean+last"]]
                         + [{"token_embed": name, "token_classify": name} for name in names["token"]]):
             with self.subTest(poolers):
                 batch = Batch(2, poolers)

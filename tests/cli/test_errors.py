@@ -320,14 +320,18 @@ class Errors(unittest.TestCase):
                 self.assertEqual(run.stderr.count("\n"), 1)
 
     def test_methods_that_cannot_serve(self):
+        sequence_methods = ("cls, last, mean, max, weighted_mean, mean_sqrt_len or two or three of cls, max, mean, "
+                            "mean_sqrt_len, weighted_mean and last, in that order, joined by '+' (\"cls+max+mean\")")
         self.config_error(lambda s: s["poolers"].update(embed="all"),
-                          'poolers.embed: method "all" cannot serve embed (expected cls, last, mean, max, weighted_mean '
-                          'or mean_sqrt_len)')
+                          f'poolers.embed: method "all" cannot serve embed (expected {sequence_methods})')
+        # A concat's modes in another order than sentence-transformers', repeated, or four of them.
+        for name in ("mean+cls", "mean+mean", "cls+max+mean+last", "cls+all"):
+            self.config_error(lambda s, name=name: s["poolers"].update(embed=name),
+                              f'poolers.embed: method "{name}" cannot serve embed (expected {sequence_methods})')
         self.config_error(lambda s: s["poolers"].update(token_embed="mean"),
                           'poolers.token_embed: method "mean" cannot serve token_embed (expected all or step)')
         self.config_error(lambda s: s["poolers"].update(classify="step"),
-                          'poolers.classify: method "step" cannot serve classify (expected cls, last, mean, max, '
-                          'weighted_mean or mean_sqrt_len)')
+                          f'poolers.classify: method "step" cannot serve classify (expected {sequence_methods})')
         self.config_error(lambda s: s["poolers"].update(token_classify="weighted_mean"),
                           'poolers.token_classify: method "weighted_mean" cannot serve token_classify (expected all or '
                           'step)')

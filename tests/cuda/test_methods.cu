@@ -1,4 +1,4 @@
-// docs/TESTS.md cases 1-19 and 23-33, methods, heads, quantized and sparse results, on device_space<cuda_backend>.
+// docs/TESTS.md cases 1-19, 23-33 and 35, methods, heads, quantized and sparse results, on device_space<cuda_backend>.
 #include "../cases/heads.hpp"
 #include "../cases/methods.hpp"
 #include "../cases/quantized.hpp"
@@ -30,6 +30,7 @@ TEST_CASE_TEMPLATE_APPLY(case_26_mean_sqrt_len, test::cuda_spaces);
 TEST_CASE_TEMPLATE_APPLY(case_27_instruction, test::cuda_spaces);
 TEST_CASE_TEMPLATE_APPLY(case_28_token_filters, test::cuda_spaces);
 TEST_CASE_TEMPLATE_APPLY(case_31_concat, test::cuda_spaces);
+TEST_CASE_TEMPLATE_APPLY(case_35_runtime_concat, test::cuda_spaces);
 TEST_CASE_TEMPLATE_APPLY(case_24_16_bit_results, test::cuda_spaces);
 TEST_CASE_TEMPLATE_APPLY(case_25_spans, test::cuda_spaces);
 TEST_CASE_TEMPLATE_APPLY(case_4_max, test::cuda_spaces);

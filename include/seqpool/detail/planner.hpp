@@ -107,7 +107,7 @@ class planner {
                    std::int64_t output_begin, share& into, planner_scratch& scratch) {
     planner planned(shape, output_begin, into, scratch);
     planned.decide(method, head, step, chunks, chosen, state);
-    planned.template build<Method>(step, chunks, chosen);
+    planned.build(method, step, chunks, chosen);
   }
 
   /// The most a share within `limits` can need of what plan() counts, for rows
@@ -218,7 +218,7 @@ class planner {
       decision& d = decisions_.emplace_back();
       // Before the state's checks: a later chunk short of the ids it drops by hears so, not that its ids differ.
       if constexpr (Method::kind == method_kind::token) token_filter(r).check(index);
-      if (part.chunked()) begin_key<Method>(key, r);
+      if (part.chunked()) begin_key(method, key, r);
       state.check(index, r, key);
       if (r.params.top_k) check_top_k(index, r, *r.params.top_k);
       if constexpr (Method::kind == method_kind::token)
@@ -257,9 +257,9 @@ class planner {
       if (shape_.sparse) fail_request(index, r.id, "spans", "a sparse result lists one row a request: give no spans");
       check_spans(index, r, r.params.spans);
     }
-    if (r.params.instruction_len != 0) check_instruction<Method>(index, r);
+    if (r.params.instruction_len != 0) check_instruction(method, index, r);
     token_span after;
-    const std::span<const token_span> spans = pooled_spans<Method>(r, after);
+    const std::span<const token_span> spans = pooled_spans(method, r, after);
     d.width = modes_of<Method> * shape_.hidden_size;
     d.out_width = head.output_width(index, r, d.width);
     check_ranges(index, r, d.out_width);
@@ -276,8 +276,8 @@ class planner {
   /// leaves out the request's instruction, the rows after it as one span, made
   /// in `after`; or none, for the whole prompt.
   template <class Method>
-  static std::span<const token_span> pooled_spans(const request& r, token_span& after) {
-    if (r.params.instruction_len == 0 || instruction_rule_of<Method>() != instruction_rule::excluded)
+  static std::span<const token_span> pooled_spans(const Method& method, const request& r, token_span& after) {
+    if (r.params.instruction_len == 0 || instruction_rule_of(method) != instruction_rule::excluded)
       return r.params.spans;
     after = {r.params.instruction_len, r.prompt_len};
     return {&after, 1};
@@ -287,7 +287,7 @@ class planner {
   /// (which choose the rows themselves), and only to a method that says what
   /// it does with one.
   template <class Method>
-  static void check_instruction(std::size_t index, const request& r) {
+  static void check_instruction(const Method& method, std::size_t index, const request& r) {
     const std::int64_t length = r.params.instruction_len;
     if (length < 0 || length >= r.prompt_len)
       fail_request(index, r.id, "instruction_len", "must be in [0, prompt_len = ", r.prompt_len,
@@ -295,8 +295,8 @@ class planner {
     if (!r.params.spans.empty())
       fail_request(index, r.id, "instruction_len", "spans choose the rows a request pools: give spans or an "
                    "instruction_len, not both");
-    if constexpr (instruction_rule_of<Method>() == instruction_rule::refused) {
-      fail_request(index, r.id, "instruction_len", name_of<Method>("the method"),
+    if (instruction_rule_of(method) == instruction_rule::refused) {
+      fail_request(index, r.id, "instruction_len", name_of(method, "the method"),
                    " does not leave out an instruction: give 0 (a method that can says so with `static constexpr "
                    "seqpool::instruction_rule instruction`)");
     }
@@ -435,9 +435,9 @@ class planner {
   /// Writes into `key` what a chunked request's state is begun with under
   /// Method (assigned member by member: its knobs keep their storage).
   template <class Method>
-  void begin_key(state_key& key, const request& r) const {
-    key.method = &method_tag<Method>;
-    key.method_name = name_of<Method>("a user method");
+  void begin_key(const Method& method, state_key& key, const request& r) const {
+    key.method = method_tag_of(method);
+    key.method_name = name_of(method, "a user method");
     key.hidden_size = shape_.hidden_size;
     key.params = r.params;
     key.token_ids = 0;
@@ -469,7 +469,7 @@ class planner {
   template <class Method>
   static void check_selection(const Method& method, std::size_t index, const request& r, std::int64_t begin,
                               std::int64_t end, std::span<const std::int64_t> chosen) {
-    const std::string_view name = name_of<Method>("the method");
+    const std::string_view name = name_of(method, "the method");
     std::int64_t previous = begin - 1;
     for (const std::int64_t position : chosen) {
       if (position <= previous || position >= end)
@@ -491,7 +491,8 @@ class planner {
   // Building.
 
   template <class Method>
-  void build(const batch& step, std::span<const chunk> chunks, std::span<const std::size_t> chosen) {
+  void build(const Method& method, const batch& step, std::span<const chunk> chunks,
+             std::span<const std::size_t> chosen) {
     share_.requests.assign(chosen.begin(), chosen.end());
     share_.results.reserve(chosen.size());
     share_.records.requests.reserve(chosen.size());
@@ -512,7 +513,7 @@ class planner {
       if constexpr (Method::kind == method_kind::token)
         add_gathered(decisions_[k], keys_[k], index, step.requests[index], chunks[index]);
       else
-        add_pooled<Method>(decisions_[k], keys_[k], index, step.requests[index], chunks[index], tile_rows);
+        add_pooled(method, decisions_[k], keys_[k], index, step.requests[index], chunks[index], tile_rows);
     }
     if constexpr (Method::kind == method_kind::token) lay_out_gather_bases();
     enter_requests();
@@ -619,11 +620,11 @@ class planner {
   /// in the state, whatever the method keeps otherwise, and is finished from
   /// there with the request. Its split windows are cut into tiles of `tile_rows` rows.
   template <class Method>
-  void add_pooled(const decision& d, const state_key& key, std::size_t index, const request& r, const chunk& part,
-                  std::int64_t tile_rows) {
+  void add_pooled(const Method& method, const decision& d, const state_key& key, std::size_t index, const request& r,
+                  const chunk& part, std::int64_t tile_rows) {
     constexpr bool keeps_state = Method::keeps_state;
     token_span after;
-    const std::span<const token_span> spans = pooled_spans<Method>(r, after);
+    const std::span<const token_span> spans = pooled_spans(method, r, after);
     const std::span<const row_window> windows = std::span(windows_).subspan(d.first, d.count);
     const auto count = static_cast<std::int64_t>(d.count);
     const std::int64_t pooled_width = d.width;

@@ -55,8 +55,11 @@ template <>
 struct method_list<> {};
 template <class M, class... Rest>
 struct method_list<M, Rest...> {
-  M first;
-  method_list<Rest...> rest;
+  M first{};
+  method_list<Rest...> rest{};
+
+  constexpr method_list() = default;
+  constexpr explicit method_list(M mode, Rest... later) : first(mode), rest(later...) {}
 
   template <int S>
   SEQPOOL_HOST_DEVICE constexpr const auto& get() const {
@@ -118,7 +121,7 @@ struct concat {
   detail_concat::method_list<detail_concat::mode_method<Methods>...> methods{};
 
   constexpr concat() = default;
-  constexpr explicit concat(Methods... chosen) : methods{mode_method_of(chosen)...} {}
+  constexpr explicit concat(Methods... chosen) : methods(mode_method_of(chosen)...) {}
 
   /// Every row of the chunk; a mode that would read fewer (other than CLS and LAST) is refused.
   row_window window(const chunk& part) const {
@@ -152,7 +155,7 @@ struct concat {
     if constexpr (!std::is_same_v<M, cls> && !std::is_same_v<M, last>) {
       const row_window read = mode.window(part);
       if (read.begin != every.begin || read.count != every.count)
-        seqpool::detail::fail("method", name, ": its mode ", seqpool::detail::name_of<M>("a method"),
+        seqpool::detail::fail("method", name, ": its mode ", seqpool::detail::name_of(mode, "a method"),
                               " reads rows [", read.begin, ", ", read.begin + read.count, ") of a chunk of rows [",
                               every.begin, ", ", every.begin + every.count,
                               "); a concat's modes read every row (or are CLS or LAST)");

@@ -153,10 +153,27 @@ constexpr instruction_rule instruction_rule_of() {
   }
 }
 
-/// Method M's name, or `unnamed` for a method that declares none.
+/// What `method` does with an instruction: what its instruction() says where
+/// its modes are chosen at run time (runtime_concat), else what its type says.
 template <class M>
-constexpr std::string_view name_of(std::string_view unnamed) {
-  if constexpr (requires { M::name; })
+constexpr instruction_rule instruction_rule_of(const M& method) {
+  if constexpr (requires {
+                  { method.instruction() } -> std::same_as<instruction_rule>;
+                })
+    return method.instruction();
+  else
+    return instruction_rule_of<M>();
+}
+
+/// `method`'s name: what its name() says where its modes are chosen at run
+/// time, else its type's, or `unnamed` for a method that declares none.
+template <class M>
+constexpr std::string_view name_of(const M& method, std::string_view unnamed) {
+  if constexpr (requires {
+                  { method.name() } -> std::convertible_to<std::string_view>;
+                })
+    return method.name();
+  else if constexpr (requires { M::name; })
     return M::name;
   else
     return unnamed;
@@ -179,6 +196,19 @@ SEQPOOL_HOST_DEVICE constexpr const auto& mode_of(const M& method) {
     return method.template mode<S>();
   else
     return method;
+}
+
+/// Calls work(mode) with mode S of `method` as the method it runs: a mode
+/// chosen at run time (a runtime_concat's, which says so with visit()) as the
+/// built-in method its code names, so that the host's loops over columns in
+/// `work` are compiled for that method, without a branch a value.
+template <int S, class M, class Work>
+constexpr decltype(auto) with_mode_of(const M& method, Work&& work) {
+  using mode_type = std::remove_cvref_t<decltype(mode_of<S>(method))>;
+  if constexpr (requires(const mode_type& mode) { mode.visit(work); })
+    return mode_of<S>(method).visit(work);
+  else
+    return work(mode_of<S>(method));
 }
 
 /// Calls work.template operator()<S>() for each S of the sequence, in order.

@@ -59,12 +59,13 @@ struct combine_partials {
     // Partial after partial, each read front to back while the result row stays in cache.
     const std::int64_t width = owner.width;
     for_mode_columns<modes_of<Method>>(loaded, width, [&]<int S>(std::int64_t begin, std::int64_t end) {
-      const auto& merging = mode_of<S>(method);
-      for (std::int64_t c = begin; c < end; ++c) out[c] = init != nullptr ? init[c] : merging.identity();
-      for (std::int32_t p = 0; p < owner.num_tiles; ++p) {
-        const float* __restrict__ partial = partials + p * width;
-        for (std::int64_t c = begin; c < end; ++c) out[c] = merging.merge(out[c], partial[c]);
-      }
+      with_mode_of<S>(method, [&](const auto& merging) {
+        for (std::int64_t c = begin; c < end; ++c) out[c] = init != nullptr ? init[c] : merging.identity();
+        for (std::int32_t p = 0; p < owner.num_tiles; ++p) {
+          const float* __restrict__ partial = partials + p * width;
+          for (std::int64_t c = begin; c < end; ++c) out[c] = merging.merge(out[c], partial[c]);
+        }
+      });
     });
   }
 };

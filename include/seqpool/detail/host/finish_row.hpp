@@ -18,8 +18,9 @@ void finish_row(const Method& method, const Head& head, const request_record& ow
                 std::uint8_t flags, float* row) {
   if ((flags & finish) == 0) return;
   for_mode_columns<modes_of<Method>>(loaded, owner.width, [&]<int S>(std::int64_t begin, std::int64_t end) {
-    const auto& finishing = mode_of<S>(method);
-    for (std::int64_t c = begin; c < end; ++c) row[c] = finishing.finish(row[c], owner.prompt_len);
+    with_mode_of<S>(method, [&](const auto& finishing) {
+      for (std::int64_t c = begin; c < end; ++c) row[c] = finishing.finish(row[c], owner.prompt_len);
+    });
   });
   if ((flags & epilogue) == 0) return;
   head::plain_row finished{row, owner.width};

@@ -105,8 +105,9 @@ struct reduce_tiles {
       return;
     }
     for_mode_columns<modes>(tile.width, width, [&]<int S>(std::int64_t begin, std::int64_t end) {
-      const auto& reducing = mode_of<S>(method);
-      for (std::int64_t c = begin; c < end; ++c) out[c] = init != nullptr ? init[c] : reducing.identity();
+      with_mode_of<S>(method, [&](const auto& reducing) {
+        for (std::int64_t c = begin; c < end; ++c) out[c] = init != nullptr ? init[c] : reducing.identity();
+      });
     });
   }
 
@@ -126,15 +127,33 @@ struct reduce_tiles {
     }
   };
 
-  /// Calls set(reducing, at) for each mode that keeps loaded column c, with
-  /// the mode's method and the column's place `at` in the pooled row.
-  template <class Set>
-  void each_mode(const row_columns& columns, std::int64_t c, const Set& set) const {
+  /// Calls body(reducing, c, at) for each column c of `range` that a mode keeps,
+  /// a mode at a time, with the mode's method and the column's place `at` in the
+  /// pooled row: by_lines, asking for lines (`ask`) in the first mode's pass;
+  /// the later modes' passes read the same lines from L1. A mode at a time, each
+  /// pass is one method's loop, which vectorises as a single method's does (a
+  /// mode chosen at run time visited once for it, not at every value).
+  template <class Ask, class Body>
+  void each_mode(const row_columns& columns, column_range range, const Ask& ask, const Body& body) const {
     for_modes<modes>([&]<int S>() {
-      if constexpr (S > 0)
-        if (c >= columns.template kept<S>()) return;
-      set(mode_of<S>(method), c + S * columns.loaded);
+      const std::int64_t end = std::min(range.end, columns.template kept<S>());
+      if (range.begin >= end) return;
+      with_mode_of<S>(method, [&](const auto& reducing) {
+        by_lines<T>(
+            range.begin, end,
+            [&](std::int64_t line) {
+              if constexpr (S == 0) ask(line);
+            },
+            [&](std::int64_t c) { body(reducing, c, c + S * columns.loaded); });
+      });
     });
+  }
+
+  /// each_mode() that asks for no lines.
+  template <class Body>
+  void each_mode(const row_columns& columns, column_range range, const Body& body) const {
+    each_mode(
+        columns, range, [](std::int64_t) {}, body);
   }
 
   /// Reduces the tile's rows into `out`, starting from `init` or identity(), a
@@ -177,18 +196,16 @@ struct reduce_tiles {
       // rows after these while it is summed.
       lines_ahead ahead[4];
       for (int k = 0; k < 4; ++k) ahead[k] = ahead_of(tile, width, next, sweep, r + 4 + k);
-      by_lines<T>(
-          sweep.begin, sweep.end,
+      each_mode(
+          columns, sweep,
           [&](std::int64_t line) {
             for (const lines_ahead& later : ahead) later.template ask<prefetch_into::l1>(line - sweep.begin);
           },
-          [&](std::int64_t c) {
-            each_mode(columns, c, [&](const auto& reducing, std::int64_t at) {
-              float value = accumulate_at(reducing, out[at], to_float(row0[c]), position);
-              value = accumulate_at(reducing, value, to_float(row1[c]), position + 1);
-              value = accumulate_at(reducing, value, to_float(row2[c]), position + 2);
-              out[at] = accumulate_at(reducing, value, to_float(row3[c]), position + 3);
-            });
+          [&](const auto& reducing, std::int64_t c, std::int64_t at) {
+            float value = accumulate_at(reducing, out[at], to_float(row0[c]), position);
+            value = accumulate_at(reducing, value, to_float(row1[c]), position + 1);
+            value = accumulate_at(reducing, value, to_float(row2[c]), position + 2);
+            out[at] = accumulate_at(reducing, value, to_float(row3[c]), position + 3);
           });
     }
     // The rows left over ask for the rows four on, as the sweeps did, all at once.
@@ -198,10 +215,9 @@ struct reduce_tiles {
     }
     for (; r < tile.rows; ++r) {
       const T* __restrict__ row = first_row + r * row_stride;
-      for (std::int64_t c = sweep.begin; c < sweep.end; ++c)
-        each_mode(columns, c, [&](const auto& reducing, std::int64_t at) {
-          out[at] = accumulate_at(reducing, out[at], to_float(row[c]), first_position + r);
-        });
+      each_mode(columns, sweep, [&](const auto& reducing, std::int64_t c, std::int64_t at) {
+        out[at] = accumulate_at(reducing, out[at], to_float(row[c]), first_position + r);
+      });
     }
   }
 
@@ -215,24 +231,20 @@ struct reduce_tiles {
     const T* __restrict__ first = first_row;
     if (tile.rows == 1) {
       const lines_ahead later = ahead_of(tile, columns.loaded, next, sweep, 1);
-      by_lines<T>(
-          sweep.begin, sweep.end, [&](std::int64_t line) { later.ask(line - sweep.begin); },
-          [&](std::int64_t c) {
-            each_mode(columns, c, [&](const auto& reducing, std::int64_t at) {
-              out[at] = accumulate_at(reducing, init != nullptr ? init[at] : reducing.identity(), to_float(first[c]),
-                                      first_position);
-            });
+      each_mode(
+          columns, sweep, [&](std::int64_t line) { later.ask(line - sweep.begin); },
+          [&](const auto& reducing, std::int64_t c, std::int64_t at) {
+            out[at] = accumulate_at(reducing, init != nullptr ? init[at] : reducing.identity(), to_float(first[c]),
+                                    first_position);
           });
     } else if (init != nullptr) {
-      for (std::int64_t c = sweep.begin; c < sweep.end; ++c)
-        each_mode(columns, c, [&](const auto& reducing, std::int64_t at) {
-          out[at] = accumulate_at(reducing, init[at], to_float(first[c]), first_position);
-        });
+      each_mode(columns, sweep, [&](const auto& reducing, std::int64_t c, std::int64_t at) {
+        out[at] = accumulate_at(reducing, init[at], to_float(first[c]), first_position);
+      });
     } else {
-      for (std::int64_t c = sweep.begin; c < sweep.end; ++c)
-        each_mode(columns, c, [&](const auto& reducing, std::int64_t at) {
-          out[at] = accumulate_at(reducing, reducing.identity(), to_float(first[c]), first_position);
-        });
+      each_mode(columns, sweep, [&](const auto& reducing, std::int64_t c, std::int64_t at) {
+        out[at] = accumulate_at(reducing, reducing.identity(), to_float(first[c]), first_position);
+      });
     }
   }
 
