@@ -56,7 +56,7 @@ inline std::string joined(const std::vector<std::int64_t>& sizes) {
 
 /// Pools one prompt of `rows` rows in chunks of the given sizes, its token ids
 /// `ids`; the last step's result.
-template <class Method, class Space, class Result = float>
+template <class Method, class Space, class Result = float, class T = float>
 test::results pool_chunked(const std::vector<float>& prompt, std::int64_t hidden_size,
                            const std::vector<std::int64_t>& chunk_sizes, const seqpool::pooling_params& params = raw,
                            const std::vector<std::int64_t>& ids = {}, const Method& method = Method{}) {
@@ -70,7 +70,7 @@ test::results pool_chunked(const std::vector<float>& prompt, std::int64_t hidden
     seqpool::batch step{{test::part("p", pooler.task, prompt_len, done, size, params)}};
     step.requests[0].prompt_token_ids = ids;
     const std::vector<float> rows(prompt.begin() + done * hidden_size, prompt.begin() + (done + size) * hidden_size);
-    last = test::run_step(space, pooler, state, step, rows);
+    last = test::run_step(space, pooler, state, step, test::convert<T>(rows));
     done += size;
     if (done < prompt_len) CHECK_FALSE(last[0].has_value());
   }
@@ -416,17 +416,36 @@ TEST_CASE_TEMPLATE_DEFINE("case 35: a concat named at run time pools as the conc
                       all_six);
   }
 
-  // Drawn rows, chunked anywhere: bit for bit concat<cls, max, mean>, whose randomized
-  // comparison with the plain loop is tests/cases/random.hpp's.
-  const std::vector<float> drawn = test::drawn_values(700 * 48, 35);
-  using compiled = method::concat<method::cls, method::max, method::mean>;
-  for (const std::vector<std::int64_t>& chunks :
-       std::vector<std::vector<std::int64_t>>{{700}, {333, 367}, {1, 698, 1}}) {
-    CAPTURE(methods_cases::joined(chunks));
-    const test::matrix at_run_time = *pool_chunked<any, Space>(drawn, 48, chunks, raw, {}, named("cls+max+mean"))[0];
-    const test::matrix at_compile_time = *pool_chunked<compiled, Space>(drawn, 48, chunks)[0];
-    test::check_equal(at_run_time, 1, 3 * 48, at_compile_time.values);
+  // Drawn rows, chunked anywhere: bit for bit the compile-time concat of the same modes, whose
+  // randomized comparison with the plain loop is tests/cases/random.hpp's. Rows of 48 columns
+  // (three whole lines) and of 50 (a line in part), float and bfloat16, the row cut to 100
+  // columns (MEAN's first four), and modes that weigh rows by position.
+  const auto compare = [&]<class Compiled, class T>(std::string_view name, std::int64_t columns,
+                                                    const seqpool::pooling_params& params) {
+    CAPTURE(name);
+    CAPTURE(columns);
+    CAPTURE(params.dimensions.value_or(0));
+    const std::vector<float> drawn = test::drawn_values(700 * columns, 35);
+    for (const std::vector<std::int64_t>& chunks :
+         std::vector<std::vector<std::int64_t>>{{700}, {333, 367}, {1, 698, 1}}) {
+      CAPTURE(methods_cases::joined(chunks));
+      const test::matrix at_run_time =
+          *pool_chunked<any, Space, float, T>(drawn, columns, chunks, params, {}, named(name))[0];
+      const test::matrix at_compile_time = *pool_chunked<Compiled, Space, float, T>(drawn, columns, chunks, params)[0];
+      CHECK(at_run_time.cols == at_compile_time.cols);
+      test::check_equal(at_run_time, 1, at_compile_time.cols, at_compile_time.values);
+    }
+  };
+  using cls_max_mean = method::concat<method::cls, method::max, method::mean>;
+  using weighted = method::concat<method::mean_sqrt_len, method::weighted_mean, method::last>;
+  seqpool::pooling_params cut = raw;
+  cut.dimensions = 100;
+  for (const std::int64_t columns : {48, 50}) {
+    compare.template operator()<cls_max_mean, float>("cls+max+mean", columns, raw);
+    compare.template operator()<cls_max_mean, seqpool::bfloat16>("cls+max+mean", columns, raw);
+    compare.template operator()<weighted, seqpool::bfloat16>("mean_sqrt_len+weighted_mean+last", columns, raw);
   }
+  compare.template operator()<cls_max_mean, seqpool::bfloat16>("cls+max+mean", 48, cut);
 
   // An instruction of two rows: MEAN ‖ MAX leave it out, CLS ‖ LAST read as without one.
   seqpool::pooling_params instructed = raw;
@@ -450,12 +469,14 @@ TEST_CASE_TEMPLATE_DEFINE("case 35: a concat named at run time pools as the conc
   CHECK(any::listed_names() ==
         "cls, last, mean, max, weighted_mean, mean_sqrt_len or two or three of cls, max, mean, mean_sqrt_len, "
         "weighted_mean and last, in that order, joined by '+' (\"cls+max+mean\")");
-  using wider = method::runtime_method<method::mean, method::runtime_concat<4>, method::runtime_concat<5>,
-                                       method::runtime_concat<6>>;
-  CHECK(wider::listed_names() ==
-        "mean or four to six of cls, max, mean, mean_sqrt_len, weighted_mean and last, in "
-        "that order, joined by '+' (\"cls+max+mean\")");
-  CHECK(wider::from_name("cls+max+mean+mean_sqrt_len+weighted_mean+last")->name() ==
+  // A table of its own may take other counts, each listed.
+  using other_counts = method::runtime_method<method::mean, method::runtime_concat<2>, method::runtime_concat<4>,
+                                              method::runtime_concat<6>>;
+  CHECK(other_counts::listed_names() ==
+        "mean or two, four or six of cls, max, mean, mean_sqrt_len, weighted_mean "
+        "and last, in that order, joined by '+' (\"cls+max+mean\")");
+  CHECK_FALSE(other_counts::from_name("cls+max+mean").has_value());
+  CHECK(other_counts::from_name("cls+max+mean+mean_sqrt_len+weighted_mean+last")->name() ==
         "cls+max+mean+mean_sqrt_len+weighted_mean+last");
 
   Space space;

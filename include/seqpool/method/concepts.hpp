@@ -198,14 +198,24 @@ SEQPOOL_HOST_DEVICE constexpr const auto& mode_of(const M& method) {
     return method;
 }
 
+/// True for a mode chosen at run time (a runtime_concat's), whose visit(work)
+/// calls work with the built-in method it holds.
+template <class Mode>
+inline constexpr bool chosen_at_run_time = false;
+
+/// True for a method whose name is made at run time from what it holds (a
+/// runtime_concat's, from its modes): its static from_name() finds it, and
+/// name_form says how such names are formed.
+template <class M>
+inline constexpr bool names_itself = false;
+
 /// Calls work(mode) with mode S of `method` as the method it runs: a mode
-/// chosen at run time (a runtime_concat's, which says so with visit()) as the
-/// built-in method its code names, so that the host's loops over columns in
-/// `work` are compiled for that method, without a branch a value.
+/// chosen at run time as the built-in method it holds, so that the host's
+/// loops over columns in `work` are compiled for that method, without a branch
+/// per value.
 template <int S, class M, class Work>
 constexpr decltype(auto) with_mode_of(const M& method, Work&& work) {
-  using mode_type = std::remove_cvref_t<decltype(mode_of<S>(method))>;
-  if constexpr (requires(const mode_type& mode) { mode.visit(work); })
+  if constexpr (chosen_at_run_time<std::remove_cvref_t<decltype(mode_of<S>(method))>>)
     return mode_of<S>(method).visit(work);
   else
     return work(mode_of<S>(method));

@@ -11,6 +11,7 @@
 #include <type_traits>
 #include <utility>
 #include <variant>
+#include <vector>
 
 #include <seqpool/method/concepts.hpp>
 
@@ -29,52 +30,59 @@ class runtime_method {
   static_assert(((Methods::kind == first::kind) && ...),
                 "runtime_method's methods must all be sequence or all token methods");
 
-  /// Whether alternative M has a name of its type (a runtime_concat names itself by its modes).
+  /// Whether alternative M is named by its type (a runtime_concat names itself, by its modes).
   template <class M>
-  static constexpr bool named = !requires {
-    M::from_name(std::string_view());
-  };
+  static constexpr bool named_by_type = !detail::names_itself<M>;
 
   template <class M>
   static constexpr std::string_view name_of_type() {
-    if constexpr (named<M>)
+    if constexpr (named_by_type<M>)
       return M::name;
     else
       return {};
   }
 
+  /// The alternatives that name themselves, each by its modes, share one form of name.
+  template <class M>
+  static constexpr std::string_view name_form_of() {
+    if constexpr (named_by_type<M>)
+      return {};
+    else
+      return M::name_form;
+  }
+  static constexpr std::string_view self_named_form_of_names = [] {
+    std::string_view form;
+    ((form.empty() ? void(form = name_form_of<Methods>()) : void()), ...);
+    return form;
+  }();
+  static_assert(((named_by_type<Methods> || name_form_of<Methods>() == self_named_form_of_names) && ...),
+                "runtime_method's alternatives that name themselves share one name_form");
+
  public:
   static constexpr method_kind kind = first::kind;
 
   /// How the alternatives that name themselves by the modes they join
-  /// (runtime_concat) are named, for messages: "two or three of <their
-  /// name_form>", or nothing where there are none.
+  /// (runtime_concat) are named, for messages: the counts of modes they take
+  /// ("two or three", "two, four or five") and their name_form; nothing where
+  /// there are none.
   static std::string self_named_form() {
-    static constexpr std::array<std::string_view, 7> counts{"", "one", "two", "three", "four", "five", "six"};
-    int fewest = 0;
-    int most = 0;
-    std::string_view form;
-    const auto note = [&]<class M>() {
-      if constexpr (!named<M>) {
-        fewest = fewest == 0 ? detail::modes_of<M> : std::min(fewest, detail::modes_of<M>);
-        most = std::max(most, detail::modes_of<M>);
-        form = M::name_form;
-      }
-    };
-    (note.template operator()<Methods>(), ...);
-    if (form.empty()) return {};
-    std::string described(counts[fewest]);
-    if (most > fewest) described.append(most == fewest + 1 ? " or " : " to ").append(counts[most]);
-    return described.append(" of ").append(form);
+    static constexpr std::array<std::string_view, 5> counts{"two", "three", "four", "five", "six"};
+    std::vector<int> taken;
+    ((named_by_type<Methods> ? void() : void(taken.push_back(detail::modes_of<Methods>))), ...);
+    std::sort(taken.begin(), taken.end());
+    std::string described;
+    for (std::size_t k = 0; k < taken.size(); ++k)
+      described.append(k == 0 ? "" : k + 1 == taken.size() ? " or " : ", ").append(counts[taken[k] - 2]);
+    return taken.empty() ? described : described.append(" of ").append(self_named_form_of_names);
   }
 
-  /// The names of its alternatives named by their type, in order: the names
-  /// from_name() takes, with those of the alternatives that name themselves
-  /// (a runtime_concat, whose name_form says how they are named).
+  /// The names of its alternatives named by their type, in order. from_name()
+  /// takes these, and the names of the alternatives that name themselves
+  /// (self_named_form() says how those are formed).
   static constexpr auto names = [] {
-    std::array<std::string_view, (std::size_t{named<Methods>} + ...)> listed{};
+    std::array<std::string_view, (std::size_t{named_by_type<Methods>} + ...)> listed{};
     std::size_t at = 0;
-    ((named<Methods> ? void(listed[at++] = name_of_type<Methods>()) : void()), ...);
+    ((named_by_type<Methods> ? void(listed[at++] = name_of_type<Methods>()) : void()), ...);
     return listed;
   }();
 
@@ -92,11 +100,21 @@ class runtime_method {
   }
 
   /// The method whose name is `wanted`, or nothing when no alternative has it.
+  /// A smaller alternative leaves the variant's last bytes unwritten, which GCC
+  /// at -O3 takes for a read of them where the found method is copied (its
+  /// optional and variant copies are trivial); it warns at `found`.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
   static std::optional<runtime_method> from_name(std::string_view wanted) {
     std::optional<runtime_method> found;
     (find<Methods>(wanted, found) || ...);
     return found;
   }
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
 
   std::string_view name() const {
     return std::visit([](const auto& chosen) { return seqpool::detail::name_of(chosen, "a method"); }, chosen_);
@@ -112,7 +130,7 @@ class runtime_method {
   /// Makes `found` alternative M if `wanted` names it; says whether it did.
   template <class M>
   static bool find(std::string_view wanted, std::optional<runtime_method>& found) {
-    if constexpr (named<M>) {
+    if constexpr (named_by_type<M>) {
       if (M::name != wanted) return false;
       found.emplace(M{});
     } else {

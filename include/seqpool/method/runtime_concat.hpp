@@ -2,6 +2,7 @@
 // read from a configuration (its pooling_mode_* flags), by name ("cls+max+mean").
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <bit>
 #include <cstddef>
@@ -33,6 +34,7 @@ inline constexpr int mode_codes = static_cast<int>(mode_order.size());
 /// for each value; every thread of a launch takes the same branch.
 struct chosen_mode {
   static constexpr method_kind kind = method_kind::sequence;
+  /// What concat<…> joins its modes' names from; runtime_concat::name() says the set's.
   static constexpr std::string_view name = "a chosen mode";
   static constexpr bool keeps_state = true;
 
@@ -40,7 +42,8 @@ struct chosen_mode {
 
   row_window window(const chunk& part) const { return {part.first_row(), part.num_scheduled}; }
 
-  /// `work` called with the method the code names.
+  /// `work` called with the method the code names (the host passes' work is host code).
+  SEQPOOL_EXEC_CHECK_DISABLE
   template <class Work>
   SEQPOOL_HOST_DEVICE decltype(auto) visit(Work&& work) const {
     switch (code) {
@@ -101,14 +104,19 @@ inline constexpr joined_sets set_names{};
 /// One address per set of modes: what a state begun by a runtime_concat names its method by.
 inline constexpr std::array<char, 1u << mode_codes> set_tags{};
 
+/// A slot's mode type, as a class template: nvcc's front end substitutes an
+/// alias template before the host compiler sees the pack expansion, which
+/// then expands nothing.
 template <std::size_t>
-using chosen_slot = chosen_mode;
+struct chosen_slot {
+  using type = chosen_mode;
+};
 
 template <class Slots>
 struct chosen_concat;
 template <std::size_t... Slot>
 struct chosen_concat<std::index_sequence<Slot...>> {
-  using type = concat<chosen_slot<Slot>...>;
+  using type = concat<typename chosen_slot<Slot>::type...>;
 };
 
 }  // namespace detail_concat
@@ -127,7 +135,7 @@ class runtime_concat : public detail_concat::chosen_concat<std::make_index_seque
   using joined = typename detail_concat::chosen_concat<std::make_index_sequence<Modes>>::type;
 
  public:
-  /// What its names look like, after how many modes: for messages and `seqpool-run --methods`.
+  /// How its names are formed, for messages after the count of modes (and `seqpool-run --methods`).
   static constexpr std::string_view name_form =
       "cls, max, mean, mean_sqrt_len, weighted_mean and last, in that order, joined by '+' (\"cls+max+mean\")";
 
@@ -193,5 +201,9 @@ namespace seqpool::detail {
 
 template <int Modes>
 inline constexpr int modes_of<method::runtime_concat<Modes>> = Modes;
+template <int Modes>
+inline constexpr bool names_itself<method::runtime_concat<Modes>> = true;
+template <>
+inline constexpr bool chosen_at_run_time<method::detail_concat::chosen_mode> = true;
 
 }  // namespace seqpool::detail

@@ -130,9 +130,10 @@ struct reduce_tiles {
   /// Calls body(reducing, c, at) for each column c of `range` that a mode keeps,
   /// a mode at a time, with the mode's method and the column's place `at` in the
   /// pooled row: by_lines, asking for lines (`ask`) in the first mode's pass;
-  /// the later modes' passes read the same lines from L1. A mode at a time, each
-  /// pass is one method's loop, which vectorises as a single method's does (a
-  /// mode chosen at run time visited once for it, not at every value).
+  /// the later modes' passes find the sweep's rows in L1 and L2. A mode at a
+  /// time, each pass is one method's loop, which vectorises as a single
+  /// method's does (a mode chosen at run time visited once for it, not at every
+  /// value); a mode at a time a line instead is slower (PERFORMANCE.md).
   template <class Ask, class Body>
   void each_mode(const row_columns& columns, column_range range, const Ask& ask, const Body& body) const {
     for_modes<modes>([&]<int S>() {
