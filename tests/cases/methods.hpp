@@ -11,6 +11,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <vector>
 
 #include <doctest/doctest.h>
@@ -405,16 +406,24 @@ TEST_CASE_TEMPLATE_DEFINE("case 35: a concat named at run time pools as the conc
     }
   }
 
-  // All six, through runtime_concat<6> (a table of its own names it).
-  const std::optional six = method::runtime_concat<6>::from_name("cls+max+mean+mean_sqrt_len+weighted_mean+last");
-  REQUIRE(six.has_value());
-  std::vector<float> all_six;
-  for (const std::vector<float>& columns : single) all_six.insert(all_six.end(), columns.begin(), columns.end());
-  for (const std::vector<std::int64_t>& chunks : chunkings) {
-    CAPTURE(methods_cases::joined(chunks));
-    test::check_equal(*pool_chunked<method::runtime_concat<6>, Space>(ten, 2, chunks, raw, {}, *six)[0], 1, 12,
-                      all_six);
-  }
+  // Five and six modes, through runtime_concat<5> and <6> (a table of its own names them). A
+  // device block merges at most five modes' runs in its shared memory (SPEC section 2).
+  const auto check_all = [&]<int Modes>(std::string_view name) {
+    CAPTURE(name);
+    const std::optional joined = method::runtime_concat<Modes>::from_name(name);
+    REQUIRE(joined.has_value());
+    std::vector<float> expected;
+    for (const std::vector<float>& columns : std::span(single).first(Modes))
+      expected.insert(expected.end(), columns.begin(), columns.end());
+    for (const std::vector<std::int64_t>& chunks : chunkings) {
+      CAPTURE(methods_cases::joined(chunks));
+      test::check_equal(*pool_chunked<method::runtime_concat<Modes>, Space>(ten, 2, chunks, raw, {}, *joined)[0], 1,
+                        2 * Modes, expected);
+    }
+  };
+  check_all.template operator()<5>("cls+max+mean+mean_sqrt_len+weighted_mean");
+  if constexpr (std::is_same_v<Space, seqpool::host_space>)
+    check_all.template operator()<6>("cls+max+mean+mean_sqrt_len+weighted_mean+last");
 
   // Drawn rows, chunked anywhere: bit for bit the compile-time concat of the same modes, whose
   // randomized comparison with the plain loop is tests/cases/random.hpp's. Rows of 48 columns

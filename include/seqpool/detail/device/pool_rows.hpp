@@ -78,6 +78,10 @@ struct pool_rows {
     lane_slab merged[Policy::warps][warp_lanes];  ///< each warp's rows of a split block, merged in warp order
     bulk_rings<reads_in_bulk ? Policy::warps : 0, ring> rings;
   };
+  static_assert(sizeof(shared_storage) <= 48 * 1024 - 512,
+                "seqpool: a split block merges its warps' runs of every mode of a concat in its static shared memory "
+                "(48 KB, less its barriers' and reductions'), which holds five modes' at the default launch policy: "
+                "join fewer modes on the device");
 
   Method method;
   Head head;
