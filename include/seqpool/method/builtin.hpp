@@ -23,7 +23,8 @@ namespace seqpool::method {
 /// Any built-in sequence method (CLS, LAST, MEAN, MAX, weighted MEAN,
 /// MEAN_SQRT_LEN), or a concat of two or three of them (runtime_concat).
 /// Each count of modes compiles every kernel once more (the two take a
-/// table's compile time up by a fifth); a table that needs four or more names
+/// table's compile time up by half under g++, twice under nvcc: PERFORMANCE.md,
+/// Build); a table that needs four or more names
 /// runtime_concat<4> and on in its own runtime_method.
 using any_sequence =
     runtime_method<cls, last, mean, max, weighted_mean, mean_sqrt_len, runtime_concat<2>, runtime_concat<3>>;

@@ -42,7 +42,7 @@ class runtime_method {
       return {};
   }
 
-  /// The alternatives that name themselves, each by its modes, share one form of name.
+  /// How alternative M's names are formed where it names itself (its name_form), else nothing.
   template <class M>
   static constexpr std::string_view name_form_of() {
     if constexpr (named_by_type<M>)
@@ -50,12 +50,13 @@ class runtime_method {
     else
       return M::name_form;
   }
-  static constexpr std::string_view self_named_form_of_names = [] {
+  /// The form the alternatives that name themselves share.
+  static constexpr std::string_view shared_name_form = [] {
     std::string_view form;
     ((form.empty() ? void(form = name_form_of<Methods>()) : void()), ...);
     return form;
   }();
-  static_assert(((named_by_type<Methods> || name_form_of<Methods>() == self_named_form_of_names) && ...),
+  static_assert(((named_by_type<Methods> || name_form_of<Methods>() == shared_name_form) && ...),
                 "runtime_method's alternatives that name themselves share one name_form");
 
  public:
@@ -73,7 +74,7 @@ class runtime_method {
     std::string described;
     for (std::size_t k = 0; k < taken.size(); ++k)
       described.append(k == 0 ? "" : k + 1 == taken.size() ? " or " : ", ").append(counts[taken[k] - 2]);
-    return taken.empty() ? described : described.append(" of ").append(self_named_form_of_names);
+    return taken.empty() ? described : described.append(" of ").append(shared_name_form);
   }
 
   /// The names of its alternatives named by their type, in order. from_name()

@@ -30,8 +30,9 @@ inline constexpr std::array<std::string_view, 6> mode_order{cls::name,          
 inline constexpr int mode_codes = static_cast<int>(mode_order.size());
 
 /// A mode of a runtime_concat: the built-in method mode_order[code] names, as a
-/// concat runs it (CLS as the first row read). The kernels branch on the code
-/// for each value; every thread of a launch takes the same branch.
+/// concat runs it (CLS as the first row read). The device kernels branch on the
+/// code for each value, every thread of a launch the same way; the host passes
+/// visit it once a pass (with_mode_of).
 struct chosen_mode {
   static constexpr method_kind kind = method_kind::sequence;
   /// What concat<…> joins its modes' names from; runtime_concat::name() says the set's.
