@@ -20,6 +20,8 @@ template <class Table>
 class dispatcher;
 template <class... Poolers>
 class multi_pooler;
+template <class Space>
+class runtime_part;
 
 /// Pools the requests of one task: a step runner (plan, reserve, forward;
 /// capture, restage) of one entry, a method and a head in a space.
@@ -74,6 +76,8 @@ class pooler : public step_runner<Space, Result, detail::pooling_unit<Method, He
   friend class dispatcher;
   template <class... Poolers>
   friend class multi_pooler;
+  template <class S>
+  friend class runtime_part;
 
   /// What a dispatcher or a multi_pooler takes from the pooler it is given.
   unit_type&& take_unit() && { return std::move(this->template unit<0>()); }

@@ -21,6 +21,7 @@
 
 #include <seqpool/batch.hpp>
 #include <seqpool/capacity.hpp>
+#include <seqpool/detail/any_unit.hpp>
 #include <seqpool/detail/check_forward.hpp>
 #include <seqpool/detail/image.hpp>
 #include <seqpool/detail/program.hpp>
@@ -30,6 +31,7 @@
 #include <seqpool/error.hpp>
 #include <seqpool/hidden.hpp>
 #include <seqpool/part.hpp>
+#include <seqpool/part_output.hpp>
 #include <seqpool/plan.hpp>
 #include <seqpool/space/memory_space.hpp>
 #include <seqpool/state.hpp>
@@ -48,6 +50,40 @@ inline std::uint64_t next_serial() {
 /// A step runner's Result where each entry writes an output of its own, of its
 /// unit's result type: a multi_pooler's.
 struct output_per_part {};
+
+/// Whether a step runner's one unit type is any_unit: its entries are then a
+/// list, as long as the program made it (a runtime_multi_pooler's parts).
+template <class Unit>
+inline constexpr bool is_any_unit = false;
+template <class Space>
+inline constexpr bool is_any_unit<any_unit<Space>> = true;
+
+/// The type a unit's results have in a forward's arguments: its own; for any_unit,
+/// whose type is known at run time, the part_output that carries it.
+template <class Unit>
+struct unit_result {
+  using type = typename Unit::result_type;
+};
+template <class Space>
+struct unit_result<any_unit<Space>> {
+  using type = part_output;
+};
+
+/// A forward's outputs, one an output: a span of the step's Result (a pooler's,
+/// a dispatcher's), a span of each part's result type (a multi_pooler's), or a
+/// list of part_outputs (a runtime_multi_pooler's).
+template <class Result, class... Units>
+struct step_outputs {
+  using type = std::tuple<cuda::std::span<Result>>;
+};
+template <class... Units>
+struct step_outputs<output_per_part, Units...> {
+  using type = std::tuple<cuda::std::span<typename unit_result<Units>::type>...>;
+};
+template <class Space>
+struct step_outputs<output_per_part, any_unit<Space>> {
+  using type = std::span<const part_output>;
+};
 
 }  // namespace detail
 
@@ -70,22 +106,33 @@ struct output_per_part {};
 /// table lacks. A multi_pooler (Result: detail::output_per_part) is a runner
 /// whose entries are its parts: every request goes to every part, as the
 /// part's knobs make it (route_knobs), and each part writes an output of its
-/// own; its plans are parts_plans. Given a capacity, every entry's image gets
+/// own; its plans are parts_plans. A runtime_multi_pooler's parts are a list
+/// of any_unit chosen at run time, otherwise alike. Given a capacity, every entry's image gets
 /// a region of its own, so that a step captured once (capture()) replays for
 /// every batch that fits (restage()), whichever tasks it holds.
 template <memory_space Space, class Result, class... Units>
 class step_runner {
-  static constexpr std::size_t entries = sizeof...(Units);
-  static constexpr std::array<task, entries> tasks{Units::task...};
   static constexpr bool per_part = std::is_same_v<Result, detail::output_per_part>;
-  static constexpr std::size_t outputs = per_part ? entries : 1;
+  /// Whether the entries are a list made at run time (of any_unit), not a pack.
+  static constexpr bool listed = (detail::is_any_unit<Units> && ...);
+  static_assert(!listed || (per_part && sizeof...(Units) == 1), "a list of any_unit is a runtime_multi_pooler's parts");
+  /// Entries of a pack: the units; of a list: none until it is made.
+  static constexpr std::size_t packed_entries = listed ? 0 : sizeof...(Units);
+  /// Each entry's value of T: an array for a pack, a vector as long as the list.
+  template <class T>
+  using per_entry = std::conditional_t<listed, std::vector<T>, std::array<T, packed_entries>>;
+  /// The task each entry of a dispatcher serves.
+  static constexpr auto tasks = [] {
+    if constexpr (per_part)
+      return std::array<task, 0>{};
+    else
+      return std::array<task, packed_entries>{Units::task...};
+  }();
   /// The output entry `entry` writes into.
   static constexpr std::size_t output_of(std::size_t entry) { return per_part ? entry : 0; }
   /// The part entry `entry`'s states are kept as in the state store.
   static constexpr std::uint32_t part_of(std::size_t entry) { return per_part ? static_cast<std::uint32_t>(entry) : 0; }
-  /// A forward's outputs, one an output.
-  using output_spans = std::conditional_t<per_part, std::tuple<cuda::std::span<typename Units::result_type>...>,
-                                          std::tuple<cuda::std::span<Result>>>;
+  using output_spans = typename detail::step_outputs<Result, Units...>::type;
 
  public:
   using space_type = Space;
@@ -108,7 +155,7 @@ class step_runner {
     detail::step_program& program = detail::plan_access::program(into);
     program.maker.id = 0;
     if constexpr (per_part) {
-      into.parts.resize(entries);
+      into.parts.resize(entry_count());
       for (part_results& part : into.parts) {
         part.results.clear();
         part.output_size = 0;
@@ -133,7 +180,7 @@ class step_runner {
       for (const detail::state_use& use : planned.stateful)
         state.reserve(use.batch_index, use.owner, use.floats, use.key, use.part);
     space_->reserve_upload(program.image_bytes);
-    if constexpr (branched) space_->reserve_branches(static_cast<int>(entries));
+    if constexpr (branched) space_->reserve_branches(static_cast<int>(entry_count()));
     for (const detail::share& planned : program.shares)
       with_unit(planned.entry, [&](auto, auto& unit) { unit.reserve(planned); });
     reserved_ = program.serial;
@@ -153,8 +200,17 @@ class step_runner {
   /// order, each holding its plan.parts[k].output_size values.
   template <hidden_element T>
   void forward(hidden_view<T> hidden, const parts_plan& plan, state_store<Space>& state,
-               cuda::std::span<typename Units::result_type>... outputs) requires(per_part) {
+               cuda::std::span<typename detail::unit_result<Units>::type>... outputs) requires(per_part && !listed) {
     forward_into(hidden, plan, state, output_spans{outputs...});
+  }
+
+  /// A runtime_multi_pooler's step: forward() with one output a part, in the
+  /// parts' order, each a span of the part's result type holding its
+  /// plan.parts[k].output_size values.
+  template <hidden_element T>
+  void forward(hidden_view<T> hidden, const parts_plan& plan, state_store<Space>& state,
+               std::span<const part_output> outputs) requires(listed) {
+    forward_into(hidden, plan, state, outputs);
   }
 
   // Capacity and capture.
@@ -197,7 +253,7 @@ class step_runner {
       // floats (7 16-bit values) more each.
       output_capacities_[0] =
           per_request * limits.requests + per_result_row * limits.result_rows +
-          (16 / static_cast<std::int64_t>(sizeof(Result)) - 1) * static_cast<std::int64_t>(entries - 1);
+          (16 / static_cast<std::int64_t>(sizeof(Result)) - 1) * static_cast<std::int64_t>(packed_entries - 1);
     }
   }
 
@@ -210,7 +266,7 @@ class step_runner {
   /// A multi_pooler's: the values part `part`'s output must hold for any step within the capacity.
   std::int64_t output_capacity(std::size_t part) const requires(per_part) {
     require_capacity("output_capacity");
-    if (part >= entries) detail::fail("output_capacity", "part ", part, " of ", entries);
+    if (part >= entry_count()) detail::fail("output_capacity", "part ", part, " of ", entry_count());
     return output_capacities_[part];
   }
 
@@ -239,8 +295,17 @@ class step_runner {
   /// parts' order, each holding output_capacity(k) values.
   template <hidden_element T, class Upload>
   void capture(hidden_view<T> hidden, const parts_plan& plan, state_store<Space>& state,
-               cuda::std::span<typename Units::result_type>... outputs, Upload& home) requires(per_part) {
+               cuda::std::span<typename detail::unit_result<Units>::type>... outputs,
+               Upload& home) requires(per_part && !listed) {
     capture_into(hidden, plan, state, output_spans{outputs...}, home);
+  }
+
+  /// A runtime_multi_pooler's captured step: capture() with one output a
+  /// part, each holding output_capacity(k) values of the part's result type.
+  template <hidden_element T, class Upload>
+  void capture(hidden_view<T> hidden, const parts_plan& plan, state_store<Space>& state,
+               std::span<const part_output> outputs, Upload& home) requires(listed) {
+    capture_into(hidden, plan, state, outputs, home);
   }
 
   /// Between replays of a captured step: writes the next step's plan into the
@@ -259,6 +324,14 @@ class step_runner {
   }
 
  protected:
+  /// The entries the runner has: a pack's, present or not, or the list's.
+  std::size_t entry_count() const {
+    if constexpr (listed)
+      return units_.size();
+    else
+      return packed_entries;
+  }
+
   /// `unserved` ends the message that refuses a task no entry serves.
   step_runner(Space& space, std::string unserved, std::optional<Units>... units) requires(!per_part)
       : space_(&space), unserved_(std::move(unserved)), units_(std::move(units)...) {
@@ -267,13 +340,22 @@ class step_runner {
   }
 
   /// A multi_pooler's: every part's unit, and the token filters each adds.
-  step_runner(Space& space, std::array<part_filters, entries> filters, Units... units) requires(per_part)
+  step_runner(Space& space, std::array<part_filters, packed_entries> filters,
+              Units... units) requires(per_part && !listed)
       : space_(&space), units_(std::move(units)...), filters_(std::move(filters)) {
-    check_widths("the parts of one multi_pooler");
-    for_each_unit([&](std::size_t entry, const auto& unit) {
-      detail::check_part_filters(entry, is_token_task(unit.task), filters_[entry]);
-      kinds_[entry] = {unit.task, unit.sparse};
-    });
+    check_parts();
+  }
+
+  /// A runtime_multi_pooler's: its parts' units, as many as it has, and the
+  /// token filters each adds (as many).
+  step_runner(Space& space, std::vector<part_filters> filters,
+              std::vector<detail::any_unit<Space>> units) requires(listed)
+      : space_(&space), units_(std::move(units)), filters_(std::move(filters)) {
+    if (units_.empty()) detail::fail("parts", "a multi_pooler needs at least one part");
+    regions_.resize(units_.size());
+    output_capacities_.resize(units_.size());
+    kinds_.resize(units_.size());
+    check_parts();
   }
 
   /// The unit of entry `Entry`, which must be present.
@@ -336,6 +418,16 @@ class step_runner {
     int taken_ = 0;
   };
 
+  /// The parts of a multi_pooler read the same hidden states, and a part's
+  /// filters are a token part's; each part's kind decides the knobs it takes.
+  void check_parts() {
+    check_widths("the parts of one multi_pooler");
+    for_each_unit([&](std::size_t entry, const auto& unit) {
+      detail::check_part_filters(entry, is_token_task(unit.task), filters_[entry]);
+      kinds_[entry] = {unit.task, unit.sparse};
+    });
+  }
+
   /// Every unit reads the same hidden states: `whose` names them in the message that refuses two widths.
   void check_widths(std::string_view whose) {
     for_each_unit([&](std::size_t, const auto& unit) {
@@ -369,12 +461,12 @@ class step_runner {
     program.serial = detail::next_serial();
     program.hidden_size = hidden_size_;
     program.num_rows = layout.num_rows;
-    program.output_sizes.assign(outputs, 0);
+    program.output_sizes.assign(per_part ? entry_count() : 1, 0);
     program.image_bytes = 0;
     program.shares.clear();
     if constexpr (per_part) {
       for (part_results& part : into.parts) part.results.assign(step.requests.size(), std::nullopt);
-      scratch.part_batches.resize(entries);
+      scratch.part_batches.resize(entry_count());
     } else {
       into.results.assign(step.requests.size(), std::nullopt);
       into.groups = layout.groups;
@@ -396,8 +488,7 @@ class step_runner {
       }
       if (chosen.empty()) return;
       std::int64_t& output_size = program.output_sizes[output_of(entry)];
-      const std::int64_t output_begin =
-          detail::align_values(output_size, sizeof(typename std::remove_cvref_t<decltype(unit)>::result_type));
+      const std::int64_t output_begin = detail::align_values(output_size, unit.result_bytes);
       detail::share& planned = program.shares.next();
       const auto states = detail::part_states<state_store<Space>>{state, part_of(entry)};
       unit.plan(batch_of(entry, step, scratch), scratch.chunks, chosen, states, output_begin, capacity_.has_value(),
@@ -419,7 +510,8 @@ class step_runner {
       program.image_bytes = capacity_image_bytes_;  // every entry's region, each with a header to write
     }
     if constexpr (per_part) {
-      for (std::size_t entry = 0; entry < entries; ++entry) into.parts[entry].output_size = program.output_sizes[entry];
+      for (std::size_t entry = 0; entry < entry_count(); ++entry)
+        into.parts[entry].output_size = program.output_sizes[entry];
     } else {
       into.output_size = program.output_sizes[0];
     }
@@ -478,8 +570,7 @@ class step_runner {
         branches.next();
         with_unit(planned.entry, [&](auto entry, auto& unit) {
           unit.template launch<detail::sized_by::plan>(hidden, planned.records.counts(), image + planned.image_offset,
-                                                       std::get<output_of(decltype(entry)::value)>(spans).data(),
-                                                       planned.output_values);
+                                                       output_data(spans, entry), planned.output_values);
         });
       }
       branches.join();
@@ -504,8 +595,7 @@ class step_runner {
     for_each_unit([&](auto entry, auto& unit) {
       branches.next();
       unit.template launch<detail::sized_by::capacity>(hidden, unit.bounds().records, image + regions_[entry],
-                                                       std::get<output_of(decltype(entry)::value)>(spans).data(),
-                                                       output_capacities_[output_of(decltype(entry)::value)]);
+                                                       output_data(spans, entry), output_capacities_[output_of(entry)]);
     });
     branches.join();
     advance(program, state);
@@ -514,11 +604,32 @@ class step_runner {
   /// Throws seqpool::error unless each output holds `sizes`' values: a plan's,
   /// or, `captured`, the capacity's.
   template <class Sizes>
-  static void check_outputs(const output_spans& spans, const Sizes& sizes, bool captured) {
-    [&]<std::size_t... Output>(std::index_sequence<Output...>) {
-      (detail::check_output(std::get<Output>(spans).size(), sizes[Output], captured, per_part, Output), ...);
+  void check_outputs(const output_spans& spans, const Sizes& sizes, bool captured) const {
+    if constexpr (listed) {
+      if (spans.size() != units_.size())
+        detail::fail("outputs", "the multi_pooler has ", units_.size(), " parts, an output each; given ", spans.size());
+      for (std::size_t part = 0; part < spans.size(); ++part) {
+        if (spans[part].result() != units_[part].result)
+          detail::fail(detail::concat("output of part ", part), "holds ", spans[part].result(),
+                       " values; the part writes ", units_[part].result);
+        detail::check_output(spans[part].size(), sizes[part], captured, true, part);
+      }
+    } else {
+      [&]<std::size_t... Output>(std::index_sequence<Output...>) {
+        (detail::check_output(std::get<Output>(spans).size(), sizes[Output], captured, per_part, Output), ...);
+      }
+      (std::make_index_sequence < per_part ? packed_entries : 1 > {});
     }
-    (std::make_index_sequence<outputs>{});
+  }
+
+  /// Where entry `entry` writes: its output's values (a pack's entry is a
+  /// std::integral_constant, a list's a std::size_t).
+  template <class Entry>
+  static auto output_data(const output_spans& spans, Entry entry) {
+    if constexpr (listed)
+      return spans[entry].data();
+    else
+      return std::get<output_of(Entry::value)>(spans).data();
   }
 
   void require_capacity(const char* call) const {
@@ -604,7 +715,7 @@ class step_runner {
   template <class Upload>
   std::vector<typename Upload::piece> pieces_of(const detail::step_program& program) const {
     std::vector<typename Upload::piece> pieces;
-    pieces.reserve(entries);
+    pieces.reserve(entry_count());
     for_each_unit([&](std::size_t entry, const auto&) {
       std::size_t used = detail::align_bytes(sizeof(detail::image_header));
       for (const detail::share& planned : program.shares)
@@ -632,24 +743,29 @@ class step_runner {
   }
 
   /// Calls `work(entry, unit)` for every present entry, in table order;
-  /// `entry` is a std::integral_constant, which converts to its std::size_t.
+  /// `entry` is a std::integral_constant, which converts to its std::size_t
+  /// (a list's entries: a std::size_t).
   template <class Work>
   void for_each_unit(Work&& work) {
-    [&]<std::size_t... Entry>(std::index_sequence<Entry...>) {
-      ((std::get<Entry>(units_) ? work(std::integral_constant<std::size_t, Entry>{}, *std::get<Entry>(units_))
-                                : void()),
-       ...);
-    }
-    (std::make_index_sequence<entries>{});
+    each_unit(*this, work);
   }
   template <class Work>
   void for_each_unit(Work&& work) const {
-    [&]<std::size_t... Entry>(std::index_sequence<Entry...>) {
-      ((std::get<Entry>(units_) ? work(std::integral_constant<std::size_t, Entry>{}, *std::get<Entry>(units_))
-                                : void()),
-       ...);
+    each_unit(*this, work);
+  }
+  template <class Runner, class Work>
+  static void each_unit(Runner& runner, Work&& work) {
+    if constexpr (listed) {
+      for (std::size_t entry = 0; entry < runner.units_.size(); ++entry) work(entry, runner.units_[entry]);
+    } else {
+      [&]<std::size_t... Entry>(std::index_sequence<Entry...>) {
+        ((std::get<Entry>(runner.units_)
+              ? work(std::integral_constant<std::size_t, Entry>{}, *std::get<Entry>(runner.units_))
+              : void()),
+         ...);
+      }
+      (std::make_index_sequence<packed_entries>{});
     }
-    (std::make_index_sequence<entries>{});
   }
 
   /// The entries that hold a unit: a captured step's pieces and launches.
@@ -663,31 +779,43 @@ class step_runner {
   /// runner names, so it is present; `entry` as for_each_unit() gives it.
   template <class Work>
   void with_unit(std::size_t wanted, Work&& work) {
-    for_each_unit([&](auto entry, auto& unit) {
-      if (entry == wanted) work(entry, unit);
-    });
+    unit_at(*this, wanted, work);
   }
   template <class Work>
   void with_unit(std::size_t wanted, Work&& work) const {
-    for_each_unit([&](auto entry, const auto& unit) {
-      if (entry == wanted) work(entry, unit);
-    });
+    unit_at(*this, wanted, work);
+  }
+  template <class Runner, class Work>
+  static void unit_at(Runner& runner, std::size_t wanted, Work& work) {
+    if constexpr (listed) {
+      work(wanted, runner.units_[wanted]);
+    } else {
+      each_unit(runner, [&](auto entry, auto& unit) {
+        if (entry == wanted) work(entry, unit);
+      });
+    }
   }
 
   Space* space_;
   std::string unserved_;
-  std::tuple<std::optional<Units>...> units_;
-  /// A multi_pooler's: the token filters each part adds, and what each part is (route_knobs).
-  std::array<part_filters, per_part ? entries : 0> filters_{};
-  std::array<detail::part_kind, per_part ? entries : 0> kinds_{};
+  std::conditional_t<listed, std::vector<detail::any_unit<Space>>, std::tuple<std::optional<Units>...>> units_;
+  /// A multi_pooler's: the token filters each part adds, and what each part is
+  /// (route_knobs); a dispatcher's hold none.
+  std::conditional_t<listed, std::vector<part_filters>, std::array<part_filters, per_part ? packed_entries : 0>>
+      filters_{};
+  std::conditional_t<listed, std::vector<detail::part_kind>,
+                     std::array<detail::part_kind, per_part ? packed_entries : 0>>
+      kinds_{};
   std::int64_t hidden_size_ = 0;
   std::uint64_t id_ = detail::next_serial();
   std::uint64_t reserved_ = 0;  ///< the plan the last reserve() was for, until it runs
   std::uint64_t last_run_ = 0;  ///< the last plan that ran
   std::optional<capacity> capacity_;
-  std::array<std::size_t, entries> regions_{};  ///< each entry's offset in the capacity's image
+  per_entry<std::size_t> regions_{};  ///< each entry's offset in the capacity's image
   std::size_t capacity_image_bytes_ = 0;
-  std::array<std::int64_t, outputs> output_capacities_{};
+  /// The values each output must hold for a captured step: a part's each, or the one output's.
+  std::conditional_t<listed, std::vector<std::int64_t>, std::array<std::int64_t, per_part ? packed_entries : 1>>
+      output_capacities_{};
 };
 
 }  // namespace seqpool

@@ -1,20 +1,26 @@
 // docs/TESTS.md case 34 and the multi_pooler: several results of every request
 // from one step, each equal to its pooler's alone, chunked as whole, eager as
-// captured, and the knobs that reach each part.
+// captured, and the knobs that reach each part; each case with the parts fixed
+// at compile time (multi_pooler) and chosen at run time (runtime_multi_pooler).
 // Defines templated cases; a translation unit applies them to its spaces.
 #pragma once
 
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <optional>
 #include <random>
 #include <span>
 #include <string>
+#include <tuple>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 #include <doctest/doctest.h>
 
+#include <seqpool/runtime_multi_pooler.hpp>
 #include <seqpool/seqpool.hpp>
 
 #include "../support/graph.hpp"
@@ -36,6 +42,24 @@ using colbert_pooler = seqpool::pooler<method::all, head::embed, Space>;
 /// BGE-M3's three outputs: the dense CLS embedding, sparse weights by token id, ColBERT vectors.
 template <class Space>
 using three_outputs = seqpool::multi_pooler<dense_pooler<Space>, sparse_pooler<Space>, colbert_pooler<Space>>;
+/// The same three chosen at run time.
+template <class Space>
+using chosen_outputs = seqpool::runtime_multi_pooler<Space>;
+
+/// A case's space and how its outputs are assembled (three_outputs or chosen_outputs).
+template <class Space, template <class> class Outputs>
+struct assembled {
+  using space = Space;
+  using outputs = Outputs<Space>;
+};
+
+/// Each space of a list with each assembly.
+template <class Spaces>
+struct assemblies;
+template <class... Spaces>
+struct assemblies<std::tuple<Spaces...>> {
+  using type = std::tuple<assembled<Spaces, three_outputs>..., assembled<Spaces, chosen_outputs>...>;
+};
 
 /// The layers of a BGE-M3-like model in the space's memory: sparse_linear
 /// [1, columns] and colbert_linear [dims, columns], each with its bias.
@@ -76,9 +100,20 @@ struct model {
 
   /// The three outputs, with BGE-M3's filters: its sparse weights leave out the
   /// ids `special`, its ColBERT vectors the first token.
-  three_outputs<Space> outputs(Space& space, std::vector<std::int64_t> special) const {
-    return three_outputs<Space>(space, {dense(space)}, {sparse(space), {.drop_token_ids = std::move(special)}},
-                                {colbert(space), {.drop_first = true}});
+  template <class Outputs = three_outputs<Space>>
+  Outputs outputs(Space& space, std::vector<std::int64_t> special) const {
+    const seqpool::part_filters sparse_filters{.drop_first = false, .drop_last = false, .drop_token_ids = special};
+    const seqpool::part_filters colbert_filters{.drop_first = true, .drop_last = false, .drop_token_ids = {}};
+    if constexpr (std::is_same_v<Outputs, chosen_outputs<Space>>) {
+      std::vector<seqpool::runtime_part<Space>> parts;
+      parts.emplace_back(dense(space));
+      parts.emplace_back(sparse(space), sparse_filters);
+      parts.emplace_back(colbert(space), colbert_filters);
+      return chosen_outputs<Space>(space, std::move(parts));
+    } else {
+      return three_outputs<Space>(space, {dense(space)}, {sparse(space), sparse_filters},
+                                  {colbert(space), colbert_filters});
+    }
   }
 };
 
@@ -124,13 +159,25 @@ struct output_buffers {
             cut(plan.parts[1].results, test::to_host(space, sparse)),
             cut(plan.parts[2].results, test::to_host(space, colbert))};
   }
+
+  /// Calls `step(outputs...)` with the buffers as `Outputs` takes them: a span
+  /// each, or one list of part_outputs.
+  template <class Outputs, class Step>
+  void pass(Step&& step) const {
+    if constexpr (std::is_same_v<Outputs, chosen_outputs<Space>>) {
+      const std::vector<seqpool::part_output> each{dense.span(), sparse.span(), colbert.span()};
+      step(std::span<const seqpool::part_output>(each));
+    } else {
+      step(dense.span(), sparse.span(), colbert.span());
+    }
+  }
 };
 
 /// One step through the three outputs, planned into `plan`, under the audit,
 /// which must show the sync contract kept.
-template <class Space>
-step_results forward(Space& space, three_outputs<Space>& outputs, seqpool::state_store<Space>& state,
-                     const seqpool::batch& step, const std::vector<float>& rows, seqpool::parts_plan& plan) {
+template <class Space, class Outputs>
+step_results forward(Space& space, Outputs& outputs, seqpool::state_store<Space>& state, const seqpool::batch& step,
+                     const std::vector<float>& rows, seqpool::parts_plan& plan) {
   const auto hidden = test::to_space(space, rows);
   outputs.plan(step, state, plan);
   REQUIRE(plan.parts.size() == 3);
@@ -139,8 +186,10 @@ step_results forward(Space& space, three_outputs<Space>& outputs, seqpool::state
                                   plan.parts[2].output_size);
   {
     const seqpool::audit_scope scope(space.audit());
-    outputs.forward(seqpool::make_hidden_view(hidden.data(), plan.num_rows, outputs.hidden_size()), plan, state,
-                    out.dense.span(), out.sparse.span(), out.colbert.span());
+    out.template pass<Outputs>([&](auto... each) {
+      outputs.forward(seqpool::make_hidden_view(hidden.data(), plan.num_rows, outputs.hidden_size()), plan, state,
+                      each...);
+    });
     test::check_sync_contract(scope.counts());
   }
   return out.cut_by(space, plan);
@@ -179,10 +228,10 @@ inline seqpool::batch alone(const seqpool::batch& step, seqpool::task pooling_ta
 /// separate poolers of each part with the knobs routed by hand; checks every
 /// step's results of each part equal the pooler's alone, bit for bit, and
 /// returns each prompt's results from the step it finished in.
-template <class Space>
+template <class Outputs, class Space>
 step_results run_beside_poolers(Space& space, const model<Space>& weights, const std::vector<prompt>& prompts,
                                 const std::vector<std::int64_t>& special) {
-  three_outputs<Space> outputs = weights.outputs(space, special);
+  Outputs outputs = weights.template outputs<Outputs>(space, special);
   dense_pooler<Space> dense = weights.dense(space);
   sparse_pooler<Space> sparse = weights.sparse(space);
   colbert_pooler<Space> colbert = weights.colbert(space);
@@ -250,13 +299,14 @@ inline std::vector<prompt> drawn_prompts(std::size_t count, std::int64_t columns
 
 }  // namespace parts_cases
 
-TEST_CASE_TEMPLATE_DEFINE("case 34: BGE-M3's dense, sparse and ColBERT outputs from one step", Space,
+TEST_CASE_TEMPLATE_DEFINE("case 34: BGE-M3's dense, sparse and ColBERT outputs from one step", Setup,
                           case_34_three_outputs) {
   using namespace parts_cases;
+  using Space = typename Setup::space;
   Space space;
   // Two columns; sparse_linear v = [1, −1], b = 0.5; colbert_linear [[1, 1], [1, −1]], no offset.
   const model<Space> weights(space, 2, 2, {1, -1}, 0.5f, {1, 1, 1, -1}, {0, 0});
-  three_outputs<Space> outputs = weights.outputs(space, {0, 2});
+  auto outputs = weights.template outputs<typename Setup::outputs>(space, {0, 2});
   seqpool::state_store<Space> state(space);
   seqpool::parts_plan plan;
   const std::vector<std::int64_t> ids{0, 7, 9, 7, 2};
@@ -301,9 +351,10 @@ TEST_CASE_TEMPLATE_DEFINE("case 34: BGE-M3's dense, sparse and ColBERT outputs f
   CHECK(state.size() == 0);
 }
 
-TEST_CASE_TEMPLATE_DEFINE("a multi_pooler's parts equal their poolers alone, step by step, chunked as whole", Space,
+TEST_CASE_TEMPLATE_DEFINE("a multi_pooler's parts equal their poolers alone, step by step, chunked as whole", Setup,
                           parts_match_poolers) {
   using namespace parts_cases;
+  using Space = typename Setup::space;
   Space space;
   std::mt19937 engine(34);
   for (int draw = 0; draw < 12; ++draw) {
@@ -315,12 +366,12 @@ TEST_CASE_TEMPLATE_DEFINE("a multi_pooler's parts equal their poolers alone, ste
     std::vector<prompt> prompts =
         drawn_prompts(std::uniform_int_distribution<std::size_t>(1, 7)(engine), columns, engine);
     const std::vector<std::int64_t> special{0, 1, 3};
-    const step_results chunked = run_beside_poolers(space, weights, prompts, special);
+    const step_results chunked = run_beside_poolers<typename Setup::outputs>(space, weights, prompts, special);
     for (prompt& whole : prompts) {
       whole.chunks = {static_cast<std::int64_t>(whole.token_ids.size())};
       whole.first_step = 0;
     }
-    const step_results at_once = run_beside_poolers(space, weights, prompts, special);
+    const step_results at_once = run_beside_poolers<typename Setup::outputs>(space, weights, prompts, special);
     CHECK(chunked.dense == at_once.dense);
     CHECK(chunked.sparse == at_once.sparse);
     CHECK(chunked.colbert == at_once.colbert);
@@ -404,11 +455,12 @@ TEST_CASE_TEMPLATE_DEFINE("a multi_pooler refuses knobs no part takes, filters o
                        seqpool::error);
 }
 
-TEST_CASE_TEMPLATE_DEFINE("a chunked request's states, one a part, are released together", Space, parts_release) {
+TEST_CASE_TEMPLATE_DEFINE("a chunked request's states, one a part, are released together", Setup, parts_release) {
   using namespace parts_cases;
+  using Space = typename Setup::space;
   Space space;
   const model<Space> weights(space, 2, 2, {1, -1}, 0.5f, {1, 1, 1, -1}, {0, 0});
-  three_outputs<Space> outputs = weights.outputs(space, {0});
+  auto outputs = weights.template outputs<typename Setup::outputs>(space, {0});
   seqpool::state_store<Space> state(space);
   seqpool::parts_plan plan;
   const std::vector<std::int64_t> ids{0, 7, 9};
@@ -426,9 +478,11 @@ TEST_CASE_TEMPLATE_DEFINE("a chunked request's states, one a part, are released 
   CHECK(got.colbert[0]->size() == 4);
 }
 
-TEST_CASE_TEMPLATE_DEFINE("a multi_pooler captured once gives every batch it replays for the eager results", Space,
+TEST_CASE_TEMPLATE_DEFINE("a multi_pooler captured once gives every batch it replays for the eager results", Setup,
                           parts_captured) {
   using namespace parts_cases;
+  using Space = typename Setup::space;
+  using Outputs = typename Setup::outputs;
   Space space(test::captured_graph<Space>::backend());
   std::mt19937 engine(340);
   const std::int64_t columns = 4;
@@ -436,14 +490,14 @@ TEST_CASE_TEMPLATE_DEFINE("a multi_pooler captured once gives every batch it rep
                              grid_values(3, engine));
   const std::vector<prompt> prompts = drawn_prompts(6, columns, engine);
   const std::vector<std::int64_t> special{0, 1};
-  three_outputs<Space> eager = weights.outputs(space, special);
-  three_outputs<Space> captured = weights.outputs(space, special);
+  Outputs eager = weights.template outputs<Outputs>(space, special);
+  Outputs captured = weights.template outputs<Outputs>(space, special);
   const seqpool::capacity limits{.requests = 8, .rows = 40, .result_rows = 40, .columns = 0};
   captured.reserve_capacity(limits);
   const output_buffers<Space> out(space, captured.output_capacity(0), captured.output_capacity(1),
                                   captured.output_capacity(2));
   seqpool::buffer<float, Space> hidden(space, static_cast<std::size_t>(limits.rows * columns));
-  test::graph_replay<Space, three_outputs<Space>> graph(captured);
+  test::graph_replay<Space, Outputs> graph(captured);
   seqpool::state_store<Space> eager_state(space);
   seqpool::state_store<Space> captured_state(space);
   seqpool::parts_plan eager_plan;
@@ -458,11 +512,154 @@ TEST_CASE_TEMPLATE_DEFINE("a multi_pooler captured once gives every batch it rep
     const step_results expected = forward(space, eager, eager_state, next->step, next->rows, eager_plan);
     captured.plan(next->step, captured_state, captured_plan);
     space.copy_in(std::span<const float>(next->rows), hidden.span().first(next->rows.size()));
-    graph.run(space, seqpool::make_hidden_view(hidden.data(), limits.rows, columns), captured_plan, captured_state,
-              out.dense.span(), out.sparse.span(), out.colbert.span());
+    out.template pass<Outputs>([&](auto... each) {
+      graph.run(space, seqpool::make_hidden_view(hidden.data(), limits.rows, columns), captured_plan, captured_state,
+                each...);
+    });
     const step_results got = out.cut_by(space, captured_plan);
     CHECK(got.dense == expected.dense);
     CHECK(got.sparse == expected.sparse);
     CHECK(got.colbert == expected.colbert);
   }
+}
+
+namespace parts_cases {
+
+/// Each result's bytes, so that results of any type compare exactly.
+template <class Result>
+std::vector<std::optional<std::vector<unsigned char>>> bytes_of(const raw_results<Result>& results) {
+  std::vector<std::optional<std::vector<unsigned char>>> bytes;
+  for (const auto& result : results) {
+    if (!result) {
+      bytes.emplace_back();
+      continue;
+    }
+    std::vector<unsigned char> copy(result->size() * sizeof(Result));
+    if (!copy.empty()) std::memcpy(copy.data(), result->data(), copy.size());
+    bytes.emplace_back(std::move(copy));
+  }
+  return bytes;
+}
+
+}  // namespace parts_cases
+
+TEST_CASE_TEMPLATE_DEFINE(
+    "a runtime_multi_pooler's parts, of any method, head and result type, equal their poolers "
+    "alone, step by step",
+    Space, chosen_parts_of_any_type) {
+  using namespace parts_cases;
+  using concat_pooler = seqpool::pooler<method::any_sequence, head::embed, Space, seqpool::half>;
+  using bits_pooler = seqpool::pooler<method::any_token, head::embed, Space, seqpool::binary>;
+  using scores_pooler = seqpool::pooler<method::mean_sqrt_len, head::classify, Space>;
+  Space space;
+  std::mt19937 engine(35);
+  const std::int64_t columns = 5;
+  const model<Space> weights(space, columns, 2, grid_values(columns, engine), 0.25f, grid_values(2 * columns, engine),
+                             grid_values(2, engine));
+  const auto concat = [&] { return concat_pooler(space, columns, *method::any_sequence::from_name("cls+mean")); };
+  const auto bits = [&] { return bits_pooler(space, columns, *method::any_token::from_name("all")); };
+  const auto scores = [&] {
+    return scores_pooler(space, columns, {}, head::classify(seqpool::dense_stack{}, head::problem_type::multi_label));
+  };
+  const std::vector<std::int64_t> special{0, 1};
+  const seqpool::part_filters first_dropped{.drop_first = true, .drop_last = false, .drop_token_ids = {}};
+  const seqpool::part_filters special_dropped{.drop_first = false, .drop_last = false, .drop_token_ids = special};
+  std::vector<seqpool::runtime_part<Space>> parts;
+  parts.emplace_back(concat());
+  parts.emplace_back(bits(), first_dropped);
+  parts.emplace_back(scores());
+  parts.emplace_back(weights.sparse(space), special_dropped);
+  seqpool::runtime_multi_pooler<Space> outputs(space, std::move(parts));
+  CHECK(outputs.parts() == 4);
+  concat_pooler concat_alone = concat();
+  bits_pooler bits_alone = bits();
+  scores_pooler scores_alone = scores();
+  sparse_pooler<Space> sparse_alone = weights.sparse(space);
+  seqpool::state_store<Space> state(space);
+  seqpool::state_store<Space> concat_state(space);
+  seqpool::state_store<Space> bits_state(space);
+  seqpool::state_store<Space> scores_state(space);
+  seqpool::state_store<Space> sparse_state(space);
+  const std::vector<prompt> prompts = drawn_prompts(7, columns, engine);
+  std::vector<std::int64_t> done(prompts.size(), 0);
+  seqpool::parts_plan plan;
+  seqpool::step_plan alone_plan;
+  for (std::size_t turn = 0;; ++turn) {
+    CAPTURE(turn);
+    const std::optional<test::step_of_prompts> next =
+        test::next_step(prompts, turn, seqpool::task::embed, columns, done);
+    if (!next) break;
+    const auto hidden = test::to_space(space, next->rows);
+    outputs.plan(next->step, state, plan);
+    outputs.reserve(plan, state);
+    seqpool::buffer<seqpool::half, Space> concat_out(space, static_cast<std::size_t>(plan.parts[0].output_size));
+    seqpool::buffer<seqpool::binary, Space> bits_out(space, static_cast<std::size_t>(plan.parts[1].output_size));
+    seqpool::buffer<float, Space> scores_out(space, static_cast<std::size_t>(plan.parts[2].output_size));
+    seqpool::buffer<sparse_entry, Space> sparse_out(space, static_cast<std::size_t>(plan.parts[3].output_size));
+    const std::vector<seqpool::part_output> each{concat_out.span(), bits_out.span(), scores_out.span(),
+                                                 sparse_out.span()};
+    {
+      const seqpool::audit_scope scope(space.audit());
+      outputs.forward(seqpool::make_hidden_view(hidden.data(), plan.num_rows, columns), plan, state,
+                      std::span<const seqpool::part_output>(each));
+      test::check_sync_contract(scope.counts());
+    }
+    const auto alone_of = [&](auto& pooler, auto& own_state, const seqpool::batch& routed) {
+      const auto output = test::forward_step(space, pooler, own_state, routed, next->rows, columns, alone_plan);
+      return bytes_of(cut(alone_plan.results, output));
+    };
+    seqpool::batch as_scores = alone(next->step, seqpool::task::classify, false, false, {});
+    for (seqpool::request& r : as_scores.requests) r.params.dimensions.reset();  // reaches embedding parts only
+    CHECK(bytes_of(cut(plan.parts[0].results, test::to_host(space, concat_out))) ==
+          alone_of(concat_alone, concat_state, alone(next->step, seqpool::task::embed, false, false, {})));
+    CHECK(bytes_of(cut(plan.parts[1].results, test::to_host(space, bits_out))) ==
+          alone_of(bits_alone, bits_state, alone(next->step, seqpool::task::token_embed, false, true, {})));
+    CHECK(bytes_of(cut(plan.parts[2].results, test::to_host(space, scores_out))) ==
+          alone_of(scores_alone, scores_state, as_scores));
+    CHECK(bytes_of(cut(plan.parts[3].results, test::to_host(space, sparse_out))) ==
+          alone_of(sparse_alone, sparse_state, alone(next->step, seqpool::task::token_classify, true, false, special)));
+  }
+  CHECK(state.size() == 0);
+}
+
+TEST_CASE_TEMPLATE_DEFINE("a runtime_multi_pooler refuses no parts, and outputs of another count or type", Space,
+                          chosen_parts_refuse_bad_input) {
+  using namespace parts_cases;
+  Space space;
+  const model<Space> weights(space, 2, 2, {1, -1}, 0.5f, {1, 1, 1, -1}, {0, 0});
+  CHECK_THROWS_WITH_AS(chosen_outputs<Space>(space, {}), "parts: a multi_pooler needs at least one part",
+                       seqpool::error);
+  std::vector<seqpool::runtime_part<Space>> filtered;
+  filtered.emplace_back(weights.dense(space),
+                        seqpool::part_filters{.drop_first = true, .drop_last = false, .drop_token_ids = {}});
+  CHECK_THROWS_WITH_AS(chosen_outputs<Space>(space, std::move(filtered)),
+                       "part_filters: part 0 pools a sequence method; only token parts drop rows", seqpool::error);
+  chosen_outputs<Space> outputs = weights.template outputs<chosen_outputs<Space>>(space, {0});
+  seqpool::state_store<Space> state(space);
+  seqpool::batch step{{test::whole("r", seqpool::task::embed, 3)}};
+  const std::vector<std::int64_t> ids{0, 7, 9};
+  step.requests[0].prompt_token_ids = ids;
+  const seqpool::parts_plan plan = outputs.plan(step, state);
+  outputs.reserve(plan, state);
+  const auto hidden = test::to_space(space, std::vector<float>{3, 4, 0, 1, 1, 1});
+  const auto view = seqpool::make_hidden_view(hidden.data(), 3, 2);
+  const output_buffers<Space> out(space, plan.parts[0].output_size, plan.parts[1].output_size,
+                                  plan.parts[2].output_size);
+  const std::vector<seqpool::part_output> two{out.dense.span(), out.sparse.span()};
+  CHECK_THROWS_WITH_AS(outputs.forward(view, plan, state, std::span<const seqpool::part_output>(two)),
+                       "outputs: the multi_pooler has 3 parts, an output each; given 2", seqpool::error);
+  const std::vector<seqpool::part_output> swapped{out.dense.span(), out.colbert.span(), out.sparse.span()};
+  CHECK_THROWS_WITH_AS(outputs.forward(view, plan, state, std::span<const seqpool::part_output>(swapped)),
+                       "output of part 1: holds float values; the part writes sparse_entry", seqpool::error);
+  seqpool::buffer<float, Space> short_colbert(space, static_cast<std::size_t>(plan.parts[2].output_size - 1));
+  const std::vector<seqpool::part_output> too_small{out.dense.span(), out.sparse.span(), short_colbert.span()};
+  CHECK_THROWS_WITH_AS(outputs.forward(view, plan, state, std::span<const seqpool::part_output>(too_small)),
+                       ("output of part 2: holds " + std::to_string(plan.parts[2].output_size - 1) +
+                        " values but the step writes " + std::to_string(plan.parts[2].output_size))
+                           .c_str(),
+                       seqpool::error);
+  // Refused before anything ran: the plan still runs.
+  const std::vector<seqpool::part_output> right{out.dense.span(), out.sparse.span(), out.colbert.span()};
+  outputs.forward(view, plan, state, std::span<const seqpool::part_output>(right));
+  CHECK(cut(plan.parts[0].results, test::to_host(space, out.dense))[0]->size() == 2);
 }

@@ -42,6 +42,7 @@ class pooling_unit {
   using result_type = Result;
   static constexpr bool token_wise = Method::kind == method_kind::token;
   static constexpr bool sparse = sparse_element<Result>;
+  static constexpr std::size_t result_bytes = sizeof(Result);
   static constexpr seqpool::task task = task_of(token_wise, Head::kind);
 
   pooling_unit(Space& space, std::int64_t hidden_size, Method method, Head head)
