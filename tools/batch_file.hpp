@@ -21,6 +21,7 @@
 #include <seqpool/batch.hpp>
 #include <seqpool/head/classify.hpp>
 #include <seqpool/method/builtin.hpp>
+#include <seqpool/part.hpp>
 
 #include "npy.hpp"
 
@@ -45,23 +46,44 @@ struct layer_file {
   activation_function activation = activation_function::identity;
 };
 
-struct batch_file {
-  std::filesystem::path folder;  ///< paths inside the file are relative to it
-  std::int64_t hidden_size = 0;
-  /// "float32", "float16" or "bfloat16" where the batch says which; else the
-  /// .npy dtype decides, and <i2 is refused as ambiguous.
-  std::optional<std::string> hidden_dtype;
+/// What a set of poolers writes and through which heads: the batch's poolers
+/// share one, and each of its parts has its own.
+struct results_file {
   /// "float32", "float16", "bfloat16", "int8", "uint8", "binary", "ubinary" or "sparse": what the poolers write
   std::string result_dtype = "float32";
   /// int8 and uint8 results: the calibration ranges, <f4 [2, D] (sentence-transformers' `ranges`).
   std::optional<npy_array> ranges;
   /// Sparse results: the weight an id's must be above to be listed (the poolers' 0 where absent).
   std::optional<float> weight_floor;
-  pooler_methods poolers;
   std::vector<layer_file> projector;   ///< the embed head's dense layers, one after another; none when empty
   std::vector<layer_file> classifier;  ///< the classify head's
   head::problem_type problem = head::problem_type::single_label;
   std::optional<head::platt_scaling> platt;
+};
+
+/// One output of every request of a batch that asks for several (SPEC section
+/// 9's "parts"): a pooler of one task and method, its results and heads, and
+/// the token filters it adds. Its results go to DIR/<name>/<id>.npy.
+struct part_file {
+  std::string field;  ///< "parts[k]", which names it in messages
+  std::string name;
+  task served = task::embed;
+  pooler_methods method;  ///< the served task's, alone
+  results_file results;
+  part_filters filters;
+};
+
+struct batch_file {
+  std::filesystem::path folder;  ///< paths inside the file are relative to it
+  std::int64_t hidden_size = 0;
+  /// "float32", "float16" or "bfloat16" where the batch says which; else the
+  /// .npy dtype decides, and <i2 is refused as ambiguous.
+  std::optional<std::string> hidden_dtype;
+  /// A pooler for each task named, which pools the requests of its task...
+  pooler_methods poolers;
+  results_file results;
+  /// ...or, where the batch has parts, every part pools every request.
+  std::vector<part_file> parts;
   json steps;  ///< read one at a time, so that earlier steps run before a later one is found bad
 };
 
@@ -185,13 +207,33 @@ inline std::optional<task> parse_task(std::string_view text) {
   return std::nullopt;
 }
 
-/// The method poolers.<key> names, as the runtime method `Runtime` of the
-/// task's kind takes it; any other name is refused with the names it takes.
+/// The method `object`.<key> names for task `served`, as the runtime method
+/// `Runtime` of the task's kind takes it; any other name is refused with the
+/// names it takes.
 template <class Runtime>
-Runtime read_method(const object_reader& poolers, const std::string& key) {
-  const std::string wanted = poolers.string(key);
+Runtime method_named(const object_reader& object, std::string_view key, task served) {
+  const std::string wanted = object.string(key);
   if (std::optional<Runtime> found = Runtime::from_name(wanted)) return *found;
-  poolers.fail_at(key, "method \"" + wanted + "\" cannot serve " + key + " (expected " + Runtime::listed_names() + ")");
+  object.fail_at(key, "method \"" + wanted + "\" cannot serve " + std::string(name(served)) + " (expected " +
+                          Runtime::listed_names() + ")");
+}
+
+/// The method `object`.<key> names for task `served`, into its entry of `into`.
+inline void read_method(const object_reader& object, std::string_view key, task served, pooler_methods& into) {
+  switch (served) {
+    case task::embed:
+      into.embed = method_named<method::any_sequence>(object, key, served);
+      break;
+    case task::classify:
+      into.classify = method_named<method::any_sequence>(object, key, served);
+      break;
+    case task::token_embed:
+      into.token_embed = method_named<method::any_token>(object, key, served);
+      break;
+    case task::token_classify:
+      into.token_classify = method_named<method::any_token>(object, key, served);
+      break;
+  }
 }
 
 /// The result dtypes a batch may name.
@@ -272,6 +314,95 @@ inline bool is_plain_file_name(std::string_view id) {
          id.find_first_of(std::string_view("/\\\0", 3)) == std::string_view::npos;
 }
 
+/// What `object` (the batch, or one of its parts) says its poolers write and
+/// through which heads: result_dtype with the ranges or floor its results
+/// take, projector and classifier.
+inline results_file read_results(const object_reader& object, const std::filesystem::path& folder) {
+  results_file read;
+  if (object.has("result_dtype")) {
+    read.result_dtype = object.string("result_dtype");
+    if (std::ranges::find(result_dtypes, read.result_dtype) == result_dtypes.end())
+      object.fail_at(
+          "result_dtype",
+          "\"" + read.result_dtype + "\" is not float32, float16, bfloat16, int8, uint8, binary, ubinary or sparse");
+  }
+  const bool ranged = read.result_dtype == "int8" || read.result_dtype == "uint8";
+  if (object.has("ranges")) {
+    if (!ranged) object.fail_at("ranges", "only int8 and uint8 results take calibration ranges");
+    read.ranges = read_named_array(object, "ranges", folder, range_dtypes);
+    if (read.ranges->descr != "<f4" || read.ranges->shape.size() != 2 || read.ranges->shape[0] != 2 ||
+        read.ranges->shape[1] < 1)
+      object.fail_at("ranges", "expected a 2-D <f4 array [2, D]: lower bounds, then upper bounds");
+  } else if (ranged) {
+    object.fail_at("result_dtype", read.result_dtype + " results need \"ranges\", their calibration ranges");
+  }
+  read.weight_floor = object.optional_number("weight_floor");
+  if (read.weight_floor && read.result_dtype != "sparse")
+    object.fail_at("weight_floor", "only sparse results take a weight floor");
+  if (object.has("projector")) {
+    const object_reader projector = object.object("projector");
+    projector.only({"weight", "bias", "activation", "layers"});
+    read.projector = read_layers(projector, folder);
+  }
+  if (object.has("classifier")) {
+    const object_reader classifier = object.object("classifier");
+    classifier.only({"weight", "bias", "activation", "layers", "logit_mean", "logit_sigma", "problem_type"});
+    read.classifier = read_layers(classifier, folder);
+    const std::optional<float> mean = classifier.optional_number("logit_mean");
+    const std::optional<float> sigma = classifier.optional_number("logit_sigma");
+    if (sigma && *sigma == 0.0f) classifier.fail_at("logit_sigma", "must not be 0");
+    // The classify head's (SPEC section 4): it scales the logits it is given, the
+    // classifier's or, without a weight, the pooled rows, for both classify tasks.
+    if (mean || sigma) read.platt = head::platt_scaling{mean.value_or(0.0f), sigma.value_or(1.0f)};
+    if (classifier.has("problem_type")) {
+      const std::string problem = classifier.string("problem_type");
+      if (problem == "single_label")
+        read.problem = head::problem_type::single_label;
+      else if (problem == "multi_label")
+        read.problem = head::problem_type::multi_label;
+      else if (problem == "regression")
+        read.problem = head::problem_type::regression;
+      else
+        classifier.fail_at("problem_type", "\"" + problem + "\" is not single_label, multi_label or regression");
+    }
+  }
+  return read;
+}
+
+/// The batch's parts: each a name (a plain file name, its results' folder,
+/// unlike the others'), a task and a method, what it writes, and token filters.
+inline std::vector<part_file> read_parts(const object_reader& top, const std::filesystem::path& folder) {
+  const json& list = top.at("parts");
+  if (!list.is_array() || list.empty()) top.fail_at("parts", "expected a non-empty array of parts");
+  std::vector<part_file> parts;
+  for (std::size_t k = 0; k < list.size(); ++k) {
+    const object_reader entry = top.item("parts", k);
+    entry.only({"name", "task", "method", "result_dtype", "ranges", "weight_floor", "projector", "classifier",
+                "drop_first", "drop_last", "drop_token_ids"});
+    part_file read;
+    read.field = "parts[" + std::to_string(k) + "]";
+    read.name = entry.string("name");
+    if (!is_plain_file_name(read.name) || read.name.size() > longest_id)
+      entry.fail_at("name", "must be a plain file name of at most " + std::to_string(longest_id) +
+                                " bytes (it names the folder of the part's results)");
+    for (const part_file& earlier : parts)
+      if (earlier.name == read.name) entry.fail_at("name", "\"" + read.name + "\" names an earlier part too");
+    const std::string task_name = entry.string("task");
+    const std::optional<task> served = parse_task(task_name);
+    if (!served)
+      entry.fail_at("task",
+                    "unknown task \"" + task_name + "\" (expected embed, classify, token_embed or token_classify)");
+    read.served = *served;
+    read_method(entry, "method", read.served, read.method);
+    read.results = read_results(entry, folder);
+    read.filters = {.drop_first = entry.boolean("drop_first", false),
+                    .drop_last = entry.boolean("drop_last", false),
+                    .drop_token_ids = entry.integers("drop_token_ids")};
+    parts.push_back(std::move(read));
+  }
+  return parts;
+}
+
 }  // namespace detail
 
 /// Reads the batch file's configuration and the weights it names; steps are read by read_step().
@@ -295,7 +426,7 @@ inline batch_file read_batch_file(const std::filesystem::path& path) {
   const std::string where = path.filename().string();
   const detail::object_reader top(root, where);
   top.only({"hidden_size", "hidden_dtype", "result_dtype", "ranges", "weight_floor", "poolers", "projector",
-            "classifier", "steps"});
+            "classifier", "parts", "steps"});
   batch.hidden_size = top.integer("hidden_size");
   if (batch.hidden_size < 1) top.fail_at("hidden_size", "must be at least 1");
   if (top.has("hidden_dtype")) {
@@ -303,72 +434,18 @@ inline batch_file read_batch_file(const std::filesystem::path& path) {
     if (*batch.hidden_dtype != "float32" && *batch.hidden_dtype != "float16" && *batch.hidden_dtype != "bfloat16")
       top.fail_at("hidden_dtype", "\"" + *batch.hidden_dtype + "\" is not float32, float16 or bfloat16");
   }
-  if (top.has("result_dtype")) {
-    batch.result_dtype = top.string("result_dtype");
-    if (std::ranges::find(detail::result_dtypes, batch.result_dtype) == detail::result_dtypes.end())
-      top.fail_at("result_dtype", "\"" + batch.result_dtype +
-                                      "\" is not float32, float16, bfloat16, int8, uint8, binary, ubinary or sparse");
-  }
-  const bool ranged = batch.result_dtype == "int8" || batch.result_dtype == "uint8";
-  if (top.has("ranges")) {
-    if (!ranged) top.fail_at("ranges", "only int8 and uint8 results take calibration ranges");
-    batch.ranges = detail::read_named_array(top, "ranges", batch.folder, range_dtypes);
-    if (batch.ranges->descr != "<f4" || batch.ranges->shape.size() != 2 || batch.ranges->shape[0] != 2 ||
-        batch.ranges->shape[1] < 1)
-      top.fail_at("ranges", "expected a 2-D <f4 array [2, D]: lower bounds, then upper bounds");
-  } else if (ranged) {
-    top.fail_at("result_dtype", batch.result_dtype + " results need \"ranges\", their calibration ranges");
-  }
-  batch.weight_floor = top.optional_number("weight_floor");
-  if (batch.weight_floor && batch.result_dtype != "sparse")
-    top.fail_at("weight_floor", "only sparse results take a weight floor");
-
-  const detail::object_reader poolers = top.object("poolers");
-  if (root.at("poolers").empty()) top.fail_at("poolers", "name a method for at least one task");
-  for (const auto& [key, value] : root.at("poolers").items()) {
-    const std::optional<task> served = detail::parse_task(key);
-    if (!served) poolers.fail_at(key, "unknown task (expected embed, classify, token_embed or token_classify)");
-    switch (*served) {
-      case task::embed:
-        batch.poolers.embed = detail::read_method<method::any_sequence>(poolers, key);
-        break;
-      case task::classify:
-        batch.poolers.classify = detail::read_method<method::any_sequence>(poolers, key);
-        break;
-      case task::token_embed:
-        batch.poolers.token_embed = detail::read_method<method::any_token>(poolers, key);
-        break;
-      case task::token_classify:
-        batch.poolers.token_classify = detail::read_method<method::any_token>(poolers, key);
-        break;
-    }
-  }
-
-  if (top.has("projector")) {
-    const detail::object_reader projector = top.object("projector");
-    projector.only({"weight", "bias", "activation", "layers"});
-    batch.projector = detail::read_layers(projector, batch.folder);
-  }
-  if (top.has("classifier")) {
-    const detail::object_reader classifier = top.object("classifier");
-    classifier.only({"weight", "bias", "activation", "layers", "logit_mean", "logit_sigma", "problem_type"});
-    batch.classifier = detail::read_layers(classifier, batch.folder);
-    const std::optional<float> mean = classifier.optional_number("logit_mean");
-    const std::optional<float> sigma = classifier.optional_number("logit_sigma");
-    if (sigma && *sigma == 0.0f) classifier.fail_at("logit_sigma", "must not be 0");
-    // The classify head's (SPEC section 4): it scales the logits it is given, the
-    // classifier's or, without a weight, the pooled rows, for both classify tasks.
-    if (mean || sigma) batch.platt = head::platt_scaling{mean.value_or(0.0f), sigma.value_or(1.0f)};
-    if (classifier.has("problem_type")) {
-      const std::string problem = classifier.string("problem_type");
-      if (problem == "single_label")
-        batch.problem = head::problem_type::single_label;
-      else if (problem == "multi_label")
-        batch.problem = head::problem_type::multi_label;
-      else if (problem == "regression")
-        batch.problem = head::problem_type::regression;
-      else
-        classifier.fail_at("problem_type", "\"" + problem + "\" is not single_label, multi_label or regression");
+  if (top.has("parts")) {
+    for (const std::string_view key : {"poolers", "result_dtype", "ranges", "weight_floor", "projector", "classifier"})
+      if (top.has(key)) top.fail_at(key, "given beside parts (each part names its own)");
+    batch.parts = detail::read_parts(top, batch.folder);
+  } else {
+    batch.results = detail::read_results(top, batch.folder);
+    const detail::object_reader poolers = top.object("poolers");
+    if (root.at("poolers").empty()) top.fail_at("poolers", "name a method for at least one task");
+    for (const auto& [key, value] : root.at("poolers").items()) {
+      const std::optional<task> served = detail::parse_task(key);
+      if (!served) poolers.fail_at(key, "unknown task (expected embed, classify, token_embed or token_classify)");
+      detail::read_method(poolers, key, *served, batch.poolers);
     }
   }
 

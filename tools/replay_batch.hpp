@@ -1,6 +1,7 @@
 // What seqpool-run's main translation unit sees of a replay: a function per
-// space and result type, instantiated in parts (replay_part.cpp) so that the
-// main unit compiles none of seqpool's kernels.
+// space and result type, instantiated in parts (replay_part.cpp), and one per
+// space for a batch with parts (replay_parts.cpp), so that the main unit
+// compiles none of seqpool's kernels.
 #pragma once
 
 #include <filesystem>
@@ -30,5 +31,10 @@ using device_space_type = seqpool::device_space<seqpool::omp_backend>;
 /// (replay.hpp); throws input_error, seqpool::error or device_error.
 template <class Space, class Result>
 void replay_batch(const batch_file& batch, const options& chosen);
+
+/// Replays every step of `batch`, which has parts, in Space, each part with
+/// results of its own type (parts_replay.hpp); throws as replay_batch().
+template <class Space>
+void replay_parts(const batch_file& batch, const options& chosen);
 
 }  // namespace seqpool::tool

@@ -26,7 +26,7 @@ using tool::options;
 /// Replays the batch in Space with the results its result_dtype names.
 template <class Space>
 void replay_in(const tool::batch_file& batch, const options& chosen) {
-  const std::string& dtype = batch.result_dtype;
+  const std::string& dtype = batch.results.result_dtype;
   if (dtype == "float16")
     tool::replay_batch<Space, seqpool::half>(batch, chosen);
   else if (dtype == "bfloat16")
@@ -108,7 +108,11 @@ int main(int argc, char** argv) {
   try {
     const tool::batch_file batch = tool::read_batch_file(chosen.batch);
     std::filesystem::create_directories(chosen.out);
-    if (chosen.space == "host")
+    if (!batch.parts.empty() && chosen.space == "host")
+      tool::replay_parts<seqpool::host_space>(batch, chosen);
+    else if (!batch.parts.empty())
+      tool::replay_parts<tool::device_space_type>(batch, chosen);
+    else if (chosen.space == "host")
       replay_in<seqpool::host_space>(batch, chosen);
     else
       replay_in<tool::device_space_type>(batch, chosen);

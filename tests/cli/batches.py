@@ -121,8 +121,25 @@ class Batch:
             args.append("--audit")
         return subprocess.run(args, capture_output=True, text=True, timeout=300)
 
-    def result(self, request_id):
-        return np.load(self.out / f"{request_id}.npy")
+    def result(self, request_id, part=None):
+        """A request's result: the batch's, or, for a batch with parts, part `part`'s."""
+        return np.load(self.out / (f"{request_id}.npy" if part is None else f"{part}/{request_id}.npy"))
+
+    def parts(self, *parts):
+        """Makes the batch one with parts (SPEC section 9), in place of its poolers: each a dict of
+        the part's fields, whose "projector" and "classifier" may be (weight, bias[, fields]) as
+        the constructor takes them."""
+        self.spec.pop("poolers", None)
+        self.spec["parts"] = []
+        for part in parts:
+            part = dict(part)
+            for head in ("projector", "classifier"):
+                if isinstance(part.get(head), tuple):
+                    weight, bias, *extra = part[head]
+                    part[head] = self.layer(f"{part['name']}_{head}", weight, bias)
+                    if extra:
+                        part[head].update(extra[0])
+            self.spec["parts"].append(part)
 
     def audit(self):
         return [json.loads(line) for line in (self.out / "audit.jsonl").read_text().splitlines()]

@@ -486,6 +486,80 @@ class Cases:
         self.assertFalse((batch.out / "c.npy").exists())
 
 
+    def bge_m3_parts(self, batch, dense_dtype="float32"):
+        """docs/TESTS.md case 34's three outputs as a batch's parts."""
+        batch.parts({"name": "dense", "task": "embed", "method": "cls", "result_dtype": dense_dtype},
+                    {"name": "sparse", "task": "token_classify", "method": "all", "result_dtype": "sparse",
+                     "classifier": ([[1, -1]], [0.5], {"activation": "relu", "problem_type": "regression"}),
+                     "drop_token_ids": [0, 2]},
+                    {"name": "colbert", "task": "token_embed", "method": "all",
+                     "projector": ([[1, 1], [1, -1]], None), "drop_first": True})
+
+    def test_case_34_parts(self):
+        # BGE-M3's dense CLS embedding, sparse weights and ColBERT vectors of one prompt, each a part's
+        # output in its folder: whole, and in chunks 2+2+1 beside a second request.
+        ids = [0, 7, 9, 7, 2]
+        rows = np.array([[3, 4], [0, 1], [1, 1], [2, 0], [0, 3]], np.float32)
+        half = math.sqrt(0.5)
+        batch = Batch(2, None)
+        self.bge_m3_parts(batch)
+        batch.step(rows, [request("q", "embed", 5, token_ids=ids)])
+        done = 0
+        for size in (2, 2, 1):
+            batch.step(np.concatenate([rows[done:done + size], rows[:1]]),
+                       [request("c", "embed", 5, size, done, token_ids=ids),
+                        request(f"one{done}", "token_embed", 1, token_ids=ids[:1])])
+            done += size
+        self.replay(batch)
+        for request_id in ("q", "c"):
+            np.testing.assert_allclose(batch.result(request_id, "dense"), [0.6, 0.8], rtol=1e-6)
+            pairs = batch.result(request_id, "sparse")
+            self.assertEqual([(int(i), float(w)) for i, w in pairs], [(7, 2.5), (9, 0.5)])
+            np.testing.assert_allclose(batch.result(request_id, "colbert"),
+                                       [[half, -half], [1, 0], [half, half], [half, -half]], rtol=1e-6)
+        # A one-row prompt: its CLS row, no sparse weight (id 0 dropped), no ColBERT vector (the first dropped).
+        np.testing.assert_allclose(batch.result("one0", "dense"), [0.6, 0.8], rtol=1e-6)
+        self.assertEqual(len(batch.result("one0", "sparse")), 0)
+        self.assertEqual(batch.result("one0", "colbert").shape, (0, 2))
+        self.assertEqual(sorted(p.name for p in (batch.out / "dense").iterdir()),
+                         ["c.npy", "one0.npy", "one2.npy", "one4.npy", "q.npy"])
+
+    def test_parts_equal_their_poolers_alone(self):
+        # Parts of several result types and methods: each part's results those of a batch that pools
+        # every request with that part's pooler alone (its filters as the requests' own knobs).
+        rng = np.random.default_rng(34)
+        hidden = rng.normal(size=(9, 6)).astype(np.float32)
+        ids = [[1, 4, 2, 4], [3, 1, 1, 2, 4]]
+        weight = rng.normal(size=(3, 6)).astype(np.float32)
+        parts = [({"name": "concat", "task": "embed", "method": "cls+mean", "result_dtype": "float16"}, {}),
+                 ({"name": "bits", "task": "token_embed", "method": "all", "result_dtype": "binary",
+                   "drop_last": True}, {"drop_last": True}),
+                 ({"name": "scores", "task": "classify", "method": "mean_sqrt_len",
+                   "classifier": (weight, None, {"problem_type": "multi_label"})}, {}),
+                 ({"name": "tokens", "task": "token_embed", "method": "all", "result_dtype": "bfloat16",
+                   "projector": (weight, None), "drop_token_ids": [2]}, {"drop_token_ids": [2]})]
+        batch = Batch(6, None)
+        batch.parts(*(part for part, _ in parts))
+        batch.step(hidden, [request("a", "embed", 4, token_ids=ids[0]), request("b", "embed", 5, token_ids=ids[1])])
+        self.replay(batch)
+        for part, knobs in parts:
+            with self.subTest(part["name"]):
+                alone = Batch(6, {part["task"]: part["method"]})
+                alone.spec["result_dtype"] = part.get("result_dtype", "float32")
+                for head in ("projector", "classifier"):
+                    if head in part:
+                        weight_of, bias_of, *extra = part[head]
+                        alone.spec[head] = alone.layer(head, weight_of, bias_of)
+                        if extra:
+                            alone.spec[head].update(extra[0])
+                alone.step(hidden, [request("a", part["task"], 4, token_ids=ids[0], **knobs),
+                                    request("b", part["task"], 5, token_ids=ids[1], **knobs)])
+                self.replay(alone)
+                for request_id in ("a", "b"):
+                    got, want = batch.result(request_id, part["name"]), alone.result(request_id)
+                    self.assertEqual(got.dtype, want.dtype)
+                    np.testing.assert_array_equal(got, want)
+
     def test_the_example_batch_replays(self):
         example = pathlib.Path(__file__).resolve().parents[2] / "examples" / "data" / "batch.json"
         directory = tempfile.TemporaryDirectory(prefix="seqpool-example-")

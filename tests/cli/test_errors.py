@@ -492,6 +492,47 @@ class Errors(unittest.TestCase):
         self.step_error([request("a", "embed", 3, top_k=2)],
                         'request 0 (id "a"): top_k: applies to sparse results only (seqpool::sparse_entry, result_dtype "sparse")')
 
+    def test_parts(self):
+        dense = {"name": "d", "task": "embed", "method": "mean"}
+        tokens = {"name": "t", "task": "token_embed", "method": "all"}
+
+        def with_parts(*parts, **top):
+            return lambda spec: (spec.pop("poolers"), spec.update(parts=list(parts), **top))
+
+        self.config_error(lambda s: s.update(parts=[dense]), "poolers: given beside parts (each part names its own)")
+        self.config_error(with_parts(dense, result_dtype="float16"),
+                          "result_dtype: given beside parts (each part names its own)")
+        self.config_error(with_parts(), "parts: expected a non-empty array of parts")
+        self.config_error(with_parts(dense, dict(dense)), 'parts[1].name: "d" names an earlier part too')
+        self.config_error(with_parts(dict(dense, name="a/b")), "parts[0].name: must be a plain file name")
+        self.config_error(with_parts(dict(dense, task="pool")), 'parts[0].task: unknown task "pool"')
+        self.config_error(with_parts(dict(dense, method="all")), 'parts[0].method: method "all" cannot serve embed')
+        self.config_error(with_parts(dict(dense, result_dtype="int8")),
+                          'parts[0].result_dtype: int8 results need "ranges"')
+        self.config_error(with_parts(dict(dense, pooler="x")), "parts[0].pooler: unknown field")
+        # Filters the library refuses, named as the parts' (before any step runs).
+        for part, message in ((dict(dense, drop_first=True),
+                               "part_filters: part 0 pools a sequence method; only token parts drop rows"),
+                              (dict(tokens, drop_token_ids=[3, 1]), "part_filters: part 0's drop_token_ids: id 1 is "
+                                                                     "1; the ids must be ≥ 0 and strictly ascending")):
+            batch = Batch(H, None)
+            batch.parts(part)
+            good_step(batch, "before")
+            self.check_refused(batch, "seqpool: error: parts: " + message)
+        # Knobs no part takes, per step, after the steps before it wrote their parts' results.
+        for space in ("host", "device"):
+            with self.subTest(space=space):
+                batch = Batch(H, None)
+                batch.parts(dense, tokens)
+                good_step(batch, "before")
+                batch.step(ROWS[:2], [request("a", "embed", 2, token_ids=[1, 2], top_k=1)])
+                run = batch.run(space)
+                self.assertEqual(run.returncode, 2, run.stderr)
+                self.assertEqual(run.stderr, 'seqpool: error: step 1: request 0 (id "a"): top_k: no part of this '
+                                             'multi_pooler takes it (sparse parts do)\n')
+                self.assertEqual(sorted(p.name for p in (batch.out / "d").iterdir()), ["before.npy"])
+                self.assertEqual(sorted(p.name for p in (batch.out / "t").iterdir()), ["before.npy"])
+
     def test_platt_and_problem_type(self):
         self.config_error(lambda s: s.update(classifier={"logit_sigma": 0}), "classifier.logit_sigma: must not be 0")
         self.config_error(lambda s: s.update(classifier={"logit_mean": "1"}),

@@ -1,0 +1,83 @@
+// A step's result files, written all or none (SPEC section 9): each to a
+// hidden name first, renamed once every one of the step's is written.
+#pragma once
+
+#include <cstdint>
+#include <exception>
+#include <filesystem>
+#include <optional>
+#include <span>
+#include <string>
+#include <system_error>
+#include <utility>
+#include <vector>
+
+#include <seqpool/batch.hpp>
+#include <seqpool/result_slice.hpp>
+#include <seqpool/sparse.hpp>
+
+#include "npy.hpp"
+
+namespace seqpool::tool {
+
+class result_files {
+ public:
+  result_files() = default;
+  result_files(const result_files&) = delete;
+  result_files& operator=(const result_files&) = delete;
+  /// Files written and not published are removed.
+  ~result_files() {
+    std::error_code ignored;
+    for (const auto& [hidden_name, final_name] : written_) std::filesystem::remove(hidden_name, ignored);
+  }
+
+  /// Writes, under hidden names in `folder`, the result of every request that
+  /// finished (`slices`, the plan's for these `results`) as <id>.npy, pooled
+  /// for the task `pooled_for` (a part's) or else the request's own. A sparse
+  /// result is written as the pairs its list holds, without its count and the
+  /// unused entries after them.
+  template <class Result>
+  void write(const std::string& where, const seqpool::batch& requests,
+             const std::vector<std::optional<seqpool::result_slice>>& slices, std::span<const Result> results,
+             const std::filesystem::path& folder, std::optional<seqpool::task> pooled_for = std::nullopt) {
+    for (std::size_t i = 0; i < requests.requests.size(); ++i) {
+      const auto& slice = slices[i];
+      if (!slice) continue;
+      const seqpool::request& r = requests.requests[i];
+      std::span<const Result> values = results.subspan(slice->offset, slice->rows * slice->cols);
+      std::vector<std::int64_t> shape{slice->cols};
+      if constexpr (seqpool::sparse_element<Result>) {
+        const std::int32_t pairs = values.front().id;  // the list's count
+        if (pairs < 0 || std::cmp_greater_equal(pairs, values.size()))
+          throw input_error(where + ": request " + std::to_string(i) + " (id \"" + r.id +
+                            "\"): internal error: its list counts " + std::to_string(pairs) + " pairs in room for " +
+                            std::to_string(values.size() - 1));
+        values = values.subspan(1, static_cast<std::size_t>(pairs));
+        shape = {pairs};
+      } else if (seqpool::is_token_task(pooled_for.value_or(r.task)) || !r.params.spans.empty()) {
+        shape.insert(shape.begin(), slice->rows);
+      }
+      const std::filesystem::path final_name = folder / (r.id + ".npy");
+      const std::filesystem::path hidden_name = folder / ("." + r.id + ".npy.partial");
+      written_.emplace_back(hidden_name, final_name);
+      try {
+        write_npy(hidden_name, values, shape);
+        if (std::filesystem::is_directory(final_name)) throw input_error(final_name.string() + " is a folder");
+      } catch (const std::exception& failure) {
+        throw input_error(where + ": request " + std::to_string(i) + " (id \"" + r.id +
+                          "\"): cannot write its result: " + failure.what());
+      }
+    }
+  }
+
+  /// Gives every file written its final name.
+  void publish() {
+    for (const auto& [hidden_name, final_name] : written_) std::filesystem::rename(hidden_name, final_name);
+    written_.clear();
+  }
+
+ private:
+  std::vector<std::pair<std::filesystem::path, std::filesystem::path>> written_;  ///< hidden name, final name
+};
+
+}  // namespace seqpool::tool
