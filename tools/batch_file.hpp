@@ -68,7 +68,7 @@ struct part_file {
   std::string field;  ///< "parts[k]", which names it in messages
   std::string name;
   task served = task::embed;
-  pooler_methods method;  ///< the served task's, alone
+  pooler_methods method;  ///< of the served task's entry only: the method named, parsed for its task's kind
   results_file results;
   part_filters filters;
 };
@@ -387,12 +387,19 @@ inline std::vector<part_file> read_parts(const object_reader& top, const std::fi
                                 " bytes (it names the folder of the part's results)");
     for (const part_file& earlier : parts)
       if (earlier.name == read.name) entry.fail_at("name", "\"" + read.name + "\" names an earlier part too");
+    if (read.name == "audit.jsonl") entry.fail_at("name", "\"audit.jsonl\" names --audit's file");
     const std::string task_name = entry.string("task");
     const std::optional<task> served = parse_task(task_name);
     if (!served)
       entry.fail_at("task",
                     "unknown task \"" + task_name + "\" (expected embed, classify, token_embed or token_classify)");
     read.served = *served;
+    // A part's head is its task's: an embed task's projector, a classify task's classifier.
+    const bool embeds = read.served == task::embed || read.served == task::token_embed;
+    const std::string_view unused_head = embeds ? "classifier" : "projector";
+    if (entry.has(unused_head))
+      entry.fail_at(unused_head, "a part of task " + task_name + " has no " + std::string(unused_head) +
+                                     " (its head is its " + (embeds ? "projector" : "classifier") + ")");
     read_method(entry, "method", read.served, read.method);
     read.results = read_results(entry, folder);
     read.filters = {.drop_first = entry.boolean("drop_first", false),

@@ -46,15 +46,9 @@ class parts_replay {
   }
 
   std::unique_ptr<part_replay<Space>> replay_of(const part_file& part) {
-    const std::string& dtype = part.results.result_dtype;
-    if (dtype == "float16") return make_part_replay<Space, seqpool::half>(space_, batch_, part, options_);
-    if (dtype == "bfloat16") return make_part_replay<Space, seqpool::bfloat16>(space_, batch_, part, options_);
-    if (dtype == "int8") return make_part_replay<Space, std::int8_t>(space_, batch_, part, options_);
-    if (dtype == "uint8") return make_part_replay<Space, std::uint8_t>(space_, batch_, part, options_);
-    if (dtype == "binary") return make_part_replay<Space, seqpool::binary>(space_, batch_, part, options_);
-    if (dtype == "ubinary") return make_part_replay<Space, seqpool::ubinary>(space_, batch_, part, options_);
-    if (dtype == "sparse") return make_part_replay<Space, seqpool::sparse_entry>(space_, batch_, part, options_);
-    return make_part_replay<Space, float>(space_, batch_, part, options_);
+    return with_result_type(part.results.result_dtype, [&]<class Result>() {
+      return make_part_replay<Space, Result>(space_, batch_, part, options_);
+    });
   }
 
   /// The parts' poolers as one; what seqpool refuses of them is refused as the parts'.
@@ -75,18 +69,8 @@ class parts_replay {
     poolers_.reserve(plan_, state_);
     std::vector<seqpool::part_output> outputs;
     for (std::size_t k = 0; k < parts_.size(); ++k) outputs.push_back(parts_[k]->output(plan_.parts[k].output_size));
-    seqpool::audit_counts counts;
-    switch (step.element) {
-      case element_type::float32:
-        counts = forward<float>(step.hidden, outputs);
-        break;
-      case element_type::float16:
-        counts = forward<seqpool::half>(step.hidden, outputs);
-        break;
-      case element_type::bfloat16:
-        counts = forward<seqpool::bfloat16>(step.hidden, outputs);
-        break;
-    }
+    const seqpool::audit_counts counts =
+        with_element(step.element, [&]<class T>() { return forward<T>(step, outputs); });
     result_files files;
     for (std::size_t k = 0; k < parts_.size(); ++k) parts_[k]->write(step, plan_.parts[k], files);
     files.publish();
@@ -95,18 +79,17 @@ class parts_replay {
 
   /// The step itself, with what the space counted while it ran.
   template <class T>
-  seqpool::audit_counts forward(const npy_array& hidden, std::span<const seqpool::part_output> outputs) {
-    seqpool::buffer<T, Space> rows(space_, static_cast<std::size_t>(hidden.count()));
-    space_.copy_in(std::span<const T>(reinterpret_cast<const T*>(hidden.data.data()), rows.size()), rows.span());
+  seqpool::audit_counts forward(const step_input& step, std::span<const seqpool::part_output> outputs) {
+    const seqpool::buffer<T, Space> rows = copied_in<T>(space_, step.hidden);
     const seqpool::audit_scope scope(space_.audit());
-    const std::int64_t num_rows = static_cast<std::int64_t>(rows.size()) / batch_.hidden_size;  // B·S where padded
-    poolers_.forward(seqpool::make_hidden_view<T>(rows.data(), num_rows, batch_.hidden_size), plan_, state_, outputs);
+    poolers_.forward(seqpool::make_hidden_view<T>(rows.data(), step.rows, batch_.hidden_size), plan_, state_, outputs);
     return scope.counts();
   }
 
   const batch_file& batch_;
   const options& options_;
   Space space_;
+  /// Before the poolers, which outlive none of them: their heads read the layers each part keeps.
   std::vector<std::unique_ptr<part_replay<Space>>> parts_;
   seqpool::runtime_multi_pooler<Space> poolers_;
   seqpool::state_store<Space> state_{space_};

@@ -57,18 +57,8 @@ class replay {
     dispatcher_.plan(step.requests, state_, plan);
     dispatcher_.reserve(plan, state_);
     seqpool::buffer<Result, Space> output(space_, static_cast<std::size_t>(plan.output_size));
-    seqpool::audit_counts counts;
-    switch (step.element) {
-      case element_type::float32:
-        counts = forward<float>(step.hidden, plan, output);
-        break;
-      case element_type::float16:
-        counts = forward<seqpool::half>(step.hidden, plan, output);
-        break;
-      case element_type::bfloat16:
-        counts = forward<seqpool::bfloat16>(step.hidden, plan, output);
-        break;
-    }
+    const seqpool::audit_counts counts =
+        with_element(step.element, [&]<class T>() { return forward<T>(step.hidden, plan, output); });
 
     std::vector<Result> results(output.size());
     space_.copy_out(cuda::std::span<const Result>(output.data(), output.size()), std::span<Result>(results));

@@ -15,8 +15,7 @@ template <class Space, class Result>
 template <class T>
 seqpool::audit_counts replay<Space, Result>::forward(const npy_array& hidden, const seqpool::step_plan& plan,
                                                      seqpool::buffer<Result, Space>& output) {
-  seqpool::buffer<T, Space> rows(space_, static_cast<std::size_t>(hidden.count()));
-  space_.copy_in(std::span<const T>(reinterpret_cast<const T*>(hidden.data.data()), rows.size()), rows.span());
+  const seqpool::buffer<T, Space> rows = copied_in<T>(space_, hidden);
   const seqpool::audit_scope scope(space_.audit());
   const std::int64_t num_rows = static_cast<std::int64_t>(rows.size()) / batch_.hidden_size;  // B·S where padded
   dispatcher_.forward(seqpool::make_hidden_view<T>(rows.data(), num_rows, batch_.hidden_size), plan, state_,

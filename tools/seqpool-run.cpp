@@ -1,7 +1,6 @@
 // seqpool-run: replays a recorded batch through seqpool, step by step, and
 // writes each finished request's result (SPEC section 9). The way to reproduce
 // a batch outside an engine, and the interface black-box tests drive.
-#include <cstdint>
 #include <exception>
 #include <filesystem>
 #include <iostream>
@@ -10,9 +9,6 @@
 
 #include <CLI/CLI.hpp>
 
-#include <seqpool/float16.hpp>
-#include <seqpool/quantized.hpp>
-#include <seqpool/sparse.hpp>
 #include <seqpool/method/builtin.hpp>
 
 #include "batch_file.hpp"
@@ -23,26 +19,12 @@ namespace {
 namespace tool = seqpool::tool;
 using tool::options;
 
-/// Replays the batch in Space with the results its result_dtype names.
+/// Replays the batch in Space: through its parts, or with the results its result_dtype names.
 template <class Space>
 void replay_in(const tool::batch_file& batch, const options& chosen) {
-  const std::string& dtype = batch.results.result_dtype;
-  if (dtype == "float16")
-    tool::replay_batch<Space, seqpool::half>(batch, chosen);
-  else if (dtype == "bfloat16")
-    tool::replay_batch<Space, seqpool::bfloat16>(batch, chosen);
-  else if (dtype == "int8")
-    tool::replay_batch<Space, std::int8_t>(batch, chosen);
-  else if (dtype == "uint8")
-    tool::replay_batch<Space, std::uint8_t>(batch, chosen);
-  else if (dtype == "binary")
-    tool::replay_batch<Space, seqpool::binary>(batch, chosen);
-  else if (dtype == "ubinary")
-    tool::replay_batch<Space, seqpool::ubinary>(batch, chosen);
-  else if (dtype == "sparse")
-    tool::replay_batch<Space, seqpool::sparse_entry>(batch, chosen);
-  else
-    tool::replay_batch<Space, float>(batch, chosen);
+  if (!batch.parts.empty()) return tool::replay_parts<Space>(batch, chosen);
+  tool::with_result_type(batch.results.result_dtype,
+                         [&]<class Result>() { tool::replay_batch<Space, Result>(batch, chosen); });
 }
 
 
@@ -108,11 +90,7 @@ int main(int argc, char** argv) {
   try {
     const tool::batch_file batch = tool::read_batch_file(chosen.batch);
     std::filesystem::create_directories(chosen.out);
-    if (!batch.parts.empty() && chosen.space == "host")
-      tool::replay_parts<seqpool::host_space>(batch, chosen);
-    else if (!batch.parts.empty())
-      tool::replay_parts<tool::device_space_type>(batch, chosen);
-    else if (chosen.space == "host")
+    if (chosen.space == "host")
       replay_in<seqpool::host_space>(batch, chosen);
     else
       replay_in<tool::device_space_type>(batch, chosen);

@@ -6,10 +6,13 @@
 #include <cstdint>
 #include <exception>
 #include <new>
+#include <span>
 #include <string>
 #include <vector>
 
 #include <seqpool/batch.hpp>
+#include <seqpool/float16.hpp>
+#include <seqpool/space/buffer.hpp>
 #include <seqpool/state.hpp>
 
 #include "batch_file.hpp"
@@ -19,8 +22,15 @@ namespace seqpool::tool {
 
 enum class element_type { float32, float16, bfloat16 };
 
-/// A step as the file gives it: its requests, its hidden states and what they hold.
+/// A step as the file gives it: its requests, its hidden states and what they
+/// hold. Moved, not copied: the requests view the token ids `file` holds.
 struct step_input {
+  step_input() = default;
+  step_input(step_input&&) = default;
+  step_input& operator=(step_input&&) = default;
+  step_input(const step_input&) = delete;
+  step_input& operator=(const step_input&) = delete;
+
   std::string where;  ///< "step N", which begins every message about it
   step_file file;     ///< the requests' token ids live here
   seqpool::batch requests;
@@ -28,6 +38,29 @@ struct step_input {
   element_type element = element_type::float32;
   std::int64_t rows = 0;  ///< B·S where padded
 };
+
+/// Calls `work.template operator()<T>()` with T the type the step's hidden
+/// states hold, and returns what it returns.
+template <class Work>
+decltype(auto) with_element(element_type element, Work&& work) {
+  switch (element) {
+    case element_type::float16:
+      return work.template operator()<seqpool::half>();
+    case element_type::bfloat16:
+      return work.template operator()<seqpool::bfloat16>();
+    case element_type::float32:
+      break;
+  }
+  return work.template operator()<float>();
+}
+
+/// The step's hidden states, which hold T, copied into the space.
+template <class T, class Space>
+seqpool::buffer<T, Space> copied_in(Space& space, const npy_array& hidden) {
+  seqpool::buffer<T, Space> rows(space, static_cast<std::size_t>(hidden.count()));
+  space.copy_in(std::span<const T>(reinterpret_cast<const T*>(hidden.data.data()), rows.size()), rows.span());
+  return rows;
+}
 
 namespace detail {
 

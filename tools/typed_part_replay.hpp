@@ -7,6 +7,7 @@
 #include <memory>
 #include <optional>
 #include <span>
+#include <stdexcept>
 #include <string>
 #include <utility>
 #include <vector>
@@ -23,8 +24,9 @@
 
 namespace seqpool::tool {
 
-/// A part of Result: its pooler until the runtime_multi_pooler takes it, its
-/// heads' layers (kept as long as the part), and the output of the last step.
+/// A part of Result: its pooler until the runtime_multi_pooler takes it, the
+/// layers its heads read (which the part keeps: it must outlive the pooler),
+/// and the output of the last step.
 template <class Space, class Result>
 class typed_part_replay final : public part_replay<Space> {
  public:
@@ -32,27 +34,30 @@ class typed_part_replay final : public part_replay<Space> {
       : space_(&space),
         part_(&part),
         folder_(out / part.name),
-        poolers_(space, batch.hidden_size, part.results),
+        factory_(space, batch.hidden_size, part.results),
         output_(space, 0) {
     const std::string& field = part.field;
     const pooler_methods& method = part.method;
     switch (part.served) {
       case task::embed:
-        taken_ = made(poolers_.make(method.embed, poolers_.embed_head(), field));
+        taken_ = made(factory_.make(method.embed, factory_.embed_head(), field));
         break;
       case task::classify:
-        taken_ = made(poolers_.make(method.classify, poolers_.classify_head(), field));
+        taken_ = made(factory_.make(method.classify, factory_.classify_head(), field));
         break;
       case task::token_embed:
-        taken_ = made(poolers_.make(method.token_embed, poolers_.embed_head(), field));
+        taken_ = made(factory_.make(method.token_embed, factory_.embed_head(), field));
         break;
       case task::token_classify:
-        taken_ = made(poolers_.make(method.token_classify, poolers_.classify_head(), field));
+        taken_ = made(factory_.make(method.token_classify, factory_.classify_head(), field));
         break;
     }
   }
 
-  seqpool::runtime_part<Space> take() override { return std::move(*std::exchange(taken_, std::nullopt)); }
+  seqpool::runtime_part<Space> take() override {
+    if (!taken_) throw std::logic_error("a part's pooler is taken once");
+    return std::move(*std::exchange(taken_, std::nullopt));
+  }
 
   seqpool::part_output output(std::int64_t values) override {
     output_ = seqpool::buffer<Result, Space>(*space_, static_cast<std::size_t>(values));
@@ -75,7 +80,7 @@ class typed_part_replay final : public part_replay<Space> {
   Space* space_;
   const part_file* part_;
   std::filesystem::path folder_;
-  pooler_factory<Space, Result> poolers_;
+  pooler_factory<Space, Result> factory_;
   std::optional<seqpool::runtime_part<Space>> taken_;
   seqpool::buffer<Result, Space> output_;
 };

@@ -43,6 +43,8 @@ constexpr std::string_view result_name() {
   else if constexpr (std::is_same_v<Result, __nv_bfloat16>)
     return "__nv_bfloat16";
 #endif
+  else
+    static_assert(sizeof(Result) == 0, "every result type seqpool writes has a name here");
 }
 
 }  // namespace detail
@@ -55,17 +57,17 @@ class part_output {
   template <class Result>
   requires result_element<Result> || sparse_element<Result> part_output(
       cuda::std::span<Result> values)  // NOLINT: a span is an output
-      : data_(values.data()), size_(values.size()), result_(detail::result_name<Result>()) {}
+      : data_(values.data()), size_(values.size()), result_type_name_(detail::result_name<Result>()) {}
 
   void* data() const { return data_; }
   std::size_t size() const { return size_; }
-  /// The name of its values' type (float, half, …, sparse_entry).
-  std::string_view result() const { return result_; }
+  /// Its values' type (float, half, …, sparse_entry).
+  std::string_view result_type_name() const { return result_type_name_; }
 
  private:
   void* data_;
   std::size_t size_;
-  std::string_view result_;
+  std::string_view result_type_name_;
 };
 
 }  // namespace seqpool

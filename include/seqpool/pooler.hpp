@@ -79,7 +79,7 @@ class pooler : public step_runner<Space, Result, detail::pooling_unit<Method, He
   template <class S>
   friend class runtime_part;
 
-  /// What a dispatcher or a multi_pooler takes from the pooler it is given.
+  /// What a dispatcher, a multi_pooler or a runtime_part takes from the pooler it is given.
   unit_type&& take_unit() && { return std::move(this->template unit<0>()); }
 };
 

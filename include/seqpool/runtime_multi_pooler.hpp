@@ -59,7 +59,7 @@ class runtime_multi_pooler : public step_runner<Space, detail::output_per_part, 
   runtime_multi_pooler(Space& memory, std::vector<runtime_part<Space>> parts)
       : runner(memory, filters_of(parts), units_of(parts)) {}
 
-  /// How many parts it has, each an output.
+  /// How many parts it has, each an output; result_type_name(k) says of what.
   std::size_t parts() const { return this->entry_count(); }
 
  private:
@@ -69,7 +69,8 @@ class runtime_multi_pooler : public step_runner<Space, detail::output_per_part, 
     for (const runtime_part<Space>& chosen : parts) filters.push_back(chosen.filters_);
     return filters;
   }
-  /// Moves each part's unit out, leaving its filters (the arguments above are read in either order).
+  /// Moves each part's unit out, leaving its filters: the constructor's
+  /// arguments are made in either order.
   static std::vector<detail::any_unit<Space>> units_of(std::vector<runtime_part<Space>>& parts) {
     std::vector<detail::any_unit<Space>> units;
     units.reserve(parts.size());

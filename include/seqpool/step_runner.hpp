@@ -12,6 +12,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <tuple>
 #include <type_traits>
 #include <utility>
@@ -118,6 +119,8 @@ class step_runner {
   static_assert(!listed || (per_part && sizeof...(Units) == 1), "a list of any_unit is a runtime_multi_pooler's parts");
   /// Entries of a pack: the units; of a list: none until it is made.
   static constexpr std::size_t packed_entries = listed ? 0 : sizeof...(Units);
+  /// Outputs of a pack: one a part, or the one all entries share.
+  static constexpr std::size_t packed_outputs = per_part ? packed_entries : 1;
   /// Each entry's value of T: an array for a pack, a vector as long as the list.
   template <class T>
   using per_entry = std::conditional_t<listed, std::vector<T>, std::array<T, packed_entries>>;
@@ -268,6 +271,13 @@ class step_runner {
     require_capacity("output_capacity");
     if (part >= entry_count()) detail::fail("output_capacity", "part ", part, " of ", entry_count());
     return output_capacities_[part];
+  }
+
+  /// A runtime_multi_pooler's: the type of the values part `part` writes
+  /// (float, half, …, sparse_entry), which its output must hold.
+  std::string_view result_type_name(std::size_t part) const requires(listed) {
+    if (part >= units_.size()) detail::fail("result_type_name", "part ", part, " of ", units_.size());
+    return units_[part].result_type_name;
   }
 
   /// Outside any capture: the staging one captured step needs (device spaces),
@@ -609,16 +619,16 @@ class step_runner {
       if (spans.size() != units_.size())
         detail::fail("outputs", "the multi_pooler has ", units_.size(), " parts, an output each; given ", spans.size());
       for (std::size_t part = 0; part < spans.size(); ++part) {
-        if (spans[part].result() != units_[part].result)
-          detail::fail(detail::concat("output of part ", part), "holds ", spans[part].result(),
-                       " values; the part writes ", units_[part].result);
+        if (spans[part].result_type_name() != units_[part].result_type_name)
+          detail::fail(detail::concat("output of part ", part), "holds ", spans[part].result_type_name(),
+                       " values; the part writes ", units_[part].result_type_name);
         detail::check_output(spans[part].size(), sizes[part], captured, true, part);
       }
     } else {
       [&]<std::size_t... Output>(std::index_sequence<Output...>) {
         (detail::check_output(std::get<Output>(spans).size(), sizes[Output], captured, per_part, Output), ...);
       }
-      (std::make_index_sequence < per_part ? packed_entries : 1 > {});
+      (std::make_index_sequence<packed_outputs>{});
     }
   }
 
@@ -814,8 +824,7 @@ class step_runner {
   per_entry<std::size_t> regions_{};  ///< each entry's offset in the capacity's image
   std::size_t capacity_image_bytes_ = 0;
   /// The values each output must hold for a captured step: a part's each, or the one output's.
-  std::conditional_t<listed, std::vector<std::int64_t>, std::array<std::int64_t, per_part ? packed_entries : 1>>
-      output_capacities_{};
+  std::conditional_t<listed, std::vector<std::int64_t>, std::array<std::int64_t, packed_outputs>> output_capacities_{};
 };
 
 }  // namespace seqpool

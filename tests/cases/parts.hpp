@@ -571,6 +571,11 @@ TEST_CASE_TEMPLATE_DEFINE(
   parts.emplace_back(weights.sparse(space), special_dropped);
   seqpool::runtime_multi_pooler<Space> outputs(space, std::move(parts));
   CHECK(outputs.parts() == 4);
+  CHECK(outputs.result_type_name(0) == "half");
+  CHECK(outputs.result_type_name(1) == "binary");
+  CHECK(outputs.result_type_name(2) == "float");
+  CHECK(outputs.result_type_name(3) == "sparse_entry");
+  CHECK_THROWS_WITH_AS(outputs.result_type_name(4), "result_type_name: part 4 of 4", seqpool::error);
   concat_pooler concat_alone = concat();
   bits_pooler bits_alone = bits();
   scores_pooler scores_alone = scores();

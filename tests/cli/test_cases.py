@@ -485,16 +485,6 @@ class Cases:
                                      'dispatch table\n')
         self.assertFalse((batch.out / "c.npy").exists())
 
-
-    def bge_m3_parts(self, batch, dense_dtype="float32"):
-        """docs/TESTS.md case 34's three outputs as a batch's parts."""
-        batch.parts({"name": "dense", "task": "embed", "method": "cls", "result_dtype": dense_dtype},
-                    {"name": "sparse", "task": "token_classify", "method": "all", "result_dtype": "sparse",
-                     "classifier": ([[1, -1]], [0.5], {"activation": "relu", "problem_type": "regression"}),
-                     "drop_token_ids": [0, 2]},
-                    {"name": "colbert", "task": "token_embed", "method": "all",
-                     "projector": ([[1, 1], [1, -1]], None), "drop_first": True})
-
     def test_case_34_parts(self):
         # BGE-M3's dense CLS embedding, sparse weights and ColBERT vectors of one prompt, each a part's
         # output in its folder: whole, and in chunks 2+2+1 beside a second request.
@@ -502,7 +492,12 @@ class Cases:
         rows = np.array([[3, 4], [0, 1], [1, 1], [2, 0], [0, 3]], np.float32)
         half = math.sqrt(0.5)
         batch = Batch(2, None)
-        self.bge_m3_parts(batch)
+        batch.parts({"name": "dense", "task": "embed", "method": "cls"},
+                    {"name": "sparse", "task": "token_classify", "method": "all", "result_dtype": "sparse",
+                     "classifier": ([[1, -1]], [0.5], {"activation": "relu", "problem_type": "regression"}),
+                     "drop_token_ids": [0, 2]},
+                    {"name": "colbert", "task": "token_embed", "method": "all",
+                     "projector": ([[1, 1], [1, -1]], None), "drop_first": True})
         batch.step(rows, [request("q", "embed", 5, token_ids=ids)])
         done = 0
         for size in (2, 2, 1):

@@ -510,6 +510,13 @@ class Errors(unittest.TestCase):
         self.config_error(with_parts(dict(dense, result_dtype="int8")),
                           'parts[0].result_dtype: int8 results need "ranges"')
         self.config_error(with_parts(dict(dense, pooler="x")), "parts[0].pooler: unknown field")
+        self.config_error(with_parts(dict(dense, name="audit.jsonl")),
+                          'parts[0].name: "audit.jsonl" names --audit\'s file')
+        self.config_error(with_parts(dict(dense, classifier={})),
+                          "parts[0].classifier: a part of task embed has no classifier (its head is its projector)")
+        self.config_error(with_parts(dict(tokens, task="token_classify", projector={})),
+                          "parts[0].projector: a part of task token_classify has no projector (its head is its "
+                          "classifier)")
         # Filters the library refuses, named as the parts' (before any step runs).
         for part, message in ((dict(dense, drop_first=True),
                                "part_filters: part 0 pools a sequence method; only token parts drop rows"),

@@ -41,14 +41,14 @@ class any_unit {
         sparse(unit.sparse),
         token_wise(unit.token_wise),
         result_bytes(unit.result_bytes),
-        result(result_name<Result>()),
+        result_type_name(result_name<Result>()),
         held_(std::make_unique<held<pooling_unit<Method, Head, Space, Result>>>(std::move(unit))) {}
 
   seqpool::task task;
   bool sparse;
   bool token_wise;
   std::size_t result_bytes;
-  std::string_view result;  ///< the name of its results' type, which an output must hold
+  std::string_view result_type_name;  ///< its results' type, which an output must hold
 
   std::int64_t hidden_size() const { return held_->hidden_size(); }
   void plan(const batch& step, std::span<const chunk> chunks, std::span<const std::size_t> chosen, const states& state,
@@ -81,8 +81,8 @@ class any_unit {
  private:
   /// The calls of a step runner, one overload of launch() a hidden type
   /// (seqpool's three).
-  struct interface {
-    virtual ~interface() = default;
+  struct erased {
+    virtual ~erased() = default;
     virtual std::int64_t hidden_size() const = 0;
     virtual void plan(const batch&, std::span<const chunk>, std::span<const std::size_t>, const states&, std::int64_t,
                       bool, share&, planner_scratch&) const = 0;
@@ -98,7 +98,7 @@ class any_unit {
   };
 
   template <class Unit>
-  struct held final : interface {
+  struct held final : erased {
     explicit held(Unit&& made) : unit(std::move(made)) {}
     Unit unit;
 
@@ -137,7 +137,7 @@ class any_unit {
     }
   };
 
-  std::unique_ptr<interface> held_;
+  std::unique_ptr<erased> held_;
 };
 
 }  // namespace seqpool::detail
