@@ -14,6 +14,7 @@
 #include <functional>
 #include <optional>
 #include <random>
+#include <span>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -267,15 +268,32 @@ class runner {
   /// (colbert_case: every row but the first) and the lexical weights
   /// (sparse_case: every row but those of id 0), planned and uploaded once. The
   /// two token parts each issue loads for the rows (DESIGN, "Several
-  /// outputs"); the ratio counts one read of every row.
-  record bge_m3_case() {
+  /// outputs"); the ratio counts one read of every row. `chosen`: the same
+  /// parts chosen at run time (a runtime_multi_pooler, as seqpool-run makes it).
+  record bge_m3_case(bool chosen) {
     using dense = seqpool::pooler<method::cls, head::embed, Space>;
     using colbert = seqpool::pooler<method::all, head::embed, Space>;
     using lexical = seqpool::pooler<method::all, head::classify, Space, seqpool::sparse_entry>;
     const std::int64_t width = shape_.hidden_size;
-    seqpool::multi_pooler<dense, colbert, lexical> m3(
-        space_, {dense(space_, width)}, {colbert(space_, width, {}, head::embed(projector())), {.drop_first = true}},
-        {lexical(space_, width, {}, weigh()), {.drop_token_ids = {0}}});
+    const seqpool::part_filters first_dropped{.drop_first = true, .drop_last = false, .drop_token_ids = {}};
+    const seqpool::part_filters id_0_dropped{.drop_first = false, .drop_last = false, .drop_token_ids = {0}};
+    if (!chosen) {
+      seqpool::multi_pooler<dense, colbert, lexical> m3(
+          space_, {dense(space_, width)}, {colbert(space_, width, {}, head::embed(projector())), first_dropped},
+          {lexical(space_, width, {}, weigh()), id_0_dropped});
+      return three_outputs_case("bge-m3", m3);
+    }
+    std::vector<seqpool::runtime_part<Space>> parts;
+    parts.emplace_back(dense(space_, width));
+    parts.emplace_back(colbert(space_, width, {}, head::embed(projector())), first_dropped);
+    parts.emplace_back(lexical(space_, width, {}, weigh()), id_0_dropped);
+    seqpool::runtime_multi_pooler<Space> m3(space_, std::move(parts));
+    return three_outputs_case("bge-m3@runtime", m3);
+  }
+
+  /// bge_m3_case()'s step through `m3`, either kind of multi_pooler.
+  template <class Multi>
+  record three_outputs_case(const std::string& name, Multi& m3) {
     const seqpool::batch step = requests_of(shape_, task::embed, token_ids_);
     seqpool::state_store<Space> state(space_);
     seqpool::parts_plan plan;  // every step's, its storage reused
@@ -286,11 +304,14 @@ class runner {
     seqpool::buffer<float, Space> colbert_out(space_, static_cast<std::size_t>(plan.parts[1].output_size));
     seqpool::buffer<seqpool::sparse_entry, Space> lexical_out(space_,
                                                               static_cast<std::size_t>(plan.parts[2].output_size));
-    record timed =
-        time_case("bge-m3", step, plan_seconds, colbert_out.data(), plan.parts[1].output_size, plan_step, [&] {
-          m3.reserve(plan, state);
-          m3.forward(view(), plan, state, dense_out.span(), colbert_out.span(), lexical_out.span());
-        });
+    const std::vector<seqpool::part_output> outputs{dense_out.span(), colbert_out.span(), lexical_out.span()};
+    record timed = time_case(name, step, plan_seconds, colbert_out.data(), plan.parts[1].output_size, plan_step, [&] {
+      m3.reserve(plan, state);
+      if constexpr (std::is_same_v<Multi, seqpool::runtime_multi_pooler<Space>>)
+        m3.forward(view(), plan, state, std::span<const seqpool::part_output>(outputs));
+      else
+        m3.forward(view(), plan, state, dense_out.span(), colbert_out.span(), lexical_out.span());
+    });
     // The write ceiling is measured on ColBERT's output, the largest; the step writes all three.
     timed.write_bytes +=
         static_cast<double>(dense_out.size() * sizeof(float) + lexical_out.size() * sizeof(seqpool::sparse_entry));
@@ -529,7 +550,10 @@ void run_space(const char* space_name, const char* dtype, const batch_shape& sha
   add("sparse", [&] { return run.sparse_case(); });
   // BGE-M3's dense, ColBERT and lexical outputs together; the ColBERT pooler's linear pass keeps the stand-in out.
   if (std::is_same_v<Space, seqpool::host_space> || !std::is_same_v<device_backend, seqpool::omp_backend>)
-    add("bge-m3", [&] { return run.bge_m3_case(); });
+    add("bge-m3", [&] { return run.bge_m3_case(false); });
+  // The same parts chosen at run time: what one virtual call a part a phase costs.
+  if (std::is_same_v<Space, seqpool::host_space> || !std::is_same_v<device_backend, seqpool::omp_backend>)
+    add("bge-m3@runtime", [&] { return run.bge_m3_case(true); });
   add("dispatcher", [&] { return run.dispatcher_case(); });
 #if defined(__CUDACC__)
   if constexpr (std::is_same_v<Space, device_under_test>)
@@ -550,7 +574,8 @@ int main(int argc, char** argv) {
   app.add_option("--dtype", opts.dtype, "fp32 or bf16 (default: both)");
   app.add_option("--shape", opts.shape, "long, short, single, wide or padded (default: every one)");
   app.add_option("--method", opts.method,
-                 "cls, last, mean, max, all, step, colbert, sparse, bge-m3, dispatcher, or (CUDA) \"dispatcher graph\" and "
+                 "cls, last, mean, max, all, step, colbert, sparse, bge-m3, bge-m3@runtime, dispatcher, or (CUDA) "
+                 "\"dispatcher graph\" and "
                  "\"dispatcher graph eighth\" (default: every one)");
   app.add_option("--repeats", opts.repeats, "timed runs per case (the median is reported)");
   bool warm = false;
