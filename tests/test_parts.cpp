@@ -16,3 +16,4 @@ TEST_CASE_TEMPLATE_APPLY(parts_captured,
                          parts_cases::assemblies<std::tuple<seqpool::device_space<seqpool::omp_backend>>>::type);
 TEST_CASE_TEMPLATE_APPLY(chosen_parts_of_any_type, test::cpu_spaces);
 TEST_CASE_TEMPLATE_APPLY(chosen_parts_refuse_bad_input, test::cpu_spaces);
+TEST_CASE_TEMPLATE_APPLY(chosen_parts_read_cuda_16_bit_rows, test::cpu_spaces);

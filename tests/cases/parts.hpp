@@ -668,3 +668,53 @@ TEST_CASE_TEMPLATE_DEFINE("a runtime_multi_pooler refuses no parts, and outputs 
   outputs.forward(view, plan, state, std::span<const seqpool::part_output>(right));
   CHECK(cut(plan.parts[0].results, test::to_host(space, out.dense))[0]->size() == 2);
 }
+
+TEST_CASE_TEMPLATE_DEFINE("a runtime_multi_pooler reads CUDA's 16-bit rows as seqpool's of the same bits", Space,
+                          chosen_parts_read_cuda_16_bit_rows) {
+#if SEQPOOL_HAS_CUDA_FLOAT16
+  using namespace parts_cases;
+  Space space;
+  std::mt19937 engine(36);
+  const std::int64_t columns = 4;
+  const model<Space> weights(space, columns, 2, grid_values(columns, engine), 0.25f, grid_values(2 * columns, engine),
+                             grid_values(2, engine));
+  const std::vector<std::int64_t> ids_a{0, 3, 5};
+  const std::vector<std::int64_t> ids_b{0, 5, 2, 5, 1};
+  seqpool::batch step{{test::whole("a", seqpool::task::embed, 3), test::whole("b", seqpool::task::embed, 5)}};
+  step.requests[0].prompt_token_ids = ids_a;
+  step.requests[1].prompt_token_ids = ids_b;
+  const std::vector<float> rows = grid_values(8 * columns, engine);
+  // The step over rows of element type T, through parts chosen at run time, under the audit.
+  const auto pooled = [&]<class T>(const std::vector<T>& values) {
+    chosen_outputs<Space> outputs = weights.template outputs<chosen_outputs<Space>>(space, {0});
+    seqpool::state_store<Space> state(space);
+    seqpool::parts_plan plan;
+    const auto hidden = test::to_space(space, values);
+    outputs.plan(step, state, plan);
+    outputs.reserve(plan, state);
+    const output_buffers<Space> out(space, plan.parts[0].output_size, plan.parts[1].output_size,
+                                    plan.parts[2].output_size);
+    const seqpool::audit_scope scope(space.audit());
+    out.template pass<chosen_outputs<Space>>([&](auto... each) {
+      outputs.forward(seqpool::make_hidden_view(hidden.data(), plan.num_rows, columns), plan, state, each...);
+    });
+    test::check_sync_contract(scope.counts());
+    return out.cut_by(space, plan);
+  };
+  const auto same_bits = [&]<class Cuda, class Own>() {
+    const std::vector<Own> own = test::convert<Own>(rows);
+    std::vector<Cuda> cuda(own.size());
+    std::memcpy(static_cast<void*>(cuda.data()), own.data(), own.size() * sizeof(Own));  // the same bits
+    const step_results from_own = pooled(own);
+    const step_results from_cuda = pooled(cuda);
+    REQUIRE(from_own.dense[1].has_value());
+    CHECK(from_cuda.dense == from_own.dense);
+    CHECK(from_cuda.sparse == from_own.sparse);
+    CHECK(from_cuda.colbert == from_own.colbert);
+  };
+  same_bits.template operator()<__half, seqpool::half>();
+  same_bits.template operator()<__nv_bfloat16, seqpool::bfloat16>();
+#else
+  MESSAGE("built without CUDA's 16-bit types: nothing to read");
+#endif
+}

@@ -15,3 +15,4 @@ TEST_CASE_TEMPLATE_APPLY(parts_release, both_assemblies);
 TEST_CASE_TEMPLATE_APPLY(parts_captured, both_assemblies);
 TEST_CASE_TEMPLATE_APPLY(chosen_parts_of_any_type, test::cuda_spaces);
 TEST_CASE_TEMPLATE_APPLY(chosen_parts_refuse_bad_input, test::cuda_spaces);
+TEST_CASE_TEMPLATE_APPLY(chosen_parts_read_cuda_16_bit_rows, test::cuda_spaces);
