@@ -52,12 +52,27 @@ class pooler_factory {
   pooler_factory(const pooler_factory&) = delete;
   pooler_factory& operator=(const pooler_factory&) = delete;
 
-  /// A pooler of `method` (none where none is named) and `pooling_head`, one
-  /// of the two above; a pooler seqpool refuses to make is refused as `field`'s.
+  /// The pooler of task `Served`, with the method `methods` names for it
+  /// (none where it names none) and the task's head: an embed task's the
+  /// projector's, a classify task's the classifier's. A pooler seqpool refuses
+  /// to make is refused as `field`'s.
+  template <task Served>
+  auto make(const pooler_methods& methods, const std::string& field) const {
+    if constexpr (Served == task::embed)
+      return make_with(methods.embed, embed_head_, field);
+    else if constexpr (Served == task::classify)
+      return make_with(methods.classify, classify_head_, field);
+    else if constexpr (Served == task::token_embed)
+      return make_with(methods.token_embed, embed_head_, field);
+    else
+      return make_with(methods.token_classify, classify_head_, field);
+  }
+
+ private:
   template <class Method, class Head>
-  std::optional<seqpool::pooler<Method, Head, Space, Result>> make(const std::optional<Method>& method,
-                                                                   const Head& pooling_head,
-                                                                   const std::string& field) const {
+  std::optional<seqpool::pooler<Method, Head, Space, Result>> make_with(const std::optional<Method>& method,
+                                                                        const Head& pooling_head,
+                                                                        const std::string& field) const {
     if (!method) return std::nullopt;
     std::optional<seqpool::pooler<Method, Head, Space, Result>> made;
     try {
@@ -76,10 +91,6 @@ class pooler_factory {
     return made;
   }
 
-  const head::embed& embed_head() const { return embed_head_; }
-  const head::classify& classify_head() const { return classify_head_; }
-
- private:
   /// A head's layers copied into the space, kept in `memory`.
   dense_stack load_layers(const std::vector<layer_file>& files, std::vector<layer_memory<Space>>& memory) {
     memory.reserve(files.size());

@@ -40,14 +40,12 @@ class replay {
 
  private:
   seqpool::dispatcher<seqpool::configurable_table<Space, Result>> make_dispatcher() {
-    const auto& embed_head = poolers_.embed_head();
-    const auto& classify_head = poolers_.classify_head();
     const pooler_methods& methods = batch_.poolers;
     return seqpool::dispatcher<seqpool::configurable_table<Space, Result>>(
-        space_, poolers_.make(methods.embed, embed_head, "poolers.embed"),
-        poolers_.make(methods.classify, classify_head, "poolers.classify"),
-        poolers_.make(methods.token_embed, embed_head, "poolers.token_embed"),
-        poolers_.make(methods.token_classify, classify_head, "poolers.token_classify"));
+        space_, poolers_.template make<task::embed>(methods, "poolers.embed"),
+        poolers_.template make<task::classify>(methods, "poolers.classify"),
+        poolers_.template make<task::token_embed>(methods, "poolers.token_embed"),
+        poolers_.template make<task::token_classify>(methods, "poolers.token_classify"));
   }
 
   void run_step(std::size_t index) {

@@ -36,20 +36,18 @@ class typed_part_replay final : public part_replay<Space> {
         folder_(out / part.name),
         factory_(space, batch.hidden_size, part.results),
         output_(space, 0) {
-    const std::string& field = part.field;
-    const pooler_methods& method = part.method;
     switch (part.served) {
       case task::embed:
-        taken_ = made(factory_.make(method.embed, factory_.embed_head(), field));
+        taken_ = made(factory_.template make<task::embed>(part.method, part.field));
         break;
       case task::classify:
-        taken_ = made(factory_.make(method.classify, factory_.classify_head(), field));
+        taken_ = made(factory_.template make<task::classify>(part.method, part.field));
         break;
       case task::token_embed:
-        taken_ = made(factory_.make(method.token_embed, factory_.embed_head(), field));
+        taken_ = made(factory_.template make<task::token_embed>(part.method, part.field));
         break;
       case task::token_classify:
-        taken_ = made(factory_.make(method.token_classify, factory_.classify_head(), field));
+        taken_ = made(factory_.template make<task::token_classify>(part.method, part.field));
         break;
     }
   }
