@@ -1,13 +1,15 @@
-// The Python module's engine: one dispatcher of runtime-chosen methods, its state
-// store and its space, behind an interface that names no template, so that the
-// bindings (compiled once, by the host compiler) reach engines built for each
-// result type and space in translation units of their own (nvcc's for CUDA).
+// The Python module's engines: a dispatcher of runtime-chosen methods, or a
+// multi-pooler of parts chosen at run time, each with its state store and its
+// space, behind interfaces that name no template, so that the bindings
+// (compiled once, by the host compiler) reach engines built for each result type
+// and space in translation units of their own (nvcc's for CUDA).
 #pragma once
 
 #include <array>
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -19,6 +21,7 @@
 #include <seqpool/float16.hpp>
 #include <seqpool/head/classify.hpp>
 #include <seqpool/head/layers.hpp>
+#include <seqpool/part.hpp>
 #include <seqpool/plan.hpp>
 #include <seqpool/quantized.hpp>
 #include <seqpool/space/audit.hpp>
@@ -67,32 +70,19 @@ class graph_upload_handle {
   virtual void mark_launched() = 0;
 };
 
-/// One dispatcher, its state store and its space; every call may throw
-/// seqpool::error (bad input) or seqpool::device_error.
-class engine {
+/// What every engine is: a step runner, its state store and its space; every
+/// call may throw seqpool::error (bad input) or seqpool::device_error.
+class engine_base {
  public:
-  virtual ~engine() = default;
+  virtual ~engine_base() = default;
 
   virtual std::int64_t hidden_size() const = 0;
-  virtual DLDataType result_type() const = 0;
-  /// Whether its results are sparse entries: two int32 an entry, an id and a weight's bits.
-  virtual bool sparse() const = 0;
   virtual DLDeviceType device_type() const = 0;
   /// The device the engine's memory and stream are on (0 on the host).
   virtual std::int32_t device_id() const = 0;
-  virtual bool serves(task pooling_task) const = 0;
-
-  virtual step_plan plan(const batch& step) const = 0;
-  /// reserve() for the plan, and an output of plan.output_size values in the space.
-  virtual std::unique_ptr<output_memory> reserve(const step_plan& plan) = 0;
-  virtual void forward(const DLTensor& hidden, const step_plan& plan, DLTensor& output) = 0;
 
   virtual void reserve_capacity(const capacity& limits) = 0;
-  /// Values a captured step's output holds: what reserve_capacity() sized.
-  virtual std::int64_t output_capacity() const = 0;
   virtual std::unique_ptr<graph_upload_handle> reserve_graph() = 0;
-  virtual void capture(const DLTensor& hidden, const step_plan& plan, DLTensor& output, graph_upload_handle& home) = 0;
-  virtual void restage(const step_plan& plan, graph_upload_handle& home) = 0;
   virtual void synchronize() = 0;
 
   /// What the space counted since the engine was made.
@@ -101,8 +91,82 @@ class engine {
   virtual std::int64_t num_computed(std::string_view id) const = 0;
 };
 
+/// One dispatcher: each request pooled by its task's method.
+class engine : public engine_base {
+ public:
+  virtual DLDataType result_type() const = 0;
+  /// Whether its results are sparse entries: two int32 an entry, an id and a weight's bits.
+  virtual bool sparse() const = 0;
+  virtual bool serves(task pooling_task) const = 0;
+
+  virtual step_plan plan(const batch& step) const = 0;
+  /// reserve() for the plan, and an output of plan.output_size values in the space.
+  virtual std::unique_ptr<output_memory> reserve(const step_plan& plan) = 0;
+  virtual void forward(const DLTensor& hidden, const step_plan& plan, DLTensor& output) = 0;
+
+  /// Values a captured step's output holds: what reserve_capacity() sized.
+  virtual std::int64_t output_capacity() const = 0;
+  virtual void capture(const DLTensor& hidden, const step_plan& plan, DLTensor& output, graph_upload_handle& home) = 0;
+  virtual void restage(const step_plan& plan, graph_upload_handle& home) = 0;
+};
+
 /// Results of each type: float32, float16, bfloat16, sparse entries, and the quantized ones.
 enum class result_kind : std::uint8_t { float32, float16, bfloat16, sparse, int8, uint8, binary, ubinary };
+
+/// f.template operator()<Result>() for the type of `result`'s values.
+template <class Choose>
+decltype(auto) with_result(result_kind result, Choose&& choose) {
+  switch (result) {
+    case result_kind::float32:
+      return choose.template operator()<float>();
+    case result_kind::float16:
+      return choose.template operator()<half>();
+    case result_kind::bfloat16:
+      return choose.template operator()<bfloat16>();
+    case result_kind::sparse:
+      return choose.template operator()<sparse_entry>();
+    case result_kind::int8:
+      return choose.template operator()<std::int8_t>();
+    case result_kind::uint8:
+      return choose.template operator()<std::uint8_t>();
+    case result_kind::binary:
+      return choose.template operator()<binary>();
+    case result_kind::ubinary:
+      return choose.template operator()<ubinary>();
+  }
+  return choose.template operator()<float>();  // not reached: every result_kind is listed
+}
+
+/// One part of a multi-pooler: a pooler (the one task its config names a
+/// method for), the type of its results, and the token filters it adds.
+struct part_config {
+  engine_config pooler;
+  result_kind result = result_kind::float32;
+  part_filters filters;
+};
+
+/// A multi-pooler: every request pooled by every part, each part's results in
+/// an output of their own (SPEC section 5, runtime_multi_pooler).
+class parts_engine : public engine_base {
+ public:
+  virtual std::size_t parts() const = 0;
+  virtual DLDataType result_type(std::size_t part) const = 0;
+  virtual bool sparse(std::size_t part) const = 0;
+  virtual task served(std::size_t part) const = 0;
+
+  /// Plans the step into `into`, reusing its storage.
+  virtual void plan(const batch& step, parts_plan& into) const = 0;
+  /// reserve() for the plan, and each part's output (plan.parts[k].output_size values) in the space.
+  virtual std::vector<std::unique_ptr<output_memory>> reserve(const parts_plan& plan) = 0;
+  /// The step into `outputs`, one a part, in the parts' order.
+  virtual void forward(const DLTensor& hidden, const parts_plan& plan, std::span<DLTensor> outputs) = 0;
+
+  /// Values part k's output of a captured step holds.
+  virtual std::int64_t output_capacity(std::size_t part) const = 0;
+  virtual void capture(const DLTensor& hidden, const parts_plan& plan, std::span<DLTensor> outputs,
+                       graph_upload_handle& home) = 0;
+  virtual void restage(const parts_plan& plan, graph_upload_handle& home) = 0;
+};
 
 std::unique_ptr<engine> make_host_engine(const engine_config& config, result_kind result);
 /// Each made in engine_part.cpp (host) or engine_part.cu (CUDA), explicitly
@@ -113,6 +177,12 @@ template <class Result>
 std::unique_ptr<engine> make_cuda_engine_of(const engine_config& config, std::uintptr_t stream);
 /// Work queued on `stream` (a cudaStream_t); null where the module was built without CUDA.
 std::unique_ptr<engine> make_cuda_engine(const engine_config& config, result_kind result, std::uintptr_t stream);
+/// The multi-pooler of `parts` (each config's hidden_size the same), on the host
+/// (engine_parts.cpp) or queued on `stream` (engine_parts.cu; null without CUDA).
+std::unique_ptr<parts_engine> make_host_parts_engine(const std::vector<part_config>& parts);
+std::unique_ptr<parts_engine> make_cuda_parts_engine(const std::vector<part_config>& parts, std::uintptr_t stream);
+/// Whether `method` names a token method (its part's task is then token_embed unless named).
+bool is_token_method(const std::string& method);
 /// Whether this build of the module has CUDA engines.
 bool has_cuda();
 

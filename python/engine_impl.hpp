@@ -1,8 +1,11 @@
-// The engine for one space and one result type: a dispatcher of the configurable
-// table, its state store, and the layers its heads read, copied into the space.
-// Each engine part (engine_part.cpp, engine_part.cu) instantiates it.
+// The engines' pieces for one space: what every engine holds (engine_core), the
+// layers its heads read, copied into the space, its poolers as a config names
+// them, and the dispatcher engine of one result type, a dispatcher of the
+// configurable table, which each engine part (engine_part.cpp, engine_part.cu)
+// instantiates for its type.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -69,6 +72,56 @@ class stack_memory {
   std::vector<layer_memory<Space>> layers_;
 };
 
+/// The layers of both heads a config describes, in the space's memory, which
+/// the heads made from them read: they must outlive every pooler given them.
+template <class Space>
+class head_memory {
+ public:
+  head_memory(Space& space, const engine_config& config)
+      : projector_(space, config.projector),
+        classifier_(space, config.classifier),
+        problem_(config.problem),
+        platt_(config.platt) {}
+
+  head::embed embed() const { return head::embed(projector_.stack()); }
+  head::classify classify() const { return head::classify(classifier_.stack(), problem_, platt_); }
+
+ private:
+  stack_memory<Space> projector_;
+  stack_memory<Space> classifier_;
+  head::problem_type problem_;
+  std::optional<head::platt_scaling> platt_;
+};
+
+/// The pooler `config` names for `pooling_task` (its method, result type and
+/// knobs); what seqpool refuses in making it is named by the task.
+template <class Method, class Result, class Space, class Head>
+pooler<Method, Head, Space, Result> pooler_of(Space& space, const engine_config& config, task pooling_task,
+                                              const Head& pooling_head) {
+  const Method method = method_named<Method>(*config.methods[static_cast<std::size_t>(pooling_task)], pooling_task);
+  std::optional<pooler<Method, Head, Space, Result>> made;
+  try {
+    made.emplace(space, config.hidden_size, method, pooling_head);
+  } catch (const error& refused) {
+    detail::fail(seqpool::name(pooling_task), refused.what());
+  }
+  if constexpr (sparse_element<Result>) made->set_weight_floor(config.weight_floor);
+  if constexpr (ranged_element<Result>) {
+    const std::span<const float> bounds(config.ranges);
+    made->set_ranges({bounds.first(bounds.size() / 2), bounds.last(bounds.size() / 2)});
+  }
+  return std::move(*made);
+}
+
+/// The DLPack type of Result's values (sparse entries: int32, two an entry).
+template <class Result>
+DLDataType dlpack_type() {
+  if constexpr (sparse_element<Result>)
+    return {kDLInt, 32, 1};
+  else
+    return dlpack::detail::dtype_of<Result>();
+}
+
 template <class Space, class Result>
 class output_buffer final : public output_memory {
  public:
@@ -91,38 +144,70 @@ class graph_upload_handle_of final : public graph_upload_handle {
   graph_upload<typename Space::backend_type> home_;
 };
 
+/// What every engine holds, its space and its state store, and what it does
+/// the same whatever its step runner (Runner, which runner() gives).
+template <class Space, class Runner, class Interface>
+class engine_core : public Interface {
+ public:
+  std::int64_t hidden_size() const override { return hidden_size_; }
+  DLDeviceType device_type() const override { return dlpack::memory<Space>::devices[0]; }
+  std::int32_t device_id() const override { return device_id_; }
+
+  void reserve_capacity(const capacity& limits) override { runner().reserve_capacity(limits); }
+
+  std::unique_ptr<graph_upload_handle> reserve_graph() override {
+    if constexpr (Space::family == algorithm_family::device)
+      return std::make_unique<graph_upload_handle_of<Space>>(runner().reserve_graph());
+    else
+      refuse_capture("capture");
+  }
+
+  void synchronize() override {
+    if constexpr (Space::family == algorithm_family::device) space_.synchronize();
+  }
+
+  audit_counts audit() const override { return space_.audit().counts(); }
+  void release(std::string_view id) override { state_.release(id); }
+  std::int64_t num_computed(std::string_view id) const override { return state_.num_computed(id); }
+
+ protected:
+  template <class... SpaceArgs>
+  engine_core(std::int64_t hidden_size, std::int32_t device_id, SpaceArgs&&... space_args)
+      : hidden_size_(hidden_size), device_id_(device_id), space_(std::forward<SpaceArgs>(space_args)...) {}
+
+  virtual Runner& runner() = 0;
+
+  static auto& home_of(graph_upload_handle& home) { return dynamic_cast<graph_upload_handle_of<Space>&>(home).home(); }
+  [[noreturn]] static void refuse_capture(const char* what) {
+    detail::fail(what, "a captured step runs on a CUDA stream: make the pooler with device=\"cuda\"");
+  }
+
+  std::int64_t hidden_size_;
+  std::int32_t device_id_;
+  Space space_;
+  state_store<Space> state_{space_};
+};
+
 template <class Space, class Result>
-class engine_of final : public engine {
-  using table = configurable_table<Space, Result>;
-  using runner = dispatcher<table>;
+class engine_of final : public engine_core<Space, dispatcher<configurable_table<Space, Result>>, engine> {
+  using runner_type = dispatcher<configurable_table<Space, Result>>;
+  using core = engine_core<Space, runner_type, engine>;
+  using core::space_;
+  using core::state_;
 
  public:
   template <class... SpaceArgs>
   explicit engine_of(const engine_config& config, std::int32_t device_id, SpaceArgs&&... space_args)
-      : config_(config),
-        device_id_(device_id),
-        space_(std::forward<SpaceArgs>(space_args)...),
-        state_(space_),
-        dispatcher_(make()) {
-    // The weights and ranges are in the space now: the host copies are not kept.
-    config_.projector.clear();
-    config_.classifier.clear();
-    config_.ranges.clear();
+      : core(config.hidden_size, device_id, std::forward<SpaceArgs>(space_args)...),
+        heads_(space_, config),
+        dispatcher_(make(config)) {
+    for (const task t : {task::embed, task::classify, task::token_embed, task::token_classify})
+      served_[static_cast<std::size_t>(t)] = config.methods[static_cast<std::size_t>(t)].has_value();
   }
 
-  std::int64_t hidden_size() const override { return config_.hidden_size; }
-  DLDataType result_type() const override {
-    if constexpr (sparse_element<Result>)
-      return {kDLInt, 32, 1};
-    else
-      return dlpack::detail::dtype_of<Result>();
-  }
+  DLDataType result_type() const override { return dlpack_type<Result>(); }
   bool sparse() const override { return sparse_element<Result>; }
-  DLDeviceType device_type() const override { return dlpack::memory<Space>::devices[0]; }
-  std::int32_t device_id() const override { return device_id_; }
-  bool serves(task pooling_task) const override {
-    return config_.methods[static_cast<std::size_t>(pooling_task)].has_value();
-  }
+  bool serves(task pooling_task) const override { return served_[static_cast<std::size_t>(pooling_task)]; }
 
   step_plan plan(const batch& step) const override { return dispatcher_.plan(step, state_); }
 
@@ -136,83 +221,46 @@ class engine_of final : public engine {
     dlpack::visit_hidden<Space>(hidden, [&](auto view) { dispatcher_.forward(view, plan, state_, out); });
   }
 
-  void reserve_capacity(const capacity& limits) override { dispatcher_.reserve_capacity(limits); }
   std::int64_t output_capacity() const override { return dispatcher_.output_capacity(); }
-
-  std::unique_ptr<graph_upload_handle> reserve_graph() override {
-    if constexpr (Space::family == algorithm_family::device)
-      return std::make_unique<graph_upload_handle_of<Space>>(dispatcher_.reserve_graph());
-    else
-      detail::fail("capture", "a captured step runs on a CUDA stream: make the pooler with device=\"cuda\"");
-  }
 
   void capture(const DLTensor& hidden, const step_plan& plan, DLTensor& output, graph_upload_handle& home) override {
     if constexpr (Space::family == algorithm_family::device) {
       const cuda::std::span<Result> out = dlpack::output<Space, Result>(output);
       dlpack::visit_hidden<Space>(
-          hidden, [&](auto view) { dispatcher_.capture(view, plan, state_, out, home_of(home)); });
+          hidden, [&](auto view) { dispatcher_.capture(view, plan, state_, out, core::home_of(home)); });
     } else {
-      detail::fail("capture", "a captured step runs on a CUDA stream: make the pooler with device=\"cuda\"");
+      core::refuse_capture("capture");
     }
   }
 
   void restage(const step_plan& plan, graph_upload_handle& home) override {
     if constexpr (Space::family == algorithm_family::device)
-      dispatcher_.restage(plan, state_, home_of(home));
+      dispatcher_.restage(plan, state_, core::home_of(home));
     else
-      detail::fail("restage", "a captured step runs on a CUDA stream: make the pooler with device=\"cuda\"");
+      core::refuse_capture("restage");
   }
-
-  void synchronize() override {
-    if constexpr (Space::family == algorithm_family::device) space_.synchronize();
-  }
-
-  audit_counts audit() const override { return space_.audit().counts(); }
-  void release(std::string_view id) override { state_.release(id); }
-  std::int64_t num_computed(std::string_view id) const override { return state_.num_computed(id); }
 
  private:
-  auto& home_of(graph_upload_handle& home) { return dynamic_cast<graph_upload_handle_of<Space>&>(home).home(); }
+  runner_type& runner() override { return dispatcher_; }
 
-  runner make() {
-    projector_.emplace(space_, config_.projector);
-    classifier_.emplace(space_, config_.classifier);
-    const head::embed embed_head(projector_->stack());
-    const head::classify classify_head(classifier_->stack(), config_.problem, config_.platt);
-    return runner(space_, entry<method::any_sequence>(task::embed, embed_head),
-                  entry<method::any_sequence>(task::classify, classify_head),
-                  entry<method::any_token>(task::token_embed, embed_head),
-                  entry<method::any_token>(task::token_classify, classify_head));
+  runner_type make(const engine_config& config) {
+    return runner_type(space_, entry<method::any_sequence>(config, task::embed, heads_.embed()),
+                       entry<method::any_sequence>(config, task::classify, heads_.classify()),
+                       entry<method::any_token>(config, task::token_embed, heads_.embed()),
+                       entry<method::any_token>(config, task::token_classify, heads_.classify()));
   }
 
-  /// The task's pooler, where the config names its method; what seqpool refuses
-  /// in making it is named by the task.
+  /// The task's pooler, where the config names its method.
   template <class Method, class Head>
-  std::optional<pooler<Method, Head, Space, Result>> entry(task pooling_task, const Head& pooling_head) {
-    const std::optional<std::string>& name = config_.methods[static_cast<std::size_t>(pooling_task)];
-    if (!name) return std::nullopt;
-    const Method method = method_named<Method>(*name, pooling_task);
-    std::optional<pooler<Method, Head, Space, Result>> made;
-    try {
-      made.emplace(space_, config_.hidden_size, method, pooling_head);
-    } catch (const error& refused) {
-      detail::fail(seqpool::name(pooling_task), refused.what());
-    }
-    if constexpr (sparse_element<Result>) made->set_weight_floor(config_.weight_floor);
-    if constexpr (ranged_element<Result>) {
-      const std::span<const float> bounds(config_.ranges);
-      made->set_ranges({bounds.first(bounds.size() / 2), bounds.last(bounds.size() / 2)});
-    }
-    return made;
+  std::optional<pooler<Method, Head, Space, Result>> entry(const engine_config& config, task pooling_task,
+                                                           const Head& pooling_head) {
+    if (!config.methods[static_cast<std::size_t>(pooling_task)]) return std::nullopt;
+    return pooler_of<Method, Result>(space_, config, pooling_task, pooling_head);
   }
 
-  engine_config config_;  ///< without the layers' weights, once made
-  std::int32_t device_id_;
-  Space space_;
-  std::optional<stack_memory<Space>> projector_;  ///< made with the dispatcher, which reads them
-  std::optional<stack_memory<Space>> classifier_;
-  state_store<Space> state_;
-  runner dispatcher_;
+  head_memory<Space> heads_;  ///< made before the dispatcher, whose heads read them
+  runner_type dispatcher_;
+  std::array<bool, 4> served_{};  ///< by seqpool::task
 };
 
 }  // namespace seqpool::python

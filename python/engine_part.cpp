@@ -1,8 +1,9 @@
-// One result type's engines (SEQPOOL_PY_RESULT: 0 float32, 1 float16, 2 bfloat16, 3 sparse, 4 int8,
-// 5 uint8, 6 binary, 7 ubinary),
-// so that no translation unit instantiates them all. Under nvcc (engine_part.cu)
-// the CUDA engine, otherwise the host one.
+// One result type's engines and multi-pooler parts (SEQPOOL_PY_RESULT: 0 float32,
+// 1 float16, 2 bfloat16, 3 sparse, 4 int8, 5 uint8, 6 binary, 7 ubinary), so that
+// no translation unit instantiates them all. Under nvcc (engine_part.cu) the
+// CUDA ones, otherwise the host ones.
 #include "engine_impl.hpp"
+#include "typed_part_engine.hpp"
 
 #ifndef SEQPOOL_PY_RESULT
 #error "compile engine_part.cpp with SEQPOOL_PY_RESULT from 0 to 7"
@@ -39,12 +40,16 @@ std::unique_ptr<engine> make_cuda_engine_of(const engine_config& config, std::ui
       config, device, cuda_backend(reinterpret_cast<cudaStream_t>(stream)));
 }
 template std::unique_ptr<engine> make_cuda_engine_of<result_type>(const engine_config&, std::uintptr_t);
+template std::unique_ptr<part_engine<device_space<cuda_backend>>>
+make_part_engine<device_space<cuda_backend>, result_type>(device_space<cuda_backend>&, const part_config&);
 #else
 template <class Result>
 std::unique_ptr<engine> make_host_engine_of(const engine_config& config) {
   return std::make_unique<engine_of<host_space, Result>>(config, 0);
 }
 template std::unique_ptr<engine> make_host_engine_of<result_type>(const engine_config&);
+template std::unique_ptr<part_engine<host_space>> make_part_engine<host_space, result_type>(host_space&,
+                                                                                            const part_config&);
 #endif
 
 }  // namespace seqpool::python

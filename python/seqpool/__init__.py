@@ -12,11 +12,18 @@ Engines call the three phases themselves (SPEC section 12):
     dispatcher.reserve(plan)                # may allocate; outside the step
     out = dispatcher.forward(hidden, plan)  # the step: no sync, no allocation
     rows = seqpool.split(torch.from_dlpack(out), plan)
-"""
-from ._seqpool import Dense, DeviceError, Dispatcher, GraphUpload, Plan, PoolingParams, has_cuda
 
-__all__ = ["Dense", "DeviceError", "Dispatcher", "GraphUpload", "Plan", "PoolingParams", "has_cuda", "pooler", "pool",
-           "split"]
+Several outputs of each request from one step (BGE-M3's dense, sparse and
+ColBERT vectors), planned and uploaded once, come from a MultiPooler of Parts:
+
+    m3 = seqpool.MultiPooler(hidden_size, [seqpool.Part("cls"), seqpool.Part("all", drop_first=True)])
+    dense, colbert = seqpool.pool(m3, hidden, prompt_lens=[2, 4])  # a list of arrays a part
+"""
+from ._seqpool import (Dense, DeviceError, Dispatcher, GraphUpload, MultiPooler, Part, PartPlan, PartsPlan, Plan,
+                       PoolingParams, has_cuda)
+
+__all__ = ["Dense", "DeviceError", "Dispatcher", "GraphUpload", "MultiPooler", "Part", "PartPlan", "PartsPlan", "Plan",
+           "PoolingParams", "has_cuda", "pooler", "pool", "split"]
 
 TOKEN_METHODS = ("all", "step")
 
@@ -59,7 +66,7 @@ def _as_float32(bits, framework):
 
 def split(output, plan):
     """Per request, in batch order: a view of its result in `output` (a tensor the
-    step wrote: a vector, or a [rows, cols] matrix for token tasks and spans), or
+    step wrote, `plan` its Plan, or for a MultiPooler's part k `plans.parts[k]`: a vector, or a [rows, cols] matrix for token tasks and spans), or
     None for a request that does not finish this step. Sparse results (an int32
     [entries, 2] output) give a pair (ids, weights) of views a request: its list's
     entries after the count, ascending by id, ids -1 (weights 0) past the ids it
@@ -80,12 +87,13 @@ def split(output, plan):
     return found
 
 
-def pool(dispatcher, hidden, prompt_lens=None, **step):
+def pool(pooler, hidden, prompt_lens=None, **step):
     """Plans, reserves and runs one step, and returns split() of its output as
-    tensors of `hidden`'s kind (numpy in, numpy out; torch in, torch out). A
-    padded [B, S, H] `hidden` needs no prompt_lens (each request's is S unless
-    given) and says its sequence length itself; `step` takes plan()'s other
-    arguments (num_scheduled, num_computed, ids, tasks, token_ids, params, padding)."""
+    tensors of `hidden`'s kind (numpy in, numpy out; torch in, torch out); for a
+    MultiPooler, a list of them a part. A padded [B, S, H] `hidden` needs no
+    prompt_lens (each request's is S unless given) and says its sequence length
+    itself; `step` takes plan()'s other arguments (num_scheduled, num_computed,
+    ids, tasks, token_ids, params, padding)."""
     shape = tuple(hidden.shape)
     if len(shape) == 3:
         step.setdefault("sequence_length", shape[1])
@@ -94,8 +102,13 @@ def pool(dispatcher, hidden, prompt_lens=None, **step):
     if prompt_lens is None:
         raise ValueError("prompt_lens: give each request's prompt length (hidden holds the rows of all of them)")
     framework = _framework_of(hidden)
-    if framework.__name__ == "numpy" and dispatcher.result_dtype == "bfloat16":
+    several = isinstance(pooler, MultiPooler)
+    result_dtypes = pooler.result_dtypes if several else [pooler.result_dtype]
+    if framework.__name__ == "numpy" and "bfloat16" in result_dtypes:
         raise ValueError("result_dtype: numpy has no bfloat16; pool torch tensors, or ask for float32 or float16")
-    plan = dispatcher.plan(prompt_lens, **step)
-    dispatcher.reserve(plan)
-    return split(framework.from_dlpack(dispatcher.forward(hidden, plan)), plan)
+    plan = pooler.plan(prompt_lens, **step)
+    pooler.reserve(plan)
+    output = pooler.forward(hidden, plan)
+    if several:
+        return [split(framework.from_dlpack(part), part_plan) for part, part_plan in zip(output, plan.parts)]
+    return split(framework.from_dlpack(output), plan)

@@ -1,0 +1,212 @@
+// What the bindings read from Python's arguments: tensors as DLPack describes
+// them, integer lists, tasks, dense layers, and the head arguments a Dispatcher
+// and a Part take; what they refuse is refused with seqpool's messages.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <variant>
+#include <vector>
+
+#include <nanobind/nanobind.h>
+#include <nanobind/ndarray.h>
+
+#include <seqpool/dlpack.hpp>
+#include <seqpool/error.hpp>
+
+#include "engine.hpp"
+
+namespace seqpool::python {
+
+namespace nb = nanobind;
+
+/// Any tensor nanobind can import (DLPack or the buffer protocol), unconverted.
+using any_tensor = nb::ndarray<nb::ro>;
+
+/// The tensor as DLPack describes it; it points into `tensor`, which must outlive it.
+template <class... Constraints>
+inline DLTensor describe(const nb::ndarray<Constraints...>& tensor) {
+  DLTensor view{};
+  view.data = const_cast<void*>(tensor.data());
+  view.device = {static_cast<DLDeviceType>(tensor.device_type()), static_cast<std::int32_t>(tensor.device_id())};
+  view.ndim = static_cast<std::int32_t>(tensor.ndim());
+  const nb::dlpack::dtype type = tensor.dtype();
+  view.dtype = {type.code, type.bits, type.lanes};
+  view.shape = const_cast<std::int64_t*>(tensor.shape_ptr());
+  view.strides = const_cast<std::int64_t*>(tensor.stride_ptr());
+  return view;
+}
+
+/// Integers from a 1-D int32/int64 host tensor or a sequence of Python ints.
+inline std::vector<std::int64_t> read_integers(nb::handle given, const char* field) {
+  std::vector<std::int64_t> values;
+  any_tensor tensor;
+  if (nb::try_cast(given, tensor, false)) {
+    const DLTensor view = describe(tensor);
+    if (view.device.device_type != kDLCPU && view.device.device_type != kDLCUDAHost)
+      detail::fail(field, "must be in host memory (the plan is made on the host), not on " +
+                              dlpack::detail::device_name(view.device.device_type));
+    if (view.ndim != 1) detail::fail(field, "must be one-dimensional, got shape " + dlpack::detail::shape_name(view));
+    const bool wide = dlpack::detail::holds<std::int64_t>(view.dtype);
+    if (!wide && !dlpack::detail::holds<std::int32_t>(view.dtype))
+      detail::fail(field, "must hold int64 or int32, got " + dlpack::detail::dtype_name(view.dtype));
+    const std::int64_t stride = view.strides != nullptr ? view.strides[0] : 1;
+    values.resize(static_cast<std::size_t>(view.shape[0]));
+    for (std::size_t i = 0; i < values.size(); ++i) {
+      const auto at = static_cast<std::int64_t>(i) * stride;
+      values[i] =
+          wide ? static_cast<const std::int64_t*>(view.data)[at] : static_cast<const std::int32_t*>(view.data)[at];
+    }
+    return values;
+  }
+  if (!nb::isinstance<nb::sequence>(given) || nb::isinstance<nb::str>(given))
+    detail::fail(field, "must be a sequence of ints or a 1-D int tensor");
+  const nb::sequence items = nb::borrow<nb::sequence>(given);
+  values.reserve(nb::len(items));
+  for (nb::handle item : items) {
+    std::int64_t value = 0;
+    if (!nb::try_cast(item, value)) detail::fail(field, "must hold ints, got " + nb::cast<std::string>(nb::repr(item)));
+    values.push_back(value);
+  }
+  return values;
+}
+
+inline void check_count(std::size_t found, std::size_t expected, const char* field) {
+  if (found != expected)
+    detail::fail(field, "has " + std::to_string(found) + " entries for " + std::to_string(expected) + " requests");
+}
+
+inline std::optional<task> task_named(std::string_view text) {
+  for (const task candidate : {task::embed, task::classify, task::token_embed, task::token_classify})
+    if (name(candidate) == text) return candidate;
+  return std::nullopt;
+}
+
+inline task read_task(nb::handle given, const char* field = "tasks") {
+  std::string text;
+  if (nb::try_cast(given, text))
+    if (const std::optional<task> found = task_named(text)) return *found;
+  detail::fail(field, "expected \"embed\", \"classify\", \"token_embed\" or \"token_classify\", got " +
+                          nb::cast<std::string>(nb::repr(given)));
+}
+
+/// A float32 host tensor of `ndim` dimensions, row-major, as its values; a
+/// tensor of other dimensions is refused as not of shape `shape` (its words).
+inline std::vector<float> read_floats(const any_tensor& tensor, std::int32_t ndim, const std::string& field,
+                                      std::string_view shape) {
+  const DLTensor view = describe(tensor);
+  if (view.device.device_type != kDLCPU && view.device.device_type != kDLCUDAHost)
+    detail::fail(field, "must be in host memory (it is copied into the dispatcher's space), not on ",
+                 dlpack::detail::device_name(view.device.device_type));
+  if (!dlpack::detail::holds<float>(view.dtype))
+    detail::fail(field, "must hold float32, got ", dlpack::detail::dtype_name(view.dtype));
+  if (view.ndim != ndim) detail::fail(field, "must have shape ", shape, ", got ", dlpack::detail::shape_name(view));
+  const std::int64_t size = dlpack::detail::compact_size(view, field.c_str());
+  std::int64_t stride = 1;
+  for (std::int32_t d = view.ndim - 1; d >= 0; --d) {
+    if (view.strides != nullptr && view.shape[d] > 1 && view.strides[d] != stride)
+      detail::fail(field, "must be contiguous (row-major)");
+    stride *= view.shape[d];
+  }
+  const auto* first = static_cast<const float*>(view.data);
+  return std::vector<float>(first, first + size);
+}
+
+/// A dense layer from its weight, [rows, cols] float32, and bias, [rows]
+/// float32 or none; errors name the fields as given.
+inline layer_weights read_layer(const any_tensor& weight, const std::optional<any_tensor>& bias,
+                                const std::string& weight_field, const std::string& bias_field) {
+  layer_weights layer;
+  layer.weight = read_floats(weight, 2, weight_field, "[out, in]");
+  layer.rows = static_cast<std::int64_t>(weight.shape(0));
+  layer.cols = static_cast<std::int64_t>(weight.shape(1));
+  if (bias) {
+    layer.bias = read_floats(*bias, 1, bias_field, "[out]");
+    if (std::cmp_not_equal(layer.bias.size(), layer.rows))
+      detail::fail(bias_field, "must have shape [", layer.rows, "] (the weight's rows), got [", layer.bias.size(), "]");
+  }
+  return layer;
+}
+
+/// A head's layers as a Dispatcher is given them: one weight (and its bias
+/// beside it, as `what`_bias), or a seqpool.Dense or a list of 1 to 4, each
+/// with its own bias and activation function.
+using given_layers = std::variant<any_tensor, layer_weights, std::vector<layer_weights>>;
+
+inline std::vector<layer_weights> read_stack(std::optional<given_layers> given, const std::optional<any_tensor>& bias,
+                                             const std::string& what) {
+  if (!given) {
+    if (bias) detail::fail(what + "_bias", "is given without a ", what);
+    return {};
+  }
+  if (const auto* weight = std::get_if<any_tensor>(&*given)) return {read_layer(*weight, bias, what, what + "_bias")};
+  if (bias) detail::fail(what + "_bias", "goes with one weight; a Dense layer has its own bias");
+  if (auto* layer = std::get_if<layer_weights>(&*given)) return {std::move(*layer)};
+  auto& layers = std::get<std::vector<layer_weights>>(*given);
+  if (layers.empty() || std::cmp_greater(layers.size(), dense_stack::most_layers))
+    detail::fail(what, "a list of 1 to ", dense_stack::most_layers, " Dense layers, got ", layers.size());
+  return std::move(layers);
+}
+
+inline activation_function activation_of(const std::string& name) {
+  if (const std::optional<activation_function> found = activation_named(name)) return *found;
+  detail::fail("activation", "expected " + activation_name_list() + ", got \"" + name + "\"");
+}
+
+inline result_kind result_named(const std::string& name) {
+  if (name == "float32") return result_kind::float32;
+  if (name == "float16") return result_kind::float16;
+  if (name == "bfloat16") return result_kind::bfloat16;
+  if (name == "sparse") return result_kind::sparse;
+  if (name == "int8") return result_kind::int8;
+  if (name == "uint8") return result_kind::uint8;
+  if (name == "binary") return result_kind::binary;
+  if (name == "ubinary") return result_kind::ubinary;
+  detail::fail("result_dtype",
+               "expected \"float32\", \"float16\", \"bfloat16\", \"int8\", \"uint8\", \"binary\", \"ubinary\" or "
+               "\"sparse\", got \"" +
+                   name + "\"");
+}
+
+inline head::problem_type problem_named(const std::string& name) {
+  if (name == "single_label") return head::problem_type::single_label;
+  if (name == "multi_label") return head::problem_type::multi_label;
+  if (name == "regression") return head::problem_type::regression;
+  detail::fail("problem", "expected \"single_label\", \"multi_label\" or \"regression\", got \"" + name + "\"");
+}
+
+/// The head arguments a Dispatcher and a Part take, into `config`: its layers,
+/// problem, Platt scaling, weight floor and ranges. Returns the result type
+/// `result_dtype` names.
+inline result_kind read_heads(engine_config& config, std::optional<given_layers> projector,
+                              const std::optional<any_tensor>& projector_bias, std::optional<given_layers> classifier,
+                              const std::optional<any_tensor>& classifier_bias, const std::string& problem,
+                              std::optional<float> logit_mean, std::optional<float> logit_sigma,
+                              const std::string& result_dtype, const std::optional<any_tensor>& ranges,
+                              std::optional<float> weight_floor) {
+  config.projector = read_stack(std::move(projector), projector_bias, "projector");
+  config.classifier = read_stack(std::move(classifier), classifier_bias, "classifier");
+  config.problem = problem_named(problem);
+  if (logit_mean.has_value() != logit_sigma.has_value())
+    detail::fail("logit_mean", "and logit_sigma are given together (Platt scaling), or neither");
+  if (logit_mean) config.platt = head::platt_scaling{*logit_mean, *logit_sigma};
+  const result_kind result = result_named(result_dtype);
+  if (weight_floor && result != result_kind::sparse)
+    detail::fail("weight_floor", "only sparse results take a weight floor");
+  config.weight_floor = weight_floor.value_or(0.0f);
+  const bool ranged = result == result_kind::int8 || result == result_kind::uint8;
+  if (ranges && !ranged) detail::fail("ranges", "only int8 and uint8 results take calibration ranges");
+  if (!ranges && ranged)
+    detail::fail("ranges", result_dtype, " results need calibration ranges: float32 [2, D], lower then upper bounds");
+  if (ranges) {
+    constexpr std::string_view bounds = "[2, D] (lower bounds, then upper bounds)";
+    config.ranges = read_floats(*ranges, 2, "ranges", bounds);
+    if (ranges->shape(0) != 2) detail::fail("ranges", "must have shape ", bounds, ", got ", ranges->shape(0), " rows");
+  }
+  return result;
+}
+
+}  // namespace seqpool::python

@@ -1,0 +1,154 @@
+// A step as Python gives it (arrays of lengths, ids, params), read into a batch
+// kept from call to call.
+#pragma once
+
+#include <charconv>
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include <nanobind/nanobind.h>
+
+#include <seqpool/batch.hpp>
+#include <seqpool/dlpack.hpp>
+#include <seqpool/error.hpp>
+
+#include "arguments.hpp"
+
+namespace seqpool::python {
+
+class batch_reader {
+ public:
+  /// The step these arguments describe, but for its requests' tasks (the
+  /// caller's to set), in the batch kept from call to call, so that its
+  /// requests (their ids' storage, their knobs) are reused, not rebuilt.
+  batch& read(nb::handle prompt_lens, nb::handle num_scheduled, nb::handle num_computed, nb::handle ids,
+              nb::handle token_ids, nb::handle params, std::optional<std::int64_t> sequence_length,
+              const std::string& padding, nb::list& kept) {
+    batch& step = step_;
+    const std::vector<std::int64_t> lengths = read_integers(prompt_lens, "prompt_lens");
+    const std::size_t count = lengths.size();
+    step.requests.resize(count);
+    step.padded.reset();
+    if (padding != "right" && padding != "left")
+      detail::fail("padding", "expected \"right\" or \"left\", got \"", padding, "\"");
+    std::vector<std::int64_t> computed(count, 0);
+    if (!num_computed.is_none()) {
+      computed = read_integers(num_computed, "num_computed");
+      check_count(computed.size(), count, "num_computed");
+    }
+    std::vector<std::int64_t> scheduled;
+    if (!num_scheduled.is_none()) {
+      scheduled = read_integers(num_scheduled, "num_scheduled");
+      check_count(scheduled.size(), count, "num_scheduled");
+    }
+    for (std::size_t i = 0; i < count; ++i) {
+      request& r = step.requests[i];
+      r.prompt_len = lengths[i];
+      r.num_computed = computed[i];
+      r.num_scheduled = scheduled.empty() ? lengths[i] - computed[i] : scheduled[i];
+      r.prompt_token_ids = {};
+      if (!(r.params == pooling_params{})) r.params = {};
+    }
+    read_ids(ids, step);
+    read_params(params, step);
+    read_token_ids(token_ids, step, kept);
+    if (sequence_length) {
+      step.padded = padded_rows{.sequence_length = *sequence_length,
+                                .padding = padding == "right" ? padding::right : padding::left};
+    }
+    return step;
+  }
+
+  /// A request id from a list entry, into the id's own storage.
+  static void read_id(std::string& id, nb::handle given) {
+    if (nb::isinstance<nb::str>(given)) {
+      Py_ssize_t size = 0;
+      const char* text = PyUnicode_AsUTF8AndSize(given.ptr(), &size);
+      if (text == nullptr) throw nb::python_error();
+      id.assign(text, static_cast<std::size_t>(size));
+      return;
+    }
+    std::int64_t number = 0;
+    if (!nb::try_cast(given, number))
+      detail::fail("ids", "a request id is a str or an int, got " + nb::cast<std::string>(nb::repr(given)));
+    write_id(id, number);
+  }
+
+ private:
+  /// Writes an integer id as its decimal text, into the id's own storage.
+  static void write_id(std::string& id, std::int64_t number) {
+    char text[24];
+    const auto written = std::to_chars(text, text + sizeof text, number);
+    id.assign(text, written.ptr);
+  }
+
+  static void read_ids(nb::handle ids, batch& step) {
+    const std::size_t count = step.requests.size();
+    if (ids.is_none()) {
+      for (std::size_t i = 0; i < count; ++i) write_id(step.requests[i].id, static_cast<std::int64_t>(i));
+      return;
+    }
+    any_tensor tensor;
+    if (nb::try_cast(ids, tensor, false)) {
+      const std::vector<std::int64_t> numbers = read_integers(ids, "ids");
+      check_count(numbers.size(), count, "ids");
+      for (std::size_t i = 0; i < count; ++i) write_id(step.requests[i].id, numbers[i]);
+      return;
+    }
+    if (!nb::isinstance<nb::sequence>(ids) || nb::isinstance<nb::str>(ids))
+      detail::fail("ids", "must be a sequence of str or int ids, or a 1-D int tensor");
+    const nb::sequence items = nb::borrow<nb::sequence>(ids);
+    check_count(nb::len(items), count, "ids");
+    std::size_t i = 0;
+    for (nb::handle item : items) read_id(step.requests[i++].id, item);
+  }
+
+  static void read_params(nb::handle params, batch& step) {
+    if (params.is_none()) return;
+    pooling_params one;
+    if (nb::try_cast(params, one)) {
+      for (request& r : step.requests) r.params = one;
+      return;
+    }
+    for_each_given(params, step.requests.size(), "params",
+                   "a PoolingParams, or a sequence of them (None for the defaults)",
+                   [&](std::size_t i, nb::handle item) {
+                     const pooling_params* given = nullptr;
+                     if (!nb::try_cast(item, given) || given == nullptr)
+                       detail::fail("params", "entry ", i, " is not a PoolingParams or None");
+                     step.requests[i].params = *given;
+                   });
+  }
+
+  static void read_token_ids(nb::handle token_ids, batch& step, nb::list& kept) {
+    if (token_ids.is_none()) return;
+    for_each_given(token_ids, step.requests.size(), "token_ids",
+                   "a sequence of 1-D int tensors (None where a request has none)",
+                   [&](std::size_t i, nb::handle item) {
+                     any_tensor tensor;
+                     if (!nb::try_cast(item, tensor, false))
+                       detail::fail("token_ids", "entry ", i, " is not a tensor (an int32 or int64 array)");
+                     kept.append(item);
+                     step.requests[i].prompt_token_ids = dlpack::token_ids(describe(tensor));
+                   });
+  }
+
+  /// Calls `read(i, entry)` for each entry of a per-request sequence that is not None.
+  template <class Read>
+  static void for_each_given(nb::handle given, std::size_t count, const char* field, const char* expected, Read read) {
+    if (!nb::isinstance<nb::sequence>(given) || nb::isinstance<nb::str>(given))
+      detail::fail(field, "must be ", expected);
+    const nb::sequence items = nb::borrow<nb::sequence>(given);
+    check_count(nb::len(items), count, field);
+    std::size_t i = 0;
+    for (nb::handle item : items) {
+      if (!item.is_none()) read(i, item);
+      ++i;
+    }
+  }
+
+  batch step_;
+};
+
+}  // namespace seqpool::python

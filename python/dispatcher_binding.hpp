@@ -1,0 +1,180 @@
+// The Python-facing Dispatcher (seqpool.Dispatcher): a dispatcher engine, its
+// plans (seqpool.Plan), and what each call reads from Python.
+#pragma once
+
+#include <array>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <nanobind/nanobind.h>
+#include <nanobind/ndarray.h>
+
+#include <seqpool/error.hpp>
+
+#include "arguments.hpp"
+#include "engine.hpp"
+#include "engine_binding.hpp"
+
+namespace seqpool::python {
+
+/// A plan and what it needs until its step has run: the token id tensors its
+/// requests' ids were read from (the C++ contract keeps them alive as long as
+/// the plan), and the output reserve() made for it, with the engine it lives in
+/// (declared first, so freed last).
+struct plan_object {
+  std::shared_ptr<engine_base> owner;
+  step_plan plan;
+  std::vector<bool> matrices;  ///< per request: a result of rows (token tasks, spans) or one vector
+  bool sparse = false;         ///< results are sparse lists, an int32 pair an entry
+  nb::list kept;
+  std::unique_ptr<output_memory> output;
+  bool reserved = false;
+};
+
+/// The Python-facing dispatcher: a dispatcher engine and the GIL rules around it.
+class dispatcher_object : public engine_binding<engine> {
+ public:
+ public:
+  dispatcher_object(std::int64_t hidden_size, std::optional<std::string> embed, std::optional<std::string> classify,
+                    std::optional<std::string> token_embed, std::optional<std::string> token_classify,
+                    std::optional<given_layers> projector, std::optional<any_tensor> projector_bias,
+                    std::optional<given_layers> classifier, std::optional<any_tensor> classifier_bias,
+                    const std::string& problem, std::optional<float> logit_mean, std::optional<float> logit_sigma,
+                    const std::string& result_dtype, std::optional<any_tensor> ranges,
+                    std::optional<float> weight_floor, const std::string& device, std::uintptr_t stream)
+      : result_dtype_(result_dtype) {
+    engine_config config;
+    config.hidden_size = hidden_size;
+    config.methods = {std::move(embed), std::move(classify), std::move(token_embed), std::move(token_classify)};
+    const result_kind result =
+        read_heads(config, std::move(projector), projector_bias, std::move(classifier), classifier_bias, problem,
+                   logit_mean, logit_sigma, result_dtype, ranges, weight_floor);
+    engine_ = made_on(
+        device, [&] { return make_host_engine(config, result); },
+        [&] { return make_cuda_engine(config, result, stream); });
+    for (const task t : {task::embed, task::classify, task::token_embed, task::token_classify})
+      if (engine_->serves(t)) served_.push_back(t);
+  }
+
+  std::unique_ptr<plan_object> plan(nb::handle prompt_lens, nb::handle num_scheduled, nb::handle num_computed,
+                                    nb::handle ids, nb::handle tasks, nb::handle token_ids, nb::handle params,
+                                    std::optional<std::int64_t> sequence_length, const std::string& padding) {
+    const std::unique_lock<std::mutex> held = hold();
+    auto made = std::make_unique<plan_object>();
+    made->owner = engine_;
+    batch& step = steps_.read(prompt_lens, num_scheduled, num_computed, ids, token_ids, params, sequence_length,
+                              padding, made->kept);
+    read_tasks(tasks, step);
+    made->plan = engine_->plan(step);
+    made->sparse = engine_->sparse();
+    made->matrices.resize(step.requests.size());
+    for (std::size_t i = 0; i < step.requests.size(); ++i)
+      made->matrices[i] = is_token_task(step.requests[i].task) || !step.requests[i].params.spans.empty();
+    return made;
+  }
+
+  /// What the same step costs through the C++ API alone: seconds per plan,
+  /// reserve and forward of the batch these arguments make, averaged over
+  /// `repeats` (the binding's own cost is the rest of a Python call's).
+  double native_step_seconds(const any_tensor& hidden, nb::handle prompt_lens, nb::handle ids, nb::handle tasks,
+                             std::int64_t repeats) {
+    if (repeats < 1) detail::fail("repeats", "must be at least 1, got ", repeats);
+    const std::unique_lock<std::mutex> held = hold();
+    nb::list kept;
+    batch& step =
+        steps_.read(prompt_lens, nb::none(), nb::none(), ids, nb::none(), nb::none(), std::nullopt, "right", kept);
+    read_tasks(tasks, step);
+    const DLTensor hidden_view = on_this_device(describe(hidden), "hidden states");
+    nb::gil_scoped_release unlocked;
+    const auto start = std::chrono::steady_clock::now();
+    for (std::int64_t i = 0; i < repeats; ++i) {
+      const step_plan planned = engine_->plan(step);
+      const std::unique_ptr<output_memory> output = engine_->reserve(planned);
+      std::array<std::int64_t, 2> shape = {planned.output_size, 2};
+      DLTensor output_view = output_of(output->data(), shape, layout());
+      engine_->forward(hidden_view, planned, output_view);
+    }
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() /
+           static_cast<double>(repeats);
+  }
+
+  void reserve(plan_object& planned) {
+    const std::unique_lock<std::mutex> held = hold();
+    planned.output = engine_->reserve(planned.plan);
+    planned.reserved = true;
+  }
+
+  /// The step, into `out`, or into the output reserve() made (returned, owning it).
+  nb::object forward(const any_tensor& hidden, plan_object& planned, nb::handle out) {
+    const std::unique_lock<std::mutex> held = hold();
+    if (!planned.reserved) detail::fail("reserve", "call reserve(plan) before forward(hidden, plan)");
+    const DLTensor hidden_view = on_this_device(describe(hidden), "hidden states");
+    DLTensor output_view{};
+    std::array<std::int64_t, 2> shape = {planned.plan.output_size, 2};
+    nb::ndarray<> given;
+    if (!out.is_none()) {
+      if (!nb::try_cast(out, given, false)) detail::fail("output", "must be a writable tensor");
+      output_view = on_this_device(describe(given), "output");
+    } else {
+      if (!planned.output)
+        detail::fail("plan", "it ran already (a plan runs once; its output was handed out then): plan the step again");
+      output_view = output_of(planned.output->data(), shape, layout());
+    }
+    {
+      nb::gil_scoped_release unlocked;
+      engine_->forward(hidden_view, planned.plan, output_view);
+    }
+    if (!out.is_none()) return nb::borrow(out);
+    return hand_out(std::move(planned.output), shape[0], layout());
+  }
+
+  std::int64_t output_capacity() const { return engine_->output_capacity(); }
+
+  void capture(const any_tensor& hidden, plan_object& planned, const nb::ndarray<>& out, graph_upload_object& home) {
+    const std::unique_lock<std::mutex> held = hold();
+    const DLTensor hidden_view = on_this_device(describe(hidden), "hidden states");
+    DLTensor output_view = on_this_device(describe(out), "output");
+    engine_->capture(hidden_view, planned.plan, output_view, *home.home);
+  }
+
+  void restage(plan_object& planned, graph_upload_object& home) {
+    const std::unique_lock<std::mutex> held = hold();
+    engine_->restage(planned.plan, *home.home);
+  }
+
+  const std::string& result_dtype() const { return result_dtype_; }
+
+ private:
+  output_layout layout() const { return {engine_->result_type(), engine_->sparse()}; }
+
+  void read_tasks(nb::handle tasks, batch& step) const {
+    if (tasks.is_none()) {
+      if (served_.size() != 1)
+        detail::fail("tasks",
+                     "say each request's task: this dispatcher serves " + std::to_string(served_.size()) + " tasks");
+      for (request& r : step.requests) r.task = served_[0];
+      return;
+    }
+    if (nb::isinstance<nb::str>(tasks)) {
+      const task all = read_task(tasks);
+      for (request& r : step.requests) r.task = all;
+      return;
+    }
+    if (!nb::isinstance<nb::sequence>(tasks)) detail::fail("tasks", "must be a task name or a sequence of them");
+    const nb::sequence items = nb::borrow<nb::sequence>(tasks);
+    check_count(nb::len(items), step.requests.size(), "tasks");
+    std::size_t i = 0;
+    for (nb::handle item : items) step.requests[i++].task = read_task(item);
+  }
+
+  std::string result_dtype_;  ///< as the caller named it: "binary" results are int8 tensors
+  std::vector<task> served_;
+};
+
+}  // namespace seqpool::python

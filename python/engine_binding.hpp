@@ -1,0 +1,154 @@
+// What the Python-facing Dispatcher and MultiPooler share: an engine, the GIL
+// rules around it, the batch they read a step into, the outputs they hand out,
+// and the calls that are the same for both.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <utility>
+
+#include <nanobind/nanobind.h>
+#include <nanobind/ndarray.h>
+
+#include <seqpool/error.hpp>
+
+#include "arguments.hpp"
+#include "batch_reader.hpp"
+#include "engine.hpp"
+
+namespace seqpool::python {
+
+/// A graph_upload as Python holds it (GraphUpload), with its engine.
+struct graph_upload_object {
+  std::shared_ptr<engine_base> owner;
+  std::unique_ptr<graph_upload_handle> home;
+};
+
+/// An output handed to Python, with its engine: what the returned tensor's capsule owns.
+struct handed_output {
+  std::shared_ptr<engine_base> owner;
+  std::unique_ptr<output_memory> memory;
+};
+
+/// How an output of a result type lies: its DLPack type, and whether its
+/// values are sparse entries (an output of [entries, 2] int32, not a vector).
+struct output_layout {
+  DLDataType type;
+  bool sparse;
+};
+
+template <class Engine>
+class engine_binding {
+ public:
+  std::int64_t hidden_size() const { return engine_->hidden_size(); }
+  std::string device() const { return engine_->device_type() == kDLCUDA ? "cuda" : "cpu"; }
+
+  void reserve_capacity(std::int64_t requests, std::int64_t rows, std::int64_t result_rows, std::int64_t columns) {
+    const std::unique_lock<std::mutex> held = hold();
+    engine_->reserve_capacity({.requests = requests, .rows = rows, .result_rows = result_rows, .columns = columns});
+  }
+
+  std::unique_ptr<graph_upload_object> reserve_graph() {
+    const std::unique_lock<std::mutex> held = hold();
+    return std::make_unique<graph_upload_object>(graph_upload_object{engine_, engine_->reserve_graph()});
+  }
+
+  void synchronize() {
+    const std::unique_lock<std::mutex> held = hold();
+    nb::gil_scoped_release unlocked;
+    engine_->synchronize();
+  }
+
+  nb::dict audit() {
+    const audit_counts counts = [&] {
+      const std::unique_lock<std::mutex> held = hold();
+      return engine_->audit();
+    }();
+    nb::dict found;
+    found["uploads"] = counts.uploads;
+    found["upload_bytes"] = counts.upload_bytes;
+    found["downloads"] = counts.downloads;
+    found["waits"] = counts.waits;
+    found["allocations"] = counts.allocations;
+    found["launches"] = counts.launches;
+    return found;
+  }
+
+  void release(nb::handle id) {
+    std::string text;
+    batch_reader::read_id(text, id);
+    const std::unique_lock<std::mutex> held = hold();
+    engine_->release(text);
+  }
+
+  std::int64_t num_computed(nb::handle id) {
+    std::string text;
+    batch_reader::read_id(text, id);
+    const std::unique_lock<std::mutex> held = hold();
+    return engine_->num_computed(text);
+  }
+
+ protected:
+  engine_binding() = default;  ///< engine_ is the derived class's to make
+
+  /// Waits for the engine, with the GIL let go meanwhile: a thread that holds
+  /// the engine never waits for the GIL while another waits for it holding
+  /// the GIL. One step at a time: the engine, its state store, staging and the
+  /// kept batch are not for two threads at once.
+  std::unique_lock<std::mutex> hold() {
+    nb::gil_scoped_release unlocked;
+    return std::unique_lock<std::mutex>(busy_);
+  }
+
+  /// A tensor on a CUDA device must be on the engine's (the DLPack views check the device's kind).
+  DLTensor on_this_device(const DLTensor& view, const char* what) const {
+    if (view.device.device_type == kDLCUDA && view.device.device_id != engine_->device_id())
+      detail::fail(what, "is on cuda:", view.device.device_id, "; this pooler runs on cuda:", engine_->device_id());
+    return view;
+  }
+
+  /// The engine `make_host()` or `make_cuda()` makes, as `device` names ("cpu" or "cuda").
+  template <class Host, class Cuda>
+  static std::shared_ptr<Engine> made_on(const std::string& device, Host make_host, Cuda make_cuda) {
+    if (device == "cpu") return make_host();
+    if (device != "cuda") detail::fail("device", "expected \"cpu\" or \"cuda\", got \"" + device + "\"");
+    if (!has_cuda())
+      detail::fail("device", "this build of seqpool has no CUDA module (install it where nvcc is found)");
+    return make_cuda();
+  }
+
+  /// An output of shape[0] values: a vector, or for sparse results [entries, 2] (shape[1] is 2).
+  DLTensor output_of(void* data, std::array<std::int64_t, 2>& shape, output_layout layout) const {
+    DLTensor view{};
+    view.data = data;
+    view.device = {engine_->device_type(), engine_->device_id()};
+    view.ndim = layout.sparse ? 2 : 1;
+    view.dtype = layout.type;
+    view.shape = shape.data();
+    return view;
+  }
+
+  /// A reserved output as a tensor that owns it: an object with __dlpack__ and
+  /// __dlpack_device__ (numpy.from_dlpack, torch.from_dlpack, …).
+  nb::object hand_out(std::unique_ptr<output_memory> memory, std::int64_t size, output_layout layout) const {
+    void* data = memory->data();
+    auto held = std::make_unique<handed_output>(handed_output{engine_, std::move(memory)});
+    nb::capsule owner(held.get(), [](void* given) noexcept { delete static_cast<handed_output*>(given); });
+    held.release();  // the capsule owns it now
+    const std::size_t shape[2] = {static_cast<std::size_t>(size), 2};
+    return nb::cast(nb::ndarray<nb::array_api>(data, layout.sparse ? 2 : 1, shape, owner, nullptr,
+                                               nb::dlpack::dtype{layout.type.code, layout.type.bits, layout.type.lanes},
+                                               engine_->device_type(), engine_->device_id()));
+  }
+
+  std::shared_ptr<Engine> engine_;
+  batch_reader steps_;
+
+ private:
+  std::mutex busy_;
+};
+
+}  // namespace seqpool::python

@@ -1,0 +1,223 @@
+// The Python-facing MultiPooler (seqpool.MultiPooler): every request pooled by
+// every part (seqpool.Part), each part's results in an output of their own,
+// the step planned and uploaded once; its plans (seqpool.PartsPlan).
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <nanobind/nanobind.h>
+#include <nanobind/ndarray.h>
+
+#include <seqpool/error.hpp>
+#include <seqpool/plan.hpp>
+
+#include "arguments.hpp"
+#include "engine.hpp"
+#include "engine_binding.hpp"
+
+namespace seqpool::python {
+
+/// One output of a MultiPooler as Python describes it: a pooler (a method for
+/// one task, its head and result type, as a Dispatcher takes them) and the
+/// token filters it adds. Its hidden size is the MultiPooler's.
+struct part_object {
+  part_config config;
+  std::string result_dtype;  ///< as the caller named it
+};
+
+/// The part these arguments describe; `pooling_task` defaults to token_embed for
+/// a token method, embed otherwise.
+inline part_object read_part(const std::string& method, std::optional<std::string> pooling_task,
+                             std::optional<given_layers> projector, const std::optional<any_tensor>& projector_bias,
+                             std::optional<given_layers> classifier, const std::optional<any_tensor>& classifier_bias,
+                             const std::string& problem, std::optional<float> logit_mean,
+                             std::optional<float> logit_sigma, const std::string& result_dtype,
+                             const std::optional<any_tensor>& ranges, std::optional<float> weight_floor,
+                             part_filters filters) {
+  part_object made;
+  const task served = pooling_task ? read_task(nb::cast(*pooling_task), "task")
+                                   : (is_token_method(method) ? task::token_embed : task::embed);
+  made.config.pooler.methods[static_cast<std::size_t>(served)] = method;
+  made.config.result =
+      read_heads(made.config.pooler, std::move(projector), projector_bias, std::move(classifier), classifier_bias,
+                 problem, logit_mean, logit_sigma, result_dtype, ranges, weight_floor);
+  made.config.filters = std::move(filters);
+  made.result_dtype = result_dtype;
+  return made;
+}
+
+/// The task a part pools every request for.
+inline task served_by(const part_object& part) {
+  for (const task t : {task::embed, task::classify, task::token_embed, task::token_classify})
+    if (part.config.pooler.methods[static_cast<std::size_t>(t)]) return t;
+  return task::embed;  // not reached: read_part names one
+}
+
+/// A MultiPooler's plan and what it needs until its step has run, as a
+/// Dispatcher's plan_object: the token id tensors, the outputs reserve() made
+/// (one a part), with the engine they live in (declared first, so freed last).
+struct parts_plan_object {
+  parts_plan_object() = default;
+  parts_plan_object(const parts_plan_object&) = delete;  ///< its outputs are its own
+  parts_plan_object& operator=(const parts_plan_object&) = delete;
+
+  std::shared_ptr<engine_base> owner;
+  parts_plan plan;
+  std::vector<std::vector<bool>> matrices;  ///< per part, per request: a result of rows rather than one vector
+  std::vector<bool> sparse;                 ///< per part: its results are sparse lists
+  nb::list kept;
+  std::vector<std::unique_ptr<output_memory>> outputs;
+  bool reserved = false;
+};
+
+/// One part's share of a PartsPlan, copied out (seqpool.PartPlan): what
+/// seqpool.split() reads of a Plan.
+struct part_plan_view {
+  std::int64_t output_size = 0;
+  std::vector<std::optional<result_slice>> results;
+  std::vector<bool> matrices;
+  bool sparse = false;
+};
+
+inline std::vector<part_plan_view> part_views(const parts_plan_object& planned) {
+  std::vector<part_plan_view> views;
+  for (std::size_t k = 0; k < planned.plan.parts.size(); ++k)
+    views.push_back(
+        {planned.plan.parts[k].output_size, planned.plan.parts[k].results, planned.matrices[k], planned.sparse[k]});
+  return views;
+}
+
+class multi_pooler_object : public engine_binding<parts_engine> {
+ public:
+  multi_pooler_object(std::int64_t hidden_size, const std::vector<part_object>& parts, const std::string& device,
+                      std::uintptr_t stream) {
+    std::vector<part_config> configs;
+    for (const part_object& part : parts) {
+      configs.push_back(part.config);
+      configs.back().pooler.hidden_size = hidden_size;
+      result_dtypes_.push_back(part.result_dtype);
+      tasks_.push_back(served_by(part));
+    }
+    engine_ = made_on(
+        device, [&] { return make_host_parts_engine(configs); },
+        [&] { return make_cuda_parts_engine(configs, stream); });
+  }
+
+  std::unique_ptr<parts_plan_object> plan(nb::handle prompt_lens, nb::handle num_scheduled, nb::handle num_computed,
+                                          nb::handle ids, nb::handle token_ids, nb::handle params,
+                                          std::optional<std::int64_t> sequence_length, const std::string& padding) {
+    const std::unique_lock<std::mutex> held = hold();
+    auto made = std::make_unique<parts_plan_object>();
+    made->owner = engine_;
+    const batch& step = steps_.read(prompt_lens, num_scheduled, num_computed, ids, token_ids, params, sequence_length,
+                                    padding, made->kept);
+    engine_->plan(step, made->plan);
+    for (std::size_t k = 0; k < tasks_.size(); ++k) {
+      std::vector<bool>& matrices = made->matrices.emplace_back(step.requests.size());
+      for (std::size_t i = 0; i < step.requests.size(); ++i)
+        matrices[i] = is_token_task(tasks_[k]) || !step.requests[i].params.spans.empty();
+      made->sparse.push_back(engine_->sparse(k));
+    }
+    return made;
+  }
+
+  void reserve(parts_plan_object& planned) {
+    const std::unique_lock<std::mutex> held = hold();
+    planned.outputs = engine_->reserve(planned.plan);
+    planned.reserved = true;
+  }
+
+  /// The step, into `out` (a tensor a part), or into the outputs reserve()
+  /// made (returned as a list, owning them).
+  nb::object forward(const any_tensor& hidden, parts_plan_object& planned, nb::handle out) {
+    const std::unique_lock<std::mutex> held = hold();
+    if (!planned.reserved) detail::fail("reserve", "call reserve(plan) before forward(hidden, plan)");
+    const DLTensor hidden_view = on_this_device(describe(hidden), "hidden states");
+    const std::size_t parts = tasks_.size();
+    std::vector<DLTensor> views(parts);
+    std::vector<std::array<std::int64_t, 2>> shapes(parts);
+    std::vector<nb::ndarray<>> given;
+    if (!out.is_none()) {
+      given = read_outputs(out);
+      for (std::size_t k = 0; k < parts; ++k) views[k] = on_this_device(describe(given[k]), "out");
+    } else {
+      if (planned.outputs.empty())
+        detail::fail("plan",
+                     "it ran already (a plan runs once; its outputs were handed out then): plan the step again");
+      for (std::size_t k = 0; k < parts; ++k) {
+        shapes[k] = {planned.plan.parts[k].output_size, 2};
+        views[k] = output_of(planned.outputs[k]->data(), shapes[k], layout(k));
+      }
+    }
+    {
+      nb::gil_scoped_release unlocked;
+      engine_->forward(hidden_view, planned.plan, views);
+    }
+    if (!out.is_none()) return nb::borrow(out);
+    nb::list handed;
+    for (std::size_t k = 0; k < parts; ++k)
+      handed.append(hand_out(std::move(planned.outputs[k]), shapes[k][0], layout(k)));
+    planned.outputs.clear();
+    return handed;
+  }
+
+  std::vector<std::int64_t> output_capacity() const {
+    std::vector<std::int64_t> values;
+    for (std::size_t k = 0; k < tasks_.size(); ++k) values.push_back(engine_->output_capacity(k));
+    return values;
+  }
+
+  void capture(const any_tensor& hidden, parts_plan_object& planned, nb::handle out, graph_upload_object& home) {
+    const std::unique_lock<std::mutex> held = hold();
+    const DLTensor hidden_view = on_this_device(describe(hidden), "hidden states");
+    const std::vector<nb::ndarray<>> given = read_outputs(out);
+    std::vector<DLTensor> views;
+    for (const nb::ndarray<>& tensor : given) views.push_back(on_this_device(describe(tensor), "out"));
+    engine_->capture(hidden_view, planned.plan, views, *home.home);
+  }
+
+  void restage(parts_plan_object& planned, graph_upload_object& home) {
+    const std::unique_lock<std::mutex> held = hold();
+    engine_->restage(planned.plan, *home.home);
+  }
+
+  const std::vector<std::string>& result_dtypes() const { return result_dtypes_; }
+  std::vector<std::string> tasks() const {
+    std::vector<std::string> names;
+    for (const task t : tasks_) names.emplace_back(name(t));
+    return names;
+  }
+
+ private:
+  output_layout layout(std::size_t part) const { return {engine_->result_type(part), engine_->sparse(part)}; }
+
+  /// `out` as one writable tensor a part.
+  std::vector<nb::ndarray<>> read_outputs(nb::handle out) const {
+    if (!nb::isinstance<nb::sequence>(out) || nb::isinstance<nb::str>(out))
+      detail::fail("out", "must be a sequence of tensors, one a part");
+    const nb::sequence items = nb::borrow<nb::sequence>(out);
+    if (nb::len(items) != tasks_.size())
+      detail::fail("out", "one tensor a part: got ", nb::len(items), " for ", tasks_.size(), " parts");
+    std::vector<nb::ndarray<>> tensors;
+    for (nb::handle item : items) {
+      nb::ndarray<> tensor;
+      if (!nb::try_cast(item, tensor, false))
+        detail::fail("out", "entry ", tensors.size(), " is not a writable tensor");
+      tensors.push_back(std::move(tensor));
+    }
+    return tensors;
+  }
+
+  std::vector<std::string> result_dtypes_;  ///< per part, as the caller named it
+  std::vector<task> tasks_;                 ///< per part, the task it pools every request for
+};
+
+}  // namespace seqpool::python
