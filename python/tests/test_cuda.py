@@ -120,3 +120,46 @@ def test_quantized_results_on_cuda_tensors_give_the_cpus_bytes(dtype):
     for f, w in zip(found, wanted):
         assert f.is_cuda
         assert f.cpu().tolist() == w.tolist()
+
+
+def test_a_multi_pooler_on_cuda_gives_the_cpus_results_eager_and_replayed_in_a_graph():
+    rng = np.random.default_rng(9)
+    hidden_size, capacity_rows = 64, 256
+    stream = torch.cuda.Stream()
+    dtypes = [torch.float32, torch.float32, torch.bfloat16]
+
+    def parts():
+        return [seqpool.Part("cls"), seqpool.Part("all", drop_first=True), seqpool.Part("max", result_dtype="bfloat16")]
+
+    def assert_close(found, wanted):
+        for out, expected, dtype in zip(found, wanted, dtypes):
+            for f, w in zip(out, expected):
+                assert f.is_cuda and f.dtype == dtype
+                tolerance = 2e-5 if dtype == torch.float32 else 1.6e-2
+                torch.testing.assert_close(f.cpu().float(), w.float(), rtol=tolerance, atol=tolerance)
+
+    host = seqpool.MultiPooler(hidden_size, parts())
+    device = seqpool.MultiPooler(hidden_size, parts(), device="cuda", stream=stream.cuda_stream)
+    device.reserve_capacity(requests=4, rows=capacity_rows, result_rows=capacity_rows)
+    hidden = torch.zeros(capacity_rows, hidden_size, device="cuda")
+    outs = [torch.zeros(n, dtype=dtype, device="cuda") for n, dtype in zip(device.output_capacity, dtypes)]
+    home = device.reserve_graph()
+    graph = torch.cuda.CUDAGraph()
+    for step, lengths in enumerate([[30, 2, 100], [7], [200, 1, 50]]):
+        values = torch.from_numpy(rng.normal(size=(sum(lengths), hidden_size)).astype(np.float32))
+        ids = [f"{step}-{i}" for i in range(len(lengths))]
+        wanted = seqpool.pool(host, values, lengths, ids=ids)
+        with torch.cuda.stream(stream):
+            assert_close(seqpool.pool(device, values.cuda(), lengths, ids=ids), wanted)
+            plan = device.plan(lengths, ids=ids)
+            device.reserve(plan)
+            hidden[:sum(lengths)].copy_(values.cuda())
+            if step == 0:
+                with torch.cuda.graph(graph, stream=stream):
+                    device.capture(hidden, plan, outs, home)
+            else:
+                device.restage(plan, home)
+            graph.replay()
+            home.mark_launched()
+        stream.synchronize()
+        assert_close([seqpool.split(out, part) for out, part in zip(outs, plan.parts)], wanted)

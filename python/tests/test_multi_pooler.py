@@ -1,0 +1,229 @@
+"""seqpool.MultiPooler from Python: every request pooled by every Part, each part's
+results bit for bit those of a Dispatcher of the same pooler alone (with the part's
+token filters as the requests' own), whole and chunked, on NumPy and torch tensors;
+one plan and one upload a step; outputs given or handed out; refusals."""
+import gc
+
+import numpy as np
+import pytest
+
+import seqpool
+
+def draw_parts(rng, hidden_size):
+    """Two to four parts of different methods, heads, result types and filters: (method, task, heads, filters)."""
+    projection = (rng.normal(size=(5, hidden_size)) / np.sqrt(hidden_size)).astype(np.float32)
+    labels = (rng.normal(size=(3, hidden_size)) / np.sqrt(hidden_size)).astype(np.float32)
+    weigh = seqpool.Dense(rng.normal(size=(1, hidden_size)).astype(np.float32), np.array([0.1], np.float32),
+                          activation="relu")
+    catalogue = [
+        ("cls", "embed", {}, {}),
+        ("cls+mean", "embed", {"result_dtype": "float16"}, {}),
+        ("mean_sqrt_len", "classify", {"classifier": labels, "problem": "multi_label"}, {}),
+        ("max", "embed", {"result_dtype": "int8", "ranges": np.array([[-1] * hidden_size, [1] * hidden_size], np.float32)}, {}),
+        ("weighted_mean", "embed", {"result_dtype": "binary"}, {}),
+        ("all", "token_embed", {"projector": projection}, {"drop_first": True}),
+        ("all", "token_embed", {"result_dtype": "ubinary"}, {"drop_last": True}),
+        ("all", "token_classify", {"classifier": weigh, "problem": "regression", "result_dtype": "sparse"},
+         {"drop_token_ids": [0, 1]}),
+    ]
+    chosen = rng.choice(len(catalogue), size=int(rng.integers(2, 5)), replace=False)
+    return [catalogue[c] for c in chosen]
+
+
+def alone(hidden_size, method, task, heads):
+    return seqpool.Dispatcher(hidden_size, **{task: method}, **heads)
+
+
+def part_of(method, task, heads, filters):
+    return seqpool.Part(method, task=task, **heads, **filters)
+
+
+def assert_identical(found, wanted):
+    """Results bit for bit: arrays of one dtype and the same bytes, or sparse (ids, weights) pairs of them."""
+    assert len(found) == len(wanted)
+    for f, w in zip(found, wanted):
+        assert (f is None) == (w is None)
+        for a, b in (zip(f, w) if isinstance(f, tuple) else [(f, w)]) if f is not None else []:
+            assert a.dtype == b.dtype and a.shape == b.shape
+            assert a.tobytes() == b.tobytes()
+
+
+def steps_of(lengths, cuts):
+    """The steps of a schedule: `cuts[i]` splits request i's prompt into chunks, each step one chunk of every
+    request left (lengths, scheduled, computed, which requests)."""
+    chunks = [np.diff([0, *sorted(set(c) - {0, n}), n]).tolist() for n, c in zip(lengths, cuts)]
+    done = [0] * len(lengths)
+    while any(chunks):
+        requests = [i for i, c in enumerate(chunks) if c]
+        scheduled = [chunks[i].pop(0) for i in requests]
+        yield requests, scheduled, [done[i] for i in requests]
+        for i, s in zip(requests, scheduled):
+            done[i] += s
+
+
+@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("chunked", [False, True])
+def test_parts_equal_their_dispatchers_alone(seed, chunked):
+    rng = np.random.default_rng([seed, 23])
+    hidden_size = int(rng.choice([3, 8]))
+    parts = draw_parts(rng, hidden_size)
+    multi = seqpool.MultiPooler(hidden_size, [part_of(*p) for p in parts])
+    dispatchers = [alone(hidden_size, method, task, heads) for method, task, heads, _ in parts]
+    assert multi.tasks == [task for _, task, _, _ in parts]
+    lengths = rng.integers(1, 12, size=int(rng.integers(1, 6))).tolist()
+    prompts = [rng.integers(0, 6, size=n) for n in lengths]
+    rows = [rng.normal(size=(n, hidden_size)).astype(np.float32) for n in lengths]
+    cuts = [rng.integers(0, n + 1, size=2).tolist() if chunked else [] for n in lengths]
+    for requests, scheduled, computed in steps_of(lengths, cuts):
+        hidden = np.concatenate([rows[i][c:c + s] for i, s, c in zip(requests, scheduled, computed)])
+        step = dict(prompt_lens=[lengths[i] for i in requests], num_scheduled=scheduled, num_computed=computed,
+                    ids=requests, token_ids=[prompts[i] for i in requests])
+        found = seqpool.pool(multi, hidden, **step)
+        assert len(found) == len(parts)
+        for (_, _, _, filters), dispatcher, results in zip(parts, dispatchers, found):
+            params = seqpool.PoolingParams(**filters) if filters else None
+            assert_identical(results, seqpool.pool(dispatcher, hidden, **step, params=params))
+
+
+def test_bge_m3s_three_outputs_from_one_step_as_flag_embedding_computes_them():
+    # BGE-M3's outputs of one forward pass, planned and uploaded once a step, against FlagEmbedding's
+    # BGEM3FlagModel maths in numpy: the dense CLS embedding, the sparse weights (relu(sparse_linear(h)), the
+    # max a distinct id, CLS/PAD/EOS/UNK left out) and the ColBERT vectors (colbert_linear(h[1:]), normalised).
+    rng = np.random.default_rng(35)
+    hidden_size, special = 16, [0, 1, 2, 3]
+    prompts = [np.array([0, 9, 5, 9, 3, 2]), np.array([0, 7, 8, 7, 7, 6, 2])]
+    rows = [rng.normal(size=(len(ids), hidden_size)).astype(np.float32) for ids in prompts]
+    sparse_weight = (rng.normal(size=(1, hidden_size)) / 4).astype(np.float32)
+    colbert_weight = (rng.normal(size=(hidden_size, hidden_size)) / 4).astype(np.float32)
+    colbert_bias = rng.normal(size=hidden_size).astype(np.float32)
+    m3 = seqpool.MultiPooler(hidden_size, [
+        seqpool.Part("cls"),
+        seqpool.Part("all", task="token_classify", result_dtype="sparse", problem="regression",
+                     classifier=seqpool.Dense(sparse_weight, np.array([0.1], np.float32), activation="relu"),
+                     drop_token_ids=special),
+        seqpool.Part("all", projector=colbert_weight, projector_bias=colbert_bias, drop_first=True),
+    ])
+    steps = [([0, 1], [6, 4], [0, 0], np.concatenate([rows[0], rows[1][:4]])), ([1], [3], [4], rows[1][4:])]
+    found = [[], [], []]
+    for requests, scheduled, computed, hidden in steps:
+        before = m3.audit()
+        outputs = seqpool.pool(m3, hidden, [len(prompts[r]) for r in requests], num_scheduled=scheduled,
+                               num_computed=computed, ids=requests, token_ids=[prompts[r] for r in requests])
+        assert m3.audit()["uploads"] - before["uploads"] == 1
+        for part, results in zip(outputs, found):
+            results.extend(result for result in part if result is not None)
+    for p, (ids, h) in enumerate(zip(prompts, rows)):
+        np.testing.assert_allclose(found[0][p], h[0] / np.linalg.norm(h[0]), rtol=2e-5, atol=2e-5)
+        weights = np.maximum(h @ sparse_weight[0] + 0.1, 0)
+        wanted = {}
+        for token, weight in zip(ids.tolist(), weights.tolist()):  # _process_token_weights
+            if token not in special and weight > 0 and weight > wanted.get(token, 0):
+                wanted[token] = weight
+        listed_ids, listed_weights = found[1][p]
+        kept = listed_ids >= 0
+        assert listed_ids[kept].tolist() == sorted(wanted)
+        np.testing.assert_allclose(listed_weights[kept], [wanted[t] for t in sorted(wanted)], rtol=2e-5, atol=2e-5)
+        vectors = h[1:] @ colbert_weight.T + colbert_bias
+        np.testing.assert_allclose(found[2][p], vectors / np.linalg.norm(vectors, axis=1, keepdims=True),
+                                   rtol=2e-5, atol=2e-5)
+    assert m3.num_computed(1) == 0  # finished requests leave no state
+
+
+def test_a_step_keeps_the_sync_contract_and_uploads_once():
+    multi = seqpool.MultiPooler(8, [seqpool.Part("mean"), seqpool.Part("all"), seqpool.Part("max")])
+    hidden = np.ones((10, 8), np.float32)
+    plan = multi.plan([4, 6])
+    multi.reserve(plan)
+    before = multi.audit()
+    outputs = multi.forward(hidden, plan)  # held: freeing them is an allocation call, after the step
+    after = multi.audit()
+    del outputs
+    step = {key: after[key] - before[key] for key in after}
+    assert step["uploads"] == 1 and step["upload_bytes"] > 0
+    assert step["downloads"] == 0 and step["waits"] == 0 and step["allocations"] == 0
+    assert step["launches"] == 3
+
+
+def test_outputs_given_or_handed_out_and_plans_that_run_once():
+    hidden = np.arange(24, dtype=np.float32).reshape(6, 4)
+    multi = seqpool.MultiPooler(4, [seqpool.Part("cls", result_dtype="float16"), seqpool.Part("all")])
+    plan = multi.plan([2, 4])
+    assert plan.num_rows == 6 and len(plan.parts) == 2
+    for part, (method, dtype) in zip(plan.parts, [("cls", "float16"), ("all", "float32")]):
+        own = seqpool.pooler(4, method, result_dtype=dtype).plan([2, 4])  # each part's layout is its pooler's alone
+        assert (part.output_size, part.results, part.matrices, part.sparse) == (
+            own.output_size, own.results, own.matrices, own.sparse)
+    assert plan.parts[1].results == [(0, 2, 4), (8, 4, 4)]
+    multi.reserve(plan)
+    given = [np.zeros(plan.parts[0].output_size, np.float16), np.zeros(24, np.float32)]
+    assert multi.forward(hidden, plan, out=given) is given
+    with pytest.raises(ValueError, match="it ran already"):
+        multi.forward(hidden, plan, out=given)
+    plan = multi.plan([2, 4])
+    multi.reserve(plan)
+    handed = multi.forward(hidden, plan)
+    for h, g, part in zip(handed, given, plan.parts):
+        assert_identical(seqpool.split(np.from_dlpack(h), part), seqpool.split(g, part))
+    with pytest.raises(ValueError, match="its outputs were handed out then"):
+        multi.forward(hidden, plan)
+    unreserved = multi.plan([6])
+    with pytest.raises(ValueError, match="call reserve"):
+        multi.forward(hidden, unreserved)
+    kept = plan.parts[1]
+    del multi, plan  # the outputs keep the memory they live in
+    gc.collect()
+    assert_identical(seqpool.split(np.from_dlpack(handed[1]), kept), seqpool.split(given[1], kept))
+
+
+def test_padded_batches_and_spans_reach_the_parts_they_apply_to():
+    rng = np.random.default_rng(5)
+    hidden = rng.normal(size=(2, 5, 4)).astype(np.float32)
+    parts = [("mean", "embed", {}, {}), ("all", "token_embed", {}, {"drop_last": True})]
+    multi = seqpool.MultiPooler(4, [part_of(*p) for p in parts])
+    spans = seqpool.PoolingParams(spans=[(0, 2), (2, 4)])
+    found = seqpool.pool(multi, hidden, [5, 3], params=[spans, None])
+    assert found[0][0].shape == (2, 4) and found[0][1].shape == (4,)
+    for (method, task, heads, filters), results in zip(parts, found):
+        params = [spans, None] if task == "embed" else seqpool.PoolingParams(**filters)
+        assert_identical(results, seqpool.pool(alone(4, method, task, heads), hidden, [5, 3], params=params))
+
+
+def test_multi_pooler_on_torch_tensors():
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(6)
+    values = torch.from_numpy(rng.normal(size=(9, 16)).astype(np.float32)).to(torch.bfloat16)
+    multi = seqpool.MultiPooler(16, [seqpool.Part("last", result_dtype="bfloat16"), seqpool.Part("max")])
+    found = seqpool.pool(multi, values, [4, 5])
+    assert found[0][0].dtype == torch.bfloat16 and found[1][0].dtype == torch.float32
+    for (method, dtype), results in zip([("last", "bfloat16"), ("max", "float32")], found):
+        wanted = seqpool.pool(seqpool.pooler(16, method, result_dtype=dtype), values, [4, 5])
+        for f, w in zip(results, wanted):
+            assert torch.equal(f, w)
+
+
+def refuses(message, call, *args, **kwargs):
+    with pytest.raises(ValueError) as raised:
+        call(*args, **kwargs)
+    assert message in str(raised.value), str(raised.value)
+
+
+def test_refusals_raise_value_error_with_seqpools_message():
+    refuses("parts: a multi_pooler needs at least one part", seqpool.MultiPooler, 4, [])
+    refuses('parts[1]: embed: method "all" cannot serve it', seqpool.MultiPooler, 4,
+            [seqpool.Part("cls"), seqpool.Part("all", task="embed")])
+    refuses('task: expected "embed"', seqpool.Part, "cls", task="pool")
+    refuses("weight_floor: only sparse results take a weight floor", seqpool.Part, "cls", weight_floor=0.5)
+    refuses("ranges: int8 results need calibration ranges", seqpool.Part, "cls", result_dtype="int8")
+    refuses("part 0", seqpool.MultiPooler, 4, [seqpool.Part("cls", drop_first=True)])  # filters on a sequence part
+    refuses('device: expected "cpu" or "cuda"', seqpool.MultiPooler, 4, [seqpool.Part("cls")], device="tpu")
+    multi = seqpool.MultiPooler(4, [seqpool.Part("cls"), seqpool.Part("all", result_dtype="float16")])
+    hidden = np.ones((3, 4), np.float32)
+    plan = multi.plan([3])
+    multi.reserve(plan)
+    refuses("out: one tensor a part: got 1 for 2 parts", multi.forward, hidden, plan, out=[np.zeros(4, np.float32)])
+    refuses("float16", multi.forward, hidden, plan, out=[np.zeros(4, np.float32), np.zeros(12, np.float32)])
+    refuses("top_k", seqpool.pool, multi, hidden, [3], params=seqpool.PoolingParams(top_k=2))  # reaches no part
+    refuses("capture", multi.reserve_graph)
+    # A refused step leaves the pooler as it was.
+    (row,), (matrix,) = seqpool.pool(multi, hidden, [3])
+    assert row.shape == (4,) and matrix.shape == (3, 4)
