@@ -80,7 +80,7 @@ inline void check_count(std::size_t found, std::size_t expected, const char* fie
 }
 
 inline std::optional<task> task_named(std::string_view text) {
-  for (const task candidate : {task::embed, task::classify, task::token_embed, task::token_classify})
+  for (const task candidate : every_task)
     if (name(candidate) == text) return candidate;
   return std::nullopt;
 }

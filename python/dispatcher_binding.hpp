@@ -40,7 +40,6 @@ struct plan_object {
 /// The Python-facing dispatcher: a dispatcher engine and the GIL rules around it.
 class dispatcher_object : public engine_binding<engine> {
  public:
- public:
   dispatcher_object(std::int64_t hidden_size, std::optional<std::string> embed, std::optional<std::string> classify,
                     std::optional<std::string> token_embed, std::optional<std::string> token_classify,
                     std::optional<given_layers> projector, std::optional<any_tensor> projector_bias,
@@ -58,7 +57,7 @@ class dispatcher_object : public engine_binding<engine> {
     engine_ = made_on(
         device, [&] { return make_host_engine(config, result); },
         [&] { return make_cuda_engine(config, result, stream); });
-    for (const task t : {task::embed, task::classify, task::token_embed, task::token_classify})
+    for (const task t : every_task)
       if (engine_->serves(t)) served_.push_back(t);
   }
 
@@ -97,8 +96,8 @@ class dispatcher_object : public engine_binding<engine> {
       const step_plan planned = engine_->plan(step);
       const std::unique_ptr<output_memory> output = engine_->reserve(planned);
       std::array<std::int64_t, 2> shape = {planned.output_size, 2};
-      DLTensor output_view = output_of(output->data(), shape, layout());
-      engine_->forward(hidden_view, planned, output_view);
+      DLTensor written = output_view(output->data(), shape, layout());
+      engine_->forward(hidden_view, planned, written);
     }
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() /
            static_cast<double>(repeats);
@@ -106,6 +105,7 @@ class dispatcher_object : public engine_binding<engine> {
 
   void reserve(plan_object& planned) {
     const std::unique_lock<std::mutex> held = hold();
+    check_plan(planned.owner);
     planned.output = engine_->reserve(planned.plan);
     planned.reserved = true;
   }
@@ -113,38 +113,44 @@ class dispatcher_object : public engine_binding<engine> {
   /// The step, into `out`, or into the output reserve() made (returned, owning it).
   nb::object forward(const any_tensor& hidden, plan_object& planned, nb::handle out) {
     const std::unique_lock<std::mutex> held = hold();
+    check_plan(planned.owner);
     if (!planned.reserved) detail::fail("reserve", "call reserve(plan) before forward(hidden, plan)");
     const DLTensor hidden_view = on_this_device(describe(hidden), "hidden states");
-    DLTensor output_view{};
+    DLTensor written{};
     std::array<std::int64_t, 2> shape = {planned.plan.output_size, 2};
     nb::ndarray<> given;
     if (!out.is_none()) {
       if (!nb::try_cast(out, given, false)) detail::fail("output", "must be a writable tensor");
-      output_view = on_this_device(describe(given), "output");
+      written = on_this_device(describe(given), "output");
     } else {
       if (!planned.output)
         detail::fail("plan", "it ran already (a plan runs once; its output was handed out then): plan the step again");
-      output_view = output_of(planned.output->data(), shape, layout());
+      written = output_view(planned.output->data(), shape, layout());
     }
     {
       nb::gil_scoped_release unlocked;
-      engine_->forward(hidden_view, planned.plan, output_view);
+      engine_->forward(hidden_view, planned.plan, written);
     }
     if (!out.is_none()) return nb::borrow(out);
     return hand_out(std::move(planned.output), shape[0], layout());
   }
 
-  std::int64_t output_capacity() const { return engine_->output_capacity(); }
+  std::int64_t output_capacity() {
+    const std::unique_lock<std::mutex> held = hold();
+    return engine_->output_capacity();
+  }
 
   void capture(const any_tensor& hidden, plan_object& planned, const nb::ndarray<>& out, graph_upload_object& home) {
     const std::unique_lock<std::mutex> held = hold();
+    check_plan(planned.owner);
     const DLTensor hidden_view = on_this_device(describe(hidden), "hidden states");
-    DLTensor output_view = on_this_device(describe(out), "output");
-    engine_->capture(hidden_view, planned.plan, output_view, *home.home);
+    DLTensor written = on_this_device(describe(out), "output");
+    engine_->capture(hidden_view, planned.plan, written, *home.home);
   }
 
   void restage(plan_object& planned, graph_upload_object& home) {
     const std::unique_lock<std::mutex> held = hold();
+    check_plan(planned.owner);
     engine_->restage(planned.plan, *home.home);
   }
 

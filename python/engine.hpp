@@ -110,6 +110,10 @@ class engine : public engine_base {
   virtual void restage(const step_plan& plan, graph_upload_handle& home) = 0;
 };
 
+/// Every task, in seqpool::task's order.
+inline constexpr std::array<task, 4> every_task = {task::embed, task::classify, task::token_embed,
+                                                   task::token_classify};
+
 /// Results of each type: float32, float16, bfloat16, sparse entries, and the quantized ones.
 enum class result_kind : std::uint8_t { float32, float16, bfloat16, sparse, int8, uint8, binary, ubinary };
 
@@ -137,9 +141,10 @@ decltype(auto) with_result(result_kind result, Choose&& choose) {
   return choose.template operator()<float>();  // not reached: every result_kind is listed
 }
 
-/// One part of a multi-pooler: a pooler (the one task its config names a
-/// method for), the type of its results, and the token filters it adds.
+/// One part of a multi-pooler: a pooler (its config names a method for the
+/// task it serves only), the type of its results, and the token filters it adds.
 struct part_config {
+  task served = task::embed;
   engine_config pooler;
   result_kind result = result_kind::float32;
   part_filters filters;
@@ -147,15 +152,13 @@ struct part_config {
 
 /// A multi-pooler: every request pooled by every part, each part's results in
 /// an output of their own (SPEC section 5, runtime_multi_pooler).
-class parts_engine : public engine_base {
+class multi_pooler_engine : public engine_base {
  public:
   virtual std::size_t parts() const = 0;
   virtual DLDataType result_type(std::size_t part) const = 0;
   virtual bool sparse(std::size_t part) const = 0;
-  virtual task served(std::size_t part) const = 0;
 
-  /// Plans the step into `into`, reusing its storage.
-  virtual void plan(const batch& step, parts_plan& into) const = 0;
+  virtual parts_plan plan(const batch& step) const = 0;
   /// reserve() for the plan, and each part's output (plan.parts[k].output_size values) in the space.
   virtual std::vector<std::unique_ptr<output_memory>> reserve(const parts_plan& plan) = 0;
   /// The step into `outputs`, one a part, in the parts' order.
@@ -178,9 +181,10 @@ std::unique_ptr<engine> make_cuda_engine_of(const engine_config& config, std::ui
 /// Work queued on `stream` (a cudaStream_t); null where the module was built without CUDA.
 std::unique_ptr<engine> make_cuda_engine(const engine_config& config, result_kind result, std::uintptr_t stream);
 /// The multi-pooler of `parts` (each config's hidden_size the same), on the host
-/// (engine_parts.cpp) or queued on `stream` (engine_parts.cu; null without CUDA).
-std::unique_ptr<parts_engine> make_host_parts_engine(const std::vector<part_config>& parts);
-std::unique_ptr<parts_engine> make_cuda_parts_engine(const std::vector<part_config>& parts, std::uintptr_t stream);
+/// (multi_pooler_engine.cpp) or queued on `stream` (multi_pooler_engine.cu; null without CUDA).
+std::unique_ptr<multi_pooler_engine> make_host_multi_pooler_engine(const std::vector<part_config>& parts);
+std::unique_ptr<multi_pooler_engine> make_cuda_multi_pooler_engine(const std::vector<part_config>& parts,
+                                                                   std::uintptr_t stream);
 /// Whether `method` names a token method (its part's task is then token_embed unless named).
 bool is_token_method(const std::string& method);
 /// Whether this build of the module has CUDA engines.

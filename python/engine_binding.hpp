@@ -120,8 +120,15 @@ class engine_binding {
     return make_cuda();
   }
 
+  /// A plan is run by the pooler that made it: another's plan describes
+  /// another's parts and outputs.
+  void check_plan(const std::shared_ptr<engine_base>& owner) const {
+    if (owner.get() != static_cast<const engine_base*>(engine_.get()))
+      detail::fail("plan", "was made by another pooler: plan the step with this one");
+  }
+
   /// An output of shape[0] values: a vector, or for sparse results [entries, 2] (shape[1] is 2).
-  DLTensor output_of(void* data, std::array<std::int64_t, 2>& shape, output_layout layout) const {
+  DLTensor output_view(void* data, std::array<std::int64_t, 2>& shape, output_layout layout) const {
     DLTensor view{};
     view.data = data;
     view.device = {engine_->device_type(), engine_->device_id()};

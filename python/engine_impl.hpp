@@ -201,7 +201,7 @@ class engine_of final : public engine_core<Space, dispatcher<configurable_table<
       : core(config.hidden_size, device_id, std::forward<SpaceArgs>(space_args)...),
         heads_(space_, config),
         dispatcher_(make(config)) {
-    for (const task t : {task::embed, task::classify, task::token_embed, task::token_classify})
+    for (const task t : every_task)
       served_[static_cast<std::size_t>(t)] = config.methods[static_cast<std::size_t>(t)].has_value();
   }
 

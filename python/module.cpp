@@ -238,14 +238,14 @@ NB_MODULE(_seqpool, m) {
           "drop_token_ids"_a = std::vector<std::int64_t>{},
           "One output of a MultiPooler: `method` for `task` (token_embed for a token method, embed otherwise), "
           "with a Dispatcher's head keywords, and the token filters a token part adds to each request's.")
-      .def_prop_ro("task", [](const part_object& part) { return std::string(seqpool::name(served_by(part))); })
+      .def_prop_ro("task", [](const part_object& part) { return std::string(seqpool::name(part.config.served)); })
       .def_prop_ro("method",
                    [](const part_object& part) {
-                     return *part.config.pooler.methods[static_cast<std::size_t>(served_by(part))];
+                     return *part.config.pooler.methods[static_cast<std::size_t>(part.config.served)];
                    })
       .def_ro("result_dtype", &part_object::result_dtype)
       .def("__repr__", [](const part_object& part) {
-        const seqpool::task served = served_by(part);
+        const seqpool::task served = part.config.served;
         return "Part(\"" + *part.config.pooler.methods[static_cast<std::size_t>(served)] + "\", task=\"" +
                std::string(seqpool::name(served)) + "\", result_dtype=\"" + part.result_dtype + "\")";
       });

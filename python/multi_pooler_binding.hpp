@@ -43,22 +43,21 @@ inline part_object read_part(const std::string& method, std::optional<std::strin
                              const std::optional<any_tensor>& ranges, std::optional<float> weight_floor,
                              part_filters filters) {
   part_object made;
-  const task served = pooling_task ? read_task(nb::cast(*pooling_task), "task")
-                                   : (is_token_method(method) ? task::token_embed : task::embed);
-  made.config.pooler.methods[static_cast<std::size_t>(served)] = method;
+  made.config.served = is_token_method(method) ? task::token_embed : task::embed;
+  if (pooling_task) {
+    const std::optional<task> named = task_named(*pooling_task);
+    if (!named)
+      detail::fail("task", "expected \"embed\", \"classify\", \"token_embed\" or \"token_classify\", got \"",
+                   *pooling_task, "\"");
+    made.config.served = *named;
+  }
+  made.config.pooler.methods[static_cast<std::size_t>(made.config.served)] = method;
   made.config.result =
       read_heads(made.config.pooler, std::move(projector), projector_bias, std::move(classifier), classifier_bias,
                  problem, logit_mean, logit_sigma, result_dtype, ranges, weight_floor);
   made.config.filters = std::move(filters);
   made.result_dtype = result_dtype;
   return made;
-}
-
-/// The task a part pools every request for.
-inline task served_by(const part_object& part) {
-  for (const task t : {task::embed, task::classify, task::token_embed, task::token_classify})
-    if (part.config.pooler.methods[static_cast<std::size_t>(t)]) return t;
-  return task::embed;  // not reached: read_part names one
 }
 
 /// A MultiPooler's plan and what it needs until its step has run, as a
@@ -95,7 +94,7 @@ inline std::vector<part_plan_view> part_views(const parts_plan_object& planned) 
   return views;
 }
 
-class multi_pooler_object : public engine_binding<parts_engine> {
+class multi_pooler_object : public engine_binding<multi_pooler_engine> {
  public:
   multi_pooler_object(std::int64_t hidden_size, const std::vector<part_object>& parts, const std::string& device,
                       std::uintptr_t stream) {
@@ -104,11 +103,11 @@ class multi_pooler_object : public engine_binding<parts_engine> {
       configs.push_back(part.config);
       configs.back().pooler.hidden_size = hidden_size;
       result_dtypes_.push_back(part.result_dtype);
-      tasks_.push_back(served_by(part));
+      tasks_.push_back(part.config.served);
     }
     engine_ = made_on(
-        device, [&] { return make_host_parts_engine(configs); },
-        [&] { return make_cuda_parts_engine(configs, stream); });
+        device, [&] { return make_host_multi_pooler_engine(configs); },
+        [&] { return make_cuda_multi_pooler_engine(configs, stream); });
   }
 
   std::unique_ptr<parts_plan_object> plan(nb::handle prompt_lens, nb::handle num_scheduled, nb::handle num_computed,
@@ -119,7 +118,7 @@ class multi_pooler_object : public engine_binding<parts_engine> {
     made->owner = engine_;
     const batch& step = steps_.read(prompt_lens, num_scheduled, num_computed, ids, token_ids, params, sequence_length,
                                     padding, made->kept);
-    engine_->plan(step, made->plan);
+    made->plan = engine_->plan(step);
     for (std::size_t k = 0; k < tasks_.size(); ++k) {
       std::vector<bool>& matrices = made->matrices.emplace_back(step.requests.size());
       for (std::size_t i = 0; i < step.requests.size(); ++i)
@@ -131,6 +130,7 @@ class multi_pooler_object : public engine_binding<parts_engine> {
 
   void reserve(parts_plan_object& planned) {
     const std::unique_lock<std::mutex> held = hold();
+    check_plan(planned.owner);
     planned.outputs = engine_->reserve(planned.plan);
     planned.reserved = true;
   }
@@ -139,22 +139,23 @@ class multi_pooler_object : public engine_binding<parts_engine> {
   /// made (returned as a list, owning them).
   nb::object forward(const any_tensor& hidden, parts_plan_object& planned, nb::handle out) {
     const std::unique_lock<std::mutex> held = hold();
+    check_plan(planned.owner);
     if (!planned.reserved) detail::fail("reserve", "call reserve(plan) before forward(hidden, plan)");
     const DLTensor hidden_view = on_this_device(describe(hidden), "hidden states");
     const std::size_t parts = tasks_.size();
-    std::vector<DLTensor> views(parts);
-    std::vector<std::array<std::int64_t, 2>> shapes(parts);
+    std::vector<DLTensor> views;
+    std::vector<std::array<std::int64_t, 2>> shapes(parts);  // sized once: the views point into it
     std::vector<nb::ndarray<>> given;
     if (!out.is_none()) {
       given = read_outputs(out);
-      for (std::size_t k = 0; k < parts; ++k) views[k] = on_this_device(describe(given[k]), "out");
+      for (const nb::ndarray<>& tensor : given) views.push_back(on_this_device(describe(tensor), "out"));
     } else {
       if (planned.outputs.empty())
         detail::fail("plan",
                      "it ran already (a plan runs once; its outputs were handed out then): plan the step again");
       for (std::size_t k = 0; k < parts; ++k) {
         shapes[k] = {planned.plan.parts[k].output_size, 2};
-        views[k] = output_of(planned.outputs[k]->data(), shapes[k], layout(k));
+        views.push_back(output_view(planned.outputs[k]->data(), shapes[k], layout(k)));
       }
     }
     {
@@ -162,14 +163,15 @@ class multi_pooler_object : public engine_binding<parts_engine> {
       engine_->forward(hidden_view, planned.plan, views);
     }
     if (!out.is_none()) return nb::borrow(out);
+    std::vector<std::unique_ptr<output_memory>> outputs = std::move(planned.outputs);
+    planned.outputs.clear();  // handed out, whatever happens below
     nb::list handed;
-    for (std::size_t k = 0; k < parts; ++k)
-      handed.append(hand_out(std::move(planned.outputs[k]), shapes[k][0], layout(k)));
-    planned.outputs.clear();
+    for (std::size_t k = 0; k < parts; ++k) handed.append(hand_out(std::move(outputs[k]), shapes[k][0], layout(k)));
     return handed;
   }
 
-  std::vector<std::int64_t> output_capacity() const {
+  std::vector<std::int64_t> output_capacity() {
+    const std::unique_lock<std::mutex> held = hold();
     std::vector<std::int64_t> values;
     for (std::size_t k = 0; k < tasks_.size(); ++k) values.push_back(engine_->output_capacity(k));
     return values;
@@ -177,6 +179,7 @@ class multi_pooler_object : public engine_binding<parts_engine> {
 
   void capture(const any_tensor& hidden, parts_plan_object& planned, nb::handle out, graph_upload_object& home) {
     const std::unique_lock<std::mutex> held = hold();
+    check_plan(planned.owner);
     const DLTensor hidden_view = on_this_device(describe(hidden), "hidden states");
     const std::vector<nb::ndarray<>> given = read_outputs(out);
     std::vector<DLTensor> views;
@@ -186,6 +189,7 @@ class multi_pooler_object : public engine_binding<parts_engine> {
 
   void restage(parts_plan_object& planned, graph_upload_object& home) {
     const std::unique_lock<std::mutex> held = hold();
+    check_plan(planned.owner);
     engine_->restage(planned.plan, *home.home);
   }
 
@@ -199,13 +203,12 @@ class multi_pooler_object : public engine_binding<parts_engine> {
  private:
   output_layout layout(std::size_t part) const { return {engine_->result_type(part), engine_->sparse(part)}; }
 
-  /// `out` as one writable tensor a part.
-  std::vector<nb::ndarray<>> read_outputs(nb::handle out) const {
-    if (!nb::isinstance<nb::sequence>(out) || nb::isinstance<nb::str>(out))
+  /// `out` as writable tensors (the engine checks that there is one a part).
+  static std::vector<nb::ndarray<>> read_outputs(nb::handle out) {
+    any_tensor one;  // a tensor is a sequence too, of its rows
+    if (nb::try_cast(out, one, false) || !nb::isinstance<nb::sequence>(out) || nb::isinstance<nb::str>(out))
       detail::fail("out", "must be a sequence of tensors, one a part");
     const nb::sequence items = nb::borrow<nb::sequence>(out);
-    if (nb::len(items) != tasks_.size())
-      detail::fail("out", "one tensor a part: got ", nb::len(items), " for ", tasks_.size(), " parts");
     std::vector<nb::ndarray<>> tensors;
     for (nb::handle item : items) {
       nb::ndarray<> tensor;

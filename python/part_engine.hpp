@@ -1,7 +1,7 @@
 // One part of a multi-pooler engine, behind an interface that names no result
-// type, so that the multi-pooler (engine_parts.cpp) compiles none of the parts'
+// type, so that the multi-pooler (multi_pooler_engine.cpp) compiles none of the parts'
 // kernels: each part is made by the engine part built for its result type
-// (engine_part.cpp, engine_impl.hpp's typed_part_engine).
+// (engine_part.cpp, typed_part_engine.hpp).
 #pragma once
 
 #include <cstdint>
@@ -24,12 +24,10 @@ class part_engine {
   virtual runtime_part<Space> take() = 0;
   virtual DLDataType result_type() const = 0;
   virtual bool sparse() const = 0;
-  /// The task its pooler serves, which it pools every request for.
-  virtual task served() const = 0;
   /// An output of `values` values of its result type, in the space.
   virtual std::unique_ptr<output_memory> output(std::int64_t values) = 0;
   /// `tensor` as its output, checked as a dispatcher's output is (its type, device, layout).
-  virtual part_output output_of(DLTensor& tensor) const = 0;
+  virtual part_output as_output(DLTensor& tensor) const = 0;
 };
 
 /// The part `config` describes, its results of type Result.

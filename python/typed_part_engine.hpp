@@ -1,6 +1,6 @@
 // A multi-pooler's part of one result type, which the engine part of that type
 // (engine_part.cpp, engine_part.cu) instantiates, and the multi-pooler engine
-// (engine_parts.cpp) reaches through part_engine.hpp only.
+// (multi_pooler_engine.cpp) reaches through part_engine.hpp only.
 #pragma once
 
 #include <cstdint>
@@ -20,23 +20,22 @@ namespace seqpool::python {
 template <class Space, class Result>
 class typed_part_engine final : public part_engine<Space> {
  public:
-  typed_part_engine(Space& space, const part_config& config)
-      : space_(&space), heads_(space, config.pooler), served_(served_by(config.pooler)) {
-    switch (served_) {
+  typed_part_engine(Space& space, const part_config& config) : space_(&space), heads_(space, config.pooler) {
+    switch (config.served) {
       case task::embed:
-        taken_.emplace(pooler_of<method::any_sequence, Result>(space, config.pooler, served_, heads_.embed()),
+        taken_.emplace(pooler_of<method::any_sequence, Result>(space, config.pooler, config.served, heads_.embed()),
                        config.filters);
         break;
       case task::classify:
-        taken_.emplace(pooler_of<method::any_sequence, Result>(space, config.pooler, served_, heads_.classify()),
+        taken_.emplace(pooler_of<method::any_sequence, Result>(space, config.pooler, config.served, heads_.classify()),
                        config.filters);
         break;
       case task::token_embed:
-        taken_.emplace(pooler_of<method::any_token, Result>(space, config.pooler, served_, heads_.embed()),
+        taken_.emplace(pooler_of<method::any_token, Result>(space, config.pooler, config.served, heads_.embed()),
                        config.filters);
         break;
       case task::token_classify:
-        taken_.emplace(pooler_of<method::any_token, Result>(space, config.pooler, served_, heads_.classify()),
+        taken_.emplace(pooler_of<method::any_token, Result>(space, config.pooler, config.served, heads_.classify()),
                        config.filters);
         break;
     }
@@ -48,23 +47,14 @@ class typed_part_engine final : public part_engine<Space> {
   }
   DLDataType result_type() const override { return dlpack_type<Result>(); }
   bool sparse() const override { return sparse_element<Result>; }
-  task served() const override { return served_; }
   std::unique_ptr<output_memory> output(std::int64_t values) override {
     return std::make_unique<output_buffer<Space, Result>>(*space_, values);
   }
-  part_output output_of(DLTensor& tensor) const override { return dlpack::output<Space, Result>(tensor); }
+  part_output as_output(DLTensor& tensor) const override { return dlpack::output<Space, Result>(tensor); }
 
  private:
-  /// The one task the config names a method for.
-  static task served_by(const engine_config& config) {
-    for (const task t : {task::embed, task::classify, task::token_embed, task::token_classify})
-      if (config.methods[static_cast<std::size_t>(t)]) return t;
-    throw std::logic_error("a part's config names a method for one task");
-  }
-
   Space* space_;
   head_memory<Space> heads_;
-  task served_;
   std::optional<runtime_part<Space>> taken_;
 };
 

@@ -66,7 +66,7 @@ def _as_float32(bits, framework):
 
 def split(output, plan):
     """Per request, in batch order: a view of its result in `output` (a tensor the
-    step wrote, `plan` its Plan, or for a MultiPooler's part k `plans.parts[k]`: a vector, or a [rows, cols] matrix for token tasks and spans), or
+    step wrote, `plan` its Plan, or for a MultiPooler's part k `plan.parts[k]`: a vector, or a [rows, cols] matrix for token tasks and spans), or
     None for a request that does not finish this step. Sparse results (an int32
     [entries, 2] output) give a pair (ids, weights) of views a request: its list's
     entries after the count, ascending by id, ids -1 (weights 0) past the ids it

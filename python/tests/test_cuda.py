@@ -123,35 +123,44 @@ def test_quantized_results_on_cuda_tensors_give_the_cpus_bytes(dtype):
 
 
 def test_a_multi_pooler_on_cuda_gives_the_cpus_results_eager_and_replayed_in_a_graph():
+    # Raw rows on a grid of 1/8 and integer sparse weights: every part's result is exact on both, so equal.
     rng = np.random.default_rng(9)
     hidden_size, capacity_rows = 64, 256
     stream = torch.cuda.Stream()
-    dtypes = [torch.float32, torch.float32, torch.bfloat16]
+    weigh = seqpool.Dense(rng.integers(-4, 5, size=(1, hidden_size)).astype(np.float32), activation="relu")
+    bounds = np.array([[-1] * hidden_size, [1] * hidden_size], np.float32)
+    dtypes = [torch.float32, torch.float32, torch.bfloat16, torch.int32, torch.int8]
 
     def parts():
-        return [seqpool.Part("cls"), seqpool.Part("all", drop_first=True), seqpool.Part("max", result_dtype="bfloat16")]
+        return [seqpool.Part("cls"), seqpool.Part("all", drop_first=True), seqpool.Part("max", result_dtype="bfloat16"),
+                seqpool.Part("all", task="token_classify", classifier=weigh, problem="regression",
+                             result_dtype="sparse", drop_token_ids=[0, 1]),
+                seqpool.Part("mean", result_dtype="int8", ranges=bounds)]
 
-    def assert_close(found, wanted):
+    def assert_equal(found, wanted):
         for out, expected, dtype in zip(found, wanted, dtypes):
             for f, w in zip(out, expected):
-                assert f.is_cuda and f.dtype == dtype
-                tolerance = 2e-5 if dtype == torch.float32 else 1.6e-2
-                torch.testing.assert_close(f.cpu().float(), w.float(), rtol=tolerance, atol=tolerance)
+                for a, b in zip(f, w) if isinstance(f, tuple) else [(f, w)]:
+                    assert a.is_cuda
+                    assert torch.equal(a.cpu(), b), (a, b)
 
     host = seqpool.MultiPooler(hidden_size, parts())
     device = seqpool.MultiPooler(hidden_size, parts(), device="cuda", stream=stream.cuda_stream)
     device.reserve_capacity(requests=4, rows=capacity_rows, result_rows=capacity_rows)
     hidden = torch.zeros(capacity_rows, hidden_size, device="cuda")
-    outs = [torch.zeros(n, dtype=dtype, device="cuda") for n, dtype in zip(device.output_capacity, dtypes)]
+    outs = [torch.zeros((n, 2) if dtype == torch.int32 else n, dtype=dtype, device="cuda")
+            for n, dtype in zip(device.output_capacity, dtypes)]
     home = device.reserve_graph()
     graph = torch.cuda.CUDAGraph()
+    raw = seqpool.PoolingParams(use_activation=False)
     for step, lengths in enumerate([[30, 2, 100], [7], [200, 1, 50]]):
-        values = torch.from_numpy(rng.normal(size=(sum(lengths), hidden_size)).astype(np.float32))
-        ids = [f"{step}-{i}" for i in range(len(lengths))]
-        wanted = seqpool.pool(host, values, lengths, ids=ids)
+        values = torch.from_numpy((rng.integers(-8, 9, size=(sum(lengths), hidden_size)) / 8).astype(np.float32))
+        token_ids = [torch.from_numpy(rng.integers(0, 50, size=n)) for n in lengths]
+        step_args = {"ids": [f"{step}-{i}" for i in range(len(lengths))], "token_ids": token_ids, "params": raw}
+        wanted = seqpool.pool(host, values, lengths, **step_args)
         with torch.cuda.stream(stream):
-            assert_close(seqpool.pool(device, values.cuda(), lengths, ids=ids), wanted)
-            plan = device.plan(lengths, ids=ids)
+            assert_equal(seqpool.pool(device, values.cuda(), lengths, **step_args), wanted)
+            plan = device.plan(lengths, **step_args)
             device.reserve(plan)
             hidden[:sum(lengths)].copy_(values.cuda())
             if step == 0:
@@ -162,4 +171,4 @@ def test_a_multi_pooler_on_cuda_gives_the_cpus_results_eager_and_replayed_in_a_g
             graph.replay()
             home.mark_launched()
         stream.synchronize()
-        assert_close([seqpool.split(out, part) for out, part in zip(outs, plan.parts)], wanted)
+        assert_equal([seqpool.split(out, part) for out, part in zip(outs, plan.parts)], wanted)

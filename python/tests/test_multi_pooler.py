@@ -9,25 +9,40 @@ import pytest
 
 import seqpool
 
-def draw_parts(rng, hidden_size):
-    """Two to four parts of different methods, heads, result types and filters: (method, task, heads, filters)."""
+def catalogue(rng, hidden_size):
+    """Parts of every result type, head and kind of filter: (method, task, heads, filters)."""
     projection = (rng.normal(size=(5, hidden_size)) / np.sqrt(hidden_size)).astype(np.float32)
     labels = (rng.normal(size=(3, hidden_size)) / np.sqrt(hidden_size)).astype(np.float32)
     weigh = seqpool.Dense(rng.normal(size=(1, hidden_size)).astype(np.float32), np.array([0.1], np.float32),
                           activation="relu")
-    catalogue = [
+    bounds = np.array([[-1] * hidden_size, [1] * hidden_size], np.float32)
+    return [
         ("cls", "embed", {}, {}),
         ("cls+mean", "embed", {"result_dtype": "float16"}, {}),
         ("mean_sqrt_len", "classify", {"classifier": labels, "problem": "multi_label"}, {}),
-        ("max", "embed", {"result_dtype": "int8", "ranges": np.array([[-1] * hidden_size, [1] * hidden_size], np.float32)}, {}),
+        ("max", "embed", {"result_dtype": "int8", "ranges": bounds}, {}),
+        ("last", "embed", {"result_dtype": "uint8", "ranges": bounds}, {}),
         ("weighted_mean", "embed", {"result_dtype": "binary"}, {}),
         ("all", "token_embed", {"projector": projection}, {"drop_first": True}),
         ("all", "token_embed", {"result_dtype": "ubinary"}, {"drop_last": True}),
         ("all", "token_classify", {"classifier": weigh, "problem": "regression", "result_dtype": "sparse"},
          {"drop_token_ids": [0, 1]}),
+        ("all", "token_classify", {"classifier": labels, "result_dtype": "bfloat16"}, {"drop_first": True}),
     ]
-    chosen = rng.choice(len(catalogue), size=int(rng.integers(2, 5)), replace=False)
-    return [catalogue[c] for c in chosen]
+
+
+CATALOGUE_SIZE = 10
+
+
+def draw_parts(rng, hidden_size, first):
+    """Two to four parts of the catalogue, entry `first` among them; the bfloat16 part (the last, whose results
+    NumPy cannot hold) only where it is `first`."""
+    entries = catalogue(rng, hidden_size)
+    assert len(entries) == CATALOGUE_SIZE
+    others = [e for e in range(len(entries) - 1) if e != first]
+    chosen = [first, *rng.choice(others, size=int(rng.integers(1, 4)), replace=False)]
+    rng.shuffle(chosen)
+    return [entries[c] for c in chosen]
 
 
 def alone(hidden_size, method, task, heads):
@@ -39,13 +54,13 @@ def part_of(method, task, heads, filters):
 
 
 def assert_identical(found, wanted):
-    """Results bit for bit: arrays of one dtype and the same bytes, or sparse (ids, weights) pairs of them."""
+    """Results bit for bit: arrays (NumPy or torch) of one dtype, shape and values, or sparse (ids, weights) pairs."""
     assert len(found) == len(wanted)
     for f, w in zip(found, wanted):
         assert (f is None) == (w is None)
         for a, b in (zip(f, w) if isinstance(f, tuple) else [(f, w)]) if f is not None else []:
-            assert a.dtype == b.dtype and a.shape == b.shape
-            assert a.tobytes() == b.tobytes()
+            assert a.dtype == b.dtype and tuple(a.shape) == tuple(b.shape)
+            assert a.equal(b) if hasattr(a, "equal") else a.tobytes() == b.tobytes()
 
 
 def steps_of(lengths, cuts):
@@ -61,21 +76,25 @@ def steps_of(lengths, cuts):
             done[i] += s
 
 
-@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("seed", range(CATALOGUE_SIZE))  # each part of the catalogue in one draw at least
 @pytest.mark.parametrize("chunked", [False, True])
 def test_parts_equal_their_dispatchers_alone(seed, chunked):
+    torch = pytest.importorskip("torch") if seed == CATALOGUE_SIZE - 1 else None  # numpy has no bfloat16
     rng = np.random.default_rng([seed, 23])
     hidden_size = int(rng.choice([3, 8]))
-    parts = draw_parts(rng, hidden_size)
+    parts = draw_parts(rng, hidden_size, seed)
     multi = seqpool.MultiPooler(hidden_size, [part_of(*p) for p in parts])
     dispatchers = [alone(hidden_size, method, task, heads) for method, task, heads, _ in parts]
     assert multi.tasks == [task for _, task, _, _ in parts]
     lengths = rng.integers(1, 12, size=int(rng.integers(1, 6))).tolist()
     prompts = [rng.integers(0, 6, size=n) for n in lengths]
     rows = [rng.normal(size=(n, hidden_size)).astype(np.float32) for n in lengths]
+    if torch is not None:
+        rows = [torch.from_numpy(r) for r in rows]
     cuts = [rng.integers(0, n + 1, size=2).tolist() if chunked else [] for n in lengths]
     for requests, scheduled, computed in steps_of(lengths, cuts):
-        hidden = np.concatenate([rows[i][c:c + s] for i, s, c in zip(requests, scheduled, computed)])
+        chunks = [rows[i][c:c + s] for i, s, c in zip(requests, scheduled, computed)]
+        hidden = torch.cat(chunks) if torch is not None else np.concatenate(chunks)
         step = dict(prompt_lens=[lengths[i] for i in requests], num_scheduled=scheduled, num_computed=computed,
                     ids=requests, token_ids=[prompts[i] for i in requests])
         found = seqpool.pool(multi, hidden, **step)
@@ -214,7 +233,10 @@ def test_refusals_raise_value_error_with_seqpools_message():
     refuses('task: expected "embed"', seqpool.Part, "cls", task="pool")
     refuses("weight_floor: only sparse results take a weight floor", seqpool.Part, "cls", weight_floor=0.5)
     refuses("ranges: int8 results need calibration ranges", seqpool.Part, "cls", result_dtype="int8")
-    refuses("part 0", seqpool.MultiPooler, 4, [seqpool.Part("cls", drop_first=True)])  # filters on a sequence part
+    refuses("part_filters: part 0 pools a sequence method; only token parts drop rows", seqpool.MultiPooler, 4,
+            [seqpool.Part("cls", drop_first=True)])
+    refuses('result_dtype: expected "float32"', seqpool.Part, "cls", result_dtype="float64")
+    refuses("logit_mean: and logit_sigma are given together", seqpool.Part, "cls", task="classify", logit_mean=1.0)
     refuses('device: expected "cpu" or "cuda"', seqpool.MultiPooler, 4, [seqpool.Part("cls")], device="tpu")
     multi = seqpool.MultiPooler(4, [seqpool.Part("cls"), seqpool.Part("all", result_dtype="float16")])
     hidden = np.ones((3, 4), np.float32)
@@ -222,8 +244,37 @@ def test_refusals_raise_value_error_with_seqpools_message():
     multi.reserve(plan)
     refuses("out: one tensor a part: got 1 for 2 parts", multi.forward, hidden, plan, out=[np.zeros(4, np.float32)])
     refuses("float16", multi.forward, hidden, plan, out=[np.zeros(4, np.float32), np.zeros(12, np.float32)])
+    refuses("out: must be a sequence of tensors, one a part", multi.forward, hidden, plan, out=np.zeros(4, np.float32))
+    read_only = np.zeros(4, np.float32)
+    read_only.flags.writeable = False
+    refuses("out: entry 0 is not a writable tensor", multi.forward, hidden, plan,
+            out=[read_only, np.zeros(12, np.float16)])
+    refuses("output of part 0: holds 2 values but the step writes 4", multi.forward, hidden, plan,
+            out=[np.zeros(2, np.float32), np.zeros(12, np.float16)])
+    refuses("hidden_states: width 5 differs from hidden_size 4", multi.forward, np.ones((3, 5), np.float32), plan)
+    other = seqpool.MultiPooler(4, [seqpool.Part("max")])
+    foreign = other.plan([3])
+    refuses("plan: was made by another pooler", multi.reserve, foreign)
+    other.reserve(foreign)
+    refuses("plan: was made by another pooler", multi.forward, hidden, foreign)
+    mean, cls = seqpool.pooler(4, "mean"), seqpool.pooler(4, "cls")
+    foreign = mean.plan([3])
+    refuses("plan: was made by another pooler", cls.reserve, foreign)  # a Dispatcher's plan, too
     refuses("top_k", seqpool.pool, multi, hidden, [3], params=seqpool.PoolingParams(top_k=2))  # reaches no part
     refuses("capture", multi.reserve_graph)
     # A refused step leaves the pooler as it was.
     (row,), (matrix,) = seqpool.pool(multi, hidden, [3])
     assert row.shape == (4,) and matrix.shape == (3, 4)
+
+
+def test_parts_and_poolers_read_back_what_they_were_made_with():
+    sequence, token = seqpool.Part("cls+mean"), seqpool.Part("all", drop_last=True, result_dtype="binary")
+    assert (sequence.method, sequence.task, sequence.result_dtype) == ("cls+mean", "embed", "float32")
+    assert (token.method, token.task, token.result_dtype) == ("all", "token_embed", "binary")
+    assert repr(token) == 'Part("all", task="token_embed", result_dtype="binary")'
+    labels = seqpool.Part("step", task="token_classify")
+    assert labels.task == "token_classify"
+    multi = seqpool.MultiPooler(6, [sequence, token, labels])
+    assert multi.hidden_size == 6 and multi.device == "cpu"
+    assert multi.tasks == ["embed", "token_embed", "token_classify"]
+    assert multi.result_dtypes == ["float32", "binary", "float32"]

@@ -1,5 +1,5 @@
 // The multi-pooler engine of one space: a runtime_multi_pooler of parts, each
-// made by the engine part of its result type. Under nvcc (engine_parts.cu) the
+// made by the engine part of its result type. Under nvcc (multi_pooler_engine.cu) the
 // CUDA one, otherwise the host one; it compiles none of the parts' kernels.
 #include <cstddef>
 #include <cstdint>
@@ -16,14 +16,14 @@ namespace seqpool::python {
 namespace {
 
 template <class Space>
-class parts_engine_of final : public engine_core<Space, runtime_multi_pooler<Space>, parts_engine> {
-  using core = engine_core<Space, runtime_multi_pooler<Space>, parts_engine>;
+class multi_pooler_engine_of final : public engine_core<Space, runtime_multi_pooler<Space>, multi_pooler_engine> {
+  using core = engine_core<Space, runtime_multi_pooler<Space>, multi_pooler_engine>;
   using core::space_;
   using core::state_;
 
  public:
   template <class... SpaceArgs>
-  parts_engine_of(const std::vector<part_config>& configs, std::int32_t device_id, SpaceArgs&&... space_args)
+  multi_pooler_engine_of(const std::vector<part_config>& configs, std::int32_t device_id, SpaceArgs&&... space_args)
       : core(configs.empty() ? 0 : configs.front().pooler.hidden_size, device_id,
              std::forward<SpaceArgs>(space_args)...),
         parts_(make_parts(configs)),
@@ -32,9 +32,8 @@ class parts_engine_of final : public engine_core<Space, runtime_multi_pooler<Spa
   std::size_t parts() const override { return parts_.size(); }
   DLDataType result_type(std::size_t part) const override { return parts_.at(part)->result_type(); }
   bool sparse(std::size_t part) const override { return parts_.at(part)->sparse(); }
-  task served(std::size_t part) const override { return parts_.at(part)->served(); }
 
-  void plan(const batch& step, parts_plan& into) const override { multi_.plan(step, state_, into); }
+  parts_plan plan(const batch& step) const override { return multi_.plan(step, state_); }
 
   std::vector<std::unique_ptr<output_memory>> reserve(const parts_plan& plan) override {
     multi_.reserve(plan, state_);
@@ -45,7 +44,7 @@ class parts_engine_of final : public engine_core<Space, runtime_multi_pooler<Spa
   }
 
   void forward(const DLTensor& hidden, const parts_plan& plan, std::span<DLTensor> outputs) override {
-    const std::vector<part_output> views = outputs_of(outputs);
+    const std::vector<part_output> views = as_outputs(outputs);
     dlpack::visit_hidden<Space>(hidden, [&](auto view) { multi_.forward(view, plan, state_, views); });
   }
 
@@ -54,7 +53,7 @@ class parts_engine_of final : public engine_core<Space, runtime_multi_pooler<Spa
   void capture(const DLTensor& hidden, const parts_plan& plan, std::span<DLTensor> outputs,
                graph_upload_handle& home) override {
     if constexpr (Space::family == algorithm_family::device) {
-      const std::vector<part_output> views = outputs_of(outputs);
+      const std::vector<part_output> views = as_outputs(outputs);
       dlpack::visit_hidden<Space>(hidden,
                                   [&](auto view) { multi_.capture(view, plan, state_, views, core::home_of(home)); });
     } else {
@@ -96,12 +95,12 @@ class parts_engine_of final : public engine_core<Space, runtime_multi_pooler<Spa
   }
 
   /// One output a part, each checked against its part's type.
-  std::vector<part_output> outputs_of(std::span<DLTensor> outputs) const {
+  std::vector<part_output> as_outputs(std::span<DLTensor> outputs) const {
     if (outputs.size() != parts_.size())
       detail::fail("out", "one tensor a part: got ", outputs.size(), " for ", parts_.size(), " parts");
     std::vector<part_output> views;
     views.reserve(outputs.size());
-    for (std::size_t k = 0; k < outputs.size(); ++k) views.push_back(parts_[k]->output_of(outputs[k]));
+    for (std::size_t k = 0; k < outputs.size(); ++k) views.push_back(parts_[k]->as_output(outputs[k]));
     return views;
   }
 
@@ -113,18 +112,17 @@ class parts_engine_of final : public engine_core<Space, runtime_multi_pooler<Spa
 }  // namespace
 
 #if defined(__CUDACC__)
-std::unique_ptr<parts_engine> make_cuda_parts_engine(const std::vector<part_config>& parts, std::uintptr_t stream) {
+std::unique_ptr<multi_pooler_engine> make_cuda_multi_pooler_engine(const std::vector<part_config>& parts,
+                                                                   std::uintptr_t stream) {
   int device = 0;
   if (cudaGetDevice(&device) != cudaSuccess) throw device_error("cudaGetDevice failed: no usable CUDA device");
-  return std::make_unique<parts_engine_of<device_space<cuda_backend>>>(
+  return std::make_unique<multi_pooler_engine_of<device_space<cuda_backend>>>(
       parts, device, cuda_backend(reinterpret_cast<cudaStream_t>(stream)));
 }
 #else
-std::unique_ptr<parts_engine> make_host_parts_engine(const std::vector<part_config>& parts) {
-  return std::make_unique<parts_engine_of<host_space>>(parts, 0);
+std::unique_ptr<multi_pooler_engine> make_host_multi_pooler_engine(const std::vector<part_config>& parts) {
+  return std::make_unique<multi_pooler_engine_of<host_space>>(parts, 0);
 }
-
-bool is_token_method(const std::string& method) { return method::any_token::from_name(method).has_value(); }
 #endif
 
 }  // namespace seqpool::python

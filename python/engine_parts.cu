@@ -1,2 +1,0 @@
-// The CUDA multi-pooler engine: engine_parts.cpp under nvcc.
-#include "engine_parts.cpp"
