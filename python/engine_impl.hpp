@@ -12,6 +12,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -111,6 +112,22 @@ pooler<Method, Head, Space, Result> pooler_of(Space& space, const engine_config&
     made->set_ranges({bounds.first(bounds.size() / 2), bounds.last(bounds.size() / 2)});
   }
   return std::move(*made);
+}
+
+/// The pooler of task T: of a sequence or a token method, with the embed or the classify head.
+template <task T, class Space, class Result>
+using task_pooler =
+    pooler<std::conditional_t<is_token_task(T), method::any_token, method::any_sequence>,
+           std::conditional_t<T == task::embed || T == task::token_embed, head::embed, head::classify>, Space, Result>;
+
+/// The pooler `config` names for task T, with the head `heads` hold.
+template <task T, class Result, class Space>
+task_pooler<T, Space, Result> pooler_for(Space& space, const engine_config& config, const head_memory<Space>& heads) {
+  using made = task_pooler<T, Space, Result>;
+  if constexpr (std::is_same_v<typename made::head_type, head::embed>)
+    return pooler_of<typename made::method_type, Result>(space, config, T, heads.embed());
+  else
+    return pooler_of<typename made::method_type, Result>(space, config, T, heads.classify());
 }
 
 /// The DLPack type of Result's values (sparse entries: int32, two an entry).
@@ -244,18 +261,15 @@ class engine_of final : public engine_core<Space, dispatcher<configurable_table<
   runner_type& runner() override { return dispatcher_; }
 
   runner_type make(const engine_config& config) {
-    return runner_type(space_, entry<method::any_sequence>(config, task::embed, heads_.embed()),
-                       entry<method::any_sequence>(config, task::classify, heads_.classify()),
-                       entry<method::any_token>(config, task::token_embed, heads_.embed()),
-                       entry<method::any_token>(config, task::token_classify, heads_.classify()));
+    return runner_type(space_, entry<task::embed>(config), entry<task::classify>(config),
+                       entry<task::token_embed>(config), entry<task::token_classify>(config));
   }
 
-  /// The task's pooler, where the config names its method.
-  template <class Method, class Head>
-  std::optional<pooler<Method, Head, Space, Result>> entry(const engine_config& config, task pooling_task,
-                                                           const Head& pooling_head) {
-    if (!config.methods[static_cast<std::size_t>(pooling_task)]) return std::nullopt;
-    return pooler_of<Method, Result>(space_, config, pooling_task, pooling_head);
+  /// Task T's pooler, where the config names its method.
+  template <task T>
+  std::optional<task_pooler<T, Space, Result>> entry(const engine_config& config) {
+    if (!config.methods[static_cast<std::size_t>(T)]) return std::nullopt;
+    return pooler_for<T, Result>(space_, config, heads_);
   }
 
   head_memory<Space> heads_;  ///< made before the dispatcher, whose heads read them

@@ -23,20 +23,16 @@ class typed_part_engine final : public part_engine<Space> {
   typed_part_engine(Space& space, const part_config& config) : space_(&space), heads_(space, config.pooler) {
     switch (config.served) {
       case task::embed:
-        taken_.emplace(pooler_of<method::any_sequence, Result>(space, config.pooler, config.served, heads_.embed()),
-                       config.filters);
+        take_pooler(pooler_for<task::embed, Result>(space, config.pooler, heads_), config);
         break;
       case task::classify:
-        taken_.emplace(pooler_of<method::any_sequence, Result>(space, config.pooler, config.served, heads_.classify()),
-                       config.filters);
+        take_pooler(pooler_for<task::classify, Result>(space, config.pooler, heads_), config);
         break;
       case task::token_embed:
-        taken_.emplace(pooler_of<method::any_token, Result>(space, config.pooler, config.served, heads_.embed()),
-                       config.filters);
+        take_pooler(pooler_for<task::token_embed, Result>(space, config.pooler, heads_), config);
         break;
       case task::token_classify:
-        taken_.emplace(pooler_of<method::any_token, Result>(space, config.pooler, config.served, heads_.classify()),
-                       config.filters);
+        take_pooler(pooler_for<task::token_classify, Result>(space, config.pooler, heads_), config);
         break;
     }
   }
@@ -53,6 +49,11 @@ class typed_part_engine final : public part_engine<Space> {
   part_output as_output(DLTensor& tensor) const override { return dlpack::output<Space, Result>(tensor); }
 
  private:
+  template <class Pooler>
+  void take_pooler(Pooler made, const part_config& config) {
+    taken_.emplace(std::move(made), config.filters);
+  }
+
   Space* space_;
   head_memory<Space> heads_;
   std::optional<runtime_part<Space>> taken_;

@@ -25,15 +25,12 @@ from ._seqpool import (Dense, DeviceError, Dispatcher, GraphUpload, MultiPooler,
 __all__ = ["Dense", "DeviceError", "Dispatcher", "GraphUpload", "MultiPooler", "Part", "PartPlan", "PartsPlan", "Plan",
            "PoolingParams", "has_cuda", "pooler", "pool", "split"]
 
-TOKEN_METHODS = ("all", "step")
-
-
 def pooler(hidden_size, method, *, task=None, **heads):
     """A Dispatcher serving one task with `method`: "embed" for a sequence method,
     "token_embed" for a token method ("all", "step") unless `task` says otherwise.
     `heads` are Dispatcher's other keywords (projector, classifier, result_dtype, device, ...)."""
     if task is None:
-        task = "token_embed" if method in TOKEN_METHODS else "embed"
+        task = Part(method).task  # a Part's default: token_embed for a token method, embed otherwise
     if task not in ("embed", "classify", "token_embed", "token_classify"):
         raise ValueError(f'task: expected "embed", "classify", "token_embed" or "token_classify", got {task!r}')
     return Dispatcher(hidden_size, **{task: method}, **heads)
