@@ -1,7 +1,8 @@
 """seqpool.MultiPooler from Python: every request pooled by every Part, each part's
 results bit for bit those of a Dispatcher of the same pooler alone (with the part's
 token filters as the requests' own), whole and chunked, on NumPy and torch tensors;
-one plan and one upload a step; outputs given or handed out; refusals."""
+one plan and one upload a step; outputs given or handed out; refusals. (BGE-M3's three outputs from one
+step, against FlagEmbedding's maths: test_seqpool.py.)"""
 import gc
 
 import numpy as np
@@ -102,50 +103,6 @@ def test_parts_equal_their_dispatchers_alone(seed, chunked):
         for (_, _, _, filters), dispatcher, results in zip(parts, dispatchers, found):
             params = seqpool.PoolingParams(**filters) if filters else None
             assert_identical(results, seqpool.pool(dispatcher, hidden, **step, params=params))
-
-
-def test_bge_m3s_three_outputs_from_one_step_as_flag_embedding_computes_them():
-    # BGE-M3's outputs of one forward pass, planned and uploaded once a step, against FlagEmbedding's
-    # BGEM3FlagModel maths in numpy: the dense CLS embedding, the sparse weights (relu(sparse_linear(h)), the
-    # max a distinct id, CLS/PAD/EOS/UNK left out) and the ColBERT vectors (colbert_linear(h[1:]), normalised).
-    rng = np.random.default_rng(35)
-    hidden_size, special = 16, [0, 1, 2, 3]
-    prompts = [np.array([0, 9, 5, 9, 3, 2]), np.array([0, 7, 8, 7, 7, 6, 2])]
-    rows = [rng.normal(size=(len(ids), hidden_size)).astype(np.float32) for ids in prompts]
-    sparse_weight = (rng.normal(size=(1, hidden_size)) / 4).astype(np.float32)
-    colbert_weight = (rng.normal(size=(hidden_size, hidden_size)) / 4).astype(np.float32)
-    colbert_bias = rng.normal(size=hidden_size).astype(np.float32)
-    m3 = seqpool.MultiPooler(hidden_size, [
-        seqpool.Part("cls"),
-        seqpool.Part("all", task="token_classify", result_dtype="sparse", problem="regression",
-                     classifier=seqpool.Dense(sparse_weight, np.array([0.1], np.float32), activation="relu"),
-                     drop_token_ids=special),
-        seqpool.Part("all", projector=colbert_weight, projector_bias=colbert_bias, drop_first=True),
-    ])
-    steps = [([0, 1], [6, 4], [0, 0], np.concatenate([rows[0], rows[1][:4]])), ([1], [3], [4], rows[1][4:])]
-    found = [[], [], []]
-    for requests, scheduled, computed, hidden in steps:
-        before = m3.audit()
-        outputs = seqpool.pool(m3, hidden, [len(prompts[r]) for r in requests], num_scheduled=scheduled,
-                               num_computed=computed, ids=requests, token_ids=[prompts[r] for r in requests])
-        assert m3.audit()["uploads"] - before["uploads"] == 1
-        for part, results in zip(outputs, found):
-            results.extend(result for result in part if result is not None)
-    for p, (ids, h) in enumerate(zip(prompts, rows)):
-        np.testing.assert_allclose(found[0][p], h[0] / np.linalg.norm(h[0]), rtol=2e-5, atol=2e-5)
-        weights = np.maximum(h @ sparse_weight[0] + 0.1, 0)
-        wanted = {}
-        for token, weight in zip(ids.tolist(), weights.tolist()):  # _process_token_weights
-            if token not in special and weight > 0 and weight > wanted.get(token, 0):
-                wanted[token] = weight
-        listed_ids, listed_weights = found[1][p]
-        kept = listed_ids >= 0
-        assert listed_ids[kept].tolist() == sorted(wanted)
-        np.testing.assert_allclose(listed_weights[kept], [wanted[t] for t in sorted(wanted)], rtol=2e-5, atol=2e-5)
-        vectors = h[1:] @ colbert_weight.T + colbert_bias
-        np.testing.assert_allclose(found[2][p], vectors / np.linalg.norm(vectors, axis=1, keepdims=True),
-                                   rtol=2e-5, atol=2e-5)
-    assert m3.num_computed(1) == 0  # finished requests leave no state
 
 
 def test_a_step_keeps_the_sync_contract_and_uploads_once():

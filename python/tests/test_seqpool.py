@@ -534,10 +534,12 @@ def test_sparse_results_list_weights_by_id():
     refuses('"sparse"', seqpool.Dispatcher, 4, embed="mean", result_dtype="float64")
 
 
-def test_bge_m3s_three_outputs_as_flag_embedding_computes_them():
-    # BGE-M3 from Python: the dense CLS embedding, the sparse weights and the ColBERT vectors of each prompt,
-    # each from a dispatcher of its own over the same hidden states, in two steps (the second prompt chunked),
-    # against FlagEmbedding's BGEM3FlagModel maths in numpy. Ids are XLM-RoBERTa's: CLS 0, PAD 1, EOS 2, UNK 3.
+@pytest.mark.parametrize("one_step", [False, True])
+def test_bge_m3s_three_outputs_as_flag_embedding_computes_them(one_step):
+    # BGE-M3 from Python: the dense CLS embedding, the sparse weights and the ColBERT vectors of each prompt, from
+    # a dispatcher each over the same hidden states, or from one MultiPooler step (planned and uploaded once), in
+    # two steps (the second prompt chunked), against FlagEmbedding's BGEM3FlagModel maths in numpy. Ids are
+    # XLM-RoBERTa's: CLS 0, PAD 1, EOS 2, UNK 3.
     rng = np.random.default_rng(34)
     hidden_size, special = 16, [0, 1, 2, 3]
     prompts = [np.array([0, 9, 5, 9, 3, 2]), np.array([0, 7, 8, 7, 7, 6, 2])]
@@ -545,25 +547,31 @@ def test_bge_m3s_three_outputs_as_flag_embedding_computes_them():
     sparse_weight = (rng.normal(size=(1, hidden_size)) / 4).astype(np.float32)
     colbert_weight = (rng.normal(size=(hidden_size, hidden_size)) / 4).astype(np.float32)
     colbert_bias = rng.normal(size=hidden_size).astype(np.float32)
-    outputs = [
-        (seqpool.pooler(hidden_size, "cls"), None),
-        (seqpool.pooler(hidden_size, "all", task="token_classify", result_dtype="sparse", problem="regression",
-                        classifier=seqpool.Dense(sparse_weight, np.array([0.1], np.float32), activation="relu")),
-         seqpool.PoolingParams(drop_token_ids=special)),
-        (seqpool.pooler(hidden_size, "all", projector=colbert_weight, projector_bias=colbert_bias),
-         seqpool.PoolingParams(drop_first=True)),
+    outputs = [  # each a Part's keywords, and its filters
+        ({"method": "cls"}, {}),
+        ({"method": "all", "task": "token_classify", "result_dtype": "sparse", "problem": "regression",
+          "classifier": seqpool.Dense(sparse_weight, np.array([0.1], np.float32), activation="relu")},
+         {"drop_token_ids": special}),
+        ({"method": "all", "projector": colbert_weight, "projector_bias": colbert_bias}, {"drop_first": True}),
     ]
+    m3 = seqpool.MultiPooler(hidden_size, [seqpool.Part(**part, **filters) for part, filters in outputs])
+    alone = [(seqpool.pooler(hidden_size, **part), seqpool.PoolingParams(**filters)) for part, filters in outputs]
     steps = [  # (requests, rows scheduled, rows computed before, hidden states)
         ([0, 1], [6, 4], [0, 0], np.concatenate([rows[0], rows[1][:4]])),
         ([1], [3], [4], rows[1][4:]),
     ]
     found = [[], [], []]
     for requests, scheduled, computed, hidden in steps:
-        for (dispatcher, params), results in zip(outputs, found):
-            results.extend(result for result in seqpool.pool(
-                dispatcher, hidden, [len(prompts[r]) for r in requests], num_scheduled=scheduled,
-                num_computed=computed, ids=requests, token_ids=[prompts[r] for r in requests], params=params)
-                           if result is not None)
+        step = dict(prompt_lens=[len(prompts[r]) for r in requests], num_scheduled=scheduled, num_computed=computed,
+                    ids=requests, token_ids=[prompts[r] for r in requests])
+        if one_step:
+            before = m3.audit()["uploads"]
+            parts = seqpool.pool(m3, hidden, **step)
+            assert m3.audit()["uploads"] == before + 1
+        else:
+            parts = [seqpool.pool(dispatcher, hidden, **step, params=params) for dispatcher, params in alone]
+        for results, part in zip(found, parts):
+            results.extend(result for result in part if result is not None)
     for p, (ids, h) in enumerate(zip(prompts, rows)):
         close(found[0][p], h[0] / np.linalg.norm(h[0]))  # dense_vecs: last_hidden_state[:, 0], normalised
         weights = np.maximum(h @ sparse_weight[0] + 0.1, 0)  # relu(sparse_linear(h))
