@@ -751,16 +751,19 @@ class planner {
 
   /// An even share of the returned rows for each item or block of the
   /// gathering launch (its base, and one base past the last): as many as the
-  /// family's policy launches, or fewer when there are fewer rows, and all of
-  /// them for a pooler with a capacity, whose launch the capacity sized. A base
-  /// is found without walking the rows: runs are skipped whole, a masked run
-  /// counted a mask word at a time.
+  /// family's policy launches, or fewer when there are fewer rows — each a
+  /// block of layer_unit_rows at least where the rows pass through the head's
+  /// dense layer, whose weights are read once a block — and all of them for a
+  /// pooler with a capacity, whose launch the capacity sized. A base is found
+  /// without walking the rows: runs are skipped whole, a masked run counted a
+  /// mask word at a time.
   void lay_out_gather_bases() {
     std::int64_t total = 0;
     for (const std::int64_t returned : run_returns_) total += returned;
     if (total == 0 && !shape_.bounded) return;
     const std::int64_t most = Algorithms::policy::gather_units;
-    const std::int64_t units = shape_.bounded ? most : std::min(most, total);
+    const std::int64_t least_rows = shape_.has_linear ? Algorithms::policy::layer_unit_rows : 1;
+    const std::int64_t units = shape_.bounded ? most : std::min(most, (total + least_rows - 1) / least_rows);
     const std::vector<gather_record>& runs = share_.records.gathers;
     gather_base at{0, 0, 0, 0};
     for (std::int64_t unit = 0; unit <= units; ++unit) {

@@ -89,6 +89,10 @@ struct launch_policy {
   /// Token methods: blocks of the gathering launch, each an even share of the
   /// returned rows, a warp a row: one wave on an H200 (132 SMs, four blocks each).
   static constexpr std::int64_t gather_units = 132 * 4;
+  /// The fewest returned rows a block takes where they pass through the head's
+  /// dense layer: one (a finishing request's rows are projected where they lie,
+  /// not gathered).
+  static constexpr std::int64_t layer_unit_rows = 1;
   /// Token methods: elements of a gathered row a lane loads as one run and
   /// stores as one 16-byte vector of floats, so that every store of a warp fills
   /// whole sectors (16 bytes of float, 8 of a 16-bit type).

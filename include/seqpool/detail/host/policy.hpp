@@ -39,6 +39,10 @@ struct launch_policy {
   /// Token methods: items of the gathering pass, each an even share of the
   /// returned rows; enough to keep every thread of a large server busy.
   static constexpr std::int64_t gather_units = 1024;
+  /// The fewest returned rows an item takes where they pass through the head's
+  /// dense layer: a block's, so that a short prompt's rows are not each an
+  /// item that reads every weight row for one row alone.
+  static constexpr std::int64_t layer_unit_rows = linear_block_rows;
 
   /// Results are streamed past the caches when a share's are at least this
   /// large, twice what a server core's L2 holds. Between steps the model's own
