@@ -179,3 +179,30 @@ TEST_CASE("on the device a token method's first layer reads each returned row wh
                         std::vector<std::string_view>(lens.size(), "all"), layer.spec, 3, 1e-5);
   }
 }
+
+TEST_CASE("the host gathers the rows a dense layer takes a block to an item, however few the rows") {
+  // Each item reads every weight row once for its block: an item a row would
+  // read the weights once a row. Without a layer, an item takes a row.
+  constexpr std::int64_t hidden_size = 24;
+  constexpr std::int64_t block = seqpool::detail::host::launch_policy::linear_block_rows;
+  seqpool::host_space space;
+  seqpool::state_store<seqpool::host_space> state(space);
+  const drawn_layer layer(space, false, 3, hidden_size);
+  seqpool::pooler<method::all, head::embed, seqpool::host_space> plain(space, hidden_size);
+  seqpool::pooler<method::all, head::embed, seqpool::host_space> projected(space, hidden_size, {},
+                                                                           head::embed(layer.layer()));
+  for (const std::int64_t rows : {1, 3, 4, 9, 33}) {
+    CAPTURE(rows);
+    const std::vector<std::int64_t> lens{rows};
+    const seqpool::batch step = test::whole_prompts(projected.task, lens);
+    const auto items = [&](const auto& pooler) {
+      const seqpool::step_plan plan = pooler.plan(step, state);
+      return seqpool::detail::plan_access::program(plan).shares[0].records.gather_bases.size() - 1;
+    };
+    CHECK(items(plain) == static_cast<std::size_t>(rows));
+    CHECK(items(projected) == static_cast<std::size_t>((rows + block - 1) / block));
+    const std::vector<float> hidden = test::drawn_values(rows * hidden_size, 9);
+    test::check_prompts(test::run_step(space, projected, state, step, hidden), step, hidden, hidden_size,
+                        std::vector<std::string_view>(lens.size(), "all"), layer.spec, 3, 1e-5);
+  }
+}
