@@ -43,14 +43,8 @@ inline part_object read_part(const std::string& method, std::optional<std::strin
                              const std::optional<any_tensor>& ranges, std::optional<float> weight_floor,
                              part_filters filters) {
   part_object made;
-  made.config.served = is_token_method(method) ? task::token_embed : task::embed;
-  if (pooling_task) {
-    const std::optional<task> named = task_named(*pooling_task);
-    if (!named)
-      detail::fail("task", "expected \"embed\", \"classify\", \"token_embed\" or \"token_classify\", got \"",
-                   *pooling_task, "\"");
-    made.config.served = *named;
-  }
+  made.config.served = pooling_task ? read_task(nb::str(pooling_task->c_str()), "task")
+                                    : (is_token_method(method) ? task::token_embed : task::embed);
   made.config.pooler.methods[static_cast<std::size_t>(made.config.served)] = method;
   made.config.result =
       read_heads(made.config.pooler, std::move(projector), projector_bias, std::move(classifier), classifier_bias,
