@@ -121,9 +121,13 @@ class step_runner {
   static constexpr std::size_t packed_entries = listed ? 0 : sizeof...(Units);
   /// Outputs of a pack: one a part, or the one all entries share.
   static constexpr std::size_t packed_outputs = per_part ? packed_entries : 1;
-  /// Each entry's value of T: an array for a pack, a vector as long as the list.
-  template <class T>
-  using per_entry = std::conditional_t<listed, std::vector<T>, std::array<T, packed_entries>>;
+  /// Parts of a pack: its entries where each is a part; a dispatcher has none.
+  static constexpr std::size_t packed_parts = per_part ? packed_entries : 0;
+  /// A value of T for each of `Packed` things of a pack (entries, parts or
+  /// outputs): an array; of a list, a vector its constructor makes as long as
+  /// the list (a part each).
+  template <class T, std::size_t Packed>
+  using each_of = std::conditional_t<listed, std::vector<T>, std::array<T, Packed>>;
   /// The task each entry of a dispatcher serves.
   static constexpr auto tasks = [] {
     if constexpr (per_part)
@@ -811,20 +815,17 @@ class step_runner {
   std::conditional_t<listed, std::vector<detail::any_unit<Space>>, std::tuple<std::optional<Units>...>> units_;
   /// A multi_pooler's: the token filters each part adds, and what each part is
   /// (route_knobs); a dispatcher's hold none.
-  std::conditional_t<listed, std::vector<part_filters>, std::array<part_filters, per_part ? packed_entries : 0>>
-      filters_{};
-  std::conditional_t<listed, std::vector<detail::part_kind>,
-                     std::array<detail::part_kind, per_part ? packed_entries : 0>>
-      kinds_{};
+  each_of<part_filters, packed_parts> filters_{};
+  each_of<detail::part_kind, packed_parts> kinds_{};
   std::int64_t hidden_size_ = 0;
   std::uint64_t id_ = detail::next_serial();
   std::uint64_t reserved_ = 0;  ///< the plan the last reserve() was for, until it runs
   std::uint64_t last_run_ = 0;  ///< the last plan that ran
   std::optional<capacity> capacity_;
-  per_entry<std::size_t> regions_{};  ///< each entry's offset in the capacity's image
+  each_of<std::size_t, packed_entries> regions_{};  ///< each entry's offset in the capacity's image
   std::size_t capacity_image_bytes_ = 0;
   /// The values each output must hold for a captured step: a part's each, or the one output's.
-  std::conditional_t<listed, std::vector<std::int64_t>, std::array<std::int64_t, packed_outputs>> output_capacities_{};
+  each_of<std::int64_t, packed_outputs> output_capacities_{};
 };
 
 }  // namespace seqpool
