@@ -57,16 +57,21 @@ class part_output {
   template <class Result>
   requires result_element<Result> || sparse_element<Result> part_output(
       cuda::std::span<Result> values)  // NOLINT: a span is an output
-      : data_(values.data()), size_(values.size()), result_type_name_(detail::result_name<Result>()) {}
+      : data_(values.data()),
+        size_(values.size()),
+        value_bytes_(sizeof(Result)),
+        result_type_name_(detail::result_name<Result>()) {}
 
   void* data() const { return data_; }
   std::size_t size() const { return size_; }
+  std::size_t bytes() const { return size_ * value_bytes_; }
   /// Its values' type (float, half, …, sparse_entry).
   std::string_view result_type_name() const { return result_type_name_; }
 
  private:
   void* data_;
   std::size_t size_;
+  std::size_t value_bytes_;
   std::string_view result_type_name_;
 };
 

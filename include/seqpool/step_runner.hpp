@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <new>
 #include <optional>
 #include <span>
@@ -459,6 +460,10 @@ class step_runner {
     detail::plan_scratch& scratch = program.scratch;
     detail::lay_out_into(step.requests, step.padded, scratch.layout, scratch.id_table);
     const step_layout& layout = scratch.layout;
+    // Rows a step could not hold are refused before any is planned: a window is cut into tiles by its rows.
+    if (layout.num_rows > std::numeric_limits<std::int64_t>::max() / (std::int64_t{2} * hidden_size_))
+      detail::fail(step.padded ? "padded.sequence_length" : "num_scheduled", "the step's ", layout.num_rows,
+                   " rows of ", hidden_size_, " columns are more bytes than a 64-bit count holds");
     if constexpr (per_part) {
       for (std::size_t index = 0; index < step.requests.size(); ++index)
         detail::check_knobs_reach(index, step.requests[index], kinds_);
@@ -571,6 +576,7 @@ class step_runner {
     check_maker(program);
     detail::check_hidden(hidden, hidden_size_, program.num_rows);
     check_outputs(spans, program.output_sizes, false);
+    check_apart(hidden, spans);
     if (space_->capturing())
       detail::fail("forward",
                    "the stream is being captured: a captured step goes through capture() and a graph_upload");
@@ -601,6 +607,7 @@ class step_runner {
     require_capacity("capture");
     detail::check_captured_hidden(hidden, hidden_size_, capacity_->rows);
     check_outputs(spans, output_capacities_, true);
+    check_apart(hidden, spans);
     check_for_capacity(program, home);
     check_reserved(program, state);
     encode(program, state, space_->stage(home, pieces_of<Upload>(program)));
@@ -634,6 +641,32 @@ class step_runner {
       }
       (std::make_index_sequence<packed_outputs>{});
     }
+  }
+
+  /// Calls `visit(k, bytes)` with each output's index and the bytes it spans.
+  template <class Visit>
+  static void for_each_output(const output_spans& spans, Visit visit) {
+    if constexpr (listed) {
+      for (std::size_t k = 0; k < spans.size(); ++k) visit(k, detail::bytes_of(spans[k].data(), spans[k].bytes()));
+    } else {
+      [&]<std::size_t... Output>(std::index_sequence<Output...>) {
+        (visit(Output, detail::bytes_of(std::get<Output>(spans).data(), std::get<Output>(spans).size_bytes())), ...);
+      }
+      (std::make_index_sequence<packed_outputs>{});
+    }
+  }
+
+  /// Throws seqpool::error unless every output lies apart from the hidden
+  /// states and from every other output.
+  template <hidden_element T>
+  static void check_apart(hidden_view<T> hidden, const output_spans& spans) {
+    const detail::byte_range rows = detail::bytes_of(hidden);
+    for_each_output(spans, [&](std::size_t part, detail::byte_range output) {
+      detail::check_apart(output, per_part, part, rows);
+      for_each_output(spans, [&](std::size_t other_part, detail::byte_range other) {
+        if (other_part < part) detail::check_apart(output, part, other, other_part);
+      });
+    });
   }
 
   /// Where entry `entry` writes: its output's values (a pack's entry is a
@@ -683,7 +716,9 @@ class step_runner {
   /// requests, and every unit's workspace and arrival counters. A plan runs once.
   void check_reserved(const detail::step_program& program, const state_store<Space>& state) const {
     if (program.serial <= last_run_)
-      detail::fail("plan", "it ran already (a plan runs once, against the state it was planned with): plan the step again");
+      detail::fail("plan",
+                   "it ran already, or a later plan has (a plan runs once, against the state it was planned "
+                   "with, and plans run in the order they are made): plan the step again");
     if (reserved_ != program.serial)
       detail::fail("reserve", "call reserve() with this step's plan before forward() (it makes the room the step needs "
                       "and settles its staging)");

@@ -150,6 +150,16 @@ TEST_CASE_TEMPLATE_DEFINE("a plan runs once, against the state it was planned wi
                        seqpool::error);
   CHECK_FALSE(state.contains("c"));
 
+  // Plans run in the order they are made: one made before a plan that has run
+  // was planned against a state that step has changed.
+  const seqpool::step_plan earlier = pooler.plan(seqpool::batch{{test::whole("e", task::embed, 2)}}, state);
+  const seqpool::step_plan later = pooler.plan(seqpool::batch{{test::whole("l", task::embed, 2)}}, state);
+  run(space, pooler, state, later);
+  CHECK_THROWS_WITH_AS(run(space, pooler, state, earlier),
+                       "plan: it ran already, or a later plan has (a plan runs once, against the state it was planned "
+                       "with, and plans run in the order they are made): plan the step again",
+                       seqpool::error);
+
   // A plan holds a step only once plan() has planned one into it whole, and until it is moved from.
   const char* const empty =
       "plan: it holds no plan (none was planned into it, its plan() threw, or it was moved from): plan the step again";
@@ -218,4 +228,52 @@ TEST_CASE_TEMPLATE_DEFINE("sizes computed from a request's numbers never overflo
                          seqpool::error);
     CHECK_FALSE(state.contains("h"));
   }
+  // A step of more rows than memory could hold is refused before any is planned
+  // (a sequence method cuts its rows into tiles: planning them would never end).
+  seqpool::pooler<method::mean, head::embed, Space> mean(space, 8);
+  const std::int64_t rows = std::int64_t{1} << 62;
+  CHECK_THROWS_WITH_AS(mean.plan(seqpool::batch{{test::whole("h", task::embed, rows)}}, state),
+                       "num_scheduled: the step's 4611686018427387904 rows of 8 columns are more bytes than a 64-bit "
+                       "count holds",
+                       seqpool::error);
+  seqpool::batch padded{{test::whole("p", task::embed, 2), test::whole("q", task::embed, 2)}};
+  padded.padded = seqpool::padded_rows{.sequence_length = rows / 2};
+  CHECK_THROWS_WITH_AS(mean.plan(padded, state),
+                       "padded.sequence_length: the step's 4611686018427387904 rows of 8 columns are more bytes than "
+                       "a 64-bit count holds",
+                       seqpool::error);
+}
+
+TEST_CASE_TEMPLATE_DEFINE("an output lies apart from the hidden states and from the other outputs", Space,
+                          outputs_apart) {
+  using namespace misuse_cases;
+  Space space;
+  seqpool::state_store<Space> state(space);
+  seqpool::pooler<method::mean, head::embed, Space> pooler(space, 4);
+  const seqpool::step_plan plan = pooler.plan(seqpool::batch{{test::whole("a", task::embed, 2, raw)}}, state);
+  pooler.reserve(plan, state);
+  // One buffer: the step's 2 rows, then room for its output.
+  const auto memory = test::to_space(space, std::vector<float>{1, 2, 3, 4, 3, 4, 5, 6, 0, 0, 0, 0});
+  const auto rows = seqpool::make_hidden_view(memory.data(), 2, 4);
+  const char* const over_rows =
+      "output: overlaps the hidden states, which the step reads while it writes: give it memory of its own";
+  for (const std::size_t at : {std::size_t{0}, std::size_t{4}, std::size_t{7}}) {
+    CAPTURE(at);
+    CHECK_THROWS_WITH_AS(pooler.forward(rows, plan, state, cuda::std::span<float>(memory.data() + at, 4)), over_rows,
+                         seqpool::error);
+  }
+  // Refused before anything ran: the plan still runs, into the memory after the rows.
+  pooler.forward(rows, plan, state, cuda::std::span<float>(memory.data() + 8, 4));
+  CHECK(test::to_host(space, memory) == std::vector<float>{1, 2, 3, 4, 3, 4, 5, 6, 2, 3, 4, 5});
+
+  // Rows far apart span the memory between them, which the step may not write either.
+  seqpool::pooler<method::mean, head::embed, Space> narrow(space, 2);
+  const seqpool::step_plan spread_plan = narrow.plan(seqpool::batch{{test::whole("s", task::embed, 2, raw)}}, state);
+  narrow.reserve(spread_plan, state);
+  const auto spread_memory = test::to_space(space, std::vector<float>{1, 2, 9, 9, 9, 9, 3, 4, 0, 0});
+  const auto spread = seqpool::make_hidden_view(spread_memory.data(), 2, 2, 6);
+  CHECK_THROWS_WITH_AS(narrow.forward(spread, spread_plan, state, cuda::std::span<float>(spread_memory.data() + 2, 2)),
+                       over_rows, seqpool::error);
+  narrow.forward(spread, spread_plan, state, cuda::std::span<float>(spread_memory.data() + 8, 2));
+  CHECK(test::to_host(space, spread_memory) == std::vector<float>{1, 2, 9, 9, 9, 9, 3, 4, 2, 3});
 }

@@ -453,6 +453,25 @@ TEST_CASE_TEMPLATE_DEFINE("a multi_pooler refuses knobs no part takes, filters o
                         " values but the step writes " + std::to_string(plan.parts[2].output_size))
                            .c_str(),
                        seqpool::error);
+  // Outputs over the rows or over each other; side by side in one buffer they are apart.
+  const auto dense_size = static_cast<std::size_t>(plan.parts[0].output_size);
+  const auto colbert_size = static_cast<std::size_t>(plan.parts[2].output_size);
+  seqpool::buffer<float, Space> floats(space, dense_size + colbert_size);
+  const auto view = seqpool::make_hidden_view(hidden.data(), 3, 2);
+  const cuda::std::span<float> dense(floats.data(), dense_size);
+  CHECK_THROWS_WITH_AS(outputs.forward(view, plan, state, dense, out.sparse.span(),
+                                       cuda::std::span<float>(floats.data() + dense_size - 1, colbert_size)),
+                       "output of part 2: overlaps the output of part 0: give each part an output of its own",
+                       seqpool::error);
+  CHECK_THROWS_WITH_AS(
+      outputs.forward(view, plan, state, cuda::std::span<float>(hidden.data(), dense_size), out.sparse.span(),
+                      cuda::std::span<float>(floats.data() + dense_size, colbert_size)),
+      "output of part 0: overlaps the hidden states, which the step reads while it writes: give it "
+      "memory of its own",
+      seqpool::error);
+  outputs.forward(view, plan, state, dense, out.sparse.span(),
+                  cuda::std::span<float>(floats.data() + dense_size, colbert_size));
+  CHECK(test::to_host(space, floats)[0] == doctest::Approx(0.6f));  // CLS row [3, 4], normalised
 }
 
 TEST_CASE_TEMPLATE_DEFINE("a chunked request's states, one a part, are released together", Setup, parts_release) {
@@ -662,6 +681,14 @@ TEST_CASE_TEMPLATE_DEFINE("a runtime_multi_pooler refuses no parts, and outputs 
                        ("output of part 2: holds " + std::to_string(plan.parts[2].output_size - 1) +
                         " values but the step writes " + std::to_string(plan.parts[2].output_size))
                            .c_str(),
+                       seqpool::error);
+  const auto dense_size = static_cast<std::size_t>(plan.parts[0].output_size);
+  const auto colbert_size = static_cast<std::size_t>(plan.parts[2].output_size);
+  seqpool::buffer<float, Space> floats(space, dense_size + colbert_size);
+  const std::vector<seqpool::part_output> over{cuda::std::span<float>(floats.data(), dense_size), out.sparse.span(),
+                                               cuda::std::span<float>(floats.data() + dense_size - 1, colbert_size)};
+  CHECK_THROWS_WITH_AS(outputs.forward(view, plan, state, std::span<const seqpool::part_output>(over)),
+                       "output of part 2: overlaps the output of part 0: give each part an output of its own",
                        seqpool::error);
   // Refused before anything ran: the plan still runs.
   const std::vector<seqpool::part_output> right{out.dense.span(), out.sparse.span(), out.colbert.span()};

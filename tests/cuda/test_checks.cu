@@ -10,6 +10,7 @@ TEST_CASE_TEMPLATE_APPLY(state_of_another_shape, test::cuda_spaces);
 TEST_CASE_TEMPLATE_APPLY(stale_plans, test::cuda_spaces);
 TEST_CASE_TEMPLATE_APPLY(checked_inputs, test::cuda_spaces);
 TEST_CASE_TEMPLATE_APPLY(huge_prompts, test::cuda_spaces);
+TEST_CASE_TEMPLATE_APPLY(outputs_apart, test::cuda_spaces);
 TEST_CASE_TEMPLATE_APPLY(padded_hand_checked, test::cuda_spaces);
 TEST_CASE_TEMPLATE_APPLY(padded_refused, test::cuda_spaces);
 TEST_CASE_TEMPLATE_APPLY(padded_random, test::cuda_spaces);
