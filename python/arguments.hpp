@@ -79,6 +79,20 @@ inline void check_count(std::size_t found, std::size_t expected, const char* fie
     detail::fail(field, "has " + std::to_string(found) + " entries for " + std::to_string(expected) + " requests");
 }
 
+/// A per-request sequence's `count` entries as they are when it is read: a
+/// tuple of them, so that reading them (which may run the caller's code: an
+/// entry's __index__, a tensor's __dlpack__) sees those entries, however the
+/// sequence changes meanwhile or whatever its len() said. `expected` says what
+/// `field` must be.
+inline nb::tuple entries_of(nb::handle given, std::size_t count, const char* field, const char* expected) {
+  if (!nb::isinstance<nb::sequence>(given) || nb::isinstance<nb::str>(given)) detail::fail(field, "must be ", expected);
+  PyObject* entries = PySequence_Tuple(given.ptr());
+  if (entries == nullptr) throw nb::python_error();
+  nb::tuple read = nb::steal<nb::tuple>(entries);
+  check_count(nb::len(read), count, field);
+  return read;
+}
+
 inline std::optional<task> task_named(std::string_view text) {
   for (const task candidate : every_task)
     if (name(candidate) == text) return candidate;

@@ -6,6 +6,8 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include <nanobind/nanobind.h>
 
@@ -17,6 +19,22 @@
 
 namespace seqpool::python {
 
+/// A padded batch's geometry, which its [B, S, H] hidden states must have: B
+/// sequences of S rows.
+struct padded_shape {
+  std::int64_t sequences = 0;
+  std::int64_t rows = 0;
+};
+
+/// What a plan keeps of the arguments it was read from until its step has run:
+/// the tensors its requests' token ids lie in (the C++ contract keeps them alive
+/// as long as the plan, and through them what their producers exported), and
+/// for a padded batch the shape its hidden states must have.
+struct planned_inputs {
+  std::vector<any_tensor> token_ids;
+  std::optional<padded_shape> padded;
+};
+
 class batch_reader {
  public:
   /// The step these arguments describe, but for its requests' tasks (the
@@ -24,7 +42,7 @@ class batch_reader {
   /// requests (their ids' storage, their knobs) are reused, not rebuilt.
   batch& read(nb::handle prompt_lens, nb::handle num_scheduled, nb::handle num_computed, nb::handle ids,
               nb::handle token_ids, nb::handle params, std::optional<std::int64_t> sequence_length,
-              const std::string& padding, nb::list& kept) {
+              const std::string& padding, planned_inputs& kept) {
     batch& step = step_;
     const std::vector<std::int64_t> lengths = read_integers(prompt_lens, "prompt_lens");
     const std::size_t count = lengths.size();
@@ -46,16 +64,19 @@ class batch_reader {
       request& r = step.requests[i];
       r.prompt_len = lengths[i];
       r.num_computed = computed[i];
-      r.num_scheduled = scheduled.empty() ? lengths[i] - computed[i] : scheduled[i];
+      // A negative count, which lay_out refuses first, leaves the default at 0: no difference overflows.
+      const bool counted = lengths[i] >= 0 && computed[i] >= 0;
+      r.num_scheduled = !scheduled.empty() ? scheduled[i] : counted ? lengths[i] - computed[i] : 0;
       r.prompt_token_ids = {};
       if (!(r.params == pooling_params{})) r.params = {};
     }
     read_ids(ids, step);
     read_params(params, step);
-    read_token_ids(token_ids, step, kept);
+    read_token_ids(token_ids, step, kept.token_ids);
     if (sequence_length) {
       step.padded = padded_rows{.sequence_length = *sequence_length,
                                 .padding = padding == "right" ? padding::right : padding::left};
+      kept.padded = padded_shape{static_cast<std::int64_t>(count), *sequence_length};
     }
     return step;
   }
@@ -96,12 +117,8 @@ class batch_reader {
       for (std::size_t i = 0; i < count; ++i) write_id(step.requests[i].id, numbers[i]);
       return;
     }
-    if (!nb::isinstance<nb::sequence>(ids) || nb::isinstance<nb::str>(ids))
-      detail::fail("ids", "must be a sequence of str or int ids, or a 1-D int tensor");
-    const nb::sequence items = nb::borrow<nb::sequence>(ids);
-    check_count(nb::len(items), count, "ids");
-    std::size_t i = 0;
-    for (nb::handle item : items) read_id(step.requests[i++].id, item);
+    const nb::tuple entries = entries_of(ids, count, "ids", "a sequence of str or int ids, or a 1-D int tensor");
+    for (std::size_t i = 0; i < count; ++i) read_id(step.requests[i].id, entries[i]);
   }
 
   static void read_params(nb::handle params, batch& step) {
@@ -121,7 +138,10 @@ class batch_reader {
                    });
   }
 
-  static void read_token_ids(nb::handle token_ids, batch& step, nb::list& kept) {
+  /// Each request's token ids, viewed where their tensor lies; the tensors
+  /// (and through them the memory their producers exported) go into `kept`,
+  /// which the plan holds.
+  static void read_token_ids(nb::handle token_ids, batch& step, std::vector<any_tensor>& kept) {
     if (token_ids.is_none()) return;
     for_each_given(token_ids, step.requests.size(), "token_ids",
                    "a sequence of 1-D int tensors (None where a request has none)",
@@ -129,23 +149,17 @@ class batch_reader {
                      any_tensor tensor;
                      if (!nb::try_cast(item, tensor, false))
                        detail::fail("token_ids", "entry ", i, " is not a tensor (an int32 or int64 array)");
-                     kept.append(item);
                      step.requests[i].prompt_token_ids = dlpack::token_ids(describe(tensor));
+                     kept.push_back(std::move(tensor));
                    });
   }
 
   /// Calls `read(i, entry)` for each entry of a per-request sequence that is not None.
   template <class Read>
   static void for_each_given(nb::handle given, std::size_t count, const char* field, const char* expected, Read read) {
-    if (!nb::isinstance<nb::sequence>(given) || nb::isinstance<nb::str>(given))
-      detail::fail(field, "must be ", expected);
-    const nb::sequence items = nb::borrow<nb::sequence>(given);
-    check_count(nb::len(items), count, field);
-    std::size_t i = 0;
-    for (nb::handle item : items) {
-      if (!item.is_none()) read(i, item);
-      ++i;
-    }
+    const nb::tuple entries = entries_of(given, count, field, expected);
+    for (std::size_t i = 0; i < count; ++i)
+      if (!entries[i].is_none()) read(i, entries[i]);
   }
 
   batch step_;

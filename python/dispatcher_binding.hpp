@@ -6,7 +6,6 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <utility>
@@ -23,16 +22,15 @@
 
 namespace seqpool::python {
 
-/// A plan and what it needs until its step has run: the token id tensors its
-/// requests' ids were read from (the C++ contract keeps them alive as long as
-/// the plan), and the output reserve() made for it, with the engine it lives in
-/// (declared first, so freed last).
+/// A plan and what it needs until its step has run: what it keeps of the
+/// arguments it was read from, and the output reserve() made for it, with the
+/// engine it lives in (declared first, so freed last).
 struct plan_object {
   std::shared_ptr<engine_base> owner;
   step_plan plan;
   std::vector<bool> matrices;  ///< per request: a result of rows (token tasks, spans) or one vector
   bool sparse = false;         ///< results are sparse lists, an int32 pair an entry
-  nb::list kept;
+  planned_inputs kept;
   std::unique_ptr<output_memory> output;
   bool reserved = false;
 };
@@ -64,7 +62,7 @@ class dispatcher_object : public engine_binding<engine> {
   std::unique_ptr<plan_object> plan(nb::handle prompt_lens, nb::handle num_scheduled, nb::handle num_computed,
                                     nb::handle ids, nb::handle tasks, nb::handle token_ids, nb::handle params,
                                     std::optional<std::int64_t> sequence_length, const std::string& padding) {
-    const std::unique_lock<std::mutex> held = hold();
+    const held_engine held = hold();
     auto made = std::make_unique<plan_object>();
     made->owner = engine_;
     batch& step = steps_.read(prompt_lens, num_scheduled, num_computed, ids, token_ids, params, sequence_length,
@@ -84,8 +82,8 @@ class dispatcher_object : public engine_binding<engine> {
   double native_step_seconds(const any_tensor& hidden, nb::handle prompt_lens, nb::handle ids, nb::handle tasks,
                              std::int64_t repeats) {
     if (repeats < 1) detail::fail("repeats", "must be at least 1, got ", repeats);
-    const std::unique_lock<std::mutex> held = hold();
-    nb::list kept;
+    const held_engine held = hold();
+    planned_inputs kept;
     batch& step =
         steps_.read(prompt_lens, nb::none(), nb::none(), ids, nb::none(), nb::none(), std::nullopt, "right", kept);
     read_tasks(tasks, step);
@@ -104,7 +102,7 @@ class dispatcher_object : public engine_binding<engine> {
   }
 
   void reserve(plan_object& planned) {
-    const std::unique_lock<std::mutex> held = hold();
+    const held_engine held = hold();
     check_plan(planned.owner);
     planned.output = engine_->reserve(planned.plan);
     planned.reserved = true;
@@ -112,10 +110,11 @@ class dispatcher_object : public engine_binding<engine> {
 
   /// The step, into `out`, or into the output reserve() made (returned, owning it).
   nb::object forward(const any_tensor& hidden, plan_object& planned, nb::handle out) {
-    const std::unique_lock<std::mutex> held = hold();
+    const held_engine held = hold();
     check_plan(planned.owner);
     if (!planned.reserved) detail::fail("reserve", "call reserve(plan) before forward(hidden, plan)");
     const DLTensor hidden_view = on_this_device(describe(hidden), "hidden states");
+    check_padded(hidden_view, planned.kept.padded);
     DLTensor written{};
     std::array<std::int64_t, 2> shape = {planned.plan.output_size, 2};
     nb::ndarray<> given;
@@ -136,12 +135,12 @@ class dispatcher_object : public engine_binding<engine> {
   }
 
   std::int64_t output_capacity() {
-    const std::unique_lock<std::mutex> held = hold();
+    const held_engine held = hold();
     return engine_->output_capacity();
   }
 
   void capture(const any_tensor& hidden, plan_object& planned, const nb::ndarray<>& out, graph_upload_object& home) {
-    const std::unique_lock<std::mutex> held = hold();
+    const held_engine held = hold();
     check_plan(planned.owner);
     const DLTensor hidden_view = on_this_device(describe(hidden), "hidden states");
     DLTensor written = on_this_device(describe(out), "output");
@@ -149,7 +148,7 @@ class dispatcher_object : public engine_binding<engine> {
   }
 
   void restage(plan_object& planned, graph_upload_object& home) {
-    const std::unique_lock<std::mutex> held = hold();
+    const held_engine held = hold();
     check_plan(planned.owner);
     engine_->restage(planned.plan, *home.home);
   }
@@ -172,11 +171,8 @@ class dispatcher_object : public engine_binding<engine> {
       for (request& r : step.requests) r.task = all;
       return;
     }
-    if (!nb::isinstance<nb::sequence>(tasks)) detail::fail("tasks", "must be a task name or a sequence of them");
-    const nb::sequence items = nb::borrow<nb::sequence>(tasks);
-    check_count(nb::len(items), step.requests.size(), "tasks");
-    std::size_t i = 0;
-    for (nb::handle item : items) step.requests[i++].task = read_task(item);
+    const nb::tuple entries = entries_of(tasks, step.requests.size(), "tasks", "a task name or a sequence of them");
+    for (std::size_t i = 0; i < step.requests.size(); ++i) step.requests[i].task = read_task(entries[i]);
   }
 
   std::string result_dtype_;  ///< as the caller named it: "binary" results are int8 tensors

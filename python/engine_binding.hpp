@@ -4,10 +4,13 @@
 #pragma once
 
 #include <array>
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
+#include <thread>
 #include <utility>
 
 #include <nanobind/nanobind.h>
@@ -47,24 +50,24 @@ class engine_binding {
   std::string device() const { return engine_->device_type() == kDLCUDA ? "cuda" : "cpu"; }
 
   void reserve_capacity(std::int64_t requests, std::int64_t rows, std::int64_t result_rows, std::int64_t columns) {
-    const std::unique_lock<std::mutex> held = hold();
+    const held_engine held = hold();
     engine_->reserve_capacity({.requests = requests, .rows = rows, .result_rows = result_rows, .columns = columns});
   }
 
   std::unique_ptr<graph_upload_object> reserve_graph() {
-    const std::unique_lock<std::mutex> held = hold();
+    const held_engine held = hold();
     return std::make_unique<graph_upload_object>(graph_upload_object{engine_, engine_->reserve_graph()});
   }
 
   void synchronize() {
-    const std::unique_lock<std::mutex> held = hold();
+    const held_engine held = hold();
     nb::gil_scoped_release unlocked;
     engine_->synchronize();
   }
 
   nb::dict audit() {
     const audit_counts counts = [&] {
-      const std::unique_lock<std::mutex> held = hold();
+      const held_engine held = hold();
       return engine_->audit();
     }();
     nb::dict found;
@@ -80,27 +83,52 @@ class engine_binding {
   void release(nb::handle id) {
     std::string text;
     batch_reader::read_id(text, id);
-    const std::unique_lock<std::mutex> held = hold();
+    const held_engine held = hold();
     engine_->release(text);
   }
 
   std::int64_t num_computed(nb::handle id) {
     std::string text;
     batch_reader::read_id(text, id);
-    const std::unique_lock<std::mutex> held = hold();
+    const held_engine held = hold();
     return engine_->num_computed(text);
   }
 
  protected:
   engine_binding() = default;  ///< engine_ is the derived class's to make
 
+  /// The engine, held by one call until it returns.
+  class held_engine {
+   public:
+    explicit held_engine(engine_binding& binding) : binding_(binding) {}
+    held_engine(const held_engine&) = delete;
+    held_engine& operator=(const held_engine&) = delete;
+    ~held_engine() {
+      binding_.holder_.store(std::thread::id{});
+      binding_.busy_.unlock();
+    }
+
+   private:
+    engine_binding& binding_;
+  };
+
   /// Waits for the engine, with the GIL let go meanwhile: a thread that holds
   /// the engine never waits for the GIL while another waits for it holding
   /// the GIL. One step at a time: the engine, its state store, staging and the
-  /// kept batch are not for two threads at once.
-  std::unique_lock<std::mutex> hold() {
-    nb::gil_scoped_release unlocked;
-    return std::unique_lock<std::mutex>(busy_);
+  /// kept batch are not for two threads at once. A call holds the engine while
+  /// it reads its arguments, which may run the caller's code; that code calling
+  /// this pooler again would wait for itself, and is refused instead.
+  [[nodiscard]] held_engine hold() {
+    if (holder_.load() == std::this_thread::get_id())
+      detail::fail("pooler",
+                   "called from inside one of its own calls (by an argument's __index__, __len__, __iter__ "
+                   "or __dlpack__): call it once that call has returned");
+    {
+      nb::gil_scoped_release unlocked;
+      busy_.lock();
+    }
+    holder_.store(std::this_thread::get_id());
+    return held_engine(*this);
   }
 
   /// A tensor on a CUDA device must be on the engine's (the DLPack views check the device's kind).
@@ -108,6 +136,21 @@ class engine_binding {
     if (view.device.device_type == kDLCUDA && view.device.device_id != engine_->device_id())
       detail::fail(what, "is on cuda:", view.device.device_id, "; this pooler runs on cuda:", engine_->device_id());
     return view;
+  }
+
+  /// A [B, S, H] tensor is the hidden states of the padded batch its plan was
+  /// read with, B sequences of S rows; a packed batch's are [T, H]. (The rows
+  /// alone would agree with another B and S of the same product, whose
+  /// sequences would then be read across their padding.)
+  static void check_padded(const DLTensor& view, const std::optional<padded_shape>& padded) {
+    if (view.ndim != 3) return;
+    if (!padded)
+      detail::fail("hidden",
+                   "a [B, S, H] tensor is a padded batch's: plan it with sequence_length=S, or give the "
+                   "packed rows as [T, H]");
+    if (view.shape[0] != padded->sequences || view.shape[1] != padded->rows)
+      detail::fail("hidden", "is [", view.shape[0], ", ", view.shape[1], ", ", view.shape[2],
+                   "], but the plan's padded batch is ", padded->sequences, " sequences of ", padded->rows, " rows");
   }
 
   /// The engine `make_host()` or `make_cuda()` makes, as `device` names ("cpu" or "cuda").
@@ -156,6 +199,7 @@ class engine_binding {
 
  private:
   std::mutex busy_;
+  std::atomic<std::thread::id> holder_;  ///< the thread whose call holds busy_, or none
 };
 
 }  // namespace seqpool::python

@@ -7,7 +7,6 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <utility>
@@ -43,7 +42,7 @@ inline part_object read_part(const std::string& method, std::optional<std::strin
                              const std::optional<any_tensor>& ranges, std::optional<float> weight_floor,
                              part_filters filters) {
   part_object made;
-  made.config.served = pooling_task ? read_task(nb::str(pooling_task->c_str()), "task")
+  made.config.served = pooling_task ? read_task(nb::str(pooling_task->data(), pooling_task->size()), "task")
                                     : (is_token_method(method) ? task::token_embed : task::embed);
   made.config.pooler.methods[static_cast<std::size_t>(made.config.served)] = method;
   made.config.result =
@@ -66,7 +65,7 @@ struct parts_plan_object {
   parts_plan plan;
   std::vector<std::vector<bool>> matrices;  ///< per part, per request: a result of rows rather than one vector
   std::vector<bool> sparse;                 ///< per part: its results are sparse lists
-  nb::list kept;
+  planned_inputs kept;
   std::vector<std::unique_ptr<output_memory>> outputs;
   bool reserved = false;
 };
@@ -107,7 +106,7 @@ class multi_pooler_object : public engine_binding<multi_pooler_engine> {
   std::unique_ptr<parts_plan_object> plan(nb::handle prompt_lens, nb::handle num_scheduled, nb::handle num_computed,
                                           nb::handle ids, nb::handle token_ids, nb::handle params,
                                           std::optional<std::int64_t> sequence_length, const std::string& padding) {
-    const std::unique_lock<std::mutex> held = hold();
+    const held_engine held = hold();
     auto made = std::make_unique<parts_plan_object>();
     made->owner = engine_;
     const batch& step = steps_.read(prompt_lens, num_scheduled, num_computed, ids, token_ids, params, sequence_length,
@@ -123,7 +122,7 @@ class multi_pooler_object : public engine_binding<multi_pooler_engine> {
   }
 
   void reserve(parts_plan_object& planned) {
-    const std::unique_lock<std::mutex> held = hold();
+    const held_engine held = hold();
     check_plan(planned.owner);
     planned.outputs = engine_->reserve(planned.plan);
     planned.reserved = true;
@@ -132,10 +131,11 @@ class multi_pooler_object : public engine_binding<multi_pooler_engine> {
   /// The step, into `out` (a tensor a part), or into the outputs reserve()
   /// made (returned as a list, owning them).
   nb::object forward(const any_tensor& hidden, parts_plan_object& planned, nb::handle out) {
-    const std::unique_lock<std::mutex> held = hold();
+    const held_engine held = hold();
     check_plan(planned.owner);
     if (!planned.reserved) detail::fail("reserve", "call reserve(plan) before forward(hidden, plan)");
     const DLTensor hidden_view = on_this_device(describe(hidden), "hidden states");
+    check_padded(hidden_view, planned.kept.padded);
     const std::size_t parts = tasks_.size();
     std::vector<DLTensor> views;
     std::vector<std::array<std::int64_t, 2>> shapes(parts);  // sized once: the views point into it
@@ -165,14 +165,14 @@ class multi_pooler_object : public engine_binding<multi_pooler_engine> {
   }
 
   std::vector<std::int64_t> output_capacity() {
-    const std::unique_lock<std::mutex> held = hold();
+    const held_engine held = hold();
     std::vector<std::int64_t> values;
     for (std::size_t k = 0; k < tasks_.size(); ++k) values.push_back(engine_->output_capacity(k));
     return values;
   }
 
   void capture(const any_tensor& hidden, parts_plan_object& planned, nb::handle out, graph_upload_object& home) {
-    const std::unique_lock<std::mutex> held = hold();
+    const held_engine held = hold();
     check_plan(planned.owner);
     const DLTensor hidden_view = on_this_device(describe(hidden), "hidden states");
     const std::vector<nb::ndarray<>> given = read_outputs(out);
@@ -182,7 +182,7 @@ class multi_pooler_object : public engine_binding<multi_pooler_engine> {
   }
 
   void restage(parts_plan_object& planned, graph_upload_object& home) {
-    const std::unique_lock<std::mutex> held = hold();
+    const held_engine held = hold();
     check_plan(planned.owner);
     engine_->restage(planned.plan, *home.home);
   }

@@ -188,6 +188,8 @@ def test_refusals_raise_value_error_with_seqpools_message():
     refuses('parts[1]: embed: method "all" cannot serve it', seqpool.MultiPooler, 4,
             [seqpool.Part("cls"), seqpool.Part("all", task="embed")])
     refuses('task: expected "embed"', seqpool.Part, "cls", task="pool")
+    refuses('task: expected "embed", "classify", "token_embed" or "token_classify", got \'embed\\x00junk\'',
+            seqpool.Part, "cls", task="embed\x00junk")
     refuses("weight_floor: only sparse results take a weight floor", seqpool.Part, "cls", weight_floor=0.5)
     refuses("ranges: int8 results need calibration ranges", seqpool.Part, "cls", result_dtype="int8")
     refuses("part_filters: part 0 pools a sequence method; only token parts drop rows", seqpool.MultiPooler, 4,
@@ -209,6 +211,16 @@ def test_refusals_raise_value_error_with_seqpools_message():
     refuses("output of part 0: holds 2 values but the step writes 4", multi.forward, hidden, plan,
             out=[np.zeros(2, np.float32), np.zeros(12, np.float16)])
     refuses("hidden_states: width 5 differs from hidden_size 4", multi.forward, np.ones((3, 5), np.float32), plan)
+    refuses("hidden: a [B, S, H] tensor is a padded batch's", multi.forward, np.ones((1, 3, 4), np.float32), plan)
+    both = np.zeros(16, np.float32)
+    refuses("output of part 1: overlaps the output of part 0", multi.forward, hidden, plan,
+            out=[both[:4], both[2:].view(np.float16)])
+    refuses("output of part 0: overlaps the hidden states", multi.forward, hidden, plan,
+            out=[hidden.reshape(-1)[:4], np.zeros(12, np.float16)])
+    padded = multi.plan([2, 3], sequence_length=3)
+    multi.reserve(padded)
+    refuses("hidden: is [3, 2, 4], but the plan's padded batch is 2 sequences of 3 rows", multi.forward,
+            np.ones((3, 2, 4), np.float32), padded)
     other = seqpool.MultiPooler(4, [seqpool.Part("max")])
     foreign = other.plan([3])
     refuses("plan: was made by another pooler", multi.reserve, foreign)

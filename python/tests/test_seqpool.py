@@ -324,6 +324,108 @@ def test_refusals_raise_value_error_with_seqpools_message():
     assert issubclass(seqpool.DeviceError, RuntimeError)
 
 
+class Lying:
+    """A sequence whose len() says one entry while iterating it gives them all."""
+
+    def __init__(self, items):
+        self.items = items
+
+    def __len__(self):
+        return 1
+
+    def __getitem__(self, index):
+        return self.items[index]
+
+    def __iter__(self):
+        return iter(self.items)
+
+
+def test_arguments_are_read_within_the_batch_whatever_they_do_meanwhile():
+    """A sequence that says one length and holds another, or grows while it is read,
+    is read as it was when the call began, never past the batch's requests."""
+    dispatcher = seqpool.pooler(4, "mean")
+    for keyword, items in [("ids", [f"x{i}" for i in range(200)]), ("params", [None] * 200),
+                           ("token_ids", [None] * 200)]:
+        refuses(f"{keyword}: has 200 entries for 1 requests", dispatcher.plan, [1], **{keyword: Lying(items)})
+    mixed = seqpool.Dispatcher(4, embed="mean", classify="cls")
+    refuses("tasks: has 200 entries for 1 requests", mixed.plan, [1], tasks=Lying(["embed"] * 200))
+
+    ids = []
+
+    class Grows:
+        def __index__(self):
+            ids.extend(range(100, 300))
+            return 0
+
+    ids.append(Grows())
+    plan = dispatcher.plan([1], ids=ids)
+    assert len(ids) == 201 and plan.results == [(0, 1, 4)]
+    refuses("num_computed: must not be negative", dispatcher.plan, [2**63 - 1], num_computed=[-2**63])
+
+
+def test_token_ids_live_as_long_as_the_plan_whoever_exported_them():
+    """A DLPack producer whose capsule alone owns the ids: the plan keeps the capsule."""
+    class Exported:
+        def __dlpack__(self, *args, **kwargs):
+            return (np.arange(2000, dtype=np.int64) % 7).__dlpack__(*args, **kwargs)
+
+        def __dlpack_device__(self):
+            return (1, 0)
+
+    dispatcher = seqpool.pooler(4, "all")
+    plans = [dispatcher.plan([2000], token_ids=[Exported()], params=seqpool.PoolingParams(drop_token_ids=[3]))
+             for _ in range(3)]
+    junk = [np.full(2000, 3, np.int64) for _ in range(50)]  # memory freed too early is taken again
+    assert [plan.results for plan in plans] == [[(0, 2000 - 286, 4)]] * 3, junk[0][0]
+
+
+def test_a_pooler_called_from_inside_its_own_call_refuses_instead_of_waiting_for_itself():
+    dispatcher = seqpool.pooler(4, "mean")
+    reentered = []
+
+    class Length:
+        def __index__(self):
+            try:
+                dispatcher.audit()
+            except ValueError as refused:
+                reentered.append(str(refused))
+            return 3
+
+    finished = threading.Event()
+
+    def plan():
+        dispatcher.plan([Length()])
+        finished.set()
+
+    worker = threading.Thread(target=plan, daemon=True)
+    worker.start()
+    assert finished.wait(30), "plan() waited for itself"
+    assert reentered == ["pooler: called from inside one of its own calls (by an argument's __index__, __len__, "
+                         "__iter__ or __dlpack__): call it once that call has returned"]
+    assert dispatcher.audit()["uploads"] == 0
+
+
+def test_a_padded_tensor_is_the_plans_batch_and_outputs_lie_apart_from_the_rows():
+    dispatcher = seqpool.pooler(4, "mean")
+    hidden = np.full((2, 3, 4), np.nan, np.float32)
+    hidden[:, :2] = 1.0
+    plan = dispatcher.plan([2, 2, 2], sequence_length=2)  # 6 rows, but 3 sequences of 2
+    dispatcher.reserve(plan)
+    refuses("hidden: is [2, 3, 4], but the plan's padded batch is 3 sequences of 2 rows", dispatcher.forward,
+            hidden, plan)
+    plan = dispatcher.plan([3, 3])
+    dispatcher.reserve(plan)
+    refuses("hidden: a [B, S, H] tensor is a padded batch's: plan it with sequence_length=S, or give the packed "
+            "rows as [T, H]", dispatcher.forward, hidden, plan)
+    rows = np.arange(20, dtype=np.float32).reshape(5, 4)
+    plan = dispatcher.plan([2, 3])
+    dispatcher.reserve(plan)
+    refuses("output: overlaps the hidden states", dispatcher.forward, rows, plan, out=rows.reshape(-1)[-8:])
+    results = seqpool.split(np.from_dlpack(dispatcher.forward(rows, plan)), plan)  # refused before it ran: it runs
+    wanted = [rows[:2].mean(0), rows[2:].mean(0)]
+    close(results, [w / np.linalg.norm(w) for w in wanted])
+
+
 def resident_bytes():
     with open("/proc/self/statm") as statm:
         return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
