@@ -361,6 +361,8 @@ def test_arguments_are_read_within_the_batch_whatever_they_do_meanwhile():
     plan = dispatcher.plan([1], ids=ids)
     assert len(ids) == 201 and plan.results == [(0, 1, 4)]
     refuses("num_computed: must not be negative", dispatcher.plan, [2**63 - 1], num_computed=[-2**63])
+    refuses("num_scheduled: the step's 4611686018427387904 rows of 4 columns are more bytes than a 64-bit count",
+            dispatcher.plan, [2**62])  # refused before its rows are cut into tiles
 
 
 def test_token_ids_live_as_long_as_the_plan_whoever_exported_them():
