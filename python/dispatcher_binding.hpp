@@ -88,6 +88,7 @@ class dispatcher_object : public engine_binding<engine> {
         steps_.read(prompt_lens, nb::none(), nb::none(), ids, nb::none(), nb::none(), std::nullopt, "right", kept);
     read_tasks(tasks, step);
     const DLTensor hidden_view = on_this_device(describe(hidden), "hidden states");
+    check_padded(hidden_view, kept.padded);
     nb::gil_scoped_release unlocked;
     const auto start = std::chrono::steady_clock::now();
     for (std::int64_t i = 0; i < repeats; ++i) {

@@ -117,12 +117,14 @@ class engine_binding {
   /// the GIL. One step at a time: the engine, its state store, staging and the
   /// kept batch are not for two threads at once. A call holds the engine while
   /// it reads its arguments, which may run the caller's code; that code calling
-  /// this pooler again would wait for itself, and is refused instead.
+  /// this pooler again on the same thread would wait for itself, and is refused
+  /// instead (code that hands the call to another thread and waits for it would
+  /// still wait for itself).
   [[nodiscard]] held_engine hold() {
     if (holder_.load() == std::this_thread::get_id())
       detail::fail("pooler",
-                   "called from inside one of its own calls (by an argument's __index__, __len__, __iter__ "
-                   "or __dlpack__): call it once that call has returned");
+                   "called from code one of its own calls runs while it reads its arguments (an argument's "
+                   "__index__, __len__, __iter__, __dlpack__, …): call it once that call has returned");
     {
       nb::gil_scoped_release unlocked;
       busy_.lock();

@@ -460,7 +460,8 @@ class step_runner {
     detail::plan_scratch& scratch = program.scratch;
     detail::lay_out_into(step.requests, step.padded, scratch.layout, scratch.id_table);
     const step_layout& layout = scratch.layout;
-    // Rows a step could not hold are refused before any is planned: a window is cut into tiles by its rows.
+    // Rows no memory could hold are refused before any is planned (a window is cut into tiles by its rows;
+    // fewer rows than this that the host cannot hold make planning throw std::bad_alloc).
     if (layout.num_rows > std::numeric_limits<std::int64_t>::max() / (std::int64_t{2} * hidden_size_))
       detail::fail(step.padded ? "padded.sequence_length" : "num_scheduled", "the step's ", layout.num_rows,
                    " rows of ", hidden_size_, " columns are more bytes than a 64-bit count holds");
@@ -662,9 +663,9 @@ class step_runner {
   static void check_apart(hidden_view<T> hidden, const output_spans& spans) {
     const detail::byte_range rows = detail::bytes_of(hidden);
     for_each_output(spans, [&](std::size_t part, detail::byte_range output) {
-      detail::check_apart(output, per_part, part, rows);
+      detail::check_apart_from_rows(output, per_part, part, rows);
       for_each_output(spans, [&](std::size_t other_part, detail::byte_range other) {
-        if (other_part < part) detail::check_apart(output, part, other, other_part);
+        if (other_part < part) detail::check_apart_from_output(output, part, other, other_part);
       });
     });
   }

@@ -228,8 +228,8 @@ TEST_CASE_TEMPLATE_DEFINE("sizes computed from a request's numbers never overflo
                          seqpool::error);
     CHECK_FALSE(state.contains("h"));
   }
-  // A step of more rows than memory could hold is refused before any is planned
-  // (a sequence method cuts its rows into tiles: planning them would never end).
+  // A step of more rows than any memory could hold is refused before any is
+  // planned, before a sequence method would cut its rows into tiles.
   seqpool::pooler<method::mean, head::embed, Space> mean(space, 8);
   const std::int64_t rows = std::int64_t{1} << 62;
   CHECK_THROWS_WITH_AS(mean.plan(seqpool::batch{{test::whole("h", task::embed, rows)}}, state),

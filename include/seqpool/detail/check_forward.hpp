@@ -91,16 +91,18 @@ inline byte_range bytes_of(const void* data, std::size_t bytes) {
 }
 
 /// Throws seqpool::error if output `part`'s bytes overlap the hidden states a
-/// step reads, or output `other`'s (one before it): the step's launches read
-/// the rows and write every output at once, so that results written over rows
-/// or over each other would be computed from what they overwrote.
-inline void check_apart(byte_range output, bool per_part, std::size_t part, byte_range hidden) {
+/// step reads: its launches read the rows while they write every output, so
+/// results written over rows would be computed from what they overwrote.
+inline void check_apart_from_rows(byte_range output, bool per_part, std::size_t part, byte_range hidden) {
   if (output.overlaps(hidden))
     fail(output_name(per_part, part),
          "overlaps the hidden states, which the step reads while it writes: give it "
          "memory of its own");
 }
-inline void check_apart(byte_range output, std::size_t part, byte_range other, std::size_t other_part) {
+
+/// Throws seqpool::error if part `part`'s output overlaps part `other_part`'s:
+/// each would overwrite the other's results.
+inline void check_apart_from_output(byte_range output, std::size_t part, byte_range other, std::size_t other_part) {
   if (output.overlaps(other))
     fail(output_name(true, part), "overlaps the output of part ", other_part, ": give each part an output of its own");
 }
