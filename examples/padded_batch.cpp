@@ -95,7 +95,7 @@ double serve(const char* label, const std::vector<seqpool::bfloat16>& model) {
   DLTensor out = compact_tensor<Space>(results.data(), out_shape, {kDLBfloat, 16, 1});
 
   const seqpool::audit_scope audit(space.audit());
-  seqpool::dlpack::visit_hidden<Space>(hidden, [&](auto rows) {
+  seqpool::dlpack::visit_hidden<Space>(hidden, step, [&](auto rows) {  // [B, S, H]: the batch's B and S
     pooler.forward(rows, plan, state, seqpool::dlpack::output<Space, seqpool::bfloat16>(out));
   });
   const bool in_contract = seqpool::keeps_sync_contract(audit.counts());

@@ -82,14 +82,35 @@ inline void check_count(std::size_t found, std::size_t expected, const char* fie
 /// A per-request sequence's `count` entries as they are when it is read: a
 /// tuple of them, so that reading them (which may run the caller's code: an
 /// entry's __index__, a tensor's __dlpack__) sees those entries, however the
-/// sequence changes meanwhile or whatever its len() said. `expected` says what
-/// `field` must be.
+/// sequence changes meanwhile or whatever its len() said. A list or tuple is
+/// taken whole; any other sequence is iterated one entry past the step's
+/// requests at most, so that one whose iteration never ends is refused.
+/// `expected` says what `field` must be.
 inline nb::tuple entries_of(nb::handle given, std::size_t count, const char* field, const char* expected) {
   if (!nb::isinstance<nb::sequence>(given) || nb::isinstance<nb::str>(given)) detail::fail(field, "must be ", expected);
-  PyObject* entries = PySequence_Tuple(given.ptr());
-  if (entries == nullptr) throw nb::python_error();
-  nb::tuple read = nb::steal<nb::tuple>(entries);
-  check_count(nb::len(read), count, field);
+  if (PyList_CheckExact(given.ptr()) || PyTuple_CheckExact(given.ptr())) {
+    nb::tuple read = nb::steal<nb::tuple>(PySequence_Tuple(given.ptr()));
+    if (!read.is_valid()) throw nb::python_error();
+    check_count(nb::len(read), count, field);
+    return read;
+  }
+  std::vector<nb::object> taken;
+  nb::object iterator = nb::steal(PyObject_GetIter(given.ptr()));
+  if (!iterator.is_valid()) throw nb::python_error();
+  while (taken.size() <= count) {
+    nb::object next = nb::steal(PyIter_Next(iterator.ptr()));
+    if (!next.is_valid()) {
+      if (PyErr_Occurred() != nullptr) throw nb::python_error();
+      break;
+    }
+    taken.push_back(std::move(next));
+  }
+  if (taken.size() > count) detail::fail(field, "has more entries than the step's ", count, " requests");
+  check_count(taken.size(), count, field);
+  nb::tuple read = nb::steal<nb::tuple>(PyTuple_New(static_cast<Py_ssize_t>(count)));
+  if (!read.is_valid()) throw nb::python_error();
+  for (std::size_t k = 0; k < count; ++k)
+    PyTuple_SET_ITEM(read.ptr(), static_cast<Py_ssize_t>(k), taken[k].release().ptr());
   return read;
 }
 

@@ -19,20 +19,13 @@
 
 namespace seqpool::python {
 
-/// A padded batch's geometry, which its [B, S, H] hidden states must have: B
-/// sequences of S rows.
-struct padded_shape {
-  std::int64_t sequences = 0;
-  std::int64_t rows = 0;
-};
-
 /// What a plan keeps of the arguments it was read from until its step has run:
 /// the tensors its requests' token ids lie in (the C++ contract keeps them alive
 /// as long as the plan, and through them what their producers exported), and
 /// for a padded batch the shape its hidden states must have.
 struct planned_inputs {
   std::vector<any_tensor> token_ids;
-  std::optional<padded_shape> padded;
+  std::optional<dlpack::padded_extents> padded;
 };
 
 class batch_reader {
@@ -73,11 +66,10 @@ class batch_reader {
     read_ids(ids, step);
     read_params(params, step);
     read_token_ids(token_ids, step, kept.token_ids);
-    if (sequence_length) {
+    if (sequence_length)
       step.padded = padded_rows{.sequence_length = *sequence_length,
                                 .padding = padding == "right" ? padding::right : padding::left};
-      kept.padded = padded_shape{static_cast<std::int64_t>(count), *sequence_length};
-    }
+    kept.padded = dlpack::padded_extents_of(step);
     return step;
   }
 

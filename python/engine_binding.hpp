@@ -141,18 +141,10 @@ class engine_binding {
   }
 
   /// A [B, S, H] tensor is the hidden states of the padded batch its plan was
-  /// read with, B sequences of S rows; a packed batch's are [T, H]. (The rows
-  /// alone would agree with another B and S of the same product, whose
-  /// sequences would then be read across their padding.)
-  static void check_padded(const DLTensor& view, const std::optional<padded_shape>& padded) {
-    if (view.ndim != 3) return;
-    if (!padded)
-      detail::fail("hidden",
-                   "a [B, S, H] tensor is a padded batch's: plan it with sequence_length=S, or give the "
-                   "packed rows as [T, H]");
-    if (view.shape[0] != padded->sequences || view.shape[1] != padded->rows)
-      detail::fail("hidden", "is [", view.shape[0], ", ", view.shape[1], ", ", view.shape[2],
-                   "], but the plan's padded batch is ", padded->sequences, " sequences of ", padded->rows, " rows");
+  /// read with; a packed batch's are [T, H].
+  static void check_padded(const DLTensor& view, const std::optional<dlpack::padded_extents>& padded) {
+    dlpack::detail::check_sequences(view, "hidden", padded,
+                                    "plan it with sequence_length=S, or give the packed rows as [T, H]");
   }
 
   /// The engine `make_host()` or `make_cuda()` makes, as `device` names ("cpu" or "cuda").

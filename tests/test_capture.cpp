@@ -109,6 +109,11 @@ TEST_CASE("capture and replay refuse what would break the graph, before anything
                        doctest::Contains("give it all 16 rows of the capacity, not 3"), seqpool::error);
   CHECK_THROWS_WITH_AS(pooler.capture(view, plan, state, output.span().first(1), home),
                        doctest::Contains("it must hold output_capacity()"), seqpool::error);
+  // Every replay reads the rows while it writes the output: one laid over the other is refused.
+  CHECK_THROWS_WITH_AS(pooler.capture(view, plan, state, cuda::std::span<float>(hidden.data(), output.size()), home),
+                       "output: overlaps the hidden states, which the step reads while it writes: give it memory of "
+                       "its own",
+                       seqpool::error);
   CHECK(space.audit().counts() == before);
   pooler.capture(view, plan, state, output.span(), home);
   CHECK_THROWS_WITH_AS(home.mark_launched(), doctest::Contains("outside stream capture"), seqpool::error);

@@ -145,6 +145,47 @@ TEST_CASE("hidden states: every rejected tensor says what it found and what it n
                        "hidden states: data + byte_offset (2) is not aligned to 4 bytes", seqpool::error);
 }
 
+TEST_CASE("hidden states of a batch: a [B, S, H] tensor has the batch's B requests and its S") {
+  std::vector<float> rows(6 * 4);
+  using host = seqpool::host_space;
+  seqpool::batch padded_step;
+  padded_step.requests.resize(2);
+  padded_step.padded = seqpool::padded_rows{.sequence_length = 3};
+  tensor right(rows.data(), float32, {2, 3, 4});
+  const auto view = dlpack::hidden<float, host>(right.dl, padded_step);
+  CHECK(view.extent(0) == 6);
+  CHECK(view.stride(0) == 4);
+  // The same rows flattened are the batch's too: the caller has said how they lie.
+  tensor flat(rows.data(), float32, {6, 4});
+  CHECK(dlpack::hidden<float, host>(flat.dl, padded_step).extent(0) == 6);
+  // B and S swapped (the same six rows): each request's rows would be read across another's padding.
+  tensor swapped(rows.data(), float32, {3, 2, 4});
+  CHECK_THROWS_WITH_AS((dlpack::hidden<float, host>(swapped.dl, padded_step)),
+                       "hidden states: is [3, 2, 4], but the plan's padded batch is 2 sequences of 3 rows",
+                       seqpool::error);
+  int visited = 0;
+  CHECK_THROWS_WITH_AS((dlpack::visit_hidden<host>(swapped.dl, padded_step, [&](auto) { ++visited; })),
+                       "hidden states: is [3, 2, 4], but the plan's padded batch is 2 sequences of 3 rows",
+                       seqpool::error);
+  CHECK(visited == 0);
+  dlpack::visit_hidden<host>(right.dl, padded_step, [&](auto seen) {
+    CHECK(seen.extent(0) == 6);
+    ++visited;
+  });
+  CHECK(visited == 1);
+  DLManagedTensor managed{swapped.dl, nullptr, nullptr};
+  CHECK_THROWS_WITH_AS((dlpack::hidden<float, host>(managed, padded_step)),
+                       "hidden states: is [3, 2, 4], but the plan's padded batch is 2 sequences of 3 rows",
+                       seqpool::error);
+  seqpool::batch packed_step = padded_step;
+  packed_step.padded.reset();
+  CHECK_THROWS_WITH_AS((dlpack::hidden<float, host>(right.dl, packed_step)),
+                       "hidden states: a [B, S, H] tensor is a padded batch's: give the batch a padded layout "
+                       "(batch::padded), or its packed rows as [T, H]",
+                       seqpool::error);
+  CHECK(dlpack::hidden<float, host>(flat.dl, packed_step).extent(0) == 6);
+}
+
 TEST_CASE("output: contiguous, of the pooler's result type, of any shape; token ids: int64 or int32 on the host") {
   std::vector<float> out(12);
   tensor flat(out.data(), float32, {12});

@@ -11,12 +11,15 @@
 #include <concepts>
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 
 #include <dlpack/dlpack.h>
 #include <cuda/std/span>
 
+#include <seqpool/batch.hpp>
 #include <seqpool/error.hpp>
 #include <seqpool/float16.hpp>
 #include <seqpool/hidden.hpp>
@@ -254,6 +257,50 @@ hidden_view<T> hidden(const DLTensor& tensor) {
                           row_stride);
 }
 
+/// What a padded batch's hidden states hold as a [B, S, H] tensor: B
+/// sequences, the batch's requests, of S rows, its padded.sequence_length.
+struct padded_extents {
+  std::int64_t sequences = 0;
+  std::int64_t rows = 0;
+};
+
+/// The extents a [B, S, H] tensor of `step`'s hidden states must have; none
+/// for a packed batch, whose rows come as [T, H].
+inline std::optional<padded_extents> padded_extents_of(const batch& step) {
+  if (!step.padded) return std::nullopt;
+  return padded_extents{static_cast<std::int64_t>(step.requests.size()), step.padded->sequence_length};
+}
+
+namespace detail {
+
+/// Throws seqpool::error unless a [B, S, H] tensor (`what`) has the B and S of
+/// the padded batch its plan was made for (`padded`); a packed batch takes no
+/// such tensor (`remedy` says what to give instead). The view alone is rows,
+/// which another B and S of the same product would agree with: its sequences
+/// would be read across their padding.
+inline void check_sequences(const DLTensor& tensor, const char* what, const std::optional<padded_extents>& padded,
+                            std::string_view remedy) {
+  if (tensor.ndim != 3) return;
+  if (!padded) seqpool::detail::fail(what, "a [B, S, H] tensor is a padded batch's: ", remedy);
+  if (tensor.shape[0] != padded->sequences || tensor.shape[1] != padded->rows)
+    seqpool::detail::fail(what, "is ", shape_name(tensor), ", but the plan's padded batch is ", padded->sequences,
+                          " sequences of ", padded->rows, " rows");
+}
+
+inline constexpr std::string_view packed_remedy =
+    "give the batch a padded layout (batch::padded), or its packed rows as [T, H]";
+
+}  // namespace detail
+
+/// hidden<T, Space>(tensor) for the batch `step` a plan was made from: a
+/// [B, S, H] tensor must have the batch's B requests and its S
+/// (padded.sequence_length), and a packed batch's rows come as [T, H].
+template <hidden_element T, class Space>
+hidden_view<T> hidden(const DLTensor& tensor, const batch& step) {
+  detail::check_sequences(tensor, "hidden states", padded_extents_of(step), detail::packed_remedy);
+  return hidden<T, Space>(tensor);
+}
+
 /// Calls `visit` with the tensor's hidden view for the dtype it holds: float32,
 /// float16 (seqpool::half) or bfloat16 (seqpool::bfloat16).
 template <class Space, class Visit>
@@ -264,6 +311,14 @@ decltype(auto) visit_hidden(const DLTensor& tensor, Visit&& visit) {
   if (detail::holds<bfloat16>(type)) return visit(hidden<bfloat16, Space>(tensor));
   seqpool::detail::fail("hidden states", "the tensor holds " + detail::dtype_name(type) +
                                              "; seqpool reads float32, float16 and bfloat16");
+}
+
+/// visit_hidden<Space>(tensor, visit) for the batch `step` a plan was made
+/// from, checked as hidden(tensor, step) checks it.
+template <class Space, class Visit>
+decltype(auto) visit_hidden(const DLTensor& tensor, const batch& step, Visit&& visit) {
+  detail::check_sequences(tensor, "hidden states", padded_extents_of(step), detail::packed_remedy);
+  return visit_hidden<Space>(tensor, std::forward<Visit>(visit));
 }
 
 /// A contiguous tensor of any shape as the output span forward() writes: float32,
@@ -338,9 +393,19 @@ hidden_view<T> hidden(const Managed& managed) {
   return hidden<T, Space>(tensor_of(managed, "hidden states"));
 }
 
+template <hidden_element T, class Space, managed_tensor Managed>
+hidden_view<T> hidden(const Managed& managed, const batch& step) {
+  return hidden<T, Space>(tensor_of(managed, "hidden states"), step);
+}
+
 template <class Space, managed_tensor Managed, class Visit>
 decltype(auto) visit_hidden(const Managed& managed, Visit&& visit) {
   return visit_hidden<Space>(tensor_of(managed, "hidden states"), std::forward<Visit>(visit));
+}
+
+template <class Space, managed_tensor Managed, class Visit>
+decltype(auto) visit_hidden(const Managed& managed, const batch& step, Visit&& visit) {
+  return visit_hidden<Space>(tensor_of(managed, "hidden states"), step, std::forward<Visit>(visit));
 }
 
 template <class Space, class Result = float, managed_tensor Managed>

@@ -2,6 +2,7 @@
 from docs/SPEC.md): every method and head, torch tensors, 16-bit inputs and results,
 padded batches, chunked requests, mixed tasks, sparse results, refusals, and a leak check."""
 import gc
+import itertools
 import os
 import pathlib
 import sys
@@ -341,15 +342,27 @@ class Lying:
         return iter(self.items)
 
 
+class Endless(Lying):
+    """A sequence whose iteration never ends."""
+
+    def __iter__(self):
+        return itertools.count()
+
+
 def test_arguments_are_read_within_the_batch_whatever_they_do_meanwhile():
     """A sequence that says one length and holds another, or grows while it is read,
     is read as it was when the call began, never past the batch's requests."""
     dispatcher = seqpool.pooler(4, "mean")
     for keyword, items in [("ids", [f"x{i}" for i in range(200)]), ("params", [None] * 200),
                            ("token_ids", [None] * 200)]:
-        refuses(f"{keyword}: has 200 entries for 1 requests", dispatcher.plan, [1], **{keyword: Lying(items)})
+        refuses(f"{keyword}: has more entries than the step's 1 requests", dispatcher.plan, [1],
+                **{keyword: Lying(items)})
+        refuses(f"{keyword}: has 200 entries for 1 requests", dispatcher.plan, [1], **{keyword: items})
     mixed = seqpool.Dispatcher(4, embed="mean", classify="cls")
-    refuses("tasks: has 200 entries for 1 requests", mixed.plan, [1], tasks=Lying(["embed"] * 200))
+    refuses("tasks: has more entries than the step's 1 requests", mixed.plan, [1], tasks=Lying(["embed"] * 200))
+    # A sequence whose iteration never ends is read one entry past the batch, not until memory runs out.
+    refuses("ids: has more entries than the step's 1 requests", dispatcher.plan, [1], ids=Endless(None))
+    assert dispatcher.plan([1, 1], ids=Lying(["p", "q"])).results == [(0, 1, 4), (4, 1, 4)]
 
     ids = []
 
