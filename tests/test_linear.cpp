@@ -3,11 +3,14 @@
 // row take the device's path, through the workspace and a pass of the layer.
 // The device's layer reads a token method's rows where they lie. Each against
 // the reference.
+#include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include <doctest/doctest.h>
@@ -204,5 +207,81 @@ TEST_CASE("the host gathers the rows a dense layer takes a block to an item, how
     const std::vector<float> hidden = test::drawn_values(rows * hidden_size, 9);
     test::check_prompts(test::run_step(space, projected, state, step, hidden), step, hidden, hidden_size,
                         std::vector<std::string_view>(lens.size(), "all"), layer.spec, 3, 1e-5);
+  }
+}
+
+TEST_CASE(
+    "the host's dense loops, for the baseline and for AVX2 and FMA, against a plain loop, a row's bits "
+    "whatever shares its block") {
+  namespace loops = seqpool::detail::host::dense_loops;
+  using rows_loop = void (*)(const seqpool::dense_layer&, const float* const*, float* const*, const std::int64_t*, int);
+  using row_loop = void (*)(const seqpool::dense_layer&, const float*, float*, std::int64_t);
+  struct variant {
+    std::string name;
+    rows_loop of_rows;
+    row_loop of_row;
+  };
+  std::vector<variant> variants{
+      {"baseline", [](const auto& d, auto p, auto o, auto n, int c) { loops::outputs_of_rows(d, p, o, n, c); },
+       [](const auto& d, auto p, auto o, std::int64_t n) { loops::outputs(d, p, o, n); }}};
+  if (seqpool::detail::host::has_wide_vectors())
+    variants.push_back({"avx2,fma", loops::wide_outputs_of_rows, loops::wide_outputs});
+  else
+    MESSAGE("this CPU has no AVX2 and FMA: their loops are compiled, not run");
+  for (const auto& [in_features, out_features] :
+       std::vector<std::pair<std::int64_t, std::int64_t>>{{1, 1}, {7, 2}, {64, 3}, {1000, 129}, {1024, 128}}) {
+    const std::vector<float> weights = test::drawn_values(out_features * in_features, 5, 0.5f);
+    const std::vector<float> bias = test::drawn_values(out_features, 6);
+    const std::vector<float> inputs = test::drawn_values(4 * in_features, 7);
+    const seqpool::dense_layer layer{{weights.data(), bias.data(), out_features, in_features},
+                                     seqpool::activation_function::tanh};
+    for (const variant& loop : variants) {
+      CAPTURE(loop.name);
+      CAPTURE(in_features);
+      CAPTURE(out_features);
+      // Four rows, each keeping fewer of the outputs than the one before.
+      const std::int64_t kept[4] = {out_features, std::max<std::int64_t>(out_features - 1, 1),
+                                    std::max<std::int64_t>(out_features / 2, 1), 1};
+      std::vector<float> together(4 * out_features, -7.0f);
+      const float* pooled[4];
+      float* out[4];
+      for (int b = 0; b < 4; ++b) {
+        pooled[b] = inputs.data() + b * in_features;
+        out[b] = together.data() + b * out_features;
+      }
+      loop.of_rows(layer, pooled, out, kept, 4);
+      for (int b = 0; b < 4; ++b) {
+        CAPTURE(b);
+        for (std::int64_t o = 0; o < out_features; ++o) {
+          if (o >= kept[b]) {
+            CHECK(together[b * out_features + o] == -7.0f);  // past the outputs the row keeps: untouched
+            continue;
+          }
+          double total = bias[o], magnitude = std::abs(bias[o]);
+          for (std::int64_t k = 0; k < in_features; ++k) {
+            const double term = static_cast<double>(weights[o * in_features + k]) * inputs[b * in_features + k];
+            total += term;
+            magnitude += std::abs(term);
+          }
+          // Float sums in any order lie within a few ulps of the terms' magnitude; tanh shrinks the error.
+          CHECK(std::abs(together[b * out_features + o] - std::tanh(total)) <= 1e-6 * magnitude);
+        }
+        // The same row alone, and first of a block of two: the same bits, and linear_outputs' too.
+        std::vector<float> alone(out_features), paired(2 * out_features), single(out_features);
+        float* alone_out[1] = {alone.data()};
+        loop.of_rows(layer, &pooled[b], alone_out, &kept[b], 1);
+        const float* pair_in[2] = {pooled[b], pooled[(b + 1) % 4]};
+        float* pair_out[2] = {paired.data(), paired.data() + out_features};
+        const std::int64_t pair_kept[2] = {kept[b], out_features};
+        loop.of_rows(layer, pair_in, pair_out, pair_kept, 2);
+        loop.of_row(layer, pooled[b], single.data(), kept[b]);
+        for (std::int64_t o = 0; o < kept[b]; ++o) {
+          CHECK(std::bit_cast<std::uint32_t>(alone[o]) == std::bit_cast<std::uint32_t>(together[b * out_features + o]));
+          CHECK(std::bit_cast<std::uint32_t>(paired[o]) ==
+                std::bit_cast<std::uint32_t>(together[b * out_features + o]));
+          CHECK(single[o] == doctest::Approx(together[b * out_features + o]).epsilon(1e-5));
+        }
+      }
+    }
   }
 }

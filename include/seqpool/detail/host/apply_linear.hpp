@@ -17,10 +17,25 @@ inline float dense_output(const dense_layer& layer, std::int64_t o, float total)
   return activate(layer.activation, layer.linear.bias != nullptr ? total + layer.linear.bias[o] : total);
 }
 
-/// Writes f(bias + W · pooled) for the layer's first `outputs` outputs, f its
-/// activation function; each dot product may be reassociated into vector lanes.
-inline void linear_outputs(const dense_layer& dense, const float* __restrict__ pooled, float* out,
-                           std::int64_t outputs) {
+/// Whether this CPU runs AVX2 and FMA, asked once a process: the dense layers'
+/// loops are compiled for them as well as for the build's baseline and run in
+/// their eight lanes where it does (as BLAS libraries choose their kernels),
+/// every loop of a process in the same lanes.
+inline bool has_wide_vectors() {
+  static const bool wide = [] {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  }();
+  return wide;
+}
+
+/// The dense layers' loops, each compiled where it is inlined: into the
+/// baseline's entry point and into the one for AVX2 and FMA.
+namespace dense_loops {
+
+/// linear_outputs(): each weight row once against the input.
+[[gnu::always_inline]] inline void outputs(const dense_layer& dense, const float* __restrict__ pooled, float* out,
+                                           std::int64_t outputs) {
   const linear_layer& layer = dense.linear;
   for (std::int64_t o = 0; o < outputs; ++o) {
     const float* __restrict__ weights = layer.weight + o * layer.in_features;
@@ -31,10 +46,11 @@ inline void linear_outputs(const dense_layer& dense, const float* __restrict__ p
   }
 }
 
-/// linear_outputs() for `count` ≤ 4 rows at once, row b's first outputs[b]
-/// into out[b]: each weight row is read once for all of them.
-inline void linear_outputs_of_rows(const dense_layer& dense, const float* const* pooled, float* const* out,
-                                   const std::int64_t* outputs, int count) {
+/// linear_outputs_of_rows(): two weight rows at a time against the rows, eight
+/// sums in registers, so that each input loaded serves two outputs and each
+/// weight four rows.
+[[gnu::always_inline]] inline void outputs_of_rows(const dense_layer& dense, const float* const* pooled,
+                                                   float* const* out, const std::int64_t* outputs, int count) {
   const linear_layer& layer = dense.linear;
   const float* __restrict__ p0 = pooled[0];
   const float* __restrict__ p1 = pooled[count > 1 ? 1 : 0];
@@ -42,7 +58,31 @@ inline void linear_outputs_of_rows(const dense_layer& dense, const float* const*
   const float* __restrict__ p3 = pooled[count > 3 ? 3 : 0];
   std::int64_t most = 0;
   for (int b = 0; b < count; ++b) most = outputs[b] > most ? outputs[b] : most;
-  for (std::int64_t o = 0; o < most; ++o) {
+  const auto store = [&](std::int64_t o, const float(&totals)[4]) {
+    for (int b = 0; b < count; ++b)
+      if (o < outputs[b]) out[b][o] = dense_output(dense, o, totals[b]);
+  };
+  std::int64_t o = 0;
+  for (; o + 2 <= most; o += 2) {
+    const float* __restrict__ first = layer.weight + o * layer.in_features;
+    const float* __restrict__ second = first + layer.in_features;
+    float a0 = 0.0f, a1 = 0.0f, a2 = 0.0f, a3 = 0.0f, b0 = 0.0f, b1 = 0.0f, b2 = 0.0f, b3 = 0.0f;
+    SEQPOOL_SIMD_REDUCTION(+ : a0, a1, a2, a3, b0, b1, b2, b3)
+    for (std::int64_t k = 0; k < layer.in_features; ++k) {
+      const float x0 = p0[k], x1 = p1[k], x2 = p2[k], x3 = p3[k];
+      a0 += first[k] * x0;
+      a1 += first[k] * x1;
+      a2 += first[k] * x2;
+      a3 += first[k] * x3;
+      b0 += second[k] * x0;
+      b1 += second[k] * x1;
+      b2 += second[k] * x2;
+      b3 += second[k] * x3;
+    }
+    store(o, {a0, a1, a2, a3});
+    store(o + 1, {b0, b1, b2, b3});
+  }
+  if (o < most) {
     const float* __restrict__ weights = layer.weight + o * layer.in_features;
     float t0 = 0.0f, t1 = 0.0f, t2 = 0.0f, t3 = 0.0f;
     SEQPOOL_SIMD_REDUCTION(+ : t0, t1, t2, t3)
@@ -53,10 +93,40 @@ inline void linear_outputs_of_rows(const dense_layer& dense, const float* const*
       t2 += weight * p2[k];
       t3 += weight * p3[k];
     }
-    const float totals[4] = {t0, t1, t2, t3};
-    for (int b = 0; b < count; ++b)
-      if (o < outputs[b]) out[b][o] = dense_output(dense, o, totals[b]);
+    store(o, {t0, t1, t2, t3});
   }
+}
+
+[[gnu::target("avx2,fma")]] inline void wide_outputs(const dense_layer& dense, const float* pooled, float* out,
+                                                     std::int64_t outputs) {
+  dense_loops::outputs(dense, pooled, out, outputs);
+}
+
+[[gnu::target("avx2,fma")]] inline void wide_outputs_of_rows(const dense_layer& dense, const float* const* pooled,
+                                                             float* const* out, const std::int64_t* outputs,
+                                                             int count) {
+  dense_loops::outputs_of_rows(dense, pooled, out, outputs, count);
+}
+
+}  // namespace dense_loops
+
+/// Writes f(bias + W · pooled) for the layer's first `outputs` outputs, f its
+/// activation function; each dot product may be reassociated into vector lanes.
+inline void linear_outputs(const dense_layer& dense, const float* pooled, float* out, std::int64_t outputs) {
+  if (has_wide_vectors())
+    dense_loops::wide_outputs(dense, pooled, out, outputs);
+  else
+    dense_loops::outputs(dense, pooled, out, outputs);
+}
+
+/// linear_outputs() for `count` ≤ 4 rows at once, row b's first outputs[b]
+/// into out[b]: each weight row is read once for all of them.
+inline void linear_outputs_of_rows(const dense_layer& dense, const float* const* pooled, float* const* out,
+                                   const std::int64_t* outputs, int count) {
+  if (has_wide_vectors())
+    dense_loops::wide_outputs_of_rows(dense, pooled, out, outputs, count);
+  else
+    dense_loops::outputs_of_rows(dense, pooled, out, outputs, count);
 }
 
 /// Finishes a result row from a pooled row: the layer's first `width` outputs
