@@ -13,6 +13,7 @@
 #include <new>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <type_traits>
 #include <vector>
 
@@ -21,6 +22,7 @@
 #include <seqpool/seqpool.hpp>
 
 #include "support/graph.hpp"
+#include "support/prompts.hpp"
 #include "support/spaces.hpp"
 #include "support/step.hpp"
 
@@ -297,6 +299,65 @@ TEST_CASE("a captured step uploads what its batch uses of the capacity's image, 
   }
   CHECK(sent == upload_bytes(space, eager, next));
   CHECK(static_cast<std::size_t>(sent) * 50 < home.bytes());
+}
+
+/// STEP, counting the prompt positions its select() and count() read.
+struct counted_step : method::step {
+  static constexpr std::string_view name = "counted_step";
+  std::int64_t* read = nullptr;
+
+  void select(const seqpool::request& r, std::int64_t begin, std::int64_t end,
+              std::vector<std::int64_t>& positions) const {
+    *read += end - begin;
+    method::step::select(r, begin, end, positions);
+  }
+  std::int64_t count(const seqpool::request& r, std::int64_t begin, std::int64_t end) const {
+    *read += end - begin;
+    return method::step::count(r, begin, end);
+  }
+};
+
+TEST_CASE("a later chunk's plan reads its own chunk's positions: the state store counts the rows of the others") {
+  constexpr std::int64_t prompt_len = 4096, chunk_rows = 128, chunks = prompt_len / chunk_rows;
+  std::vector<std::int64_t> ids(prompt_len, 1);
+  for (std::int64_t t = 0; t < prompt_len; t += 3) ids[static_cast<std::size_t>(t)] = 7;
+  const std::vector<float> rows = test::drawn_values(prompt_len * hidden_size, 11);
+  // The tag alone (the other chunks' rows counted by count()), and with a
+  // filter by id (listed by select() and filtered): each keeps a third of the rows.
+  for (const seqpool::pooling_params& params :
+       {seqpool::pooling_params{.step_tag_id = 7}, seqpool::pooling_params{.step_tag_id = 7, .drop_token_ids = {1}}}) {
+    CAPTURE(params.drop_token_ids.size());
+    seqpool::host_space space;
+    seqpool::state_store<seqpool::host_space> state(space);
+    std::int64_t read = 0;
+    seqpool::pooler<counted_step, head::embed, seqpool::host_space> chunked(space, hidden_size,
+                                                                            counted_step{{}, &read});
+    std::vector<float> last;
+    for (std::int64_t k = 0; k < chunks; ++k) {
+      seqpool::batch step{{test::part("doc", task::token_embed, prompt_len, k * chunk_rows, chunk_rows, params)}};
+      step.requests[0].prompt_token_ids = ids;
+      const seqpool::step_plan plan = chunked.plan(step, state);
+      chunked.reserve(plan, state);
+      seqpool::buffer<float, seqpool::host_space> output(space, static_cast<std::size_t>(plan.output_size));
+      chunked.forward(seqpool::make_hidden_view(rows.data() + k * chunk_rows * hidden_size, chunk_rows, hidden_size),
+                      plan, state, output.span());
+      last.assign(output.data(), output.data() + output.size());
+    }
+    // Each chunk's select() and its check over the chunk's own rows, and the first chunk's count of
+    // the rest of the prompt (listed and checked where a filter drops by id): each row read four
+    // times at most, where every chunk counting the prompt's other rows read each 32 to 64 times.
+    CHECK(read <= 4 * prompt_len);
+    CHECK(state.size() == 0);
+
+    seqpool::pooler<method::step, head::embed, seqpool::host_space> whole(space, hidden_size);
+    seqpool::batch step{{test::whole("doc", task::token_embed, prompt_len, params)}};
+    step.requests[0].prompt_token_ids = ids;
+    const seqpool::step_plan plan = whole.plan(step, state);
+    whole.reserve(plan, state);
+    seqpool::buffer<float, seqpool::host_space> output(space, static_cast<std::size_t>(plan.output_size));
+    whole.forward(seqpool::make_hidden_view(rows.data(), prompt_len, hidden_size), plan, state, output.span());
+    CHECK(last == std::vector<float>(output.data(), output.data() + output.size()));
+  }
 }
 
 TEST_CASE_TEMPLATE("a plan made into one that has held as large a step allocates nothing", Space, seqpool::host_space,

@@ -147,10 +147,11 @@ class state_store {
     return found->second.data;
   }
 
-  /// After a step's work is launched: the request has pooled its chunk. A
-  /// finished request gives its state's memory back; later steps that reuse it
-  /// are stream-ordered behind the work that reads it now.
-  void advance(const request& r, std::uint32_t part = 0) {
+  /// After a step's work is launched: the request has pooled its chunk, which
+  /// chose `rows` rows (token methods; 0 for sequence methods). A finished
+  /// request gives its state's memory back; later steps that reuse it are
+  /// stream-ordered behind the work that reads it now.
+  void advance(const request& r, std::uint32_t part = 0, std::int64_t rows = 0) {
     const auto found = entries_.find(held_at{r.id, part});
     if (found == entries_.end()) return;
     if (r.num_computed + r.num_scheduled == r.prompt_len) {
@@ -158,7 +159,16 @@ class state_store {
       entries_.erase(found);
     } else {
       found->second.num_computed += r.num_scheduled;
+      found->second.rows_before += rows;
     }
+  }
+
+  /// Token methods: the rows a request in progress has chosen in its chunks so
+  /// far and will over its whole prompt (none where no state is held).
+  held_rows rows_of(std::string_view id, std::uint32_t part = 0) const {
+    const auto found = entries_.find(held_at{id, part});
+    if (found == entries_.end()) return {};
+    return {found->second.rows_before, found->second.key.rows};
   }
 
   /// Drops a request that will not finish (aborted or preempted by the engine), every part's state of it.
@@ -200,6 +210,7 @@ class state_store {
     std::int64_t prompt_len = 0;
     state_key key;
     std::int64_t num_computed = 0;
+    std::int64_t rows_before = 0;  ///< token methods: the rows its chunks so far chose
     float* data = nullptr;
     std::size_t floats = 0;
   };
@@ -236,6 +247,7 @@ class state_store {
     held.task = r.task;
     held.prompt_len = r.prompt_len;
     held.key = key;
+    held.rows_before = 0;
   }
 
   void give_back(entry& held) {

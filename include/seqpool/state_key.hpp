@@ -20,6 +20,19 @@ struct state_key {
   std::int64_t hidden_size = 0;
   pooling_params params;
   std::uint64_t token_ids = 0;  ///< a hash of prompt_token_ids where they choose rows, else 0
+  /// Token methods: the rows the whole prompt returns, which its first chunk
+  /// counts and the state is sized by; later chunks take it from the store
+  /// (held_rows) instead of counting the prompt again. 0 for sequence methods.
+  std::int64_t rows = 0;
+};
+
+/// Token methods: what a state_store keeps of a request in progress between
+/// its chunks, so that planning a chunk counts the rows of no other chunk: the
+/// rows its chunks so far returned or stashed, and those its whole prompt
+/// returns (its key's `rows`).
+struct held_rows {
+  std::int64_t before = 0;
+  std::int64_t total = 0;
 };
 
 namespace detail {

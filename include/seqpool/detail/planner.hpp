@@ -221,10 +221,12 @@ class planner {
       if (part.chunked()) begin_key(method, key, r);
       state.check(index, r, key);
       if (r.params.top_k) check_top_k(index, r, *r.params.top_k);
-      if constexpr (Method::kind == method_kind::token)
-        decide_tokens(method, head, index, r, part, d);
-      else
+      if constexpr (Method::kind == method_kind::token) {
+        decide_tokens(method, head, index, r, part, state, d);
+        if (part.chunked()) key.rows = d.rows_total;
+      } else {
         decide_pooled(method, head, index, r, part, d);
+      }
     }
   }
 
@@ -303,10 +305,12 @@ class planner {
   }
 
   /// A token method chooses the chunk's positions it returns, less those the
-  /// request's filter drops, and the columns.
-  template <class Method, class Head>
+  /// request's filter drops, and the columns. The rows of the request's other
+  /// chunks are counted once, by its first chunk: a later one takes what the
+  /// chunks before it chose, and what the whole prompt returns, from `state`.
+  template <class Method, class Head, class State>
   void decide_tokens(const Method& method, const Head& head, std::size_t index, const request& r, const chunk& part,
-                     decision& d) {
+                     const State& state, decision& d) {
     method.check(index, r, shape_.hidden_size);
     if (!r.params.spans.empty())
       fail_request(index, r.id, "spans", "only sequence methods pool spans; a token method returns rows");
@@ -342,10 +346,18 @@ class planner {
                                         [&](std::int64_t position) { return !filter.stays(position); }),
                          positions_.end());
       d.count = positions_.size() - d.first;
-      d.rows_before = part.first_chunk() ? 0 : chosen_rows(method, filter, index, r, 0, part.num_computed);
-      const std::int64_t rows_through = d.rows_before + static_cast<std::int64_t>(d.count);
-      d.rows_total =
-          part.finished() ? rows_through : rows_through + chosen_rows(method, filter, index, r, end, r.prompt_len);
+      const auto count = static_cast<std::int64_t>(d.count);
+      if (part.first_chunk()) {
+        d.rows_total = part.finished() ? count : count + chosen_rows(method, filter, index, r, end, r.prompt_len);
+      } else {
+        const held_rows held = state.rows_of(r.id);  // state.check() found the request in progress
+        d.rows_before = held.before;
+        d.rows_total = held.total;
+        if (held.before + count > held.total || (part.finished() && held.before + count != held.total))
+          fail_request(index, r.id, "method", name_of(method, "the method"), "'s chunks chose ", held.before + count,
+                       " rows of the prompt through position ", end, "; its count() over the prompt said ", held.total,
+                       " at the first chunk");
+      }
     }
     // The prompt's rows at this width must be countable in floats, for the state
     // and for the result.
@@ -441,6 +453,7 @@ class planner {
     key.hidden_size = shape_.hidden_size;
     key.params = r.params;
     key.token_ids = 0;
+    key.rows = 0;
     // Where the rows a chunk returns depend on the prompt's ids, its later chunks must see the same ids.
     if constexpr (Method::kind == method_kind::token) {
       if (Method::reads_token_ids || token_filter(r).by_id() || shape_.sparse)
@@ -674,7 +687,8 @@ class planner {
     }
     const std::size_t result = take_result();
     const std::int32_t record = add_records(r, 1, column_offset);
-    if (part.chunked()) keep_state(record, index, r, d.rows_total * d.width, key, 1, 0);
+    if (part.chunked())
+      keep_state(record, index, r, d.rows_total * d.width, key, 1, 0, static_cast<std::int64_t>(d.count));
     const std::int64_t rows = d.rows_before + static_cast<std::int64_t>(d.count);
     // A family that projects returned rows where they lie gathers none of a
     // finishing request's rows that a dense layer takes: its linear records say where they are.
@@ -841,9 +855,10 @@ class planner {
   }
 
   /// The request's state, `floats` floats, which `records` request records from
-  /// `record` on share, each `record_floats` after the last.
+  /// `record` on share, each `record_floats` after the last; a token method's
+  /// chunk chooses `rows` rows, which the store adds to those before once the step runs.
   void keep_state(std::int32_t record, std::size_t index, const request& r, std::int64_t floats, const state_key& key,
-                  std::int64_t records, std::int64_t record_floats) {
+                  std::int64_t records, std::int64_t record_floats, std::int64_t rows = 0) {
     state_use& use = share_.stateful.next();  // assigned member by member: its strings and knobs keep their storage
     use.request = record;
     use.batch_index = index;
@@ -853,6 +868,7 @@ class planner {
     use.key = key;
     use.records = static_cast<std::int32_t>(records);
     use.record_floats = record_floats;
+    use.rows = rows;
   }
 
   /// Reserves a finishing request's `rows` result rows, from a 16-byte boundary.

@@ -6,6 +6,7 @@
 
 #include <seqpool/config.hpp>
 #include <seqpool/detail/host/store_row.hpp>
+#include <seqpool/detail/host/wide_vectors.hpp>
 #include <seqpool/detail/records.hpp>
 #include <seqpool/head/concepts.hpp>
 #include <seqpool/head/row.hpp>
@@ -17,20 +18,8 @@ inline float dense_output(const dense_layer& layer, std::int64_t o, float total)
   return activate(layer.activation, layer.linear.bias != nullptr ? total + layer.linear.bias[o] : total);
 }
 
-/// Whether this CPU runs AVX2 and FMA, asked once a process: the dense layers'
-/// loops are compiled for them as well as for the build's baseline and run in
-/// their eight lanes where it does (as BLAS libraries choose their kernels),
-/// every loop of a process in the same lanes.
-inline bool has_wide_vectors() {
-  static const bool wide = [] {
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-  }();
-  return wide;
-}
-
 /// The dense layers' loops, each compiled where it is inlined: into the
-/// baseline's entry point and into the one for AVX2 and FMA.
+/// baseline's entry point and into the one for AVX2 and FMA (has_wide_vectors).
 namespace dense_loops {
 
 /// linear_outputs(): each weight row once against the input.
