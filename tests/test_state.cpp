@@ -55,12 +55,12 @@ TEST_CASE("a token method's request keeps the rows its chunks chose and its prom
   const seqpool::request first = part("t", task::token_embed, 10, 0, 4);
   CHECK(state.rows_of("t").before == 0);
   CHECK(state.rows_of("t").total == 0);
-  state.reserve(0, first, 16, {.rows = 7});
+  state.reserve(0, first, 16, {.rows_total = 7});
   CHECK(state.rows_of("t").total == 7);
   state.advance(first, 0, 3);
   CHECK(state.rows_of("t").before == 3);
   // A part of a multi_pooler keeps its own.
-  state.reserve(0, first, 16, {.rows = 2}, 1);
+  state.reserve(0, first, 16, {.rows_total = 2}, 1);
   state.advance(first, 1, 1);
   const seqpool::request second = part("t", task::token_embed, 10, 4, 3);
   state.advance(second, 0, 2);
@@ -68,13 +68,14 @@ TEST_CASE("a token method's request keeps the rows its chunks chose and its prom
   CHECK(state.rows_of("t").total == 7);
   CHECK(state.rows_of("t", 1).before == 1);
   CHECK(state.rows_of("t", 1).total == 2);
-  // A first chunk planned again begins anew.
   state.release("t");
-  state.reserve(0, first, 16, {.rows = 9});
+  CHECK(state.rows_of("t").total == 0);
+  // A first chunk reserved again before it ran (planned anew) begins with what the later call says.
+  state.reserve(0, first, 16, {.rows_total = 7});
+  state.reserve(0, first, 16, {.rows_total = 9});
   CHECK(state.rows_of("t").before == 0);
   CHECK(state.rows_of("t").total == 9);
   state.release("t");
-  CHECK(state.rows_of("t").total == 0);
 }
 
 TEST_CASE("a method that keeps nothing still tracks progress") {

@@ -261,7 +261,7 @@ hidden_view<T> hidden(const DLTensor& tensor) {
 /// sequences, the batch's requests, of S rows, its padded.sequence_length.
 struct padded_extents {
   std::int64_t sequences = 0;
-  std::int64_t rows = 0;
+  std::int64_t sequence_length = 0;
 };
 
 /// The extents a [B, S, H] tensor of `step`'s hidden states must have; none
@@ -282,9 +282,9 @@ inline void check_sequences(const DLTensor& tensor, const char* what, const std:
                             std::string_view remedy) {
   if (tensor.ndim != 3) return;
   if (!padded) seqpool::detail::fail(what, "a [B, S, H] tensor is a padded batch's: ", remedy);
-  if (tensor.shape[0] != padded->sequences || tensor.shape[1] != padded->rows)
+  if (tensor.shape[0] != padded->sequences || tensor.shape[1] != padded->sequence_length)
     seqpool::detail::fail(what, "is ", shape_name(tensor), ", but the plan's padded batch is ", padded->sequences,
-                          " sequences of ", padded->rows, " rows");
+                          " sequences of ", padded->sequence_length, " rows");
 }
 
 inline constexpr std::string_view packed_remedy =

@@ -148,10 +148,10 @@ class state_store {
   }
 
   /// After a step's work is launched: the request has pooled its chunk, which
-  /// chose `rows` rows (token methods; 0 for sequence methods). A finished
+  /// chose `chunk_rows` rows (token methods; 0 for sequence methods). A finished
   /// request gives its state's memory back; later steps that reuse it are
   /// stream-ordered behind the work that reads it now.
-  void advance(const request& r, std::uint32_t part = 0, std::int64_t rows = 0) {
+  void advance(const request& r, std::uint32_t part = 0, std::int64_t chunk_rows = 0) {
     const auto found = entries_.find(held_at{r.id, part});
     if (found == entries_.end()) return;
     if (r.num_computed + r.num_scheduled == r.prompt_len) {
@@ -159,7 +159,7 @@ class state_store {
       entries_.erase(found);
     } else {
       found->second.num_computed += r.num_scheduled;
-      found->second.rows_before += rows;
+      found->second.rows_before += chunk_rows;
     }
   }
 
@@ -168,7 +168,7 @@ class state_store {
   held_rows rows_of(std::string_view id, std::uint32_t part = 0) const {
     const auto found = entries_.find(held_at{id, part});
     if (found == entries_.end()) return {};
-    return {found->second.rows_before, found->second.key.rows};
+    return {found->second.rows_before, found->second.key.rows_total};
   }
 
   /// Drops a request that will not finish (aborted or preempted by the engine), every part's state of it.

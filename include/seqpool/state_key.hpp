@@ -22,14 +22,15 @@ struct state_key {
   std::uint64_t token_ids = 0;  ///< a hash of prompt_token_ids where they choose rows, else 0
   /// Token methods: the rows the whole prompt returns, which its first chunk
   /// counts and the state is sized by; later chunks take it from the store
-  /// (held_rows) instead of counting the prompt again. 0 for sequence methods.
-  std::int64_t rows = 0;
+  /// (held_rows) instead of counting the prompt's other positions again. 0 for
+  /// sequence methods.
+  std::int64_t rows_total = 0;
 };
 
 /// Token methods: what a state_store keeps of a request in progress between
-/// its chunks, so that planning a chunk counts the rows of no other chunk: the
+/// its chunks, so that planning a later chunk counts the rows of no other: the
 /// rows its chunks so far returned or stashed, and those its whole prompt
-/// returns (its key's `rows`).
+/// returns (its key's `rows_total`).
 struct held_rows {
   std::int64_t before = 0;
   std::int64_t total = 0;

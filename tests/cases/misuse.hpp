@@ -30,14 +30,17 @@ struct careless_tokens {
   static constexpr bool reads_token_ids = false;
   std::int64_t shift = 0;        ///< select() reports positions this far off
   std::int64_t extra_count = 0;  ///< count() reports this many more than select() chooses
-  std::int64_t short_over = 0;   ///< where positive, count() of a longer range reports one fewer: it does not add up
+  /// count() of a range longer than this (where positive) reports `long_extra`
+  /// more: counts that do not add up over a prompt's chunks.
+  std::int64_t long_range = 0;
+  std::int64_t long_extra = 0;
 
   void check(std::size_t, const seqpool::request&, std::int64_t) const {}
   void select(const seqpool::request&, std::int64_t begin, std::int64_t end, std::vector<std::int64_t>& positions) const {
     for (std::int64_t position = begin; position < end; ++position) positions.push_back(position + shift);
   }
   std::int64_t count(const seqpool::request&, std::int64_t begin, std::int64_t end) const {
-    return end - begin + extra_count - (short_over > 0 && end - begin > short_over ? 1 : 0);
+    return end - begin + extra_count + (long_range > 0 && end - begin > long_range ? long_extra : 0);
   }
   std::span<const std::int64_t> columns(const seqpool::request&) const { return {}; }
 };
@@ -215,16 +218,23 @@ TEST_CASE_TEMPLATE_DEFINE("what a caller or a user method hands the pooler is ch
                        "request 0 (id \"t\"): method: careless's count() says 4 rows in [0, 3), select() chose 3",
                        seqpool::error);
   // A count() that does not add up over the prompt: the state was sized by the first chunk's, and
-  // the chunks that choose more rows than it holds are refused, not stashed past it.
-  seqpool::pooler<careless_tokens, head::embed, Space> short_total(space, 4, {.short_over = 3});
-  for (const std::int64_t computed : {0, 3})
-    run(space, short_total, state,
-        short_total.plan(seqpool::batch{{test::part("u", task::token_embed, 9, computed, 3)}}, state));
-  CHECK_THROWS_WITH_AS(short_total.plan(seqpool::batch{{test::part("u", task::token_embed, 9, 6, 3)}}, state),
-                       "request 0 (id \"u\"): method: careless's chunks chose 9 rows of the prompt through position "
-                       "9; its count() over the prompt said 8 at the first chunk",
-                       seqpool::error);
-  state.release("u");
+  // the chunks that choose more rows than it holds, or fewer by the last, are refused, not stashed
+  // past it or read short of it.
+  for (const auto& [extra, message] :
+       {std::pair{std::int64_t{-1},
+                  "request 0 (id \"u\"): method: careless's chunks chose 9 rows of the prompt "
+                  "through position 9; its count() over the prompt said 8 at the first chunk"},
+        std::pair{std::int64_t{1},
+                  "request 0 (id \"u\"): method: careless's chunks chose 9 rows of the prompt "
+                  "through position 9; its count() over the prompt said 10 at the first chunk"}}) {
+    seqpool::pooler<careless_tokens, head::embed, Space> uneven(space, 4, {.long_range = 3, .long_extra = extra});
+    for (const std::int64_t computed : {0, 3})
+      run(space, uneven, state,
+          uneven.plan(seqpool::batch{{test::part("u", task::token_embed, 9, computed, 3)}}, state));
+    CHECK_THROWS_WITH_AS(uneven.plan(seqpool::batch{{test::part("u", task::token_embed, 9, 6, 3)}}, state), message,
+                         seqpool::error);
+    state.release("u");
+  }
 }
 
 TEST_CASE_TEMPLATE_DEFINE("sizes computed from a request's numbers never overflow", Space, huge_prompts) {

@@ -177,6 +177,28 @@ struct every_third {
   std::span<const std::int64_t> columns(const seqpool::request&) const { return {}; }
 };
 
+/// A user's token method whose choice depends on where a range starts: it
+/// skips position 2 of a range from 0 and chooses every position of any other.
+/// Its count() agrees with its select() over every range, and a prompt's
+/// chunks of two rows add up to what its first chunk counts, but listed from 0
+/// at once its earlier chunks give a row fewer than they chose.
+struct range_bound {
+  static constexpr seqpool::method_kind kind = seqpool::method_kind::token;
+  static constexpr std::string_view name = "range_bound";
+  static constexpr bool reads_token_ids = false;
+
+  void check(std::size_t, const seqpool::request&, std::int64_t) const {}
+  void select(const seqpool::request&, std::int64_t begin, std::int64_t end,
+              std::vector<std::int64_t>& positions) const {
+    for (std::int64_t position = begin; position < end; ++position)
+      if (begin != 0 || position != 2) positions.push_back(position);
+  }
+  std::int64_t count(const seqpool::request&, std::int64_t begin, std::int64_t end) const {
+    return end - begin - (begin == 0 && end > 2 ? 1 : 0);
+  }
+  std::span<const std::int64_t> columns(const seqpool::request&) const { return {}; }
+};
+
 /// What SPEC section 3 says a request's list is, by a plain loop over its
 /// prompt: each returned row's weight relu(row · v + b) (without relu where
 /// `relu` is false), the largest of each distinct id among the rows the method
@@ -430,6 +452,14 @@ TEST_CASE_TEMPLATE_DEFINE("sparse results refuse a head without one weight, miss
                        "result_dtype \"sparse\")",
                        seqpool::error);
   step.requests[0].params.top_k.reset();
+  // The last chunk lists its request's rows by id, the earlier chunks' chosen again: a method whose
+  // listing differs from what its chunks chose is refused, not listed past the rows it stashed.
+  seqpool::pooler<range_bound, head::classify, Space, sparse_entry> bound(space, 2, {}, layer.head());
+  prompt chunked{"b", grid_values(6 * 2, 35), {1, 2, 3, 4, 5, 6}, {2, 2, 2}, {}};
+  CHECK_THROWS_WITH_AS(run(space, bound, {chunked}),
+                       "request 0 (id \"b\"): method: range_bound chooses 5 rows of the prompt listed whole; its "
+                       "chunks chose 6",
+                       seqpool::error);
   // A chunk that does not finish lists no id, so it checks none.
   step.requests[0] = test::part("r", seqpool::task::token_classify, 3, 0, 1);
   step.requests[0].prompt_token_ids = ids;

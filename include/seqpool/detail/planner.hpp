@@ -223,7 +223,7 @@ class planner {
       if (r.params.top_k) check_top_k(index, r, *r.params.top_k);
       if constexpr (Method::kind == method_kind::token) {
         decide_tokens(method, head, index, r, part, state, d);
-        if (part.chunked()) key.rows = d.rows_total;
+        if (part.chunked()) key.rows_total = d.rows_total;
       } else {
         decide_pooled(method, head, index, r, part, d);
       }
@@ -385,6 +385,11 @@ class planner {
     };
     visit_chosen(method, filter, index, r, 0, part.num_computed, list);
     for (std::size_t k = 0; k < d.count; ++k) list(chosen_position(d, k));
+    // The rows the earlier chunks stashed, as the store counted them, are those listed again.
+    const auto listed = static_cast<std::int64_t>(listed_.size() - d.first_listed);
+    if (listed != d.rows_total)
+      fail_request(index, r.id, "method", name_of(method, "the method"), " chooses ", listed,
+                   " rows of the prompt listed whole; its chunks chose ", d.rows_total);
   }
 
   /// The prompt position of the k-th row that decision `d` chose in its chunk.
@@ -453,7 +458,7 @@ class planner {
     key.hidden_size = shape_.hidden_size;
     key.params = r.params;
     key.token_ids = 0;
-    key.rows = 0;
+    key.rows_total = 0;
     // Where the rows a chunk returns depend on the prompt's ids, its later chunks must see the same ids.
     if constexpr (Method::kind == method_kind::token) {
       if (Method::reads_token_ids || token_filter(r).by_id() || shape_.sparse)
@@ -856,9 +861,9 @@ class planner {
 
   /// The request's state, `floats` floats, which `records` request records from
   /// `record` on share, each `record_floats` after the last; a token method's
-  /// chunk chooses `rows` rows, which the store adds to those before once the step runs.
+  /// chunk chooses `chunk_rows` rows, which the store adds to those before once the step runs.
   void keep_state(std::int32_t record, std::size_t index, const request& r, std::int64_t floats, const state_key& key,
-                  std::int64_t records, std::int64_t record_floats, std::int64_t rows = 0) {
+                  std::int64_t records, std::int64_t record_floats, std::int64_t chunk_rows = 0) {
     state_use& use = share_.stateful.next();  // assigned member by member: its strings and knobs keep their storage
     use.request = record;
     use.batch_index = index;
@@ -868,7 +873,7 @@ class planner {
     use.key = key;
     use.records = static_cast<std::int32_t>(records);
     use.record_floats = record_floats;
-    use.rows = rows;
+    use.chunk_rows = chunk_rows;
   }
 
   /// Reserves a finishing request's `rows` result rows, from a 16-byte boundary.

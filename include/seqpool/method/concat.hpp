@@ -32,6 +32,7 @@ struct first_read {
   static constexpr bool keeps_state = true;
   static constexpr instruction_rule instruction = cls::instruction;
   static constexpr std::uint32_t unread_bits = 0x7fd5a5a5u;
+  static constexpr rows_read reads = rows_read::first;
 
   row_window window(const chunk& part) const { return {part.first_row(), part.num_scheduled}; }
 

@@ -15,6 +15,7 @@ struct last {
   static constexpr std::string_view name = "last";
   static constexpr bool keeps_state = false;
   static constexpr instruction_rule instruction = instruction_rule::unaffected;
+  static constexpr rows_read reads = rows_read::last;
 
   row_window window(const chunk& part) const { return {part.last_row(), part.finished() ? 1 : 0}; }
 

@@ -25,6 +25,7 @@
 #include <thrust/system/omp/execution_policy.h>
 #include <cuda/std/span>
 
+#include <seqpool/detail/host/wide_vectors.hpp>
 #include <seqpool/error.hpp>
 #include <seqpool/space/audit.hpp>
 #include <seqpool/space/memory_space.hpp>
@@ -38,7 +39,10 @@ class host_space {
  public:
   static constexpr algorithm_family family = algorithm_family::host;
 
-  host_space() = default;
+  /// Decides here which of the dense layers' loops the process runs
+  /// (detail::host::has_wide_vectors), reading the environment before any
+  /// pass runs on a thread of its own.
+  host_space() { (void)detail::host::has_wide_vectors(); }
   host_space(const host_space&) = delete;
   host_space& operator=(const host_space&) = delete;
 

@@ -19,14 +19,15 @@ inline float dense_output(const dense_layer& layer, std::int64_t o, float total)
 }
 
 /// The dense layers' loops, each compiled where it is inlined: into the
-/// baseline's entry point and into the one for AVX2 and FMA (has_wide_vectors).
+/// baseline's entry point and, on x86-64, into the one for AVX2 and FMA
+/// (has_wide_vectors).
 namespace dense_loops {
 
 /// linear_outputs(): each weight row once against the input.
-[[gnu::always_inline]] inline void outputs(const dense_layer& dense, const float* __restrict__ pooled, float* out,
-                                           std::int64_t outputs) {
+[[gnu::always_inline]] inline void baseline_outputs(const dense_layer& dense, const float* __restrict__ pooled,
+                                                    float* out, std::int64_t width) {
   const linear_layer& layer = dense.linear;
-  for (std::int64_t o = 0; o < outputs; ++o) {
+  for (std::int64_t o = 0; o < width; ++o) {
     const float* __restrict__ weights = layer.weight + o * layer.in_features;
     float total = 0.0f;
     SEQPOOL_SIMD_REDUCTION(+ : total)
@@ -38,18 +39,18 @@ namespace dense_loops {
 /// linear_outputs_of_rows(): two weight rows at a time against the rows, eight
 /// sums in registers, so that each input loaded serves two outputs and each
 /// weight four rows.
-[[gnu::always_inline]] inline void outputs_of_rows(const dense_layer& dense, const float* const* pooled,
-                                                   float* const* out, const std::int64_t* outputs, int count) {
+[[gnu::always_inline]] inline void baseline_outputs_of_rows(const dense_layer& dense, const float* const* pooled,
+                                                            float* const* out, const std::int64_t* widths, int count) {
   const linear_layer& layer = dense.linear;
   const float* __restrict__ p0 = pooled[0];
   const float* __restrict__ p1 = pooled[count > 1 ? 1 : 0];
   const float* __restrict__ p2 = pooled[count > 2 ? 2 : 0];
   const float* __restrict__ p3 = pooled[count > 3 ? 3 : 0];
   std::int64_t most = 0;
-  for (int b = 0; b < count; ++b) most = outputs[b] > most ? outputs[b] : most;
+  for (int b = 0; b < count; ++b) most = widths[b] > most ? widths[b] : most;
   const auto store = [&](std::int64_t o, const float(&totals)[4]) {
     for (int b = 0; b < count; ++b)
-      if (o < outputs[b]) out[b][o] = dense_output(dense, o, totals[b]);
+      if (o < widths[b]) out[b][o] = dense_output(dense, o, totals[b]);
   };
   std::int64_t o = 0;
   for (; o + 2 <= most; o += 2) {
@@ -86,36 +87,37 @@ namespace dense_loops {
   }
 }
 
-[[gnu::target("avx2,fma")]] inline void wide_outputs(const dense_layer& dense, const float* pooled, float* out,
-                                                     std::int64_t outputs) {
-  dense_loops::outputs(dense, pooled, out, outputs);
+#if SEQPOOL_WIDE_VECTORS
+SEQPOOL_WIDE_TARGET inline void wide_outputs(const dense_layer& dense, const float* pooled, float* out,
+                                             std::int64_t width) {
+  baseline_outputs(dense, pooled, out, width);
 }
 
-[[gnu::target("avx2,fma")]] inline void wide_outputs_of_rows(const dense_layer& dense, const float* const* pooled,
-                                                             float* const* out, const std::int64_t* outputs,
-                                                             int count) {
-  dense_loops::outputs_of_rows(dense, pooled, out, outputs, count);
+SEQPOOL_WIDE_TARGET inline void wide_outputs_of_rows(const dense_layer& dense, const float* const* pooled,
+                                                     float* const* out, const std::int64_t* widths, int count) {
+  baseline_outputs_of_rows(dense, pooled, out, widths, count);
 }
+#endif
 
 }  // namespace dense_loops
 
-/// Writes f(bias + W · pooled) for the layer's first `outputs` outputs, f its
+/// Writes f(bias + W · pooled) for the layer's first `width` outputs, f its
 /// activation function; each dot product may be reassociated into vector lanes.
-inline void linear_outputs(const dense_layer& dense, const float* pooled, float* out, std::int64_t outputs) {
-  if (has_wide_vectors())
-    dense_loops::wide_outputs(dense, pooled, out, outputs);
-  else
-    dense_loops::outputs(dense, pooled, out, outputs);
+inline void linear_outputs(const dense_layer& dense, const float* pooled, float* out, std::int64_t width) {
+#if SEQPOOL_WIDE_VECTORS
+  if (has_wide_vectors()) return dense_loops::wide_outputs(dense, pooled, out, width);
+#endif
+  dense_loops::baseline_outputs(dense, pooled, out, width);
 }
 
-/// linear_outputs() for `count` ≤ 4 rows at once, row b's first outputs[b]
-/// into out[b]: each weight row is read once for all of them.
+/// linear_outputs() for `count` ≤ 4 rows at once, row b's first widths[b]
+/// outputs into out[b]: each weight row is read once for all of them.
 inline void linear_outputs_of_rows(const dense_layer& dense, const float* const* pooled, float* const* out,
-                                   const std::int64_t* outputs, int count) {
-  if (has_wide_vectors())
-    dense_loops::wide_outputs_of_rows(dense, pooled, out, outputs, count);
-  else
-    dense_loops::outputs_of_rows(dense, pooled, out, outputs, count);
+                                   const std::int64_t* widths, int count) {
+#if SEQPOOL_WIDE_VECTORS
+  if (has_wide_vectors()) return dense_loops::wide_outputs_of_rows(dense, pooled, out, widths, count);
+#endif
+  dense_loops::baseline_outputs_of_rows(dense, pooled, out, widths, count);
 }
 
 /// Finishes a result row from a pooled row: the layer's first `width` outputs

@@ -127,33 +127,56 @@ struct reduce_tiles {
     }
   };
 
+  /// Which of a tile's rows a call of each_mode() takes: its first, which every
+  /// mode takes; the rows after it, which a mode that reads only a window's
+  /// first or last row (rows_read) skips; or, for a mode that reads only the
+  /// last, the tile's last row once those are done.
+  enum class rows_taken { first, later, last };
+
+  /// Whether a mode that reads `reads` takes the rows a call for `Rows` covers.
+  template <rows_taken Rows>
+  static constexpr bool takes(rows_read reads) {
+    if constexpr (Rows == rows_taken::first)
+      return true;
+    else if constexpr (Rows == rows_taken::later)
+      return reads == rows_read::every;
+    else
+      return reads == rows_read::last;
+  }
+
   /// Calls body(reducing, c, at) for each column c of `range` that a mode keeps,
-  /// a mode at a time, with the mode's method and the column's place `at` in the
-  /// pooled row: by_lines, asking for lines (`ask`) in the first mode's pass;
-  /// the later modes' passes find the sweep's rows in L1 and L2. A mode at a
-  /// time, each pass is one method's loop, which vectorises as a single
-  /// method's does (a mode chosen at run time visited once for it, not at every
-  /// value); a mode at a time a line instead is slower (PERFORMANCE.md).
-  template <class Ask, class Body>
+  /// a mode at a time, for each mode that takes the tile's `Rows`, with the
+  /// mode's method and the column's place `at` in the pooled row: by_lines,
+  /// asking for lines (`ask`) in the first such mode's pass; the later modes'
+  /// passes find the sweep's rows in L1 and L2. A mode at a time, each pass is
+  /// one method's loop, which vectorises as a single method's does (a mode
+  /// chosen at run time visited once for it, not at every value); a mode at a
+  /// time a line instead is slower (PERFORMANCE.md).
+  template <rows_taken Rows = rows_taken::first, class Ask, class Body>
   void each_mode(const row_columns& columns, column_range range, const Ask& ask, const Body& body) const {
+    bool asked = false;
     for_modes<modes>([&]<int S>() {
       const std::int64_t end = std::min(range.end, columns.template kept<S>());
       if (range.begin >= end) return;
       with_mode_of<S>(method, [&](const auto& reducing) {
-        by_lines<T>(
-            range.begin, end,
-            [&](std::int64_t line) {
-              if constexpr (S == 0) ask(line);
-            },
-            [&](std::int64_t c) { body(reducing, c, c + S * columns.loaded); });
+        if constexpr (takes<Rows>(rows_read_of<std::remove_cvref_t<decltype(reducing)>>())) {
+          const bool asks = !asked;
+          asked = true;
+          by_lines<T>(
+              range.begin, end,
+              [&](std::int64_t line) {
+                if (asks) ask(line);
+              },
+              [&](std::int64_t c) { body(reducing, c, c + S * columns.loaded); });
+        }
       });
     });
   }
 
   /// each_mode() that asks for no lines.
-  template <class Body>
+  template <rows_taken Rows = rows_taken::first, class Body>
   void each_mode(const row_columns& columns, column_range range, const Body& body) const {
-    each_mode(
+    each_mode<Rows>(
         columns, range, [](std::int64_t) {}, body);
   }
 
@@ -197,7 +220,7 @@ struct reduce_tiles {
       // rows after these while it is summed.
       lines_ahead ahead[4];
       for (int k = 0; k < 4; ++k) ahead[k] = ahead_of(tile, width, next, sweep, r + 4 + k);
-      each_mode(
+      each_mode<rows_taken::later>(
           columns, sweep,
           [&](std::int64_t line) {
             for (const lines_ahead& later : ahead) later.template ask<prefetch_into::l1>(line - sweep.begin);
@@ -216,8 +239,15 @@ struct reduce_tiles {
     }
     for (; r < tile.rows; ++r) {
       const T* __restrict__ row = first_row + r * row_stride;
-      each_mode(columns, sweep, [&](const auto& reducing, std::int64_t c, std::int64_t at) {
+      each_mode<rows_taken::later>(columns, sweep, [&](const auto& reducing, std::int64_t c, std::int64_t at) {
         out[at] = accumulate_at(reducing, out[at], to_float(row[c]), first_position + r);
+      });
+    }
+    if (tile.rows > 1) {
+      const std::int32_t last = tile.rows - 1;
+      const T* __restrict__ row = first_row + last * row_stride;
+      each_mode<rows_taken::last>(columns, sweep, [&](const auto& reducing, std::int64_t c, std::int64_t at) {
+        out[at] = accumulate_at(reducing, out[at], to_float(row[c]), first_position + last);
       });
     }
   }

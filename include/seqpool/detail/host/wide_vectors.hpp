@@ -4,22 +4,41 @@
 #include <cstdlib>
 #include <string_view>
 
+/// x86-64 CPUs may have AVX2 and FMA, which the build's baseline does not
+/// assume: loops are compiled for them as well there, and chosen at run time.
+#if defined(__x86_64__) || defined(_M_X64)
+#define SEQPOOL_WIDE_VECTORS 1
+#define SEQPOOL_WIDE_TARGET [[gnu::target("avx2,fma")]]
+#else
+#define SEQPOOL_WIDE_VECTORS 0
+#endif
+
 namespace seqpool::detail::host {
+
+/// Whether this CPU has AVX2 and FMA (none but x86-64 CPUs do).
+inline bool cpu_has_wide_vectors() {
+#if SEQPOOL_WIDE_VECTORS
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+#else
+  return false;
+#endif
+}
 
 /// Whether this process runs the loops compiled for AVX2 and FMA, decided once:
 /// where the CPU has them, unless the environment says SEQPOOL_HOST_VECTORS=baseline
 /// (results that repeat bit for bit on CPUs with and without them). The host's
 /// compute-bound loops (the products of dense layers of several outputs) are
-/// compiled for them as well as for the build's baseline, with
-/// `[[gnu::target("avx2,fma")]]`, and run in their eight lanes where this says
-/// so, as BLAS libraries choose their kernels: every such loop of a process in
-/// the same lanes, so that results repeat within it.
+/// compiled for them as well as for the build's baseline (SEQPOOL_WIDE_TARGET)
+/// and run in their eight lanes where this says so, as BLAS libraries choose
+/// their kernels: every such loop of a process in the same lanes, so that
+/// results repeat within it. host_space asks when it is made, so that the
+/// environment is read before any pass runs.
 inline bool has_wide_vectors() {
   static const bool wide = [] {
     const char* const chosen = std::getenv("SEQPOOL_HOST_VECTORS");
     if (chosen != nullptr && std::string_view(chosen) == "baseline") return false;
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    return cpu_has_wide_vectors();
   }();
   return wide;
 }
