@@ -56,8 +56,9 @@ seqpool::batch requests(std::int64_t count, task pooling_task, Rows rows_of, con
 
 template <class Space, class Pooler>
 record measure(const std::string& name, const char* space_name, Space& space, const Pooler& pooler,
-               const seqpool::batch& step, int repeats) {
-  const seqpool::state_store<Space> state(space);
+               const seqpool::batch& step, int repeats, const seqpool::state_store<Space>* held = nullptr) {
+  const seqpool::state_store<Space> empty(space);
+  const seqpool::state_store<Space>& state = held != nullptr ? *held : empty;
   seqpool::step_plan reused;
   const double fresh = bench::median_seconds(repeats, [&] { (void)pooler.plan(step, state); });
   const double into = bench::median_seconds(repeats, [&] { pooler.plan(step, state, reused); });
@@ -91,6 +92,31 @@ void run_space(const char* space_name, int repeats, std::vector<record>& records
   seqpool::pooler<method::step, head::embed, Space> step(space, hidden_size);
   records.push_back(measure("step, 64 prompts of 1024", space_name, space, step,
                             requests(64, task::token_embed, long_prompt, ids), repeats));
+  // A later chunk of a long prompt, planned against the state its earlier chunks left: what it
+  // costs should not grow with the prompt's rows before and after it.
+  constexpr std::int64_t prompt_len = 65536, chunk = 256;
+  const std::vector<std::int64_t> long_ids = [] {
+    std::vector<std::int64_t> made(prompt_len, 1);
+    for (std::size_t t = 7; t < made.size(); t += 8) made[t] = 7;
+    return made;
+  }();
+  seqpool::state_store<Space> state(space);
+  const seqpool::buffer<float, Space> rows(space, static_cast<std::size_t>(chunk * hidden_size));
+  const auto chunk_at = [&](std::int64_t first) {
+    seqpool::batch later = requests(
+        1, task::token_embed, [](std::int64_t) { return prompt_len; }, long_ids);
+    later.requests[0].num_computed = first;
+    later.requests[0].num_scheduled = chunk;
+    return later;
+  };
+  for (std::int64_t first = 0; first < prompt_len / 2; first += chunk) {
+    const seqpool::step_plan plan = step.plan(chunk_at(first), state);
+    step.reserve(plan, state);
+    seqpool::buffer<float, Space> output(space, static_cast<std::size_t>(plan.output_size));
+    step.forward(seqpool::make_hidden_view(rows.data(), chunk, hidden_size), plan, state, output.span());
+  }
+  records.push_back(
+      measure("step, chunk 129 of 256 of 65536", space_name, space, step, chunk_at(prompt_len / 2), repeats, &state));
 }
 
 }  // namespace

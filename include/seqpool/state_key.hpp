@@ -1,6 +1,7 @@
 // state_key: what a chunked request's state is begun with.
 #pragma once
 
+#include <bit>
 #include <concepts>
 #include <cstdint>
 #include <span>
@@ -54,14 +55,25 @@ const void* method_tag_of(const Method& method) {
     return &method_tag<Method>;
 }
 
-/// 64-bit FNV-1a of the ids.
+/// A 64-bit hash of the ids, which a chunked request's key holds so that its
+/// later chunks show they were given the same: four lanes of multiply and
+/// rotate over the ids' 64-bit values, a lane an id in turn, mixed at the end.
+/// The lanes' chains are independent, so it takes about a cycle an id: every
+/// chunk hashes its whole prompt's ids (a byte-wise FNV-1a, a multiply a byte
+/// in one chain, cost a prompt of 65,536 ids 0.5 ms at every chunk).
 inline std::uint64_t hash_ids(const token_ids& ids) {
-  std::uint64_t hash = 14695981039346656037ull;
-  for (std::size_t position = 0; position < ids.size(); ++position) {
-    auto bits = static_cast<std::uint64_t>(ids[position]);
-    for (int byte = 0; byte < 8; ++byte, bits >>= 8) hash = (hash ^ (bits & 0xffu)) * 1099511628211ull;
-  }
-  return hash;
+  constexpr std::uint64_t multiplier = 0x9e3779b97f4a7c15ull;
+  std::uint64_t lanes[4] = {0x243f6a8885a308d3ull, 0x13198a2e03707344ull, 0xa4093822299f31d0ull, 0x082efa98ec4e6c89ull};
+  const auto mix = [](std::uint64_t lane, std::uint64_t value) { return std::rotl((lane ^ value) * multiplier, 31); };
+  const std::size_t count = ids.size();
+  std::size_t position = 0;
+  for (; position + 4 <= count; position += 4)
+    for (std::size_t lane = 0; lane < 4; ++lane)
+      lanes[lane] = mix(lanes[lane], static_cast<std::uint64_t>(ids[position + lane]));
+  for (; position < count; ++position) lanes[0] = mix(lanes[0], static_cast<std::uint64_t>(ids[position]));
+  std::uint64_t hash = count;
+  for (const std::uint64_t lane : lanes) hash = mix(hash, lane);
+  return hash ^ (hash >> 29);
 }
 
 }  // namespace detail

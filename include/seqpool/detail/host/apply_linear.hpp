@@ -19,7 +19,7 @@ inline float dense_output(const dense_layer& layer, std::int64_t o, float total)
 }
 
 /// The dense layers' loops, each compiled where it is inlined: into the
-/// baseline's entry point and, on x86-64, into the one for AVX2 and FMA
+/// baseline's entry point and, on x86-64, into the one for AVX2
 /// (has_wide_vectors).
 namespace dense_loops {
 
