@@ -223,8 +223,8 @@ TEST_CASE(
     row_loop of_row;
   };
   std::vector<variant> variants{
-      {"baseline", [](const auto& d, auto p, auto o, auto n, int c) { loops::baseline_outputs_of_rows(d, p, o, n, c); },
-       [](const auto& d, auto p, auto o, std::int64_t n) { loops::baseline_outputs(d, p, o, n); }}};
+      {"baseline", [](const auto& d, auto p, auto o, auto n, int c) { loops::outputs_of_rows(d, p, o, n, c); },
+       [](const auto& d, auto p, auto o, std::int64_t n) { loops::outputs(d, p, o, n); }}};
   // SEQPOOL_HOST_VECTORS chooses what a pooler runs, not what this test may.
   const char* const chosen = std::getenv("SEQPOOL_HOST_VECTORS");
   const bool baseline = chosen != nullptr && std::string_view(chosen) == "baseline";
@@ -236,7 +236,7 @@ TEST_CASE(
 #endif
     MESSAGE("this CPU has no AVX2: its loops are not run");
   for (const auto& [in_features, out_features] : std::vector<std::pair<std::int64_t, std::int64_t>>{
-           {1, 1}, {7, 2}, {12, 5}, {64, 3}, {1000, 129}, {1003, 4}, {1024, 128}}) {
+           {1, 1}, {2, 3}, {5, 2}, {7, 2}, {12, 5}, {14, 3}, {64, 3}, {1000, 129}, {1003, 4}, {1024, 128}}) {
     const std::vector<float> weights = test::drawn_values(out_features * in_features, 5, 0.5f);
     const std::vector<float> bias = test::drawn_values(out_features, 6);
     const std::vector<float> inputs = test::drawn_values(4 * in_features, 7);

@@ -56,8 +56,10 @@ const void* method_tag_of(const Method& method) {
 }
 
 /// A 64-bit hash of the ids, which a chunked request's key holds so that its
-/// later chunks show they were given the same: four lanes of multiply and
-/// rotate over the ids' 64-bit values, a lane an id in turn, mixed at the end.
+/// later chunks show they were given the same (a check of the caller's
+/// mistakes, not a defence against ids chosen to collide): four lanes of
+/// multiply and rotate over the ids' 64-bit values, a lane an id in turn, mixed
+/// at the end.
 /// The lanes' chains are independent, so it takes about a cycle an id: every
 /// chunk hashes its whole prompt's ids (a byte-wise FNV-1a, a multiply a byte
 /// in one chain, cost a prompt of 65,536 ids 0.5 ms at every chunk).

@@ -339,6 +339,12 @@ TEST_CASE_TEMPLATE_DEFINE("case 31: a concat pools several methods side by side,
     cut.dimensions = 40;
     test::check_equal(*pool_chunked<cls_mean_max, Space>(prompt, columns, chunks, cut)[0], 1, 40,
                       std::vector<float>(expected.begin(), expected.begin() + 40));
+    // LAST beside CLS and MEAN: on the host, CLS and LAST take only a tile's first and last rows.
+    std::vector<float> with_last(expected.begin(), expected.begin() + 2 * columns);
+    for (std::int64_t c = 0; c < columns; ++c) with_last.push_back(1099.0f + static_cast<float>(c));
+    test::check_equal(
+        *pool_chunked<method::concat<method::cls, method::mean, method::last>, Space>(prompt, columns, chunks)[0], 1,
+        3 * columns, with_last);
   }
   // The embed head normalises the whole row: [1,2,2,3,3,4] / √43.
   const auto normalised = pool_whole<cls_mean_max, Space>({1, 2, 3, 4}, 2, {2}, {});

@@ -385,7 +385,7 @@ class planner {
     };
     visit_chosen(method, filter, index, r, 0, part.num_computed, list);
     for (std::size_t k = 0; k < d.count; ++k) list(chosen_position(d, k));
-    // The rows the earlier chunks stashed, as the store counted them, are those listed again.
+    // As many rows as the chunks chose, which the store counted, are listed again.
     const auto listed = static_cast<std::int64_t>(listed_.size() - d.first_listed);
     if (listed != d.rows_total)
       fail_request(index, r.id, "method", name_of(method, "the method"), " chooses ", listed,

@@ -21,18 +21,18 @@ namespace seqpool::method {
 
 namespace detail_concat {
 
-/// CLS as a mode of a concat, which reads every row of a chunk: the first
-/// row it reads. No row read yet is a NaN whose low bits no 16-bit value
-/// widens to (their 13 or 16 low bits are 0) and no arithmetic makes (it makes
-/// the canonical NaN): a float input of exactly these bits would be taken for
-/// no row.
+/// CLS as a mode of a concat, which reads the rows of a chunk: the first row
+/// it reads (the device's kernels give it every row, the host's passes each
+/// tile's first: rows_read_of). No row read yet is a NaN whose low bits no
+/// 16-bit value widens to (their 13 or 16 low bits are 0) and no arithmetic
+/// makes (it makes the canonical NaN): a float input of exactly these bits
+/// would be taken for no row, and the host and the device may then differ.
 struct first_read {
   static constexpr method_kind kind = method_kind::sequence;
   static constexpr std::string_view name = cls::name;
   static constexpr bool keeps_state = true;
   static constexpr instruction_rule instruction = cls::instruction;
   static constexpr std::uint32_t unread_bits = 0x7fd5a5a5u;
-  static constexpr rows_read reads = rows_read::first;
 
   row_window window(const chunk& part) const { return {part.first_row(), part.num_scheduled}; }
 
@@ -43,9 +43,9 @@ struct first_read {
   SEQPOOL_HOST_DEVICE float finish(float first, std::int64_t) const { return first; }
 };
 
-/// The method a concat runs for a mode: CLS reads its first row; LAST, whose
-/// later row replaces an earlier one, reads every row as it is; every other
-/// mode reads every row of a chunk already (concat::window checks it).
+/// The method a concat runs for a mode: CLS keeps its first row; LAST, whose
+/// later row replaces an earlier one, is taken as it is; every other mode
+/// reads every row of a chunk already (concat::window checks it).
 template <class M>
 using mode_method = std::conditional_t<std::is_same_v<M, cls>, first_read, M>;
 
@@ -99,7 +99,8 @@ struct joined_names {
 
 /// The results of `Methods` (sequence methods, two or more) for the same rows,
 /// one after another in one row of modes × hidden_size columns, read in one
-/// pass: each row value read is taken into every mode's. The head's epilogue
+/// pass: each row value read is taken into every mode's that keeps it (on the
+/// host, CLS and LAST take only the rows they keep: rows_read_of). The head's epilogue
 /// (normalisation) and layers see the whole row, as sentence-transformers'
 /// Normalize and Dense modules follow its Pooling. A mode reads every row of
 /// a chunk (MEAN, MAX, weighted MEAN, MEAN_SQRT_LEN, a user's method that
@@ -170,5 +171,8 @@ namespace seqpool::detail {
 
 template <class... Methods>
 inline constexpr int modes_of<method::concat<Methods...>> = sizeof...(Methods);
+
+template <>
+inline constexpr rows_read rows_read_of<method::detail_concat::first_read> = rows_read::first;
 
 }  // namespace seqpool::detail

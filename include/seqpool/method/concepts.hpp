@@ -35,14 +35,6 @@ enum class instruction_rule : std::uint8_t {
   unaffected,  ///< the rows it reads are where they are with or without an instruction (CLS's first, LAST's last)
 };
 
-/// The rows of a window a sequence method's result depends on: every one, or
-/// only the first or only the last (CLS as a concat's mode, LAST: a later row
-/// replaces an earlier one, or an earlier stays). A method says so with
-/// `static constexpr rows_read reads`; one that does not reads every row. The
-/// host's passes, which read a concat's rows once for all its modes, give such
-/// a mode that row alone.
-enum class rows_read : std::uint8_t { every, first, last };
-
 namespace detail {
 
 // One requirement each, so that a diagnostic names the member that is missing.
@@ -187,17 +179,17 @@ constexpr std::string_view name_of(const M& method, std::string_view unnamed) {
     return unnamed;
 }
 
-/// Which rows a sequence method reads (rows_read): what its type says, else every one.
+/// The rows of a window a built-in sequence method's result depends on: every
+/// one, or only the first (CLS as a concat's mode: once `accumulate` has taken
+/// a row it returns its input) or only the last (LAST: `accumulate` returns the
+/// row it is given). The host's passes, which read a concat's rows once for all
+/// its modes, give such a mode only each tile's first row, or its first and its
+/// last, and `merge` joins the tiles' as it joins every method's; the device's
+/// kernels give it every row. A user's method reads every row.
+enum class rows_read : std::uint8_t { every, first, last };
+
 template <class M>
-constexpr rows_read rows_read_of() {
-  if constexpr (requires { M::reads; }) {
-    static_assert(std::is_same_v<std::remove_cvref_t<decltype(M::reads)>, rows_read>,
-                  "seqpool: a method's `reads` is a `static constexpr seqpool::rows_read`");
-    return M::reads;
-  } else {
-    return rows_read::every;
-  }
-}
+inline constexpr rows_read rows_read_of = rows_read::every;
 
 /// True for runtime_method<...>, which holds one of several methods chosen at run time.
 template <class M>

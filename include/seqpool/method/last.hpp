@@ -15,7 +15,6 @@ struct last {
   static constexpr std::string_view name = "last";
   static constexpr bool keeps_state = false;
   static constexpr instruction_rule instruction = instruction_rule::unaffected;
-  static constexpr rows_read reads = rows_read::last;
 
   row_window window(const chunk& part) const { return {part.last_row(), part.finished() ? 1 : 0}; }
 
@@ -26,3 +25,10 @@ struct last {
 };
 
 }  // namespace seqpool::method
+
+namespace seqpool::detail {
+
+template <>
+inline constexpr rows_read rows_read_of<method::last> = rows_read::last;
+
+}  // namespace seqpool::detail

@@ -127,7 +127,7 @@ struct chosen_concat<std::index_sequence<Slot...>> {
 /// MEAN, LAST): its name is theirs joined by '+' in that order, as
 /// from_name() takes it ("cls+max+mean"). It pools as concat<…> of the same
 /// modes does, bit for bit: one pass, each row value taken into every mode's
-/// columns. An instruction is left out where every mode leaves it out, and
+/// columns that keeps it. An instruction is left out where every mode leaves it out, and
 /// refused where modes disagree.
 template <int Modes>
 class runtime_concat : public detail_concat::chosen_concat<std::make_index_sequence<Modes>>::type {

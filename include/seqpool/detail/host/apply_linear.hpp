@@ -24,8 +24,8 @@ inline float dense_output(const dense_layer& layer, std::int64_t o, float total)
 namespace dense_loops {
 
 /// linear_outputs(): each weight row once against the input.
-[[gnu::always_inline]] inline void baseline_outputs(const dense_layer& dense, const float* __restrict__ pooled,
-                                                    float* out, std::int64_t width) {
+[[gnu::always_inline]] inline void outputs(const dense_layer& dense, const float* __restrict__ pooled, float* out,
+                                           std::int64_t width) {
   const linear_layer& layer = dense.linear;
   for (std::int64_t o = 0; o < width; ++o) {
     const float* __restrict__ weights = layer.weight + o * layer.in_features;
@@ -39,8 +39,8 @@ namespace dense_loops {
 /// linear_outputs_of_rows(): two weight rows at a time against the rows, eight
 /// sums in registers, so that each input loaded serves two outputs and each
 /// weight four rows.
-[[gnu::always_inline]] inline void baseline_outputs_of_rows(const dense_layer& dense, const float* const* pooled,
-                                                            float* const* out, const std::int64_t* widths, int count) {
+[[gnu::always_inline]] inline void outputs_of_rows(const dense_layer& dense, const float* const* pooled,
+                                                   float* const* out, const std::int64_t* widths, int count) {
   const linear_layer& layer = dense.linear;
   const float* __restrict__ p0 = pooled[0];
   const float* __restrict__ p1 = pooled[count > 1 ? 1 : 0];
@@ -90,12 +90,12 @@ namespace dense_loops {
 #if SEQPOOL_WIDE_VECTORS
 SEQPOOL_WIDE_TARGET inline void wide_outputs(const dense_layer& dense, const float* pooled, float* out,
                                              std::int64_t width) {
-  baseline_outputs(dense, pooled, out, width);
+  outputs(dense, pooled, out, width);
 }
 
 SEQPOOL_WIDE_TARGET inline void wide_outputs_of_rows(const dense_layer& dense, const float* const* pooled,
                                                      float* const* out, const std::int64_t* widths, int count) {
-  baseline_outputs_of_rows(dense, pooled, out, widths, count);
+  outputs_of_rows(dense, pooled, out, widths, count);
 }
 #endif
 
@@ -107,7 +107,7 @@ inline void linear_outputs(const dense_layer& dense, const float* pooled, float*
 #if SEQPOOL_WIDE_VECTORS
   if (has_wide_vectors()) return dense_loops::wide_outputs(dense, pooled, out, width);
 #endif
-  dense_loops::baseline_outputs(dense, pooled, out, width);
+  dense_loops::outputs(dense, pooled, out, width);
 }
 
 /// linear_outputs() for `count` ≤ 4 rows at once, row b's first widths[b]
@@ -117,7 +117,7 @@ inline void linear_outputs_of_rows(const dense_layer& dense, const float* const*
 #if SEQPOOL_WIDE_VECTORS
   if (has_wide_vectors()) return dense_loops::wide_outputs_of_rows(dense, pooled, out, widths, count);
 #endif
-  dense_loops::baseline_outputs_of_rows(dense, pooled, out, widths, count);
+  dense_loops::outputs_of_rows(dense, pooled, out, widths, count);
 }
 
 /// Finishes a result row from a pooled row: the layer's first `width` outputs

@@ -26,7 +26,8 @@ struct column_range {
 /// belongs (state or result row) and runs the head's epilogue too, after its
 /// linear layer when flagged; otherwise it writes a partial for combine_partials.
 /// A result row it streams, or encodes as other than float, it assembles in scratch first.
-/// A concat's item takes each value it reads into each mode's columns of the row.
+/// A concat's item takes each value it reads into each mode's columns of the
+/// row, but a mode that keeps one row (rows_read_of) takes only that.
 template <class Method, class Head, class T, class Result, class Policy>
 struct reduce_tiles {
   Method method;
@@ -159,7 +160,7 @@ struct reduce_tiles {
       const std::int64_t end = std::min(range.end, columns.template kept<S>());
       if (range.begin >= end) return;
       with_mode_of<S>(method, [&](const auto& reducing) {
-        if constexpr (takes<Rows>(rows_read_of<std::remove_cvref_t<decltype(reducing)>>())) {
+        if constexpr (takes<Rows>(rows_read_of<std::remove_cvref_t<decltype(reducing)>>)) {
           const bool asks = !asked;
           asked = true;
           by_lines<T>(

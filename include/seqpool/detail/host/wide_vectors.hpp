@@ -7,9 +7,10 @@
 /// x86-64 CPUs may have AVX2, which the build's baseline does not assume: loops
 /// are compiled for it as well there, and chosen at run time. Not for FMA: a
 /// multiply-add is fused where the compiler optimises more (g++ -O2 and up),
-/// so that the same loop would give other bits in a build of other levels (a
-/// test program's and a tool's); AVX2's adds alone run as fast here.
-#if defined(__x86_64__) || defined(_M_X64)
+/// so that the same loop would give other bits in builds of other levels (a
+/// test program's and a tool's); AVX2's adds alone run as fast here. (A build
+/// for a CPU with FMA, -march=native, fuses the baseline's loops as well.)
+#if defined(__x86_64__) && defined(__GNUC__)
 #define SEQPOOL_WIDE_VECTORS 1
 #define SEQPOOL_WIDE_TARGET [[gnu::target("avx2")]]
 #else
@@ -18,7 +19,7 @@
 
 namespace seqpool::detail::host {
 
-/// Whether this CPU has AVX2 (none but x86-64 CPUs do).
+/// Whether this CPU has AVX2 (asked on x86-64 only).
 inline bool cpu_has_wide_vectors() {
 #if SEQPOOL_WIDE_VECTORS
   __builtin_cpu_init();
