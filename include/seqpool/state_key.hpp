@@ -60,9 +60,9 @@ const void* method_tag_of(const Method& method) {
 /// mistakes, not a defence against ids chosen to collide): four lanes of
 /// multiply and rotate over the ids' 64-bit values, a lane an id in turn, mixed
 /// at the end.
-/// The lanes' chains are independent, so it takes about a cycle an id: every
-/// chunk hashes its whole prompt's ids (a byte-wise FNV-1a, a multiply a byte
-/// in one chain, cost a prompt of 65,536 ids 0.5 ms at every chunk).
+/// The lanes' chains are independent, so that a multiply an id, not one a byte
+/// in a single chain, is what every chunk pays for hashing its whole prompt's
+/// ids (PERFORMANCE.md, Planning, has the figures).
 inline std::uint64_t hash_ids(const token_ids& ids) {
   constexpr std::uint64_t multiplier = 0x9e3779b97f4a7c15ull;
   std::uint64_t lanes[4] = {0x243f6a8885a308d3ull, 0x13198a2e03707344ull, 0xa4093822299f31d0ull, 0x082efa98ec4e6c89ull};
