@@ -139,9 +139,15 @@ struct algorithms {
                                                           memory, stream_results});
     } else {
       if (items(at.tiles) > 0)
-        space.launch(items(at.tiles), reduce_tiles<Method, Head, T, Result, Policy>{
-                                          method, head, layer, hidden.data_handle(), hidden.stride(0),
-                                          at.tiles.in(image), requests, memory, items(at.tiles), stream_results});
+        space.launch(items(at.tiles),
+                     reduce_tiles<Method, Head, T, Result, Policy>{{method, hidden.data_handle(), hidden.stride(0)},
+                                                                   head,
+                                                                   layer,
+                                                                   at.tiles.in(image),
+                                                                   requests,
+                                                                   memory,
+                                                                   items(at.tiles),
+                                                                   stream_results});
       if (items(at.combines) > 0)
         space.launch(items(at.combines),
                      combine_partials<Method, Head, Result, Policy>{method, head, layer, hidden.extent(1),
