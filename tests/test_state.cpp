@@ -57,15 +57,18 @@ TEST_CASE("a token method's request keeps the rows its chunks chose and its prom
   CHECK(state.rows_of("t").total == 0);
   state.reserve(0, first, 16, {.rows_total = 7});
   CHECK(state.rows_of("t").total == 7);
-  state.advance(first, 0, 3);
+  state.advance(first, 0, 3, 11);
   CHECK(state.rows_of("t").before == 3);
+  CHECK(state.rows_of("t").digest == 11);
   // A part of a multi_pooler keeps its own.
   state.reserve(0, first, 16, {.rows_total = 2}, 1);
   state.advance(first, 1, 1);
   const seqpool::request second = part("t", task::token_embed, 10, 4, 3);
-  state.advance(second, 0, 2);
+  state.advance(second, 0, 2, 20);
   CHECK(state.rows_of("t").before == 5);
   CHECK(state.rows_of("t").total == 7);
+  CHECK(state.rows_of("t").digest == 31);
+  CHECK(state.rows_of("t", 1).digest == 0);
   CHECK(state.rows_of("t", 1).before == 1);
   CHECK(state.rows_of("t", 1).total == 2);
   state.release("t");

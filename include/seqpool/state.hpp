@@ -148,10 +148,11 @@ class state_store {
   }
 
   /// After a step's work is launched: the request has pooled its chunk, which
-  /// chose `chunk_rows` rows (token methods; 0 for sequence methods). A finished
-  /// request gives its state's memory back; later steps that reuse it are
-  /// stream-ordered behind the work that reads it now.
-  void advance(const request& r, std::uint32_t part = 0, std::int64_t chunk_rows = 0) {
+  /// chose `chunk_rows` rows (token methods; 0 for sequence methods), whose
+  /// positions' digests add up to `chunk_digest` (sparse results; 0 elsewhere).
+  /// A finished request gives its state's memory back; later steps that reuse
+  /// it are stream-ordered behind the work that reads it now.
+  void advance(const request& r, std::uint32_t part = 0, std::int64_t chunk_rows = 0, std::uint64_t chunk_digest = 0) {
     const auto found = entries_.find(held_at{r.id, part});
     if (found == entries_.end()) return;
     if (r.num_computed + r.num_scheduled == r.prompt_len) {
@@ -160,15 +161,17 @@ class state_store {
     } else {
       found->second.num_computed += r.num_scheduled;
       found->second.rows_before += chunk_rows;
+      found->second.digest_before += chunk_digest;
     }
   }
 
   /// Token methods: the rows a request in progress has chosen in its chunks so
-  /// far and will over its whole prompt (none where no state is held).
+  /// far and will over its whole prompt, and the digest of those chosen (none
+  /// where no state is held).
   held_rows rows_of(std::string_view id, std::uint32_t part = 0) const {
     const auto found = entries_.find(held_at{id, part});
     if (found == entries_.end()) return {};
-    return {found->second.rows_before, found->second.key.rows_total};
+    return {found->second.rows_before, found->second.key.rows_total, found->second.digest_before};
   }
 
   /// Drops a request that will not finish (aborted or preempted by the engine), every part's state of it.
@@ -210,7 +213,8 @@ class state_store {
     std::int64_t prompt_len = 0;
     state_key key;
     std::int64_t num_computed = 0;
-    std::int64_t rows_before = 0;  ///< token methods: the rows its chunks so far chose
+    std::int64_t rows_before = 0;     ///< token methods: the rows its chunks so far chose
+    std::uint64_t digest_before = 0;  ///< sparse results: the digest of those rows' positions
     float* data = nullptr;
     std::size_t floats = 0;
   };
@@ -248,6 +252,7 @@ class state_store {
     held.prompt_len = r.prompt_len;
     held.key = key;
     held.rows_before = 0;
+    held.digest_before = 0;
   }
 
   void give_back(entry& held) {

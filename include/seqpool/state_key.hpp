@@ -31,10 +31,13 @@ struct state_key {
 /// Token methods: what a state_store keeps of a request in progress between
 /// its chunks, so that planning a later chunk counts the rows of no other: the
 /// rows its chunks so far returned or stashed, and those its whole prompt
-/// returns (its key's `rows_total`).
+/// returns (its key's `rows_total`); for sparse results also the digest of the
+/// positions its chunks so far chose (position_digest), which the last chunk's
+/// listing of them by id must repeat.
 struct held_rows {
   std::int64_t before = 0;
   std::int64_t total = 0;
+  std::uint64_t digest = 0;
 };
 
 namespace detail {
@@ -53,6 +56,17 @@ const void* method_tag_of(const Method& method) {
     return method.method_tag();
   else
     return &method_tag<Method>;
+}
+
+/// What one chosen prompt position adds to the digest of a request's chosen
+/// rows (held_rows::digest): a 64-bit mix of it (SplitMix64's finalizer), so that
+/// a sum of them over a set of positions is the same whatever ranges chose them
+/// and differs, but for a 2^-64 chance, for another set of the same size.
+inline std::uint64_t position_digest(std::int64_t position) {
+  auto bits = static_cast<std::uint64_t>(position) + 0x9e3779b97f4a7c15ull;
+  bits = (bits ^ (bits >> 30)) * 0xbf58476d1ce4e5b9ull;
+  bits = (bits ^ (bits >> 27)) * 0x94d049bb133111ebull;
+  return bits ^ (bits >> 31);
 }
 
 /// A 64-bit hash of the ids, which a chunked request's key holds so that its

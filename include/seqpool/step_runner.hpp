@@ -778,7 +778,8 @@ class step_runner {
   /// After launching: chunked requests have pooled this step's tokens, and the plan has run.
   void advance(const detail::step_program& program, state_store<Space>& state) {
     for (const detail::share& planned : program.shares)
-      for (const detail::state_use& use : planned.stateful) state.advance(use.owner, use.part, use.chunk_rows);
+      for (const detail::state_use& use : planned.stateful)
+        state.advance(use.owner, use.part, use.chunk_rows, use.chunk_digest);
     last_run_ = program.serial;
     reserved_ = 0;
   }

@@ -199,6 +199,29 @@ struct range_bound {
   std::span<const std::int64_t> columns(const seqpool::request&) const { return {}; }
 };
 
+/// A user's token method whose choice depends on where a range starts, whose
+/// counts all add up: every other position of a range, from its first where
+/// the range starts at a multiple of 4, else from its second. A prompt's chunks
+/// of two rows choose positions 0, 3 and 4, which its first chunk counts (1,
+/// then 2 over [2, 6)); listed from 0 at once, its earlier chunks give 0 and 2:
+/// as many rows, at other positions.
+struct range_parity {
+  static constexpr seqpool::method_kind kind = seqpool::method_kind::token;
+  static constexpr std::string_view name = "range_parity";
+  static constexpr bool reads_token_ids = false;
+
+  void check(std::size_t, const seqpool::request&, std::int64_t) const {}
+  void select(const seqpool::request&, std::int64_t begin, std::int64_t end,
+              std::vector<std::int64_t>& positions) const {
+    for (std::int64_t position = begin + (begin % 4 == 0 ? 0 : 1); position < end; position += 2)
+      positions.push_back(position);
+  }
+  std::int64_t count(const seqpool::request&, std::int64_t begin, std::int64_t end) const {
+    return begin % 4 == 0 ? (end - begin + 1) / 2 : (end - begin) / 2;
+  }
+  std::span<const std::int64_t> columns(const seqpool::request&) const { return {}; }
+};
+
 /// What SPEC section 3 says a request's list is, by a plain loop over its
 /// prompt: each returned row's weight relu(row · v + b) (without relu where
 /// `relu` is false), the largest of each distinct id among the rows the method
@@ -459,6 +482,12 @@ TEST_CASE_TEMPLATE_DEFINE("sparse results refuse a head without one weight, miss
   CHECK_THROWS_WITH_AS(run(space, bound, {chunked}),
                        "request 0 (id \"b\"): method: range_bound chooses 5 rows of the prompt listed whole; its "
                        "chunks chose 6",
+                       seqpool::error);
+  // As many rows at other positions would list the stashed rows under other rows' ids.
+  seqpool::pooler<range_parity, head::classify, Space, sparse_entry> parity(space, 2, {}, layer.head());
+  CHECK_THROWS_WITH_AS(run(space, parity, {chunked}),
+                       "request 0 (id \"b\"): method: range_parity chooses other positions of the prompt listed "
+                       "whole than its chunks chose: its select() depends on where a range begins",
                        seqpool::error);
   // A chunk that does not finish lists no id, so it checks none.
   step.requests[0] = test::part("r", seqpool::task::token_classify, 3, 0, 1);

@@ -64,6 +64,10 @@ struct request_decision {
   std::size_t count = 0;         ///< windows (one per span, or one), or positions chosen in this chunk
   std::int64_t rows_before = 0;  ///< token methods: rows chosen in earlier chunks
   std::int64_t rows_total = 0;   ///< token methods: rows chosen over the whole prompt
+  /// Sparse results of a method that lists its positions: the digests of the
+  /// positions chosen in earlier chunks and in this one (position_digest).
+  std::uint64_t digest_before = 0;
+  std::uint64_t chunk_digest = 0;
   /// Token methods: the chosen positions are `count` consecutive ones, from
   /// first_position where count > 0, none listed (every row the chunk has, less
   /// a first or last row the request drops).
@@ -347,12 +351,15 @@ class planner {
                          positions_.end());
       d.count = positions_.size() - d.first;
       const auto count = static_cast<std::int64_t>(d.count);
+      if (shape_.sparse)
+        for (std::size_t k = d.first; k < positions_.size(); ++k) d.chunk_digest += position_digest(positions_[k]);
       if (part.first_chunk()) {
         d.rows_total = part.finished() ? count : count + chosen_rows(method, filter, index, r, end, r.prompt_len);
       } else {
         const held_rows held = state.rows_of(r.id);  // state.check() found the request in progress
         d.rows_before = held.before;
         d.rows_total = held.total;
+        d.digest_before = held.digest;
         if (held.before + count > held.total || (part.finished() && held.before + count != held.total))
           fail_request(index, r.id, "method", name_of(method, "the method"), "'s chunks chose ", held.before + count,
                        " rows of the prompt through position ", end, "; its count() over the prompt said ", held.total,
@@ -376,6 +383,7 @@ class planner {
   void list_tokens(const Method& method, const token_filter& filter, std::size_t index, const request& r,
                    const chunk& part, decision& d) {
     d.first_listed = listed_.size();
+    std::uint64_t digest = 0;  // of the earlier chunks' positions, chosen again
     const auto list = [&](std::int64_t position) {
       const std::int64_t id = r.prompt_token_ids[static_cast<std::size_t>(position)];
       if (id < 0 || id > std::numeric_limits<std::int32_t>::max())
@@ -383,13 +391,20 @@ class planner {
                      position, " has ", id);
       listed_.push_back({id, static_cast<std::int32_t>(listed_.size() - d.first_listed)});
     };
-    visit_chosen(method, filter, index, r, 0, part.num_computed, list);
+    visit_chosen(method, filter, index, r, 0, part.num_computed, [&](std::int64_t position) {
+      list(position);
+      digest += position_digest(position);
+    });
     for (std::size_t k = 0; k < d.count; ++k) list(chosen_position(d, k));
-    // As many rows as the chunks chose, which the store counted, are listed again.
+    // The rows the chunks chose, which the store counted and digested, are listed again: as many, at
+    // the same positions (where they are consecutive, the filter alone places them).
     const auto listed = static_cast<std::int64_t>(listed_.size() - d.first_listed);
     if (listed != d.rows_total)
       fail_request(index, r.id, "method", name_of(method, "the method"), " chooses ", listed,
                    " rows of the prompt listed whole; its chunks chose ", d.rows_total);
+    if (!d.consecutive && digest != d.digest_before)
+      fail_request(index, r.id, "method", name_of(method, "the method"), " chooses other positions of the prompt ",
+                   "listed whole than its chunks chose: its select() depends on where a range begins");
   }
 
   /// The prompt position of the k-th row that decision `d` chose in its chunk.
@@ -693,7 +708,8 @@ class planner {
     const std::size_t result = take_result();
     const std::int32_t record = add_records(r, 1, column_offset);
     if (part.chunked())
-      keep_state(record, index, r, d.rows_total * d.width, key, 1, 0, static_cast<std::int64_t>(d.count));
+      keep_state(record, index, r, d.rows_total * d.width, key, 1, 0, static_cast<std::int64_t>(d.count),
+                 d.chunk_digest);
     const std::int64_t rows = d.rows_before + static_cast<std::int64_t>(d.count);
     // A family that projects returned rows where they lie gathers none of a
     // finishing request's rows that a dense layer takes: its linear records say where they are.
@@ -861,9 +877,11 @@ class planner {
 
   /// The request's state, `floats` floats, which `records` request records from
   /// `record` on share, each `record_floats` after the last; a token method's
-  /// chunk chooses `chunk_rows` rows, which the store adds to those before once the step runs.
+  /// chunk chooses `chunk_rows` rows, whose positions' digests add up to `chunk_digest`, which the store
+  /// adds to those before once the step runs.
   void keep_state(std::int32_t record, std::size_t index, const request& r, std::int64_t floats, const state_key& key,
-                  std::int64_t records, std::int64_t record_floats, std::int64_t chunk_rows = 0) {
+                  std::int64_t records, std::int64_t record_floats, std::int64_t chunk_rows = 0,
+                  std::uint64_t chunk_digest = 0) {
     state_use& use = share_.stateful.next();  // assigned member by member: its strings and knobs keep their storage
     use.request = record;
     use.batch_index = index;
@@ -874,6 +892,7 @@ class planner {
     use.records = static_cast<std::int32_t>(records);
     use.record_floats = record_floats;
     use.chunk_rows = chunk_rows;
+    use.chunk_digest = chunk_digest;
   }
 
   /// Reserves a finishing request's `rows` result rows, from a 16-byte boundary.
