@@ -149,7 +149,8 @@ class state_store {
 
   /// After a step's work is launched: the request has pooled its chunk, which
   /// chose `chunk_rows` rows (token methods; 0 for sequence methods), whose
-  /// positions' digests add up to `chunk_digest` (sparse results; 0 elsewhere).
+  /// positions' digests add up to `chunk_digest` (sparse results of a method
+  /// that lists its positions; 0 elsewhere).
   /// A finished request gives its state's memory back; later steps that reuse
   /// it are stream-ordered behind the work that reads it now.
   void advance(const request& r, std::uint32_t part = 0, std::int64_t chunk_rows = 0, std::uint64_t chunk_digest = 0) {
@@ -214,7 +215,7 @@ class state_store {
     state_key key;
     std::int64_t num_computed = 0;
     std::int64_t rows_before = 0;     ///< token methods: the rows its chunks so far chose
-    std::uint64_t digest_before = 0;  ///< sparse results: the digest of those rows' positions
+    std::uint64_t digest_before = 0;  ///< sparse results of a listing method: the digest of those rows' positions
     float* data = nullptr;
     std::size_t floats = 0;
   };

@@ -31,9 +31,10 @@ struct state_key {
 /// Token methods: what a state_store keeps of a request in progress between
 /// its chunks, so that planning a later chunk counts the rows of no other: the
 /// rows its chunks so far returned or stashed, and those its whole prompt
-/// returns (its key's `rows_total`); for sparse results also the digest of the
-/// positions its chunks so far chose (position_digest), which the last chunk's
-/// listing of them by id must repeat.
+/// returns (its key's `rows_total`); for sparse results of a method that lists
+/// its positions, also the digest of those its chunks so far chose
+/// (position_digest), which the last chunk's listing of them by id must repeat
+/// (0 elsewhere).
 struct held_rows {
   std::int64_t before = 0;
   std::int64_t total = 0;

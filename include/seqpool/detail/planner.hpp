@@ -351,7 +351,7 @@ class planner {
                          positions_.end());
       d.count = positions_.size() - d.first;
       const auto count = static_cast<std::int64_t>(d.count);
-      if (shape_.sparse)
+      if (shape_.sparse && part.chunked() && !part.finished())  // what the store keeps for the last chunk's listing
         for (std::size_t k = d.first; k < positions_.size(); ++k) d.chunk_digest += position_digest(positions_[k]);
       if (part.first_chunk()) {
         d.rows_total = part.finished() ? count : count + chosen_rows(method, filter, index, r, end, r.prompt_len);
@@ -397,7 +397,8 @@ class planner {
     });
     for (std::size_t k = 0; k < d.count; ++k) list(chosen_position(d, k));
     // The rows the chunks chose, which the store counted and digested, are listed again: as many, at
-    // the same positions (where they are consecutive, the filter alone places them).
+    // the same positions (where they are consecutive, the filter alone places them). The earlier
+    // chunks' digests are a sparse pooler's: a request's chunks are one pooler's.
     const auto listed = static_cast<std::int64_t>(listed_.size() - d.first_listed);
     if (listed != d.rows_total)
       fail_request(index, r.id, "method", name_of(method, "the method"), " chooses ", listed,

@@ -20,7 +20,7 @@ namespace seqpool::detail::host {
 /// The rows' reduction is the method's alone (row_reduction), shared by every head.
 template <class Method, class Head, class T, class Result, class Policy>
 struct reduce_tiles {
-  row_reduction<Method, T, Policy> rows;
+  row_reduction<Method, T, Policy> reduction;
   Head head;
   dense_layer layer;  ///< the head's one dense layer, where an item passes rows through it
   const tile_record* tiles;
@@ -40,7 +40,7 @@ struct reduce_tiles {
     float* out = alone ? memory.at(owner.where, owner.offset, state_index)
                        : memory.workspace + owner.partials + tile.index * width;
     const float* init = (flags & from_state) != 0 ? memory.state[state_index] : nullptr;
-    const T* first_row = rows.hidden + tile.row_begin * rows.row_stride;
+    const T* first_row = reduction.hidden + tile.row_begin * reduction.row_stride;
     const std::int64_t first_position = tile.row_begin + owner.position_offset;  // its first row's in the prompt
 
     // This thread's next item is most likely the next tile: a tile of several
@@ -48,14 +48,15 @@ struct reduce_tiles {
     // own prefetch, which runs on into the next tile; asking for more here stalls
     // on full fill buffers. A tile of one row asks as it goes (start_sweep).
     const tile_record* next = item + 1 < num_tiles ? &tiles[item + 1] : nullptr;
-    if (next != nullptr && tile.rows > 1) prefetch_row(rows.hidden + next->row_begin * rows.row_stride, next->width);
+    if (next != nullptr && tile.rows > 1)
+      prefetch_row(reduction.hidden + next->row_begin * reduction.row_stride, next->width);
     const bool finishes = (flags & finish) != 0;
     const bool through = (flags & through_linear) != 0;
     const bool to_output = finishes && owner.where == target::output;
     if (through || (to_output && stored_from_scratch<Policy, Result>(stream_results, width))) {
       alignas(64) float scratch[Policy::scratch_row_floats];
-      rows.reduce(tile, first_position, width, next, init, first_row, scratch);
-      finish_row(rows.method, head, owner, tile.width, flags, scratch);
+      reduction.reduce(tile, first_position, width, next, init, first_row, scratch);
+      finish_row(reduction.method, head, owner, tile.width, flags, scratch);
       if (through)
         linear_into<Policy>(head, layer, scratch, memory.output + owner.offset, owner.linear_width, owner.knobs,
                             memory.encoding);
@@ -63,8 +64,8 @@ struct reduce_tiles {
         store_row(memory.output + owner.offset, scratch, width, stream_results, memory.encoding);
       return;
     }
-    rows.reduce(tile, first_position, width, next, init, first_row, out);
-    finish_row(rows.method, head, owner, tile.width, flags, out);
+    reduction.reduce(tile, first_position, width, next, init, first_row, out);
+    finish_row(reduction.method, head, owner, tile.width, flags, out);
     if ((flags & drafted) != 0) store_row(memory.output + owner.result, out, width, stream_results, memory.encoding);
   }
 };
