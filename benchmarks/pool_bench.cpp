@@ -318,6 +318,34 @@ class runner {
     return timed;
   }
 
+  /// Hybrid retrieval outputs of a mean-pooling model, one multi_pooler: the
+  /// dense MEAN row normalised and the lexical weights, two parts that each
+  /// read every row (what the parts cost beyond one read of the rows).
+  record hybrid_case() {
+    using dense = seqpool::pooler<method::mean, head::embed, Space>;
+    using lexical = seqpool::pooler<method::all, head::classify, Space, seqpool::sparse_entry>;
+    const std::int64_t width = shape_.hidden_size;
+    const seqpool::part_filters id_0_dropped{.drop_first = false, .drop_last = false, .drop_token_ids = {0}};
+    seqpool::multi_pooler<dense, lexical> hybrid(space_, {dense(space_, width)},
+                                                 {lexical(space_, width, {}, weigh()), id_0_dropped});
+    const seqpool::batch step = requests_of(shape_, task::embed, token_ids_);
+    seqpool::state_store<Space> state(space_);
+    seqpool::parts_plan plan;
+    const auto plan_step = [&] { hybrid.plan(step, state, plan); };
+    const double plan_seconds = bench::median_seconds(repeats_, plan_step);
+    hybrid.reserve(plan, state);
+    seqpool::buffer<float, Space> dense_out(space_, static_cast<std::size_t>(plan.parts[0].output_size));
+    seqpool::buffer<seqpool::sparse_entry, Space> lexical_out(space_,
+                                                              static_cast<std::size_t>(plan.parts[1].output_size));
+    record timed =
+        time_case("mean+sparse", step, plan_seconds, lexical_out.data(), plan.parts[1].output_size, plan_step, [&] {
+          hybrid.reserve(plan, state);
+          hybrid.forward(view(), plan, state, dense_out.span(), lexical_out.span());
+        });
+    timed.write_bytes += static_cast<double>(dense_out.size() * sizeof(float));
+    return timed;
+  }
+
   record dispatcher_case() {
     auto engine = mixed_engine();
     return measure("dispatcher", engine, requests_of(shape_, std::nullopt, token_ids_));
@@ -551,6 +579,8 @@ void run_space(const char* space_name, const char* dtype, const batch_shape& sha
   // BGE-M3's dense, ColBERT and lexical outputs together; the ColBERT pooler's linear pass keeps the stand-in out.
   if (std::is_same_v<Space, seqpool::host_space> || !std::is_same_v<device_backend, seqpool::omp_backend>)
     add("bge-m3", [&] { return run.bge_m3_case(false); });
+  // A dense MEAN embedding and lexical weights: two parts that read every row, and little else.
+  add("mean+sparse", [&] { return run.hybrid_case(); });
   // The same parts chosen at run time: what one virtual call a part a phase costs.
   if (std::is_same_v<Space, seqpool::host_space> || !std::is_same_v<device_backend, seqpool::omp_backend>)
     add("bge-m3@runtime", [&] { return run.bge_m3_case(true); });
@@ -573,10 +603,11 @@ int main(int argc, char** argv) {
   app.add_option("--space", opts.space, "host or device (default: both)");
   app.add_option("--dtype", opts.dtype, "fp32 or bf16 (default: both)");
   app.add_option("--shape", opts.shape, "long, short, single, wide or padded (default: every one)");
-  app.add_option("--method", opts.method,
-                 "cls, last, mean, max, all, step, colbert, sparse, bge-m3, bge-m3@runtime, dispatcher, or (CUDA) "
-                 "\"dispatcher graph\" and "
-                 "\"dispatcher graph eighth\" (default: every one)");
+  app.add_option(
+      "--method", opts.method,
+      "cls, last, mean, max, all, step, colbert, sparse, bge-m3, mean+sparse, bge-m3@runtime, dispatcher, or (CUDA) "
+      "\"dispatcher graph\" and "
+      "\"dispatcher graph eighth\" (default: every one)");
   app.add_option("--repeats", opts.repeats, "timed runs per case (the median is reported)");
   bool warm = false;
   app.add_flag("--warm", warm,

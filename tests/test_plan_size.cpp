@@ -7,6 +7,7 @@
 // allocates nothing (this program counts operator new).
 #include <sys/mman.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <cstdlib>
@@ -75,6 +76,39 @@ std::int64_t upload_bytes(typename Pooler::space_type& space, Pooler& pooler, co
 }
 [[gnu::noinline]] void operator delete(void* memory) noexcept { std::free(memory); }
 [[gnu::noinline]] void operator delete(void* memory, std::size_t) noexcept { std::free(memory); }
+// Over-aligned allocations (the host space's memory, its held passes) count too.
+[[gnu::noinline]] void* operator new(std::size_t bytes, std::align_val_t alignment) {
+  allocations.fetch_add(1, std::memory_order_relaxed);
+  const auto align = static_cast<std::size_t>(alignment);
+  if (void* memory = std::aligned_alloc(align, (std::max<std::size_t>(bytes, 1) + align - 1) / align * align))
+    return memory;
+  throw std::bad_alloc();
+}
+[[gnu::noinline]] void operator delete(void* memory, std::align_val_t) noexcept { std::free(memory); }
+[[gnu::noinline]] void operator delete(void* memory, std::size_t, std::align_val_t) noexcept { std::free(memory); }
+
+TEST_CASE("a multi_pooler's step on the host holds its parts' passes without allocating, once a step has held them") {
+  seqpool::host_space space;
+  seqpool::state_store<seqpool::host_space> state(space);
+  using dense = seqpool::pooler<method::mean, head::embed, seqpool::host_space>;
+  using tokens = seqpool::pooler<method::all, head::embed, seqpool::host_space>;
+  seqpool::multi_pooler<dense, tokens> parts(space, {dense(space, hidden_size)}, {tokens(space, hidden_size)});
+  const seqpool::batch step = prompts(64, 16, task::embed).step;
+  const auto hidden = test::to_space(space, std::vector<float>(64 * 16 * hidden_size, 1.0f));
+  seqpool::parts_plan plan;
+  parts.plan(step, state, plan);
+  parts.reserve(plan, state);
+  seqpool::buffer<float, seqpool::host_space> pooled(space, static_cast<std::size_t>(plan.parts[0].output_size));
+  seqpool::buffer<float, seqpool::host_space> rows(space, static_cast<std::size_t>(plan.parts[1].output_size));
+  const auto view = seqpool::make_hidden_view(hidden.data(), 64 * 16, hidden_size);
+  for (int k = 0; k < 3; ++k) {
+    parts.plan(step, state, plan);
+    parts.reserve(plan, state);
+    const std::int64_t before = allocations.load();
+    parts.forward(view, plan, state, pooled.span(), rows.span());
+    if (k > 0) CHECK(allocations.load() == before);
+  }
+}
 
 TEST_CASE_TEMPLATE("ALL and STEP send the same image for prompts of 16 rows and of 1024", Space, seqpool::host_space,
                    seqpool::device_space<seqpool::omp_backend>) {

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include <doctest/doctest.h>
+#include <omp.h>
 
 #include <seqpool/detail/allocation_cache.hpp>
 #include <seqpool/space/buffer.hpp>
@@ -327,6 +328,43 @@ TEST_CASE("the stand-in's branches: each branch's work runs at the join, last br
     graph.launch();
     CHECK(read() == 10);
   }
+}
+
+TEST_CASE(
+    "host branches: each branch's passes are held to the join, then run in rounds, a slot an even share of each") {
+  seqpool::host_space space;
+  using ran_item = std::pair<int, std::int64_t>;  // a pass, an item of it
+  std::vector<ran_item> ran;
+  /// A pass's work: each item notes that it ran.
+  struct noting {
+    int pass;
+    std::vector<ran_item>* ran;
+    void operator()(std::int64_t item) const { ran->push_back({pass, item}); }
+  };
+  const int threads = omp_get_max_threads();
+  omp_set_num_threads(1);  // one thread runs the slots in order
+  space.reserve_branches(3);
+  space.fork_branches(3);
+  space.launch(2, noting{0, &ran});  // branch 0: pass 0, then pass 1, which reads it
+  space.launch(3, noting{1, &ran});
+  space.select_branch(2);  // branch 1 holds nothing
+  space.launch(4, noting{2, &ran});
+  CHECK(ran.empty());
+  CHECK(space.audit().counts().launches == 3);
+  CHECK_THROWS_WITH_AS(space.select_branch(1), doctest::Contains("in order: 1 after 2"), seqpool::error);
+  CHECK_THROWS_WITH_AS(space.select_branch(3), doctest::Contains("no branch 3 of 3"), seqpool::error);
+  CHECK_THROWS_WITH_AS(space.fork_branches(2), doctest::Contains("not joined"), seqpool::error);
+  space.join_branches();
+  omp_set_num_threads(threads);
+  // Round 0, passes 0 and 2 over 4 slots: slot s takes pass 0's items [2s/4, 2(s+1)/4), then pass 2's
+  // item s. Round 1: pass 1 over its 3.
+  const std::vector<ran_item> expected{{2, 0}, {0, 0}, {2, 1}, {2, 2}, {0, 1}, {2, 3}, {1, 0}, {1, 1}, {1, 2}};
+  CHECK(ran == expected);
+  // Joined: a pass runs as it is launched.
+  ran.clear();
+  space.launch(2, noting{3, &ran});
+  CHECK(ran == std::vector<ran_item>{{3, 0}, {3, 1}});
+  CHECK_THROWS_WITH_AS(space.select_branch(0), doctest::Contains("no branch 0 of 0"), seqpool::error);
 }
 
 TEST_CASE("the stand-in's wave: every grid runs every block index once, whatever its size") {

@@ -384,8 +384,9 @@ class step_runner {
   }
 
  private:
-  /// Whether a step's entries each take a branch of the stream: the device
-  /// space's launch policy says (entries_on_branches).
+  /// Whether a step's entries each take a branch: the space says
+  /// (entries_on_branches; a device space's launch policy, and host_space,
+  /// which runs the branches' passes together).
   static constexpr bool branched = [] {
     if constexpr (requires { Space::entries_on_branches; })
       return Space::entries_on_branches;

@@ -25,6 +25,7 @@
 #include <thrust/system/omp/execution_policy.h>
 #include <cuda/std/span>
 
+#include <seqpool/detail/host/held_passes.hpp>
 #include <seqpool/detail/host/wide_vectors.hpp>
 #include <seqpool/error.hpp>
 #include <seqpool/space/audit.hpp>
@@ -33,8 +34,9 @@
 namespace seqpool {
 
 /// Memory is host memory and the host algorithms run on Thrust's OpenMP system.
-/// Work finishes before the call that launched it returns, so staging needs one
-/// buffer, not a ring, and the uploaded image is read where it was staged.
+/// Work finishes before the call that launched it returns (a step's entries'
+/// work, on branches, before the join returns), so staging needs one buffer,
+/// not a ring, and the uploaded image is read where it was staged.
 class host_space {
  public:
   static constexpr algorithm_family family = algorithm_family::host;
@@ -91,11 +93,29 @@ class host_space {
     return staged.data();
   }
 
+  /// A step's entries go on branches (step_runner): each entry's passes are
+  /// held until the step's last is given, then the entries' passes run
+  /// together, so that a multi_pooler's parts read each row from memory about
+  /// once (detail::host::held_passes says how).
+  static constexpr bool entries_on_branches = true;
+
+  /// Outside a step: room to hold `count` branches' passes.
+  void reserve_branches(int count) { held_.reserve(count); }
+  /// Passes from here on are held, a branch each as select_branch() says, until join_branches() runs them.
+  void fork_branches(int count) { held_.fork(count); }
+  void select_branch(int branch) { held_.select(branch); }
+  void join_branches() { held_.run(); }
+
   /// Runs `work(item)` for every item in [0, items) on the OpenMP threads: one
-  /// parallel pass, which the audit counts as a launch.
+  /// parallel pass, which the audit counts as a launch; while branches are
+  /// forked, a pass held to run with the other branches' at the join.
   template <class Work>
   void launch(std::int64_t items, const Work& work) {
     audit_.count_launch();
+    if (held_.forked()) {
+      held_.hold(items, work);
+      return;
+    }
     thrust::for_each(thrust::omp::par, thrust::counting_iterator<std::int64_t>(0),
                      thrust::counting_iterator<std::int64_t>(items), work);
   }
@@ -136,6 +156,7 @@ class host_space {
   static constexpr std::align_val_t huge_page_alignment{huge_page};
 
   std::vector<std::byte> staging_;
+  detail::host::held_passes held_;
   seqpool::audit audit_;
 };
 
