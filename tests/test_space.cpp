@@ -342,7 +342,9 @@ TEST_CASE(
     void operator()(std::int64_t item) const { ran->push_back({pass, item}); }
   };
   const int threads = omp_get_max_threads();
-  omp_set_num_threads(1);  // one thread runs the slots in order
+  omp_set_num_threads(1);  // one thread runs the slots in order, and notes them in order
+  CHECK_THROWS_WITH_AS(space.fork_branches(3), doctest::Contains("3 branches, but room for 0 was reserved"),
+                       seqpool::error);
   space.reserve_branches(3);
   space.fork_branches(3);
   space.launch(2, noting{0, &ran});  // branch 0: pass 0, then pass 1, which reads it
@@ -355,7 +357,6 @@ TEST_CASE(
   CHECK_THROWS_WITH_AS(space.select_branch(3), doctest::Contains("no branch 3 of 3"), seqpool::error);
   CHECK_THROWS_WITH_AS(space.fork_branches(2), doctest::Contains("not joined"), seqpool::error);
   space.join_branches();
-  omp_set_num_threads(threads);
   // Round 0, passes 0 and 2 over 4 slots: slot s takes pass 0's items [2s/4, 2(s+1)/4), then pass 2's
   // item s. Round 1: pass 1 over its 3.
   const std::vector<ran_item> expected{{2, 0}, {0, 0}, {2, 1}, {2, 2}, {0, 1}, {2, 3}, {1, 0}, {1, 1}, {1, 2}};
@@ -365,6 +366,15 @@ TEST_CASE(
   space.launch(2, noting{3, &ran});
   CHECK(ran == std::vector<ran_item>{{3, 0}, {3, 1}});
   CHECK_THROWS_WITH_AS(space.select_branch(0), doctest::Contains("no branch 0 of 0"), seqpool::error);
+  // Dropped (a step whose launch threw): nothing held runs, and the next pass runs at once.
+  ran.clear();
+  space.fork_branches(2);
+  space.launch(5, noting{4, &ran});
+  space.drop_branches();
+  CHECK(ran.empty());
+  space.launch(1, noting{5, &ran});
+  CHECK(ran == std::vector<ran_item>{{5, 0}});
+  omp_set_num_threads(threads);
 }
 
 TEST_CASE("the stand-in's wave: every grid runs every block index once, whatever its size") {

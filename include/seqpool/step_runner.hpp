@@ -398,7 +398,9 @@ class step_runner {
   /// puts each of several entries on a branch of its own: forked after the
   /// upload, an entry's launches on the next (next()), joined back (join())
   /// before the step moves on; a launch that throws between the two leaves the
-  /// branches joined. Elsewhere every launch stays on the stream.
+  /// branches joined (a space that holds its branches' work until the join,
+  /// as host_space does, drops it unrun: drop_branches()). Elsewhere every
+  /// launch stays on the stream.
   class entry_branches {
    public:
     entry_branches(Space& space, std::size_t entries) : space_(space), forked_(branched && entries > 1) {
@@ -411,7 +413,10 @@ class step_runner {
       if constexpr (branched) {
         if (!forked_) return;
         try {
-          space_.join_branches();
+          if constexpr (requires { space_.drop_branches(); })
+            space_.drop_branches();
+          else
+            space_.join_branches();
         } catch (...) {  // the launch's own error is the one in flight
         }
       }

@@ -105,6 +105,8 @@ class host_space {
   void fork_branches(int count) { held_.fork(count); }
   void select_branch(int branch) { held_.select(branch); }
   void join_branches() { held_.run(); }
+  /// Joins the branches with nothing held run: a step whose launch threw changes no output or state.
+  void drop_branches() { held_.forget(); }
 
   /// Runs `work(item)` for every item in [0, items) on the OpenMP threads: one
   /// parallel pass, which the audit counts as a launch; while branches are

@@ -30,9 +30,12 @@ namespace seqpool::detail::host {
 /// own outputs, workspace and states). What a pass does is what the space
 /// would have run at once, item for item.
 ///
-/// A held pass is a copy of its work in blocks that are kept from step to step:
-/// holding a step's passes allocates only where no step before held as many
-/// bytes (the first), and never in the audit's count (host memory, not the space's).
+/// A held pass is a copy of its work in blocks kept from step to step, which
+/// reserve() makes room in for the passes an entry launches (a pooling or
+/// gathering pass, a merge, a layer's, a list's: four), each up to 1 KiB: a
+/// step holds its passes without allocating (host memory, not the space's,
+/// which the audit counts). A step whose launch throws before the join runs
+/// none of them (forget()).
 class held_passes {
  public:
   held_passes() = default;
@@ -40,10 +43,16 @@ class held_passes {
   held_passes& operator=(const held_passes&) = delete;
   ~held_passes() { forget(); }
 
-  /// Room for `count` branches' bookkeeping, outside a step.
+  /// Outside a step: room for `count` branches' passes.
   void reserve(int count) {
-    firsts_.reserve(static_cast<std::size_t>(count) + 1);
-    round_.reserve(static_cast<std::size_t>(count));
+    const auto branches = static_cast<std::size_t>(count);
+    reserved_ = std::max(reserved_, count);
+    firsts_.reserve(branches + 1);
+    round_.reserve(branches);
+    passes_.reserve(branches * passes_per_branch);
+    std::size_t room = 0;
+    for (const block& made : blocks_) room += made.size;
+    if (room < branches * passes_per_branch * bytes_per_pass) add_block(branches * passes_per_branch * bytes_per_pass);
   }
 
   bool forked() const { return branches_ > 0; }
@@ -51,7 +60,8 @@ class held_passes {
   /// Passes given from here on are held, on branch 0 until select() says another.
   void fork(int count) {
     if (forked()) fail("fork", "the host space's last branches were not joined");
-    if (count < 1) fail("fork", "a fork has at least one branch, got ", count);
+    if (count < 1 || count > reserved_)
+      fail("fork", count, " branches, but room for ", reserved_, " was reserved (reserve_branches)");
     branches_ = count;
     branch_ = 0;
   }
@@ -66,45 +76,28 @@ class held_passes {
   /// Holds a copy of `work` to run over items [0, items) on the current branch.
   template <class Work>
   void hold(std::int64_t items, const Work& work) {
-    static_assert(alignof(Work) <= block_alignment, "seqpool: a host pass's work is aligned to at most 64 bytes");
-    passes_.reserve(passes_.size() + 1);  // so that the push below cannot throw with the copy made
+    static_assert(alignof(Work) <= block_alignment, "seqpool: a host pass's work is aligned as operator new aligns");
+    if (passes_.size() == passes_.capacity())
+      passes_.reserve(2 * passes_.size() + 1);  // before the copy: the push below cannot throw with it made
     void* copy = room_for(sizeof(Work), alignof(Work));
     ::new (copy) Work(work);
     passes_.push_back({branch_, items, copy, &run_items<Work>, &destroy<Work>});
   }
 
-  /// Runs every held pass, round after round as the class says, and joins the branches.
+  /// Runs every held pass, round after round as the class says, and joins the
+  /// branches (holding none, if a pass throws). fork() took no more branches
+  /// than reserve() made room for, so the bookkeeping allocates nothing.
   void run() {
-    firsts_.clear();
-    for (std::size_t k = 0; k < passes_.size(); ++k)
-      if (k == 0 || passes_[k].branch != passes_[k - 1].branch) firsts_.push_back(k);
-    firsts_.push_back(passes_.size());
-    for (std::size_t round = 0;; ++round) {
-      round_.clear();
-      std::int64_t slots = 0;
-      for (std::size_t b = 0; b + 1 < firsts_.size(); ++b) {
-        const std::size_t k = firsts_[b] + round;
-        if (k >= firsts_[b + 1]) continue;
-        round_.push_back(k);
-        slots = std::max(slots, passes_[k].items);
-      }
-      if (round_.empty()) break;
-      if (slots == 0) continue;
-      const pass* const passes = passes_.data();
-      const std::size_t* const taken = round_.data();
-      const std::size_t count = round_.size();
-      thrust::for_each(thrust::omp::par, thrust::counting_iterator<std::int64_t>(0),
-                       thrust::counting_iterator<std::int64_t>(slots), [=](std::int64_t slot) {
-                         for (std::size_t t = 0; t < count; ++t) {
-                           const pass& held = passes[taken[t]];
-                           held.run(held.work, slot * held.items / slots, (slot + 1) * held.items / slots);
-                         }
-                       });
+    try {
+      run_rounds();
+    } catch (...) {
+      forget();
+      throw;
     }
     forget();
   }
 
-  /// Drops every held pass unrun and joins the branches (a step whose launch threw).
+  /// Drops every held pass unrun and joins the branches.
   void forget() {
     for (const pass& held : passes_) held.destroy(held.work);
     passes_.clear();
@@ -123,14 +116,12 @@ class held_passes {
     void (*destroy)(void* work);
   };
 
-  static constexpr std::size_t block_alignment = 64;
-  static constexpr std::size_t block_bytes = 4096;
+  static constexpr std::size_t block_alignment = __STDCPP_DEFAULT_NEW_ALIGNMENT__;
+  static constexpr std::size_t passes_per_branch = 4;
+  static constexpr std::size_t bytes_per_pass = 1024;
 
-  struct freed_block {
-    void operator()(std::byte* bytes) const { ::operator delete (bytes, std::align_val_t{block_alignment}); }
-  };
   struct block {
-    std::unique_ptr<std::byte, freed_block> bytes;
+    std::unique_ptr<std::byte[]> bytes;
     std::size_t size;
   };
 
@@ -145,16 +136,46 @@ class held_passes {
     static_cast<Work*>(work)->~Work();
   }
 
+  void run_rounds() {
+    firsts_.clear();
+    for (std::size_t k = 0; k < passes_.size(); ++k)
+      if (k == 0 || passes_[k].branch != passes_[k - 1].branch) firsts_.push_back(k);
+    firsts_.push_back(passes_.size());
+    for (std::size_t round = 0;; ++round) {
+      round_.clear();
+      std::int64_t slots = 0;
+      for (std::size_t b = 0; b + 1 < firsts_.size(); ++b) {
+        const std::size_t k = firsts_[b] + round;
+        if (k >= firsts_[b + 1]) continue;
+        round_.push_back(k);
+        slots = std::max(slots, passes_[k].items);
+      }
+      if (round_.empty()) return;
+      if (slots == 0) continue;
+      const pass* const passes = passes_.data();
+      const std::size_t* const taken = round_.data();
+      const std::size_t count = round_.size();
+      // slot × items < slots² + slots: passes of up to 3·10⁹ items stay within 64 bits.
+      thrust::for_each(thrust::omp::par, thrust::counting_iterator<std::int64_t>(0),
+                       thrust::counting_iterator<std::int64_t>(slots), [=](std::int64_t slot) {
+                         for (std::size_t t = 0; t < count; ++t) {
+                           const pass& held = passes[taken[t]];
+                           held.run(held.work, slot * held.items / slots, (slot + 1) * held.items / slots);
+                         }
+                       });
+    }
+  }
+
+  void add_block(std::size_t bytes) {
+    blocks_.reserve(blocks_.size() + 1);
+    blocks_.push_back({std::unique_ptr<std::byte[]>(new std::byte[bytes]), bytes});
+  }
+
   /// `size` bytes at `alignment` in the blocks: the current one's next, or the
   /// start of a later one, made where none is big enough.
   void* room_for(std::size_t size, std::size_t alignment) {
     for (;; ++block_, used_ = 0) {
-      if (block_ == blocks_.size()) {
-        const std::size_t bytes = std::max(block_bytes, size);
-        blocks_.push_back({std::unique_ptr<std::byte, freed_block>(
-                               static_cast<std::byte*>(::operator new (bytes, std::align_val_t{block_alignment}))),
-                           bytes});
-      }
+      if (block_ == blocks_.size()) add_block(std::max(passes_per_branch * bytes_per_pass, size));
       const std::size_t at = (used_ + alignment - 1) / alignment * alignment;
       if (at + size <= blocks_[block_].size) {
         used_ = at + size;
@@ -169,6 +190,7 @@ class held_passes {
   std::vector<block> blocks_;
   std::size_t block_ = 0;  ///< the block holding the last copy
   std::size_t used_ = 0;   ///< its bytes taken
+  int reserved_ = 0;       ///< the most branches reserve() made room for
   int branches_ = 0;
   int branch_ = 0;
 };
