@@ -53,30 +53,30 @@ TEST_CASE("a token method's request keeps the rows its chunks chose and its prom
   seqpool::host_space space;
   seqpool::state_store<seqpool::host_space> state(space);
   const seqpool::request first = part("t", task::token_embed, 10, 0, 4);
-  CHECK(state.rows_of("t").before == 0);
+  CHECK(state.rows_of("t").before.count == 0);
   CHECK(state.rows_of("t").total == 0);
   state.reserve(0, first, 16, {.rows_total = 7});
   CHECK(state.rows_of("t").total == 7);
-  state.advance(first, 0, 3, 11);
-  CHECK(state.rows_of("t").before == 3);
-  CHECK(state.rows_of("t").digest == 11);
+  state.advance(first, 0, {3, 11});
+  CHECK(state.rows_of("t").before.count == 3);
+  CHECK(state.rows_of("t").before.digest == 11);
   // A part of a multi_pooler keeps its own.
   state.reserve(0, first, 16, {.rows_total = 2}, 1);
-  state.advance(first, 1, 1);
+  state.advance(first, 1, {1, 0});
   const seqpool::request second = part("t", task::token_embed, 10, 4, 3);
-  state.advance(second, 0, 2, 20);
-  CHECK(state.rows_of("t").before == 5);
+  state.advance(second, 0, {2, 20});
+  CHECK(state.rows_of("t").before.count == 5);
   CHECK(state.rows_of("t").total == 7);
-  CHECK(state.rows_of("t").digest == 31);
-  CHECK(state.rows_of("t", 1).digest == 0);
-  CHECK(state.rows_of("t", 1).before == 1);
+  CHECK(state.rows_of("t").before.digest == 31);
+  CHECK(state.rows_of("t", 1).before.digest == 0);
+  CHECK(state.rows_of("t", 1).before.count == 1);
   CHECK(state.rows_of("t", 1).total == 2);
   state.release("t");
   CHECK(state.rows_of("t").total == 0);
   // A first chunk reserved again before it ran (planned anew) begins with what the later call says.
   state.reserve(0, first, 16, {.rows_total = 7});
   state.reserve(0, first, 16, {.rows_total = 9});
-  CHECK(state.rows_of("t").before == 0);
+  CHECK(state.rows_of("t").before.count == 0);
   CHECK(state.rows_of("t").total == 9);
   state.release("t");
 }

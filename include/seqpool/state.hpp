@@ -42,15 +42,17 @@ class state_store {
   /// Throws seqpool::error unless the request's chunk continues what the store
   /// holds for its id (SPEC section 8), with the method, width, knobs and token
   /// ids it began with (`key`). `index` is the request's place in its batch.
-  void check(std::size_t index, const request& r, const state_key& key, std::uint32_t part = 0) const {
-    if (entries_.empty() && r.num_computed == 0) return;  // the common step: nothing in progress to collide with
+  /// Returns the serial number of the state a later chunk continues, which its
+  /// plan's key holds (state_key::state_serial); 0 for a first chunk.
+  std::uint64_t check(std::size_t index, const request& r, const state_key& key, std::uint32_t part = 0) const {
+    if (entries_.empty() && r.num_computed == 0) return 0;  // the common step: nothing in progress to collide with
     const auto found = entries_.find(held_at{r.id, part});
     const bool started = found != entries_.end() && found->second.num_computed > 0;
     if (r.num_computed == 0) {
       if (started)
         detail::fail_request(index, r.id, "num_computed", "0 restarts a request whose state holds ",
                              found->second.num_computed, " tokens; release() it first");
-      return;
+      return 0;
     }
     if (!started)
       detail::fail_request(index, r.id, "num_computed", r.num_computed,
@@ -75,17 +77,25 @@ class state_store {
                            " differs from the first chunk's");
     if (began.token_ids != key.token_ids)
       detail::fail_request(index, r.id, "prompt_token_ids", "differ from those of the first chunk");
+    return held.serial;
   }
 
-  /// Throws seqpool::error unless the store holds what a plan of `planned`'s chunk
-  /// was made against: a plan runs once, and not after its request was released.
-  void check_current(std::size_t index, const request& planned, std::uint32_t part = 0) const {
+  /// Throws seqpool::error unless the store holds what a plan of `planned`'s chunk,
+  /// whose state's key is `key`, was made against: a plan runs once, and not
+  /// after its request was released, even where the request was begun again
+  /// and has pooled as many tokens since.
+  void check_current(std::size_t index, const request& planned, const state_key& key, std::uint32_t part = 0) const {
+    constexpr std::string_view rule = ": plan each step once, against the state it runs with";
     const auto found = entries_.find(held_at{planned.id, part});
     const bool held = found != entries_.end();
-    if (held ? found->second.num_computed == planned.num_computed : planned.num_computed == 0) return;
-    const auto holds = [&] { return held ? std::to_string(found->second.num_computed) : std::string("none"); };
-    detail::fail_request(index, planned.id, "plan", "planned when the state held ", planned.num_computed,
-                         " tokens, it holds ", holds(), ": plan each step once, against the state it runs with");
+    if (held ? found->second.num_computed != planned.num_computed : planned.num_computed != 0)
+      detail::fail_request(index, planned.id, "plan", "planned when the state held ", planned.num_computed,
+                           " tokens, it holds ", held ? std::to_string(found->second.num_computed) : "none", rule);
+    if (planned.num_computed > 0 && found->second.serial != key.state_serial)
+      detail::fail_request(index, planned.id, "plan",
+                           "planned against a state of the request that was released since (the one held now began "
+                           "later)",
+                           rule);
   }
 
   /// Host call before a step: the state, `floats` floats, of a request that
@@ -96,7 +106,7 @@ class state_store {
   /// the request's place in its batch.
   float* reserve(std::size_t index, const request& r, std::size_t floats, const state_key& key,
                  std::uint32_t part = 0) {
-    check_current(index, r, part);
+    check_current(index, r, key, part);
     const auto found = entries_.find(held_at{r.id, part});
     if (found != entries_.end() && found->second.num_computed > 0) return found->second.data;
     if (found != entries_.end() && found->second.floats >= floats) {
@@ -148,12 +158,10 @@ class state_store {
   }
 
   /// After a step's work is launched: the request has pooled its chunk, which
-  /// chose `chunk_rows` rows (token methods; 0 for sequence methods), whose
-  /// positions' digests add up to `chunk_digest` (sparse results of a method
-  /// that lists its positions; 0 elsewhere).
+  /// chose the rows `chunk` counts (token methods; none for sequence methods).
   /// A finished request gives its state's memory back; later steps that reuse
   /// it are stream-ordered behind the work that reads it now.
-  void advance(const request& r, std::uint32_t part = 0, std::int64_t chunk_rows = 0, std::uint64_t chunk_digest = 0) {
+  void advance(const request& r, std::uint32_t part = 0, chosen_rows chunk = {}) {
     const auto found = entries_.find(held_at{r.id, part});
     if (found == entries_.end()) return;
     if (r.num_computed + r.num_scheduled == r.prompt_len) {
@@ -161,18 +169,17 @@ class state_store {
       entries_.erase(found);
     } else {
       found->second.num_computed += r.num_scheduled;
-      found->second.rows_before += chunk_rows;
-      found->second.digest_before += chunk_digest;
+      found->second.before.count += chunk.count;
+      found->second.before.digest += chunk.digest;
     }
   }
 
   /// Token methods: the rows a request in progress has chosen in its chunks so
-  /// far and will over its whole prompt, and the digest of those chosen (none
-  /// where no state is held).
+  /// far, and how many it will over its whole prompt (none where no state is held).
   held_rows rows_of(std::string_view id, std::uint32_t part = 0) const {
     const auto found = entries_.find(held_at{id, part});
     if (found == entries_.end()) return {};
-    return {found->second.rows_before, found->second.key.rows_total, found->second.digest_before};
+    return {found->second.before, found->second.key.rows_total};
   }
 
   /// Drops a request that will not finish (aborted or preempted by the engine), every part's state of it.
@@ -214,8 +221,8 @@ class state_store {
     std::int64_t prompt_len = 0;
     state_key key;
     std::int64_t num_computed = 0;
-    std::int64_t rows_before = 0;     ///< token methods: the rows its chunks so far chose
-    std::uint64_t digest_before = 0;  ///< sparse results of a listing method: the digest of those rows' positions
+    chosen_rows before;        ///< token methods: the rows its chunks so far chose
+    std::uint64_t serial = 0;  ///< what begin() numbered it, which plans of its later chunks name
     float* data = nullptr;
     std::size_t floats = 0;
   };
@@ -248,12 +255,12 @@ class state_store {
   };
 
   /// The request's chunks continue what its first chunk begins.
-  static void begin(entry& held, const request& r, const state_key& key) {
+  void begin(entry& held, const request& r, const state_key& key) {
     held.task = r.task;
     held.prompt_len = r.prompt_len;
     held.key = key;
-    held.rows_before = 0;
-    held.digest_before = 0;
+    held.before = {};
+    held.serial = ++serials_;
   }
 
   void give_back(entry& held) {
@@ -265,6 +272,7 @@ class state_store {
   detail::allocation_cache<Space> cache_;
   std::unordered_map<held_key, entry, key_hash, key_equal> entries_;
   std::uint32_t parts_ = 1;  ///< 1 + the highest part a state was reserved for
+  std::uint64_t serials_ = 0;  ///< the serial number of the last state begun
 };
 
 }  // namespace seqpool

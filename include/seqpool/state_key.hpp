@@ -26,19 +26,29 @@ struct state_key {
   /// (held_rows) instead of counting the prompt's other positions again. 0 for
   /// sequence methods.
   std::int64_t rows_total = 0;
+  /// A later chunk: the serial number of the state it continues, which the
+  /// store gives each state it begins (state_store::check() says it), so that
+  /// its plan runs against that state only, not one begun after a release. 0
+  /// for a first chunk.
+  std::uint64_t state_serial = 0;
+};
+
+/// Token methods: rows that chunks of a request chose — how many, and for
+/// sparse results of a method that lists its positions the digest of their
+/// positions (detail::position_digest, summed), which the last chunk's listing
+/// of them by id must repeat (0 elsewhere).
+struct chosen_rows {
+  std::int64_t count = 0;
+  std::uint64_t digest = 0;
 };
 
 /// Token methods: what a state_store keeps of a request in progress between
 /// its chunks, so that planning a later chunk counts the rows of no other: the
-/// rows its chunks so far returned or stashed, and those its whole prompt
-/// returns (its key's `rows_total`); for sparse results of a method that lists
-/// its positions, also the digest of those its chunks so far chose
-/// (position_digest), which the last chunk's listing of them by id must repeat
-/// (0 elsewhere).
+/// rows its chunks so far returned or stashed, and how many its whole prompt
+/// returns (its key's `rows_total`).
 struct held_rows {
-  std::int64_t before = 0;
+  chosen_rows before;
   std::int64_t total = 0;
-  std::uint64_t digest = 0;
 };
 
 namespace detail {
@@ -60,7 +70,7 @@ const void* method_tag_of(const Method& method) {
 }
 
 /// What one chosen prompt position adds to the digest of a request's chosen
-/// rows (held_rows::digest): a 64-bit mix of it (SplitMix64's finalizer), so that
+/// rows (chosen_rows::digest): a 64-bit mix of it (SplitMix64's finalizer), so that
 /// a sum of them over a set of positions is the same whatever ranges chose them
 /// and differs, but for a 2^-64 chance, for another set of the same size.
 inline std::uint64_t position_digest(std::int64_t position) {

@@ -466,11 +466,11 @@ class step_runner {
     detail::plan_scratch& scratch = program.scratch;
     detail::lay_out_into(step.requests, step.padded, scratch.layout, scratch.id_table);
     const step_layout& layout = scratch.layout;
-    // Rows no memory could hold are refused before any is planned (a window is cut into tiles by its rows;
-    // fewer rows than this that the host cannot hold make planning throw std::bad_alloc).
-    if (layout.num_rows > std::numeric_limits<std::int64_t>::max() / (std::int64_t{2} * hidden_size_))
-      detail::fail(step.padded ? "padded.sequence_length" : "num_scheduled", "the step's ", layout.num_rows,
-                   " rows of ", hidden_size_, " columns are more bytes than a 64-bit count holds");
+    // Rows the records cannot count are refused before any is planned (a window is cut into tiles by its
+    // rows). So bounded, a step's rows of any width are bytes a 64-bit count holds.
+    if (layout.num_rows > detail::most_rows)
+      detail::fail(step.padded ? "padded.sequence_length" : "num_scheduled", "the step has ", layout.num_rows,
+                   " rows; a step has at most ", detail::most_rows, " (its records count rows in 32 bits)");
     if constexpr (per_part) {
       for (std::size_t index = 0; index < step.requests.size(); ++index)
         detail::check_knobs_reach(index, step.requests[index], kinds_);
@@ -736,7 +736,7 @@ class step_runner {
                           "step's plan before forward()");
       });
       for (const detail::state_use& use : planned.stateful) {
-        state.check_current(use.batch_index, use.owner, use.part);
+        state.check_current(use.batch_index, use.owner, use.key, use.part);
         if (!state.holds(use.owner.id, use.floats, use.part))
           detail::fail_request(use.batch_index, use.owner.id, "state",
                        "no state was reserved for it: call reserve() with this step's plan before forward()");
@@ -784,8 +784,7 @@ class step_runner {
   /// After launching: chunked requests have pooled this step's tokens, and the plan has run.
   void advance(const detail::step_program& program, state_store<Space>& state) {
     for (const detail::share& planned : program.shares)
-      for (const detail::state_use& use : planned.stateful)
-        state.advance(use.owner, use.part, use.chunk_rows, use.chunk_digest);
+      for (const detail::state_use& use : planned.stateful) state.advance(use.owner, use.part, use.chunk);
     last_run_ = program.serial;
     reserved_ = 0;
   }

@@ -154,6 +154,22 @@ TEST_CASE_TEMPLATE_DEFINE("a plan runs once, against the state it was planned wi
                        seqpool::error);
   CHECK_FALSE(state.contains("c"));
 
+  // A request released and begun again, here by another pooler that shares the
+  // store, holds another state than the one its later chunk was planned
+  // against, though it has pooled as many tokens: with other knobs, say.
+  seqpool::pooler<method::mean, head::embed, Space> other(space, 4);
+  run(space, pooler, state, pooler.plan(seqpool::batch{{test::part("a", task::embed, 9, 0, 3, raw)}}, state));
+  const seqpool::step_plan continued = pooler.plan(seqpool::batch{{test::part("a", task::embed, 9, 3, 3, raw)}}, state);
+  state.release("a");
+  run(space, other, state, other.plan(seqpool::batch{{test::part("a", task::embed, 9, 0, 3, {})}}, state));
+  CHECK_THROWS_WITH_AS(run(space, pooler, state, continued),
+                       "request 0 (id \"a\"): plan: planned against a state of the request that was released since "
+                       "(the one held now began later): plan each step once, against the state it runs with",
+                       seqpool::error);
+  CHECK(state.num_computed("a") == 3);
+  run(space, other, state, other.plan(seqpool::batch{{test::part("a", task::embed, 9, 3, 6, {})}}, state));
+  CHECK_FALSE(state.contains("a"));
+
   // Plans run in the order they are made: one made before a plan that has run
   // was planned against a state that step has changed.
   const seqpool::step_plan earlier = pooler.plan(seqpool::batch{{test::whole("e", task::embed, 2)}}, state);
@@ -250,20 +266,35 @@ TEST_CASE_TEMPLATE_DEFINE("sizes computed from a request's numbers never overflo
                          seqpool::error);
     CHECK_FALSE(state.contains("h"));
   }
-  // A step of more rows than any memory could hold is refused before any is
-  // planned, before a sequence method would cut its rows into tiles.
+  // A step of more rows than its records count in 32 bits is refused before
+  // any is planned, before a sequence method would cut its rows into tiles.
   seqpool::pooler<method::mean, head::embed, Space> mean(space, 8);
-  const std::int64_t rows = std::int64_t{1} << 62;
-  CHECK_THROWS_WITH_AS(mean.plan(seqpool::batch{{test::whole("h", task::embed, rows)}}, state),
-                       "num_scheduled: the step's 4611686018427387904 rows of 8 columns are more bytes than a 64-bit "
-                       "count holds",
-                       seqpool::error);
-  seqpool::batch padded{{test::whole("p", task::embed, 2), test::whole("q", task::embed, 2)}};
-  padded.padded = seqpool::padded_rows{.sequence_length = rows / 2};
-  CHECK_THROWS_WITH_AS(mean.plan(padded, state),
-                       "padded.sequence_length: the step's 4611686018427387904 rows of 8 columns are more bytes than "
-                       "a 64-bit count holds",
-                       seqpool::error);
+  for (const std::int64_t rows : {std::int64_t{1} << 31, std::int64_t{1} << 62}) {
+    CAPTURE(rows);
+    const std::string many = std::to_string(rows);
+    CHECK_THROWS_WITH_AS(mean.plan(seqpool::batch{{test::whole("h", task::embed, rows)}}, state),
+                         ("num_scheduled: the step has " + many +
+                          " rows; a step has at most 2147483647 (its records count rows in 32 bits)")
+                             .c_str(),
+                         seqpool::error);
+    seqpool::batch padded{{test::whole("p", task::embed, 2), test::whole("q", task::embed, 2)}};
+    padded.padded = seqpool::padded_rows{.sequence_length = rows / 2};
+    CHECK_THROWS_WITH_AS(mean.plan(padded, state),
+                         ("padded.sequence_length: the step has " + many +
+                          " rows; a step has at most 2147483647 (its records count rows in 32 bits)")
+                             .c_str(),
+                         seqpool::error);
+  }
+  // So is a token method's request that returns more rows over its prompt,
+  // which its last chunk gathers in one run.
+  CHECK_THROWS_WITH_AS(
+      all.plan(seqpool::batch{{test::part("t", task::token_embed, std::int64_t{1} << 31, 0, 2)}}, state),
+      "request 0 (id \"t\"): prompt_len: 2147483648 returns 2147483648 rows; a request returns at "
+      "most 2147483647 (its records count rows in 32 bits)",
+      seqpool::error);
+  CHECK_FALSE(state.contains("t"));
+  const std::int64_t most = std::numeric_limits<std::int32_t>::max();
+  CHECK(all.plan(seqpool::batch{{test::part("t", task::token_embed, most, 0, 2)}}, state).num_rows == 2);
 }
 
 TEST_CASE_TEMPLATE_DEFINE("an output lies apart from the hidden states and from the other outputs", Space,

@@ -62,11 +62,10 @@ struct request_decision {
   std::int64_t out_width = 0;    ///< columns of each result row
   std::size_t first = 0;         ///< sequence methods: its first window; token methods: its first chosen position
   std::size_t count = 0;         ///< windows (one per span, or one), or positions chosen in this chunk
-  std::int64_t rows_before = 0;  ///< token methods: rows chosen in earlier chunks
+  chosen_rows before;            ///< token methods: rows chosen in earlier chunks
   std::int64_t rows_total = 0;   ///< token methods: rows chosen over the whole prompt
-  /// Sparse results of a method that lists its positions: the digests of the
-  /// positions chosen in earlier chunks and in this one (position_digest).
-  std::uint64_t digest_before = 0;
+  /// Sparse results of a method that lists its positions: the digest of the
+  /// positions chosen in this chunk (chosen_rows::digest).
   std::uint64_t chunk_digest = 0;
   /// Token methods: the chosen positions are `count` consecutive ones, from
   /// first_position where count > 0, none listed (every row the chunk has, less
@@ -223,7 +222,7 @@ class planner {
       // Before the state's checks: a later chunk short of the ids it drops by hears so, not that its ids differ.
       if constexpr (Method::kind == method_kind::token) token_filter(r).check(index);
       if (part.chunked()) begin_key(method, key, r);
-      state.check(index, r, key);
+      key.state_serial = state.check(index, r, key);
       if (r.params.top_k) check_top_k(index, r, *r.params.top_k);
       if constexpr (Method::kind == method_kind::token) {
         decide_tokens(method, head, index, r, part, state, d);
@@ -339,7 +338,7 @@ class planner {
       d.consecutive = true;
       d.first_position = stay.begin;
       d.count = static_cast<std::size_t>(stay.size());
-      d.rows_before = filter.inner(0, part.num_computed).size();
+      d.before.count = filter.inner(0, part.num_computed).size();
       d.rows_total = filter.inner(0, r.prompt_len).size();
     } else {
       d.first = positions_.size();
@@ -354,18 +353,21 @@ class planner {
       if (shape_.sparse && part.chunked() && !part.finished())  // what the store keeps for the last chunk's listing
         for (std::size_t k = d.first; k < positions_.size(); ++k) d.chunk_digest += position_digest(positions_[k]);
       if (part.first_chunk()) {
-        d.rows_total = part.finished() ? count : count + chosen_rows(method, filter, index, r, end, r.prompt_len);
+        d.rows_total = part.finished() ? count : count + count_chosen(method, filter, index, r, end, r.prompt_len);
       } else {
         const held_rows held = state.rows_of(r.id);  // state.check() found the request in progress
-        d.rows_before = held.before;
+        d.before = held.before;
         d.rows_total = held.total;
-        d.digest_before = held.digest;
-        if (held.before + count > held.total || (part.finished() && held.before + count != held.total))
-          fail_request(index, r.id, "method", name_of(method, "the method"), "'s chunks chose ", held.before + count,
+        const std::int64_t chosen = held.before.count + count;
+        if (chosen > held.total || (part.finished() && chosen != held.total))
+          fail_request(index, r.id, "method", name_of(method, "the method"), "'s chunks chose ", chosen,
                        " rows of the prompt through position ", end, "; its count() over the prompt said ", held.total,
                        " at the first chunk");
       }
     }
+    if (d.rows_total > most_rows)
+      fail_request(index, r.id, "prompt_len", r.prompt_len, " returns ", d.rows_total,
+                   " rows; a request returns at most ", most_rows, " (its records count rows in 32 bits)");
     // The prompt's rows at this width must be countable in floats, for the state
     // and for the result.
     const std::int64_t widest = std::max(d.width, d.out_width);
@@ -403,7 +405,7 @@ class planner {
     if (listed != d.rows_total)
       fail_request(index, r.id, "method", name_of(method, "the method"), " chooses ", listed,
                    " rows of the prompt listed whole; its chunks chose ", d.rows_total);
-    if (!d.consecutive && digest != d.digest_before)
+    if (!d.consecutive && digest != d.before.digest)
       fail_request(index, r.id, "method", name_of(method, "the method"), " chooses other positions of the prompt ",
                    "listed whole than its chunks chose: its select() depends on where a range begins");
   }
@@ -418,8 +420,8 @@ class planner {
   /// dropped first or last position (which lie at the range's ends), or,
   /// where the filter drops by id, each such row visited and counted.
   template <class Method>
-  std::int64_t chosen_rows(const Method& method, const token_filter& filter, std::size_t index, const request& r,
-                           std::int64_t begin, std::int64_t end) {
+  std::int64_t count_chosen(const Method& method, const token_filter& filter, std::size_t index, const request& r,
+                            std::int64_t begin, std::int64_t end) {
     if (!filter.by_id()) {
       const position_range stay = filter.inner(begin, end);
       return stay.size() == 0 ? 0 : method.count(r, stay.begin, stay.end);
@@ -709,9 +711,9 @@ class planner {
     const std::size_t result = take_result();
     const std::int32_t record = add_records(r, 1, column_offset);
     if (part.chunked())
-      keep_state(record, index, r, d.rows_total * d.width, key, 1, 0, static_cast<std::int64_t>(d.count),
-                 d.chunk_digest);
-    const std::int64_t rows = d.rows_before + static_cast<std::int64_t>(d.count);
+      keep_state(record, index, r, d.rows_total * d.width, key, 1, 0,
+                 {static_cast<std::int64_t>(d.count), d.chunk_digest});
+    const std::int64_t rows = d.before.count + static_cast<std::int64_t>(d.count);
     // A family that projects returned rows where they lie gathers none of a
     // finishing request's rows that a dense layer takes: its linear records say where they are.
     const bool projected = part.finished() && shape_.has_linear && Algorithms::projects_returned_rows;
@@ -727,12 +729,12 @@ class planner {
       return;
     }
 
-    if (part.finished() && d.rows_before > 0)
-      add_run({-1, to.offset, -1, static_cast<std::int32_t>(d.rows_before), record, 0,
+    if (part.finished() && d.before.count > 0)
+      add_run({-1, to.offset, -1, static_cast<std::int32_t>(d.before.count), record, 0,
                static_cast<std::int32_t>(d.width), static_cast<std::int32_t>(to.row_stride)},
-              d.rows_before);
+              d.before.count);
     if (d.count == 0) return;
-    const std::int64_t offset = to.offset + d.rows_before * to.row_stride;
+    const std::int64_t offset = to.offset + d.before.count * to.row_stride;
     const auto count = static_cast<std::int64_t>(d.count);
     if (d.consecutive) {
       add_run({hidden_row(part, d.first_position), offset, -1, static_cast<std::int32_t>(count), record, 0, 0,
@@ -774,8 +776,8 @@ class planner {
   /// state, a width apart, then this chunk's hidden rows.
   void locate_returned_rows(std::size_t first, const decision& d, const chunk& part) {
     linear_record* rows = share_.records.linears.data() + first;
-    for (std::int64_t k = 0; k < d.rows_before; ++k) rows[k].source = -1 - k * d.width;
-    rows += d.rows_before;
+    for (std::int64_t k = 0; k < d.before.count; ++k) rows[k].source = -1 - k * d.width;
+    rows += d.before.count;
     for (std::size_t k = 0; k < d.count; ++k) rows[k].source = hidden_row(part, chosen_position(d, k));
   }
 
@@ -878,11 +880,10 @@ class planner {
 
   /// The request's state, `floats` floats, which `records` request records from
   /// `record` on share, each `record_floats` after the last; a token method's
-  /// chunk chooses `chunk_rows` rows, whose positions' digests add up to `chunk_digest`, which the store
-  /// adds to those before once the step runs.
+  /// chunk chooses the rows `chunk` counts, which the store adds to those
+  /// before once the step runs.
   void keep_state(std::int32_t record, std::size_t index, const request& r, std::int64_t floats, const state_key& key,
-                  std::int64_t records, std::int64_t record_floats, std::int64_t chunk_rows = 0,
-                  std::uint64_t chunk_digest = 0) {
+                  std::int64_t records, std::int64_t record_floats, chosen_rows chunk = {}) {
     state_use& use = share_.stateful.next();  // assigned member by member: its strings and knobs keep their storage
     use.request = record;
     use.batch_index = index;
@@ -892,8 +893,7 @@ class planner {
     use.key = key;
     use.records = static_cast<std::int32_t>(records);
     use.record_floats = record_floats;
-    use.chunk_rows = chunk_rows;
-    use.chunk_digest = chunk_digest;
+    use.chunk = chunk;
   }
 
   /// Reserves a finishing request's `rows` result rows, from a 16-byte boundary.

@@ -27,9 +27,7 @@ struct state_use {
   std::int32_t records = 1;        ///< request records from `request` on that share the state (one per span)
   std::int64_t record_floats = 0;  ///< where each next record's part of the state starts
   std::uint32_t part = 0;          ///< the multi_pooler part whose state it is (state_store), 0 elsewhere
-  std::int64_t chunk_rows = 0;     ///< token methods: the rows this chunk chooses, which advance() adds
-  std::uint64_t chunk_digest =
-      0;  ///< sparse results of a listing method: their positions' digest, which advance() adds
+  chosen_rows chunk;               ///< token methods: the rows this chunk chooses, which advance() adds
 };
 
 /// The records of a share, built on the host, until the step writes them into its image.
