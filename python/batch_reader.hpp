@@ -133,10 +133,18 @@ class batch_reader {
   /// Each request's token ids, viewed where their tensor lies; the tensors
   /// (and through them the memory their producers exported) go into `kept`,
   /// which the plan holds.
+  /// One [B, L] tensor, a row a request (as vLLM's prompt_token_ids), or a
+  /// sequence of 1-D tensors, None where a request has none.
   static void read_token_ids(nb::handle token_ids, batch& step, std::vector<any_tensor>& kept) {
     if (token_ids.is_none()) return;
+    any_tensor rows;
+    if (nb::try_cast(token_ids, rows, false)) {
+      dlpack::assign_token_ids(describe(rows), step);
+      kept.push_back(std::move(rows));
+      return;
+    }
     for_each_given(token_ids, step.requests.size(), "token_ids",
-                   "a sequence of 1-D int tensors (None where a request has none)",
+                   "a [B, L] int tensor, or a sequence of 1-D int tensors (None where a request has none)",
                    [&](std::size_t i, nb::handle item) {
                      any_tensor tensor;
                      if (!nb::try_cast(item, tensor, false))

@@ -266,6 +266,64 @@ TEST_CASE("output: contiguous, of the pooler's result type, of any shape; token 
                        "token ids: strides[0] is 2; the tensor must be contiguous (1)", seqpool::error);
 }
 
+TEST_CASE("token ids of a batch: a [B, L] tensor, a row a request, its prompt the row's first ids") {
+  using seqpool::task;
+  seqpool::batch step{{test::whole("a", task::token_embed, 2), test::whole("b", task::token_embed, 5),
+                       test::whole("c", task::token_embed, 3)}};
+  // Padded as vLLM pads them: each row's ids, then the vocabulary's size.
+  std::vector<std::int64_t> padded{1, 2, 9, 9, 9, 3, 4, 5, 6, 7, 8, 8, 8, 9, 9};
+  tensor rows(padded.data(), int64, {3, 5});
+  dlpack::assign_token_ids(rows.dl, step);
+  const auto ids_of = [&](std::size_t k) {
+    const seqpool::token_ids& ids = step.requests[k].prompt_token_ids;
+    std::vector<std::int64_t> values;
+    for (std::size_t i = 0; i < ids.size(); ++i) values.push_back(ids[i]);
+    return values;
+  };
+  CHECK(ids_of(0) == std::vector<std::int64_t>{1, 2});
+  CHECK(ids_of(1) == std::vector<std::int64_t>{3, 4, 5, 6, 7});
+  CHECK(ids_of(2) == std::vector<std::int64_t>{8, 8, 8});
+  // int32 rows of a wider buffer (vLLM's token_ids_cpu, [max_num_reqs, max_model_len]), sliced to 3 × 6.
+  std::vector<std::int32_t> buffer(4 * 8);
+  for (std::size_t i = 0; i < buffer.size(); ++i) buffer[i] = static_cast<std::int32_t>(i);
+  tensor slice(buffer.data(), int32, {3, 6}, {8, 1});
+  dlpack::assign_token_ids(slice.dl, step);
+  CHECK(ids_of(0) == std::vector<std::int64_t>{0, 1});
+  CHECK(ids_of(1) == std::vector<std::int64_t>{8, 9, 10, 11, 12});
+  CHECK(ids_of(2) == std::vector<std::int64_t>{16, 17, 18});
+  versioned_tensor versioned{{1, 0}, nullptr, nullptr, 0, rows.dl};
+  dlpack::assign_token_ids(versioned, step);
+  CHECK(ids_of(1) == std::vector<std::int64_t>{3, 4, 5, 6, 7});
+  seqpool::batch none;
+  tensor no_rows(nullptr, int64, {0, 0});
+  dlpack::assign_token_ids(no_rows.dl, none);
+
+  const auto refuses = [&](const tensor& t, const char* message) {
+    CHECK_THROWS_WITH_AS(dlpack::assign_token_ids(t.dl, step), message, seqpool::error);
+  };
+  refuses(tensor(padded.data(), int64, {15}),
+          "token ids: the tensor has 1 dimensions, needs 2 ([B, L]: a row a request)");
+  refuses(tensor(padded.data(), int64, {1, 3, 5}),
+          "token ids: the tensor has 3 dimensions, needs 2 ([B, L]: a row a request)");
+  refuses(tensor(padded.data(), int64, {5, 3}), "token ids: the tensor has 5 rows; the batch has 3 requests");
+  refuses(tensor(padded.data(), int64, {3, -5}), "token ids: shape[1] is negative: -5");
+  refuses(tensor(padded.data(), int64, {3, 5}, {5, 2}), "token ids: strides[1] is 2; a row's ids must be adjacent (1)");
+  refuses(tensor(padded.data(), int64, {3, 5}, {4, 1}),
+          "token ids: strides[0] is 4; rows must not overlap (at least 5)");
+  refuses(tensor(padded.data(), int64, {3, 5}, {-5, 1}),
+          "token ids: strides[0] is -5; rows must not overlap (at least 5)");
+  refuses(tensor(padded.data(), float32, {3, 5}), "token ids: the tensor holds float32; token ids are int64 or int32");
+  refuses(tensor(padded.data(), int64, {3, 5}, {}, kDLCUDA),
+          "token ids: the tensor is on kDLCUDA, which host_space does not read; it needs kDLCPU or kDLCUDAHost");
+  refuses(tensor(nullptr, int64, {3, 5}), "token ids: data is null; the tensor has 15 elements");
+  refuses(tensor(padded.data(), int64, {3, 5}, {std::int64_t{1} << 61, 1}),
+          "token ids: shape [3, 5], rows 2305843009213693952 ids apart: their bytes overflow int64 (8 an id)");
+  // A row shorter than its request's prompt.
+  refuses(tensor(padded.data(), int64, {3, 4}),
+          "request 1 (id \"b\"): prompt_token_ids: the tensor's rows hold 4 ids; "
+          "the prompt has 5");
+}
+
 TEST_CASE("overflow: a shape whose elements or bytes overflow int64 is refused and named, never wrapped") {
   std::vector<float> rows(3 * 8);
   std::vector<std::int64_t> ids(3);

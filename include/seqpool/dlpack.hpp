@@ -8,10 +8,12 @@
 // alive until the step that reads it has finished.
 #pragma once
 
+#include <algorithm>
 #include <concepts>
 #include <cstddef>
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -366,6 +368,57 @@ inline seqpool::token_ids token_ids(const DLTensor& tensor) {
                         "the tensor holds " + detail::dtype_name(tensor.dtype) + "; token ids are int64 or int32");
 }
 
+/// A host tensor of int64 or int32 ids with two dimensions, [B, L], as the
+/// prompt_token_ids of `step`'s B requests: request i's prompt_len ids are the
+/// first of row i, the rest of the row padding. Rows may be further apart than
+/// L (a slice of a wider buffer); a row's ids must be adjacent. vLLM's padded
+/// prompt_token_ids ([num_reqs, max_prompt_len]) is such a tensor, and so is its
+/// persistent token_ids_cpu ([max_num_reqs, max_model_len]) sliced to the batch's
+/// rows. The views point into the tensor, which must outlive every plan made
+/// from them.
+inline void assign_token_ids(const DLTensor& tensor, batch& step) {
+  constexpr const char* what = "token ids";
+  detail::check_device<host_space>(tensor, what);
+  if (tensor.ndim != 2)
+    seqpool::detail::fail(what, "the tensor has ", tensor.ndim, " dimensions, needs 2 ([B, L]: a row a request)");
+  detail::check_extents(tensor, what);
+  const std::int64_t rows = tensor.shape[0], length = tensor.shape[1];
+  if (rows != static_cast<std::int64_t>(step.requests.size()))
+    seqpool::detail::fail(what, "the tensor has ", rows, " rows; the batch has ", step.requests.size(), " requests");
+  std::int64_t row_stride = length;
+  if (tensor.strides) {
+    if (length > 1 && tensor.strides[1] != 1)
+      seqpool::detail::fail(what, "strides[1] is ", tensor.strides[1], "; a row's ids must be adjacent (1)");
+    if (rows > 1) row_stride = tensor.strides[0];
+    if (rows > 1 && row_stride < length)
+      seqpool::detail::fail(what, "strides[0] is ", row_stride, "; rows must not overlap (at least ", length, ")");
+  }
+  const auto assign = [&]<class Id>() {
+    // Every id lies within rows·row_stride elements of the first (as hidden()'s rows do).
+    if (std::int64_t bytes; __builtin_mul_overflow(rows, row_stride, &bytes) ||
+                            __builtin_mul_overflow(bytes, std::int64_t{sizeof(Id)}, &bytes))
+      seqpool::detail::fail(what, "shape ", detail::shape_name(tensor), ", rows ", row_stride,
+                            " ids apart: their bytes overflow int64 (", sizeof(Id), " an id)");
+    const Id* first = detail::first_element<const Id>(tensor, what, rows * length);
+    for (std::size_t i = 0; i < step.requests.size(); ++i) {
+      request& r = step.requests[i];
+      if (r.prompt_len > length)
+        seqpool::detail::fail_request(i, r.id, "prompt_token_ids", "the tensor's rows hold ", length,
+                                      " ids; the prompt has ", r.prompt_len);
+      // A negative prompt_len, which planning refuses, views no ids.
+      const auto count = static_cast<std::size_t>(std::max<std::int64_t>(r.prompt_len, 0));
+      r.prompt_token_ids = std::span<const Id>(first + static_cast<std::int64_t>(i) * row_stride, count);
+    }
+  };
+  if (detail::holds<std::int64_t>(tensor.dtype))
+    assign.template operator()<std::int64_t>();
+  else if (detail::holds<std::int32_t>(tensor.dtype))
+    assign.template operator()<std::int32_t>();
+  else
+    seqpool::detail::fail(what,
+                          "the tensor holds " + detail::dtype_name(tensor.dtype) + "; token ids are int64 or int32");
+}
+
 /// DLManagedTensor and DLManagedTensorVersioned (DLPack 1.x): the same views of
 /// the tensor they carry. A versioned tensor must be of major version 1, and one
 /// flagged read-only cannot be the output.
@@ -421,6 +474,11 @@ cuda::std::span<Result> output(Managed& managed) {
 template <managed_tensor Managed>
 seqpool::token_ids token_ids(const Managed& managed) {
   return token_ids(tensor_of(managed, "token ids"));
+}
+
+template <managed_tensor Managed>
+void assign_token_ids(const Managed& managed, batch& step) {
+  assign_token_ids(tensor_of(managed, "token ids"), step);
 }
 
 }  // namespace seqpool::dlpack

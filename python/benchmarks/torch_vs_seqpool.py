@@ -56,7 +56,11 @@ def main():
         starts = [0]
         for n in lengths[:-1]:
             starts.append(starts[-1] + n)
-        prompt_ids = [ids[s:s + n] for s, n in zip(starts, lengths)]
+        # The prompts' ids as vLLM's pooling metadata holds them: [B, max_prompt_len], each row
+        # padded past its prompt (vLLM pads with the vocabulary's size; seqpool reads no padding).
+        prompt_ids = torch.full((len(lengths), max(lengths)), -1, dtype=torch.int64)
+        for row, (s, n) in enumerate(zip(starts, lengths)):
+            prompt_ids[row, :n] = ids[s:s + n]
         weight = torch.full((2, hidden_size), 1.0 / hidden_size, device=device)
         values = torch.randn(rows, hidden_size, generator=torch.Generator().manual_seed(2))
         for dtype, hidden in (("fp32", values.to(device)), ("bf16", values.to(torch.bfloat16).to(device))):

@@ -404,6 +404,70 @@ def test_token_ids_live_as_long_as_the_plan_whoever_exported_them():
     assert all(ids() is None for ids in exported)
 
 
+def test_token_ids_as_one_tensor_a_row_a_request_as_vllm_holds_them():
+    """vLLM's prompt_token_ids, [B, max_prompt_len] padded with the vocabulary's size, or its
+    persistent int32 buffer sliced to the batch: the same results as a tensor a request."""
+    rng = np.random.default_rng(12)
+    hidden_size, lengths, vocab = 8, [5, 9, 3], 50
+    prompts = [rng.integers(0, 4, size=n) for n in lengths]
+    hidden = rng.normal(size=(sum(lengths), hidden_size)).astype(np.float32)
+    padded = np.full((3, max(lengths)), vocab, np.int64)
+    buffer = np.zeros((8, 16), np.int32)  # [max_num_reqs, max_model_len]
+    for i, ids in enumerate(prompts):
+        padded[i, :len(ids)] = ids
+        buffer[i, :len(ids)] = ids
+    params = seqpool.PoolingParams(step_tag_id=2, drop_token_ids=[1])
+    per_request = seqpool.pool(seqpool.pooler(hidden_size, "step"), hidden, lengths, token_ids=prompts, params=params)
+    for rows in (padded, buffer[:3, :12], buffer[:3]):
+        results = seqpool.pool(seqpool.pooler(hidden_size, "step"), hidden, lengths, token_ids=rows, params=params)
+        assert all(np.array_equal(a, b) for a, b in zip(results, per_request))
+    assert [len(r) for r in per_request] == [int(np.sum((p == 2) & (p != 1))) for p in prompts]
+    # Chunks read their request's row of each step's tensor.
+    chunked = seqpool.pooler(hidden_size, "step")
+    first = chunked.plan(lengths, [2, 4, 3], ids=["a", "b", "c"], token_ids=padded, params=params)
+    chunked.reserve(first)
+    chunked.forward(np.concatenate([hidden[0:2], hidden[5:9], hidden[14:17]]), first)
+    last = chunked.plan(lengths[:2], [3, 5], [2, 4], ids=["a", "b"], token_ids=padded[:2], params=params)
+    chunked.reserve(last)
+    out = np.from_dlpack(chunked.forward(np.concatenate([hidden[2:5], hidden[9:14]]), last))
+    for got, wanted in zip(seqpool.split(out, last), per_request[:2]):
+        assert np.array_equal(got, wanted)
+
+    dispatcher = seqpool.pooler(hidden_size, "step")
+    refuses('request 1 (id "1"): prompt_token_ids: the tensor\'s rows hold 6 ids; the prompt has 9', dispatcher.plan,
+            lengths, token_ids=padded[:, :6], params=params)
+    refuses("token ids: the tensor has 2 rows; the batch has 3 requests", dispatcher.plan, lengths,
+            token_ids=padded[:2], params=params)
+    refuses("token ids: the tensor has 3 dimensions, needs 2", dispatcher.plan, lengths, token_ids=padded[None],
+            params=params)
+    refuses("token ids: strides[1] is 2; a row's ids must be adjacent (1)", dispatcher.plan, lengths,
+            token_ids=buffer[:3, ::2], params=params)
+    refuses("token ids: the tensor holds float32", dispatcher.plan, lengths, token_ids=padded.astype(np.float32),
+            params=params)
+
+    # The plan keeps the tensor, and what its __dlpack__ exported, until the plan goes.
+    exported = []
+
+    class Exported:
+        def __dlpack__(self, *args, **kwargs):
+            rows = padded.copy()
+            exported.append(weakref.ref(rows))
+            return rows.__dlpack__(*args, **kwargs)
+
+        def __dlpack_device__(self):
+            return (1, 0)
+
+    plan = dispatcher.plan(lengths, token_ids=Exported(), params=params)
+    gc.collect()
+    assert exported[0]() is not None
+    dispatcher.reserve(plan)
+    assert all(np.array_equal(a, b) for a, b in zip(seqpool.split(np.from_dlpack(dispatcher.forward(hidden, plan)),
+                                                                  plan), per_request))
+    del plan
+    gc.collect()
+    assert exported[0]() is None
+
+
 def test_a_pooler_called_from_inside_its_own_call_refuses_instead_of_waiting_for_itself():
     dispatcher = seqpool.pooler(4, "mean")
     reentered = []
