@@ -46,38 +46,7 @@ class state_store {
   /// plan's key holds (state_key::state_serial); 0 for a first chunk.
   std::uint64_t check(std::size_t index, const request& r, const state_key& key, std::uint32_t part = 0) const {
     if (entries_.empty() && r.num_computed == 0) return 0;  // the common step: nothing in progress to collide with
-    const auto found = entries_.find(held_at{r.id, part});
-    const bool started = found != entries_.end() && found->second.num_computed > 0;
-    if (r.num_computed == 0) {
-      if (started)
-        detail::fail_request(index, r.id, "num_computed", "0 restarts a request whose state holds ",
-                             found->second.num_computed, " tokens; release() it first");
-      return 0;
-    }
-    if (!started)
-      detail::fail_request(index, r.id, "num_computed", r.num_computed,
-                           " continues a request that has no state (its first chunk never ran, or it finished)");
-    const entry& held = found->second;
-    if (held.num_computed != r.num_computed)
-      detail::fail_request(index, r.id, "num_computed", r.num_computed, " disagrees with the state, which holds ",
-                           held.num_computed, " tokens");
-    if (held.task != r.task)
-      detail::fail_request(index, r.id, "task", "continues as ", name(r.task), " but began as ", name(held.task));
-    if (held.prompt_len != r.prompt_len)
-      detail::fail_request(index, r.id, "prompt_len", r.prompt_len, " differs from ", held.prompt_len,
-                           " given at the first chunk");
-    const state_key& began = held.key;
-    if (began.method != key.method)
-      detail::fail_request(index, r.id, "method", key.method_name, " continues a state begun by ", began.method_name);
-    if (began.hidden_size != key.hidden_size)
-      detail::fail_request(index, r.id, "hidden_size", key.hidden_size, " continues a state begun with ",
-                           began.hidden_size);
-    if (r.params != began.params)
-      detail::fail_request(index, r.id, "params", differing_knob(r.params, began.params),
-                           " differs from the first chunk's");
-    if (began.token_ids != key.token_ids)
-      detail::fail_request(index, r.id, "prompt_token_ids", "differ from those of the first chunk");
-    return held.serial;
+    return check_held(index, r, key, part);
   }
 
   /// Throws seqpool::error unless the store holds what a plan of `planned`'s chunk,
@@ -216,6 +185,42 @@ class state_store {
   std::size_t cached_allocations() const { return cache_.cached_allocations(); }
 
  private:
+  /// check() where the store holds states or the chunk continues one.
+  std::uint64_t check_held(std::size_t index, const request& r, const state_key& key, std::uint32_t part) const {
+    const auto found = entries_.find(held_at{r.id, part});
+    const bool started = found != entries_.end() && found->second.num_computed > 0;
+    if (r.num_computed == 0) {
+      if (started)
+        detail::fail_request(index, r.id, "num_computed", "0 restarts a request whose state holds ",
+                             found->second.num_computed, " tokens; release() it first");
+      return 0;
+    }
+    if (!started)
+      detail::fail_request(index, r.id, "num_computed", r.num_computed,
+                           " continues a request that has no state (its first chunk never ran, or it finished)");
+    const entry& held = found->second;
+    if (held.num_computed != r.num_computed)
+      detail::fail_request(index, r.id, "num_computed", r.num_computed, " disagrees with the state, which holds ",
+                           held.num_computed, " tokens");
+    if (held.task != r.task)
+      detail::fail_request(index, r.id, "task", "continues as ", name(r.task), " but began as ", name(held.task));
+    if (held.prompt_len != r.prompt_len)
+      detail::fail_request(index, r.id, "prompt_len", r.prompt_len, " differs from ", held.prompt_len,
+                           " given at the first chunk");
+    const state_key& began = held.key;
+    if (began.method != key.method)
+      detail::fail_request(index, r.id, "method", key.method_name, " continues a state begun by ", began.method_name);
+    if (began.hidden_size != key.hidden_size)
+      detail::fail_request(index, r.id, "hidden_size", key.hidden_size, " continues a state begun with ",
+                           began.hidden_size);
+    if (r.params != began.params)
+      detail::fail_request(index, r.id, "params", differing_knob(r.params, began.params),
+                           " differs from the first chunk's");
+    if (began.token_ids != key.token_ids)
+      detail::fail_request(index, r.id, "prompt_token_ids", "differ from those of the first chunk");
+    return held.serial;
+  }
+
   struct entry {
     seqpool::task task = seqpool::task::embed;
     std::int64_t prompt_len = 0;
