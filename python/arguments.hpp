@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstring>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -55,10 +56,18 @@ inline std::vector<std::int64_t> read_integers(nb::handle given, const char* fie
       detail::fail(field, "must hold int64 or int32, got " + dlpack::detail::dtype_name(view.dtype));
     const std::int64_t stride = view.strides != nullptr ? view.strides[0] : 1;
     values.resize(static_cast<std::size_t>(view.shape[0]));
+    // Copied byte by byte: a buffer's integers need not be aligned (NumPy's view of a bytearray at an odd offset).
+    const auto* first = static_cast<const std::byte*>(view.data);
+    const std::int64_t step = stride * (wide ? 8 : 4);
     for (std::size_t i = 0; i < values.size(); ++i) {
-      const auto at = static_cast<std::int64_t>(i) * stride;
-      values[i] =
-          wide ? static_cast<const std::int64_t*>(view.data)[at] : static_cast<const std::int32_t*>(view.data)[at];
+      const std::byte* at = first + static_cast<std::int64_t>(i) * step;
+      if (wide) {
+        std::memcpy(&values[i], at, sizeof(std::int64_t));
+      } else {
+        std::int32_t narrow;
+        std::memcpy(&narrow, at, sizeof narrow);
+        values[i] = narrow;
+      }
     }
     return values;
   }
@@ -146,8 +155,9 @@ inline std::vector<float> read_floats(const any_tensor& tensor, std::int32_t ndi
       detail::fail(field, "must be contiguous (row-major)");
     stride *= view.shape[d];
   }
-  const auto* first = static_cast<const float*>(view.data);
-  return std::vector<float>(first, first + size);
+  std::vector<float> values(static_cast<std::size_t>(size));  // copied byte by byte: they need not be aligned
+  if (size > 0) std::memcpy(values.data(), view.data, values.size() * sizeof(float));
+  return values;
 }
 
 /// A dense layer from its weight, [rows, cols] float32, and bias, [rows]

@@ -318,10 +318,11 @@ TEST_CASE("token ids of a batch: a [B, L] tensor, a row a request, its prompt th
   refuses(tensor(nullptr, int64, {3, 5}), "token ids: data is null; the tensor has 15 elements");
   refuses(tensor(padded.data(), int64, {3, 5}, {std::int64_t{1} << 61, 1}),
           "token ids: shape [3, 5], rows 2305843009213693952 ids apart: their bytes overflow int64 (8 an id)");
-  // A row shorter than its request's prompt.
+  // A row shorter than its request's prompt: no request's ids are changed.
+  step.requests[0].prompt_token_ids = {};
   refuses(tensor(padded.data(), int64, {3, 4}),
-          "request 1 (id \"b\"): prompt_token_ids: the tensor's rows hold 4 ids; "
-          "the prompt has 5");
+          "request 1 (id \"b\"): prompt_token_ids: the tensor's rows hold 4 ids; the prompt has 5");
+  CHECK(step.requests[0].prompt_token_ids.empty());
 }
 
 TEST_CASE("overflow: a shape whose elements or bytes overflow int64 is refused and named, never wrapped") {

@@ -400,11 +400,13 @@ inline void assign_token_ids(const DLTensor& tensor, batch& step) {
       seqpool::detail::fail(what, "shape ", detail::shape_name(tensor), ", rows ", row_stride,
                             " ids apart: their bytes overflow int64 (", sizeof(Id), " an id)");
     const Id* first = detail::first_element<const Id>(tensor, what, rows * length);
+    // Every row checked before any request is given one: a refusal leaves the batch as it was.
+    for (std::size_t i = 0; i < step.requests.size(); ++i)
+      if (step.requests[i].prompt_len > length)
+        seqpool::detail::fail_request(i, step.requests[i].id, "prompt_token_ids", "the tensor's rows hold ", length,
+                                      " ids; the prompt has ", step.requests[i].prompt_len);
     for (std::size_t i = 0; i < step.requests.size(); ++i) {
       request& r = step.requests[i];
-      if (r.prompt_len > length)
-        seqpool::detail::fail_request(i, r.id, "prompt_token_ids", "the tensor's rows hold ", length,
-                                      " ids; the prompt has ", r.prompt_len);
       // A negative prompt_len, which planning refuses, views no ids.
       const auto count = static_cast<std::size_t>(std::max<std::int64_t>(r.prompt_len, 0));
       r.prompt_token_ids = std::span<const Id>(first + static_cast<std::int64_t>(i) * row_stride, count);

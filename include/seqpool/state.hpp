@@ -42,17 +42,16 @@ class state_store {
   /// Throws seqpool::error unless the request's chunk continues what the store
   /// holds for its id (SPEC section 8), with the method, width, knobs and token
   /// ids it began with (`key`). `index` is the request's place in its batch.
-  /// Returns the serial number of the state a later chunk continues, which its
-  /// plan's key holds (state_key::state_serial); 0 for a first chunk.
-  std::uint64_t check(std::size_t index, const request& r, const state_key& key, std::uint32_t part = 0) const {
-    if (entries_.empty() && r.num_computed == 0) return 0;  // the common step: nothing in progress to collide with
-    return check_held(index, r, key, part);
+  void check(std::size_t index, const request& r, const state_key& key, std::uint32_t part = 0) const {
+    if (entries_.empty() && r.num_computed == 0) return;  // the common step: nothing in progress to collide with
+    check_held(index, r, key, part);
   }
 
   /// Throws seqpool::error unless the store holds what a plan of `planned`'s chunk,
-  /// whose state's key is `key`, was made against: a plan runs once, and not
-  /// after its request was released, even where the request was begun again
-  /// and has pooled as many tokens since.
+  /// whose state's key is `key`, was made against and reserved: as many tokens
+  /// pooled, in a state begun with that key. A plan runs once; a state released
+  /// and begun again since, or a first chunk's reserved again by another plan
+  /// (a pooler that shares the store), is another state unless its key is the same.
   void check_current(std::size_t index, const request& planned, const state_key& key, std::uint32_t part = 0) const {
     constexpr std::string_view rule = ": plan each step once, against the state it runs with";
     const auto found = entries_.find(held_at{planned.id, part});
@@ -60,10 +59,10 @@ class state_store {
     if (held ? found->second.num_computed != planned.num_computed : planned.num_computed != 0)
       detail::fail_request(index, planned.id, "plan", "planned when the state held ", planned.num_computed,
                            " tokens, it holds ", held ? std::to_string(found->second.num_computed) : "none", rule);
-    if (planned.num_computed > 0 && found->second.serial != key.state_serial)
+    if (held && !(found->second.key == key))
       detail::fail_request(index, planned.id, "plan",
-                           "planned against a state of the request that was released since (the one held now began "
-                           "later)",
+                           "its state was begun again since with another method, width, knobs or ids (released and "
+                           "begun anew, or reserved again by a pooler that shares the store)",
                            rule);
   }
 
@@ -75,8 +74,10 @@ class state_store {
   /// the request's place in its batch.
   float* reserve(std::size_t index, const request& r, std::size_t floats, const state_key& key,
                  std::uint32_t part = 0) {
-    check_current(index, r, key, part);
     const auto found = entries_.find(held_at{r.id, part});
+    // A first chunk reserved again before it ran begins anew, whatever its state was begun with.
+    if (r.num_computed > 0 || found == entries_.end() || found->second.num_computed > 0)
+      check_current(index, r, key, part);
     if (found != entries_.end() && found->second.num_computed > 0) return found->second.data;
     if (found != entries_.end() && found->second.floats >= floats) {
       begin(found->second, r, key);
@@ -186,14 +187,14 @@ class state_store {
 
  private:
   /// check() where the store holds states or the chunk continues one.
-  std::uint64_t check_held(std::size_t index, const request& r, const state_key& key, std::uint32_t part) const {
+  void check_held(std::size_t index, const request& r, const state_key& key, std::uint32_t part) const {
     const auto found = entries_.find(held_at{r.id, part});
     const bool started = found != entries_.end() && found->second.num_computed > 0;
     if (r.num_computed == 0) {
       if (started)
         detail::fail_request(index, r.id, "num_computed", "0 restarts a request whose state holds ",
                              found->second.num_computed, " tokens; release() it first");
-      return 0;
+      return;
     }
     if (!started)
       detail::fail_request(index, r.id, "num_computed", r.num_computed,
@@ -218,7 +219,6 @@ class state_store {
                            " differs from the first chunk's");
     if (began.token_ids != key.token_ids)
       detail::fail_request(index, r.id, "prompt_token_ids", "differ from those of the first chunk");
-    return held.serial;
   }
 
   struct entry {
@@ -226,8 +226,7 @@ class state_store {
     std::int64_t prompt_len = 0;
     state_key key;
     std::int64_t num_computed = 0;
-    chosen_rows before;        ///< token methods: the rows its chunks so far chose
-    std::uint64_t serial = 0;  ///< what begin() numbered it, which plans of its later chunks name
+    chosen_rows before;  ///< token methods: the rows its chunks so far chose
     float* data = nullptr;
     std::size_t floats = 0;
   };
@@ -260,12 +259,11 @@ class state_store {
   };
 
   /// The request's chunks continue what its first chunk begins.
-  void begin(entry& held, const request& r, const state_key& key) {
+  static void begin(entry& held, const request& r, const state_key& key) {
     held.task = r.task;
     held.prompt_len = r.prompt_len;
     held.key = key;
     held.before = {};
-    held.serial = ++serials_;
   }
 
   void give_back(entry& held) {
@@ -277,7 +275,6 @@ class state_store {
   detail::allocation_cache<Space> cache_;
   std::unordered_map<held_key, entry, key_hash, key_equal> entries_;
   std::uint32_t parts_ = 1;  ///< 1 + the highest part a state was reserved for
-  std::uint64_t serials_ = 0;  ///< the serial number of the last state begun
 };
 
 }  // namespace seqpool

@@ -26,11 +26,10 @@ struct state_key {
   /// (held_rows) instead of counting the prompt's other positions again. 0 for
   /// sequence methods.
   std::int64_t rows_total = 0;
-  /// A later chunk: the serial number of the state it continues, which the
-  /// store gives each state it begins (state_store::check() says it), so that
-  /// its plan runs against that state only, not one begun after a release. 0
-  /// for a first chunk.
-  std::uint64_t state_serial = 0;
+
+  /// The same state: what a plan of a later chunk was planned against, or a
+  /// first chunk's reserved for.
+  friend bool operator==(const state_key&, const state_key&) = default;
 };
 
 /// Token methods: rows that chunks of a request chose — how many, and for

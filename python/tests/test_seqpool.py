@@ -404,6 +404,27 @@ def test_token_ids_live_as_long_as_the_plan_whoever_exported_them():
     assert all(ids() is None for ids in exported)
 
 
+def test_counts_and_weights_from_unaligned_buffers():
+    """A buffer's numbers need not be aligned (NumPy's view of a bytearray at an odd offset)."""
+    def unaligned(values):
+        values = np.asarray(values)
+        memory = bytearray(values.nbytes + 1)
+        view = np.ndarray(values.shape, dtype=values.dtype, buffer=memory, offset=1)
+        view[...] = values
+        assert not view.flags["ALIGNED"]
+        return view
+
+    rng = np.random.default_rng(13)
+    hidden = rng.normal(size=(9, 6)).astype(np.float32)
+    projector = rng.normal(size=(3, 6)).astype(np.float32)
+    wanted = seqpool.pool(seqpool.pooler(6, "mean", projector=projector), hidden, [4, 5], num_computed=[0, 0])
+    for lengths in (unaligned(np.array([4, 5], np.int64)), unaligned(np.array([4, 5], np.int32))):
+        found = seqpool.pool(seqpool.pooler(6, "mean", projector=unaligned(projector)), hidden, lengths,
+                             num_computed=unaligned(np.zeros(2, np.int64)))
+        assert len(found) == len(wanted) == 2
+        assert all(np.array_equal(a, b) for a, b in zip(found, wanted))
+
+
 def test_token_ids_as_one_tensor_a_row_a_request_as_vllm_holds_them():
     """vLLM's prompt_token_ids, [B, max_prompt_len] padded with the vocabulary's size, or its
     persistent int32 buffer sliced to the batch: the same results as a tensor a request."""
@@ -420,6 +441,7 @@ def test_token_ids_as_one_tensor_a_row_a_request_as_vllm_holds_them():
     per_request = seqpool.pool(seqpool.pooler(hidden_size, "step"), hidden, lengths, token_ids=prompts, params=params)
     for rows in (padded, buffer[:3, :12], buffer[:3]):
         results = seqpool.pool(seqpool.pooler(hidden_size, "step"), hidden, lengths, token_ids=rows, params=params)
+        assert len(results) == len(per_request) == 3
         assert all(np.array_equal(a, b) for a, b in zip(results, per_request))
     assert [len(r) for r in per_request] == [int(np.sum((p == 2) & (p != 1))) for p in prompts]
     # Chunks read their request's row of each step's tensor.
@@ -430,7 +452,9 @@ def test_token_ids_as_one_tensor_a_row_a_request_as_vllm_holds_them():
     last = chunked.plan(lengths[:2], [3, 5], [2, 4], ids=["a", "b"], token_ids=padded[:2], params=params)
     chunked.reserve(last)
     out = np.from_dlpack(chunked.forward(np.concatenate([hidden[2:5], hidden[9:14]]), last))
-    for got, wanted in zip(seqpool.split(out, last), per_request[:2]):
+    finished = seqpool.split(out, last)
+    assert len(finished) == 2
+    for got, wanted in zip(finished, per_request[:2]):
         assert np.array_equal(got, wanted)
 
     dispatcher = seqpool.pooler(hidden_size, "step")
@@ -461,8 +485,8 @@ def test_token_ids_as_one_tensor_a_row_a_request_as_vllm_holds_them():
     gc.collect()
     assert exported[0]() is not None
     dispatcher.reserve(plan)
-    assert all(np.array_equal(a, b) for a, b in zip(seqpool.split(np.from_dlpack(dispatcher.forward(hidden, plan)),
-                                                                  plan), per_request))
+    results = seqpool.split(np.from_dlpack(dispatcher.forward(hidden, plan)), plan)
+    assert len(results) == 3 and all(np.array_equal(a, b) for a, b in zip(results, per_request))
     del plan
     gc.collect()
     assert exported[0]() is None

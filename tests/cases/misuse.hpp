@@ -2,6 +2,7 @@
 // launched, and leave the state as it was. Defines templated cases over spaces.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <limits>
 #include <span>
@@ -34,13 +35,18 @@ struct careless_tokens {
   /// more: counts that do not add up over a prompt's chunks.
   std::int64_t long_range = 0;
   std::int64_t long_extra = 0;
+  /// select() chooses no position from here on, and count() of a range no
+  /// longer than long_range says so; a longer range's counts them all.
+  std::int64_t stop = std::numeric_limits<std::int64_t>::max();
 
   void check(std::size_t, const seqpool::request&, std::int64_t) const {}
   void select(const seqpool::request&, std::int64_t begin, std::int64_t end, std::vector<std::int64_t>& positions) const {
-    for (std::int64_t position = begin; position < end; ++position) positions.push_back(position + shift);
+    for (std::int64_t position = begin; position < std::min(end, stop); ++position)
+      positions.push_back(position + shift);
   }
   std::int64_t count(const seqpool::request&, std::int64_t begin, std::int64_t end) const {
-    return end - begin + extra_count + (long_range > 0 && end - begin > long_range ? long_extra : 0);
+    if (long_range > 0 && end - begin > long_range) return end - begin + long_extra + extra_count;
+    return std::clamp(stop - begin, std::int64_t{0}, end - begin) + extra_count;
   }
   std::span<const std::int64_t> columns(const seqpool::request&) const { return {}; }
 };
@@ -157,17 +163,48 @@ TEST_CASE_TEMPLATE_DEFINE("a plan runs once, against the state it was planned wi
   // A request released and begun again, here by another pooler that shares the
   // store, holds another state than the one its later chunk was planned
   // against, though it has pooled as many tokens: with other knobs, say.
+  const char* const begun_again =
+      "request 0 (id \"a\"): plan: its state was begun again since with another method, width, knobs or ids "
+      "(released and begun anew, or reserved again by a pooler that shares the store): plan each step once, against "
+      "the state it runs with";
   seqpool::pooler<method::mean, head::embed, Space> other(space, 4);
   run(space, pooler, state, pooler.plan(seqpool::batch{{test::part("a", task::embed, 9, 0, 3, raw)}}, state));
   const seqpool::step_plan continued = pooler.plan(seqpool::batch{{test::part("a", task::embed, 9, 3, 3, raw)}}, state);
   state.release("a");
   run(space, other, state, other.plan(seqpool::batch{{test::part("a", task::embed, 9, 0, 3, {})}}, state));
-  CHECK_THROWS_WITH_AS(run(space, pooler, state, continued),
-                       "request 0 (id \"a\"): plan: planned against a state of the request that was released since "
-                       "(the one held now began later): plan each step once, against the state it runs with",
-                       seqpool::error);
+  CHECK_THROWS_WITH_AS(run(space, pooler, state, continued), begun_again, seqpool::error);
   CHECK(state.num_computed("a") == 3);
-  run(space, other, state, other.plan(seqpool::batch{{test::part("a", task::embed, 9, 3, 6, {})}}, state));
+  // Reserved before the state was begun again, it is refused at forward().
+  const seqpool::step_plan reserved = other.plan(seqpool::batch{{test::part("a", task::embed, 9, 3, 3, {})}}, state);
+  other.reserve(reserved, state);
+  state.release("a");
+  run(space, pooler, state, pooler.plan(seqpool::batch{{test::part("a", task::embed, 9, 0, 3, raw)}}, state));
+  const auto three_rows = test::to_space(space, std::vector<float>(12, 1.0f));
+  seqpool::buffer<float, Space> pooled(space, 4);
+  CHECK_THROWS_WITH_AS(
+      other.forward(seqpool::make_hidden_view(three_rows.data(), 3, 4), reserved, state, pooled.span()), begun_again,
+      seqpool::error);
+  // A first chunk reserved by one pooler and then by another, with other knobs,
+  // holds the second's state: the first's plan is refused.
+  state.release("a");
+  const seqpool::step_plan first_of_pooler =
+      pooler.plan(seqpool::batch{{test::part("a", task::embed, 9, 0, 3, raw)}}, state);
+  pooler.reserve(first_of_pooler, state);
+  const seqpool::step_plan first_of_other =
+      other.plan(seqpool::batch{{test::part("a", task::embed, 9, 0, 3, {})}}, state);
+  other.reserve(first_of_other, state);
+  CHECK_THROWS_WITH_AS(
+      pooler.forward(seqpool::make_hidden_view(three_rows.data(), 3, 4), first_of_pooler, state, pooled.span()),
+      begun_again, seqpool::error);
+  CHECK(state.num_computed("a") == 0);
+  // Begun again with the same key, the state is the one the plan was made for.
+  run(space, other, state, first_of_other);
+  state.release("a");
+  run(space, other, state, other.plan(seqpool::batch{{test::part("a", task::embed, 9, 0, 3, {})}}, state));
+  const seqpool::step_plan same = other.plan(seqpool::batch{{test::part("a", task::embed, 9, 3, 6, {})}}, state);
+  state.release("a");
+  run(space, pooler, state, pooler.plan(seqpool::batch{{test::part("a", task::embed, 9, 0, 3, {})}}, state));
+  run(space, other, state, same);
   CHECK_FALSE(state.contains("a"));
 
   // Plans run in the order they are made: one made before a plan that has run
@@ -236,20 +273,33 @@ TEST_CASE_TEMPLATE_DEFINE("what a caller or a user method hands the pooler is ch
   // A count() that does not add up over the prompt: the state was sized by the first chunk's, and
   // the chunks that choose more rows than it holds, or fewer by the last, are refused, not stashed
   // past it or read short of it.
-  for (const auto& [extra, message] :
-       {std::pair{std::int64_t{-1},
+  for (const auto& [method, message] :
+       {std::pair{careless_tokens{.long_range = 3, .long_extra = -1},
                   "request 0 (id \"u\"): method: careless's chunks chose 9 rows of the prompt "
                   "through position 9; its count() over the prompt said 8 at the first chunk"},
-        std::pair{std::int64_t{1},
-                  "request 0 (id \"u\"): method: careless's chunks chose 9 rows of the prompt "
-                  "through position 9; its count() over the prompt said 10 at the first chunk"}}) {
-    seqpool::pooler<careless_tokens, head::embed, Space> uneven(space, 4, {.long_range = 3, .long_extra = extra});
+        std::pair{careless_tokens{.long_range = 3, .stop = 8},
+                  "request 0 (id \"u\"): method: careless's chunks chose 8 rows of the prompt "
+                  "through position 9; its count() over the prompt said 9 at the first chunk"}}) {
+    seqpool::pooler<careless_tokens, head::embed, Space> uneven(space, 4, method);
     for (const std::int64_t computed : {0, 3})
       run(space, uneven, state,
           uneven.plan(seqpool::batch{{test::part("u", task::token_embed, 9, computed, 3)}}, state));
     CHECK_THROWS_WITH_AS(uneven.plan(seqpool::batch{{test::part("u", task::token_embed, 9, 6, 3)}}, state), message,
                          seqpool::error);
     state.release("u");
+  }
+  // A count() of the prompt's other chunks below 0 or above their positions is refused
+  // before it is added: the rows the prompt returns would wrap, or pass their bound.
+  for (const auto& [extra, message] :
+       {std::pair{std::int64_t{-100},
+                  "request 0 (id \"u\"): method: careless's count() says -94 rows in [3, 9), "
+                  "which holds 6 positions"},
+        std::pair{std::numeric_limits<std::int64_t>::max() - 6,
+                  "request 0 (id \"u\"): method: careless's count() says 9223372036854775807 rows in [3, 9), "
+                  "which holds 6 positions"}}) {
+    seqpool::pooler<careless_tokens, head::embed, Space> wild(space, 4, {.long_range = 3, .long_extra = extra});
+    CHECK_THROWS_WITH_AS(wild.plan(seqpool::batch{{test::part("u", task::token_embed, 9, 0, 3)}}, state), message,
+                         seqpool::error);
   }
 }
 
@@ -292,7 +342,6 @@ TEST_CASE_TEMPLATE_DEFINE("sizes computed from a request's numbers never overflo
       "request 0 (id \"t\"): prompt_len: 2147483648 returns 2147483648 rows; a request returns at "
       "most 2147483647 (its records count rows in 32 bits)",
       seqpool::error);
-  CHECK_FALSE(state.contains("t"));
   const std::int64_t most = std::numeric_limits<std::int32_t>::max();
   CHECK(all.plan(seqpool::batch{{test::part("t", task::token_embed, most, 0, 2)}}, state).num_rows == 2);
 }

@@ -222,7 +222,7 @@ class planner {
       // Before the state's checks: a later chunk short of the ids it drops by hears so, not that its ids differ.
       if constexpr (Method::kind == method_kind::token) token_filter(r).check(index);
       if (part.chunked()) begin_key(method, key, r);
-      key.state_serial = state.check(index, r, key);
+      state.check(index, r, key);
       if (r.params.top_k) check_top_k(index, r, *r.params.top_k);
       if constexpr (Method::kind == method_kind::token) {
         decide_tokens(method, head, index, r, part, state, d);
@@ -384,6 +384,12 @@ class planner {
   template <class Method>
   void list_tokens(const Method& method, const token_filter& filter, std::size_t index, const request& r,
                    const chunk& part, decision& d) {
+    // A share's lists count their rows, and a slot more a request, in 32 bits. (Listing that many rows
+    // takes 32 GiB of the host's memory before any is checked: a bound for hosts that have it.)
+    if (listed_.size() + static_cast<std::size_t>(d.rows_total) + decisions_.size() >
+        static_cast<std::size_t>(most_rows))
+      fail_request(index, r.id, "prompt_len", "the step's sparse results would list ", listed_.size(),
+                   " rows and this request's ", d.rows_total, ", more than their records count in 32 bits");
     d.first_listed = listed_.size();
     std::uint64_t digest = 0;  // of the earlier chunks' positions, chosen again
     const auto list = [&](std::int64_t position) {
@@ -424,7 +430,12 @@ class planner {
                             std::int64_t begin, std::int64_t end) {
     if (!filter.by_id()) {
       const position_range stay = filter.inner(begin, end);
-      return stay.size() == 0 ? 0 : method.count(r, stay.begin, stay.end);
+      if (stay.size() == 0) return 0;
+      const std::int64_t counted = method.count(r, stay.begin, stay.end);
+      if (counted < 0 || counted > stay.size())  // else the rows the prompt returns could wrap, or pass the bound
+        fail_request(index, r.id, "method", name_of(method, "the method"), "'s count() says ", counted, " rows in [",
+                     stay.begin, ", ", stay.end, "), which holds ", stay.size(), " positions");
+      return counted;
     }
     std::int64_t rows = 0;
     visit_chosen(method, filter, index, r, begin, end, [&](std::int64_t) { ++rows; });

@@ -5,6 +5,7 @@
 #include <bit>
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <type_traits>
 
 #include <seqpool/config.hpp>
@@ -16,7 +17,7 @@ namespace seqpool::detail {
 /// The most rows a step has, and a token method's request returns over its
 /// prompt: records count rows, and index tiles and runs, in 32 bits (offsets
 /// into memory are 64-bit).
-inline constexpr std::int64_t most_rows = 2147483647;
+inline constexpr std::int64_t most_rows = std::numeric_limits<std::int32_t>::max();
 
 /// Which memory a record's offset counts into.
 enum class target : std::uint8_t { output, workspace, state };

@@ -114,9 +114,7 @@ struct part_states {
   const Store& store;
   std::uint32_t part;
 
-  std::uint64_t check(std::size_t index, const request& r, const state_key& key) const {
-    return store.check(index, r, key, part);
-  }
+  void check(std::size_t index, const request& r, const state_key& key) const { store.check(index, r, key, part); }
   held_rows rows_of(std::string_view id) const { return store.rows_of(id, part); }
 };
 
