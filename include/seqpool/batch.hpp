@@ -175,7 +175,8 @@ struct task_group {
 struct step_layout {
   std::vector<chunk> chunks;  ///< one per request, in batch order, rows rebased to its group
   std::vector<task_group> groups;
-  std::int64_t num_rows = 0;  ///< the rows hidden states must have: Σ num_scheduled, or B·S padded
+  std::int64_t num_rows = 0;        ///< the rows hidden states must have: Σ num_scheduled, or B·S padded
+  std::int64_t scheduled_rows = 0;  ///< the rows the step's chunks read: Σ num_scheduled
 };
 
 namespace detail {
@@ -260,6 +261,7 @@ inline void lay_out_into(std::span<const request> requests, std::optional<padded
     packed_rows += r.num_scheduled;
   }
   layout.num_rows = padded ? static_cast<std::int64_t>(requests.size()) * padded->sequence_length : packed_rows;
+  layout.scheduled_rows = packed_rows;
   detail::check_unique_ids(requests, requests.size(), [](std::size_t k) { return k; }, id_table);
 }
 

@@ -466,11 +466,15 @@ class step_runner {
     detail::plan_scratch& scratch = program.scratch;
     detail::lay_out_into(step.requests, step.padded, scratch.layout, scratch.id_table);
     const step_layout& layout = scratch.layout;
-    // Rows the records cannot count are refused before any is planned (a window is cut into tiles by its
-    // rows). So bounded, a step's rows of any width are bytes a 64-bit count holds.
-    if (layout.num_rows > detail::most_rows)
-      detail::fail(step.padded ? "padded.sequence_length" : "num_scheduled", "the step has ", layout.num_rows,
-                   " rows; a step has at most ", detail::most_rows, " (its records count rows in 32 bits)");
+    // Rows no memory could hold, or more than the records count, are refused before any is planned (a
+    // window is cut into tiles by its rows). A padded batch's rows may lie further apart than it reads:
+    // offsets into the rows are 64-bit.
+    if (layout.num_rows > std::numeric_limits<std::int64_t>::max() / (std::int64_t{2} * hidden_size_))
+      detail::fail(step.padded ? "padded.sequence_length" : "num_scheduled", "the step's ", layout.num_rows,
+                   " rows of ", hidden_size_, " columns are more bytes than a 64-bit count holds");
+    if (layout.scheduled_rows > detail::most_rows)
+      detail::fail("num_scheduled", "the step reads ", layout.scheduled_rows, " rows; a step reads at most ",
+                   detail::most_rows, " (its records count rows in 32 bits)");
     if constexpr (per_part) {
       for (std::size_t index = 0; index < step.requests.size(); ++index)
         detail::check_knobs_reach(index, step.requests[index], kinds_);

@@ -376,9 +376,12 @@ def test_arguments_are_read_within_the_batch_whatever_they_do_meanwhile():
     assert len(ids) == 201 and plan.results == [(0, 1, 4)]
     # The default num_scheduled of these overflowed (UBSan, in a sanitized build of the module, saw it).
     refuses("num_computed: must not be negative", dispatcher.plan, [2**63 - 1], num_computed=[-2**63])
-    for rows in (2**31, 2**40, 2**62):  # refused before its rows are cut into tiles
-        refuses(f"num_scheduled: the step has {rows} rows; a step has at most 2147483647 (its records count rows "
-                "in 32 bits)", dispatcher.plan, [rows])
+    # Refused before its rows are cut into tiles.
+    refuses("num_scheduled: the step's 4611686018427387904 rows of 4 columns are more bytes than a 64-bit count",
+            dispatcher.plan, [2**62])
+    for rows in (2**31, 2**40):
+        refuses(f"num_scheduled: the step reads {rows} rows; a step reads at most 2147483647 (its records count "
+                "rows in 32 bits)", dispatcher.plan, [rows])
 
 
 def test_token_ids_live_as_long_as_the_plan_whoever_exported_them():

@@ -316,25 +316,33 @@ TEST_CASE_TEMPLATE_DEFINE("sizes computed from a request's numbers never overflo
                          seqpool::error);
     CHECK_FALSE(state.contains("h"));
   }
-  // A step of more rows than its records count in 32 bits is refused before
-  // any is planned, before a sequence method would cut its rows into tiles.
+  // A step of more rows than any memory could hold is refused before any is
+  // planned, before a sequence method would cut its rows into tiles; so is one
+  // that reads more rows than its records count in 32 bits. A padded batch's
+  // rows may lie past 2^31 (test_plan_size pools one).
   seqpool::pooler<method::mean, head::embed, Space> mean(space, 8);
-  for (const std::int64_t rows : {std::int64_t{1} << 31, std::int64_t{1} << 62}) {
-    CAPTURE(rows);
-    const std::string many = std::to_string(rows);
-    CHECK_THROWS_WITH_AS(mean.plan(seqpool::batch{{test::whole("h", task::embed, rows)}}, state),
-                         ("num_scheduled: the step has " + many +
-                          " rows; a step has at most 2147483647 (its records count rows in 32 bits)")
-                             .c_str(),
-                         seqpool::error);
-    seqpool::batch padded{{test::whole("p", task::embed, 2), test::whole("q", task::embed, 2)}};
-    padded.padded = seqpool::padded_rows{.sequence_length = rows / 2};
-    CHECK_THROWS_WITH_AS(mean.plan(padded, state),
-                         ("padded.sequence_length: the step has " + many +
-                          " rows; a step has at most 2147483647 (its records count rows in 32 bits)")
-                             .c_str(),
-                         seqpool::error);
-  }
+  const std::int64_t rows = std::int64_t{1} << 62;
+  CHECK_THROWS_WITH_AS(mean.plan(seqpool::batch{{test::whole("h", task::embed, rows)}}, state),
+                       "num_scheduled: the step's 4611686018427387904 rows of 8 columns are more bytes than a 64-bit "
+                       "count holds",
+                       seqpool::error);
+  seqpool::batch padded{{test::whole("p", task::embed, 2), test::whole("q", task::embed, 2)}};
+  padded.padded = seqpool::padded_rows{.sequence_length = rows / 2};
+  CHECK_THROWS_WITH_AS(mean.plan(padded, state),
+                       "padded.sequence_length: the step's 4611686018427387904 rows of 8 columns are more bytes than "
+                       "a 64-bit count holds",
+                       seqpool::error);
+  CHECK_THROWS_WITH_AS(mean.plan(seqpool::batch{{test::whole("h", task::embed, std::int64_t{1} << 31)}}, state),
+                       "num_scheduled: the step reads 2147483648 rows; a step reads at most 2147483647 (its records "
+                       "count rows in 32 bits)",
+                       seqpool::error);
+  seqpool::batch halves{
+      {test::whole("p", task::embed, std::int64_t{1} << 30), test::whole("q", task::embed, std::int64_t{1} << 30)}};
+  halves.padded = seqpool::padded_rows{.sequence_length = std::int64_t{1} << 30};
+  CHECK_THROWS_WITH_AS(mean.plan(halves, state),
+                       "num_scheduled: the step reads 2147483648 rows; a step reads at most 2147483647 (its records "
+                       "count rows in 32 bits)",
+                       seqpool::error);
   // So is a token method's request that returns more rows over its prompt,
   // which its last chunk gathers in one run.
   CHECK_THROWS_WITH_AS(
