@@ -49,9 +49,10 @@ class state_store {
 
   /// Throws seqpool::error unless the store holds what a plan of `planned`'s chunk,
   /// whose state's key is `key`, was made against and reserved: as many tokens
-  /// pooled, in a state begun with that key. A plan runs once; a state released
-  /// and begun again since, or a first chunk's reserved again by another plan
-  /// (a pooler that shares the store), is another state unless its key is the same.
+  /// pooled, in a state begun for that task and prompt length with that key. A
+  /// plan runs once; a state released and begun again since, or a first chunk's
+  /// reserved again by another plan (a pooler that shares the store), is
+  /// another state unless it was begun alike.
   void check_current(std::size_t index, const request& planned, const state_key& key, std::uint32_t part = 0) const {
     constexpr std::string_view rule = ": plan each step once, against the state it runs with";
     const auto found = entries_.find(held_at{planned.id, part});
@@ -59,10 +60,12 @@ class state_store {
     if (held ? found->second.num_computed != planned.num_computed : planned.num_computed != 0)
       detail::fail_request(index, planned.id, "plan", "planned when the state held ", planned.num_computed,
                            " tokens, it holds ", held ? std::to_string(found->second.num_computed) : "none", rule);
-    if (held && !(found->second.key == key))
+    if (held && (found->second.task != planned.task || found->second.prompt_len != planned.prompt_len ||
+                 !(found->second.key == key)))
       detail::fail_request(index, planned.id, "plan",
-                           "its state was begun again since with another method, width, knobs or ids (released and "
-                           "begun anew, or reserved again by a pooler that shares the store)",
+                           "its state was begun again since, for another task or prompt length, or with another "
+                           "method, width, knobs or ids (released and begun anew, or reserved again by a pooler that "
+                           "shares the store)",
                            rule);
   }
 

@@ -164,9 +164,9 @@ TEST_CASE_TEMPLATE_DEFINE("a plan runs once, against the state it was planned wi
   // store, holds another state than the one its later chunk was planned
   // against, though it has pooled as many tokens: with other knobs, say.
   const char* const begun_again =
-      "request 0 (id \"a\"): plan: its state was begun again since with another method, width, knobs or ids "
-      "(released and begun anew, or reserved again by a pooler that shares the store): plan each step once, against "
-      "the state it runs with";
+      "request 0 (id \"a\"): plan: its state was begun again since, for another task or prompt length, or with "
+      "another method, width, knobs or ids (released and begun anew, or reserved again by a pooler that shares the "
+      "store): plan each step once, against the state it runs with";
   seqpool::pooler<method::mean, head::embed, Space> other(space, 4);
   run(space, pooler, state, pooler.plan(seqpool::batch{{test::part("a", task::embed, 9, 0, 3, raw)}}, state));
   const seqpool::step_plan continued = pooler.plan(seqpool::batch{{test::part("a", task::embed, 9, 3, 3, raw)}}, state);
@@ -174,6 +174,12 @@ TEST_CASE_TEMPLATE_DEFINE("a plan runs once, against the state it was planned wi
   run(space, other, state, other.plan(seqpool::batch{{test::part("a", task::embed, 9, 0, 3, {})}}, state));
   CHECK_THROWS_WITH_AS(run(space, pooler, state, continued), begun_again, seqpool::error);
   CHECK(state.num_computed("a") == 3);
+  // So does one begun alike but for a longer prompt.
+  state.release("a");
+  run(space, other, state, other.plan(seqpool::batch{{test::part("a", task::embed, 12, 0, 3, raw)}}, state));
+  CHECK_THROWS_WITH_AS(run(space, pooler, state, continued), begun_again, seqpool::error);
+  state.release("a");
+  run(space, other, state, other.plan(seqpool::batch{{test::part("a", task::embed, 9, 0, 3, {})}}, state));
   // Reserved before the state was begun again, it is refused at forward().
   const seqpool::step_plan reserved = other.plan(seqpool::batch{{test::part("a", task::embed, 9, 3, 3, {})}}, state);
   other.reserve(reserved, state);
