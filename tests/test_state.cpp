@@ -81,6 +81,35 @@ TEST_CASE("a token method's request keeps the rows its chunks chose and its prom
   state.release("t");
 }
 
+TEST_CASE("a plan's state is the one it was planned against: begun alike, with the rows chosen so far") {
+  seqpool::host_space space;
+  seqpool::state_store<seqpool::host_space> state(space);
+  const seqpool::request first = part("t", task::token_embed, 10, 0, 4);
+  const seqpool::state_key key{.hidden_size = 4, .rows_total = 7};
+  state.reserve(0, first, 28, key);
+  state.advance(first, 0, {2, 5});
+  const seqpool::request later = part("t", task::token_embed, 10, 4, 3);
+  state.check_current(0, later, key, 0, {2, 5});
+  const char* const other =
+      "request 0 (id \"t\"): plan: its state was begun again since: for another task or prompt length, with another "
+      "method, width, knobs or ids, or choosing other rows so far (released and begun anew, or reserved again by a "
+      "pooler that shares the store): plan each step once, against the state it runs with";
+  CHECK_THROWS_WITH_AS(state.check_current(0, later, key, 0, {3, 5}), other, seqpool::error);
+  CHECK_THROWS_WITH_AS(state.check_current(0, later, key, 0, {2, 6}), other, seqpool::error);
+  CHECK_THROWS_WITH_AS(state.check_current(0, later, {.hidden_size = 4, .rows_total = 8}, 0, {2, 5}), other,
+                       seqpool::error);
+  CHECK_THROWS_WITH_AS(state.check_current(0, later, {.hidden_size = 4, .token_ids = 1, .rows_total = 7}, 0, {2, 5}),
+                       other, seqpool::error);
+  CHECK_THROWS_WITH_AS(state.check_current(0, part("t", task::token_classify, 10, 4, 3), key, 0, {2, 5}), other,
+                       seqpool::error);
+  CHECK_THROWS_WITH_AS(state.reserve(0, later, 28, key, 0, {3, 5}), other, seqpool::error);
+  CHECK(state.reserve(0, later, 28, key, 0, {2, 5}) != nullptr);
+  // A key's method is its address: its name, which may view an instance's, is not compared.
+  seqpool::state_key named = key;
+  named.method_name = "another view";
+  state.check_current(0, later, named, 0, {2, 5});
+}
+
 TEST_CASE("a method that keeps nothing still tracks progress") {
   seqpool::host_space space;
   seqpool::state_store<seqpool::host_space> state(space);

@@ -49,11 +49,13 @@ class state_store {
 
   /// Throws seqpool::error unless the store holds what a plan of `planned`'s chunk,
   /// whose state's key is `key`, was made against and reserved: as many tokens
-  /// pooled, in a state begun for that task and prompt length with that key. A
-  /// plan runs once; a state released and begun again since, or a first chunk's
-  /// reserved again by another plan (a pooler that shares the store), is
-  /// another state unless it was begun alike.
-  void check_current(std::size_t index, const request& planned, const state_key& key, std::uint32_t part = 0) const {
+  /// pooled, in a state begun for that task and prompt length with that key,
+  /// whose chunks chose the rows `before` counts (token methods). A plan runs
+  /// once; a state released and begun again since, or a first chunk's reserved
+  /// again by another plan (a pooler that shares the store), is another state
+  /// unless it was begun and continued alike.
+  void check_current(std::size_t index, const request& planned, const state_key& key, std::uint32_t part = 0,
+                     chosen_rows before = {}) const {
     constexpr std::string_view rule = ": plan each step once, against the state it runs with";
     const auto found = entries_.find(held_at{planned.id, part});
     const bool held = found != entries_.end();
@@ -61,11 +63,11 @@ class state_store {
       detail::fail_request(index, planned.id, "plan", "planned when the state held ", planned.num_computed,
                            " tokens, it holds ", held ? std::to_string(found->second.num_computed) : "none", rule);
     if (held && (found->second.task != planned.task || found->second.prompt_len != planned.prompt_len ||
-                 !(found->second.key == key)))
+                 !(found->second.key == key) || !(found->second.before == before)))
       detail::fail_request(index, planned.id, "plan",
-                           "its state was begun again since, for another task or prompt length, or with another "
-                           "method, width, knobs or ids (released and begun anew, or reserved again by a pooler that "
-                           "shares the store)",
+                           "its state was begun again since: for another task or prompt length, with another method, "
+                           "width, knobs or ids, or choosing other rows so far (released and begun anew, or reserved "
+                           "again by a pooler that shares the store)",
                            rule);
   }
 
@@ -74,13 +76,14 @@ class state_store {
   /// only when no cached allocation fits. A first chunk reserved again before it
   /// ran (planned anew, perhaps with other knobs) begins with what this call
   /// says. If the allocation fails, the store is exactly as it was. `index` is
-  /// the request's place in its batch.
-  float* reserve(std::size_t index, const request& r, std::size_t floats, const state_key& key,
-                 std::uint32_t part = 0) {
+  /// the request's place in its batch; `before`, the rows a later chunk's plan
+  /// found its chunks had chosen (check_current()).
+  float* reserve(std::size_t index, const request& r, std::size_t floats, const state_key& key, std::uint32_t part = 0,
+                 chosen_rows before = {}) {
     const auto found = entries_.find(held_at{r.id, part});
     // A first chunk reserved again before it ran begins anew, whatever its state was begun with.
-    if (r.num_computed > 0 || found == entries_.end() || found->second.num_computed > 0)
-      check_current(index, r, key, part);
+    if (r.num_computed > 0 || (found != entries_.end() && found->second.num_computed > 0))
+      check_current(index, r, key, part, before);
     if (found != entries_.end() && found->second.num_computed > 0) return found->second.data;
     if (found != entries_.end() && found->second.floats >= floats) {
       begin(found->second, r, key);

@@ -27,9 +27,13 @@ struct state_key {
   /// sequence methods.
   std::int64_t rows_total = 0;
 
-  /// The same state: what a plan of a later chunk was planned against, or a
-  /// first chunk's reserved for.
-  friend bool operator==(const state_key&, const state_key&) = default;
+  /// The same key: what a plan of a later chunk was planned against, or a
+  /// first chunk's reserved for. The method is its address (its name may be a
+  /// view of an instance's, and follows from it).
+  friend bool operator==(const state_key& a, const state_key& b) {
+    return a.method == b.method && a.hidden_size == b.hidden_size && a.params == b.params &&
+           a.token_ids == b.token_ids && a.rows_total == b.rows_total;
+  }
 };
 
 /// Token methods: rows that chunks of a request chose — how many, and for
@@ -39,6 +43,8 @@ struct state_key {
 struct chosen_rows {
   std::int64_t count = 0;
   std::uint64_t digest = 0;
+
+  friend bool operator==(const chosen_rows&, const chosen_rows&) = default;
 };
 
 /// Token methods: what a state_store keeps of a request in progress between

@@ -186,7 +186,7 @@ class step_runner {
     check_maker(program);
     for (const detail::share& planned : program.shares)
       for (const detail::state_use& use : planned.stateful)
-        state.reserve(use.batch_index, use.owner, use.floats, use.key, use.part);
+        state.reserve(use.batch_index, use.owner, use.floats, use.key, use.part, use.before);
     space_->reserve_upload(program.image_bytes);
     if constexpr (branched) space_->reserve_branches(static_cast<int>(entry_count()));
     for (const detail::share& planned : program.shares)
@@ -466,9 +466,9 @@ class step_runner {
     detail::plan_scratch& scratch = program.scratch;
     detail::lay_out_into(step.requests, step.padded, scratch.layout, scratch.id_table);
     const step_layout& layout = scratch.layout;
-    // Rows no memory could hold, or more than the records count, are refused before any is planned (a
-    // window is cut into tiles by its rows). A padded batch's rows may lie further apart than it reads:
-    // offsets into the rows are 64-bit.
+    // Rows whose bytes (2 a value) no 64-bit count holds, or more rows read than the records count, are
+    // refused before any is planned (a window is cut into tiles by its rows). A padded batch's rows may
+    // lie further than it reads: offsets into the rows are 64-bit.
     if (layout.num_rows > std::numeric_limits<std::int64_t>::max() / (std::int64_t{2} * hidden_size_))
       detail::fail(step.padded ? "padded.sequence_length" : "num_scheduled", "the step's ", layout.num_rows,
                    " rows of ", hidden_size_, " columns are more bytes than a 64-bit count holds");
@@ -740,7 +740,7 @@ class step_runner {
                           "step's plan before forward()");
       });
       for (const detail::state_use& use : planned.stateful) {
-        state.check_current(use.batch_index, use.owner, use.key, use.part);
+        state.check_current(use.batch_index, use.owner, use.key, use.part, use.before);
         if (!state.holds(use.owner.id, use.floats, use.part))
           detail::fail_request(use.batch_index, use.owner.id, "state",
                        "no state was reserved for it: call reserve() with this step's plan before forward()");

@@ -164,9 +164,9 @@ TEST_CASE_TEMPLATE_DEFINE("a plan runs once, against the state it was planned wi
   // store, holds another state than the one its later chunk was planned
   // against, though it has pooled as many tokens: with other knobs, say.
   const char* const begun_again =
-      "request 0 (id \"a\"): plan: its state was begun again since, for another task or prompt length, or with "
-      "another method, width, knobs or ids (released and begun anew, or reserved again by a pooler that shares the "
-      "store): plan each step once, against the state it runs with";
+      "request 0 (id \"a\"): plan: its state was begun again since: for another task or prompt length, with "
+      "another method, width, knobs or ids, or choosing other rows so far (released and begun anew, or reserved "
+      "again by a pooler that shares the store): plan each step once, against the state it runs with";
   seqpool::pooler<method::mean, head::embed, Space> other(space, 4);
   run(space, pooler, state, pooler.plan(seqpool::batch{{test::part("a", task::embed, 9, 0, 3, raw)}}, state));
   const seqpool::step_plan continued = pooler.plan(seqpool::batch{{test::part("a", task::embed, 9, 3, 3, raw)}}, state);
@@ -190,6 +190,7 @@ TEST_CASE_TEMPLATE_DEFINE("a plan runs once, against the state it was planned wi
   CHECK_THROWS_WITH_AS(
       other.forward(seqpool::make_hidden_view(three_rows.data(), 3, 4), reserved, state, pooled.span()), begun_again,
       seqpool::error);
+  CHECK(state.num_computed("a") == 3);
   // A first chunk reserved by one pooler and then by another, with other knobs,
   // holds the second's state: the first's plan is refused.
   state.release("a");

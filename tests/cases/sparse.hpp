@@ -178,24 +178,27 @@ struct every_third {
 };
 
 /// A user's token method whose choice depends on where a range starts: it
-/// skips position 2 of a range from 0 and chooses every position of any other.
-/// Its count() agrees with its select() over every range, and a prompt's
-/// chunks of two rows add up to what its first chunk counts, but listed from 0
-/// at once its earlier chunks give a row fewer than they chose.
+/// skips position 2 of a range from 0 and chooses every position of any other
+/// (or, `listed_more`, the reverse). Its count() agrees with its select() over
+/// every range, and a prompt's chunks of two rows add up to what its first
+/// chunk counts, but listed from 0 at once its earlier chunks give a row fewer
+/// (more) than they chose.
 struct range_bound {
   static constexpr seqpool::method_kind kind = seqpool::method_kind::token;
   static constexpr std::string_view name = "range_bound";
   static constexpr bool reads_token_ids = false;
+  bool listed_more = false;
 
   void check(std::size_t, const seqpool::request&, std::int64_t) const {}
   void select(const seqpool::request&, std::int64_t begin, std::int64_t end,
               std::vector<std::int64_t>& positions) const {
     for (std::int64_t position = begin; position < end; ++position)
-      if (begin != 0 || position != 2) positions.push_back(position);
+      if (!skips(begin) || position != 2) positions.push_back(position);
   }
   std::int64_t count(const seqpool::request&, std::int64_t begin, std::int64_t end) const {
-    return end - begin - (begin == 0 && end > 2 ? 1 : 0);
+    return end - begin - (skips(begin) && begin <= 2 && end > 2 ? 1 : 0);
   }
+  bool skips(std::int64_t begin) const { return (begin == 0) != listed_more; }
   std::span<const std::int64_t> columns(const seqpool::request&) const { return {}; }
 };
 
@@ -482,6 +485,13 @@ TEST_CASE_TEMPLATE_DEFINE("sparse results refuse a head without one weight, miss
   CHECK_THROWS_WITH_AS(run(space, bound, {chunked}),
                        "request 0 (id \"b\"): method: range_bound chooses 5 rows of the prompt listed whole; its "
                        "chunks chose 6",
+                       seqpool::error);
+  // One that lists more is refused at the first row past them, before it outgrows the state.
+  seqpool::pooler<range_bound, head::classify, Space, sparse_entry> beyond(space, 2, {.listed_more = true},
+                                                                           layer.head());
+  CHECK_THROWS_WITH_AS(run(space, beyond, {chunked}),
+                       "request 0 (id \"b\"): method: range_bound chooses more than 5 rows of the prompt listed "
+                       "whole; its chunks chose 5",
                        seqpool::error);
   // As many rows at other positions would list the stashed rows under other rows' ids.
   seqpool::pooler<range_parity, head::classify, Space, sparse_entry> parity(space, 2, {}, layer.head());

@@ -270,6 +270,10 @@ class planner {
     check_ranges(index, r, d.out_width);
     d.first = windows_.size();
     d.count = spans.empty() ? 1 : spans.size();
+    // A window is a request record, which records index in 32 bits (reached past 2^31 spans: 32 GiB of them).
+    if (windows_.size() + d.count > static_cast<std::size_t>(most_rows))
+      fail_request(index, r.id, "spans", "the step's requests pool ", windows_.size() + d.count,
+                   " spans and prompts with this one's, more than their records count in 32 bits");
     for (std::size_t k = 0; k < d.count; ++k) {
       const chunk seen = seen_by(part, spans, k);
       // A span the chunk has not reached, or has passed, has no rows of it.
@@ -393,6 +397,11 @@ class planner {
     d.first_listed = listed_.size();
     std::uint64_t digest = 0;  // of the earlier chunks' positions, chosen again
     const auto list = [&](std::int64_t position) {
+      // A listing past the rows the chunks chose is refused at once, before its rows (and their 32-bit
+      // places) outgrow what the state holds; one short of them, below, once it is whole.
+      if (static_cast<std::int64_t>(listed_.size() - d.first_listed) == d.rows_total)
+        fail_request(index, r.id, "method", name_of(method, "the method"), " chooses more than ", d.rows_total,
+                     " rows of the prompt listed whole; its chunks chose ", d.rows_total);
       const std::int64_t id = r.prompt_token_ids[static_cast<std::size_t>(position)];
       if (id < 0 || id > std::numeric_limits<std::int32_t>::max())
         fail_request(index, r.id, "prompt_token_ids", "a sparse result lists ids in [0, 2147483647]; position ",
@@ -722,7 +731,7 @@ class planner {
     const std::size_t result = take_result();
     const std::int32_t record = add_records(r, 1, column_offset);
     if (part.chunked())
-      keep_state(record, index, r, d.rows_total * d.width, key, 1, 0,
+      keep_state(record, index, r, d.rows_total * d.width, key, 1, 0, d.before,
                  {static_cast<std::int64_t>(d.count), d.chunk_digest});
     const std::int64_t rows = d.before.count + static_cast<std::int64_t>(d.count);
     // A family that projects returned rows where they lie gathers none of a
@@ -891,10 +900,10 @@ class planner {
 
   /// The request's state, `floats` floats, which `records` request records from
   /// `record` on share, each `record_floats` after the last; a token method's
-  /// chunk chooses the rows `chunk` counts, which the store adds to those
-  /// before once the step runs.
+  /// chunks before chose the rows `before` counts, and this one chooses those
+  /// `chunk` counts, which the store adds to them once the step runs.
   void keep_state(std::int32_t record, std::size_t index, const request& r, std::int64_t floats, const state_key& key,
-                  std::int64_t records, std::int64_t record_floats, chosen_rows chunk = {}) {
+                  std::int64_t records, std::int64_t record_floats, chosen_rows before = {}, chosen_rows chunk = {}) {
     state_use& use = share_.stateful.next();  // assigned member by member: its strings and knobs keep their storage
     use.request = record;
     use.batch_index = index;
@@ -904,6 +913,7 @@ class planner {
     use.key = key;
     use.records = static_cast<std::int32_t>(records);
     use.record_floats = record_floats;
+    use.before = before;
     use.chunk = chunk;
   }
 

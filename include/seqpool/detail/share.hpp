@@ -27,6 +27,7 @@ struct state_use {
   std::int32_t records = 1;        ///< request records from `request` on that share the state (one per span)
   std::int64_t record_floats = 0;  ///< where each next record's part of the state starts
   std::uint32_t part = 0;          ///< the multi_pooler part whose state it is (state_store), 0 elsewhere
+  chosen_rows before;              ///< token methods: the rows the chunks before chose, as planned
   chosen_rows chunk;               ///< token methods: the rows this chunk chooses, which advance() adds
 };
 
