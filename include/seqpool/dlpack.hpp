@@ -368,6 +368,35 @@ inline seqpool::token_ids token_ids(const DLTensor& tensor) {
                         "the tensor holds " + detail::dtype_name(tensor.dtype) + "; token ids are int64 or int32");
 }
 
+namespace detail {
+
+/// assign_token_ids() for a tensor of Id, its `rows` rows of `length` ids
+/// `row_stride` apart, checked but for their bytes and its data.
+template <class Id>
+void assign_token_rows(const DLTensor& tensor, std::int64_t rows, std::int64_t length, std::int64_t row_stride,
+                       batch& step) {
+  const char* const what = "token ids";
+  // Every id lies within rows·row_stride elements of the first (as hidden()'s rows do).
+  if (std::int64_t bytes; __builtin_mul_overflow(rows, row_stride, &bytes) ||
+                          __builtin_mul_overflow(bytes, std::int64_t{sizeof(Id)}, &bytes))
+    seqpool::detail::fail(what, "shape ", shape_name(tensor), ", rows ", row_stride,
+                          " ids apart: their bytes overflow int64 (", sizeof(Id), " an id)");
+  const Id* first = first_element<const Id>(tensor, what, rows * length);
+  // Every row checked before any request is given one: a refusal leaves the batch as it was.
+  for (std::size_t i = 0; i < step.requests.size(); ++i)
+    if (step.requests[i].prompt_len > length)
+      seqpool::detail::fail_request(i, step.requests[i].id, "prompt_token_ids", "the tensor's rows hold ", length,
+                                    " ids; the prompt has ", step.requests[i].prompt_len);
+  for (std::size_t i = 0; i < step.requests.size(); ++i) {
+    request& r = step.requests[i];
+    // A negative prompt_len, which planning refuses, views no ids.
+    const auto count = static_cast<std::size_t>(std::max<std::int64_t>(r.prompt_len, 0));
+    r.prompt_token_ids = std::span<const Id>(first + static_cast<std::int64_t>(i) * row_stride, count);
+  }
+}
+
+}  // namespace detail
+
 /// A host tensor of int64 or int32 ids with two dimensions, [B, L], as the
 /// prompt_token_ids of `step`'s B requests: request i's prompt_len ids are the
 /// first of row i, the rest of the row padding. Rows may be further apart than
@@ -393,29 +422,10 @@ inline void assign_token_ids(const DLTensor& tensor, batch& step) {
     if (rows > 1 && row_stride < length)
       seqpool::detail::fail(what, "strides[0] is ", row_stride, "; rows must not overlap (at least ", length, ")");
   }
-  const auto assign = [&]<class Id>() {
-    // Every id lies within rows·row_stride elements of the first (as hidden()'s rows do).
-    if (std::int64_t bytes; __builtin_mul_overflow(rows, row_stride, &bytes) ||
-                            __builtin_mul_overflow(bytes, std::int64_t{sizeof(Id)}, &bytes))
-      seqpool::detail::fail(what, "shape ", detail::shape_name(tensor), ", rows ", row_stride,
-                            " ids apart: their bytes overflow int64 (", sizeof(Id), " an id)");
-    const Id* first = detail::first_element<const Id>(tensor, what, rows * length);
-    // Every row checked before any request is given one: a refusal leaves the batch as it was.
-    for (std::size_t i = 0; i < step.requests.size(); ++i)
-      if (step.requests[i].prompt_len > length)
-        seqpool::detail::fail_request(i, step.requests[i].id, "prompt_token_ids", "the tensor's rows hold ", length,
-                                      " ids; the prompt has ", step.requests[i].prompt_len);
-    for (std::size_t i = 0; i < step.requests.size(); ++i) {
-      request& r = step.requests[i];
-      // A negative prompt_len, which planning refuses, views no ids.
-      const auto count = static_cast<std::size_t>(std::max<std::int64_t>(r.prompt_len, 0));
-      r.prompt_token_ids = std::span<const Id>(first + static_cast<std::int64_t>(i) * row_stride, count);
-    }
-  };
   if (detail::holds<std::int64_t>(tensor.dtype))
-    assign.template operator()<std::int64_t>();
+    detail::assign_token_rows<std::int64_t>(tensor, rows, length, row_stride, step);
   else if (detail::holds<std::int32_t>(tensor.dtype))
-    assign.template operator()<std::int32_t>();
+    detail::assign_token_rows<std::int32_t>(tensor, rows, length, row_stride, step);
   else
     seqpool::detail::fail(what,
                           "the tensor holds " + detail::dtype_name(tensor.dtype) + "; token ids are int64 or int32");
