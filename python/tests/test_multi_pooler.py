@@ -98,7 +98,11 @@ def test_parts_equal_their_dispatchers_alone(seed, chunked):
         hidden = torch.cat(chunks) if torch is not None else np.concatenate(chunks)
         step = dict(prompt_lens=[lengths[i] for i in requests], num_scheduled=scheduled, num_computed=computed,
                     ids=requests, token_ids=[prompts[i] for i in requests])
-        found = seqpool.pool(multi, hidden, **step)
+        # The multi_pooler is given the ids as vLLM holds them, a padded row a request.
+        id_rows = np.full((len(requests), max(lengths)), -1, np.int64)
+        for row, i in enumerate(requests):
+            id_rows[row, :lengths[i]] = prompts[i]
+        found = seqpool.pool(multi, hidden, **{**step, "token_ids": id_rows})
         assert len(found) == len(parts)
         for (_, _, _, filters), dispatcher, results in zip(parts, dispatchers, found):
             params = seqpool.PoolingParams(**filters) if filters else None
