@@ -23,6 +23,7 @@
 
 #include "support/graph.hpp"
 #include "support/prompts.hpp"
+#include "support/reference.hpp"
 #include "support/spaces.hpp"
 #include "support/step.hpp"
 
@@ -177,6 +178,59 @@ TEST_CASE_TEMPLATE(
     CHECK(records.entries[k].detail == -1);
     CHECK(records.entries[k].prompt_len == 3);
   }
+}
+
+TEST_CASE_TEMPLATE("the vote for the common record leaves a record held in full held, and every result its own", Space,
+                   seqpool::host_space, seqpool::device_space<seqpool::omp_backend>) {
+  Space space;
+  seqpool::pooler<method::last, head::embed, Space> last(space, hidden_size);
+  seqpool::state_store<Space> state(space);
+  std::vector<float> hidden(static_cast<std::size_t>(64 * hidden_size));
+  for (std::size_t v = 0; v < hidden.size(); ++v) hidden[v] = static_cast<float>((v * 7) % 11) - 4.5f;
+  const auto rows_of = [&](std::int64_t first_row, std::int64_t rows) {
+    return std::vector<float>(hidden.begin() + first_row * hidden_size,
+                              hidden.begin() + (first_row + rows) * hidden_size);
+  };
+  // A step of a chunk of a chunked request, an odd request the first
+  // entered over itself, and three like ones: the vote chooses theirs.
+  const auto step_with = [](seqpool::request chunk, const std::string& round) {
+    seqpool::batch step{{std::move(chunk)}};
+    step.requests.push_back(test::whole("odd" + round, task::embed, 3, {.use_activation = false}));
+    for (std::int64_t i = 0; i < 3; ++i)
+      step.requests.push_back(test::whole(test::id("like" + round, i), task::embed, 3));
+    return step;
+  };
+  const auto check_step = [&](const seqpool::batch& step, const std::vector<float>& rows, bool finishes) {
+    seqpool::step_plan plan;
+    const test::results pooled = test::run_step(space, last, state, step, rows, hidden_size, plan);
+    const seqpool::detail::share_records& records = seqpool::detail::plan_access::program(plan).shares[0].records;
+    REQUIRE(records.entries.size() == 5);
+    // The chunk's record is held in full (its state is its detail's), the odd one a detail beside it.
+    CHECK(records.details.size() == 2);
+    CHECK(records.entries[0].detail >= 0);
+    CHECK(records.entries[1].detail >= 0);
+    for (std::size_t k = 2; k < 5; ++k) CHECK(records.entries[k].detail == -1);
+    CHECK(pooled[0].has_value() == finishes);
+    for (std::size_t i = 1; i < 5; ++i) {
+      CAPTURE(i);
+      REQUIRE(pooled[i].has_value());
+      const std::vector<float> prompt(rows.begin() + static_cast<std::int64_t>(3 + 3 * (i - 1)) * hidden_size,
+                                      rows.begin() + static_cast<std::int64_t>(6 + 3 * (i - 1)) * hidden_size);
+      test::check_close(*pooled[i], test::reference("last", prompt, hidden_size, step.requests[i], {}, hidden_size),
+                        1e-6);
+    }
+    return pooled;
+  };
+  check_step(step_with(test::part("chunked", task::embed, 6, 0, 3), "a"), rows_of(0, 15), false);
+  // Its last chunk's record is, but for its entry's fields, the common one (LAST keeps no reduction).
+  const test::results second =
+      check_step(step_with(test::part("chunked", task::embed, 6, 3, 3), "b"), rows_of(15, 15), true);
+  std::vector<float> prompt = rows_of(0, 3);
+  const std::vector<float> rest = rows_of(15, 3);
+  prompt.insert(prompt.end(), rest.begin(), rest.end());
+  test::check_close(
+      *second[0], test::reference("last", prompt, hidden_size, test::whole("chunked", task::embed, 6), {}, hidden_size),
+      1e-6);
 }
 
 /// Hidden states of `rows` rows of `width` bf16 values whose pages are only

@@ -173,7 +173,9 @@ struct task_group {
 };
 
 struct step_layout {
-  std::vector<chunk> chunks;  ///< one per request, in batch order, rows rebased to its group
+  /// One per request, in batch order, rows rebased to its group (lay_out();
+  /// detail::lay_out_into() counts them from the step's first row).
+  std::vector<chunk> chunks;
   std::vector<task_group> groups;
   std::int64_t num_rows = 0;        ///< the rows hidden states must have: Σ num_scheduled, or B·S padded
   std::int64_t scheduled_rows = 0;  ///< the rows the step's chunks read: Σ num_scheduled
@@ -211,7 +213,9 @@ void check_unique_ids(std::span<const request> requests, std::size_t count, Inde
   }
 }
 
-/// lay_out() into `layout`, reusing its storage and that of `id_table` (the check of unique ids).
+/// lay_out() into `layout`, reusing its storage and that of `id_table` (the
+/// check of unique ids), but with each chunk's rows counted from the start of
+/// the step's hidden states, as launches read them.
 inline void lay_out_into(std::span<const request> requests, std::optional<padded_rows> padded, step_layout& layout,
                          std::vector<std::uint64_t>& id_table) {
   layout.chunks.clear();
@@ -252,7 +256,7 @@ inline void lay_out_into(std::span<const request> requests, std::optional<padded
     if (layout.groups.empty() || layout.groups.back().task != r.task)
       layout.groups.push_back({.task = r.task, .first_request = index, .row_begin = first_row});
     task_group& group = layout.groups.back();
-    layout.chunks.push_back({.row_begin = first_row - group.row_begin,
+    layout.chunks.push_back({.row_begin = first_row,
                              .num_scheduled = r.num_scheduled,
                              .num_computed = r.num_computed,
                              .prompt_len = r.prompt_len});
@@ -265,15 +269,6 @@ inline void lay_out_into(std::span<const request> requests, std::optional<padded
   detail::check_unique_ids(requests, requests.size(), [](std::size_t k) { return k; }, id_table);
 }
 
-/// The layout's chunks with rows counted from the start of the step's hidden
-/// states rather than of their task group, the rows a launch reads, into `chunks`.
-inline void chunks_in_step(const step_layout& layout, std::vector<chunk>& chunks) {
-  chunks = layout.chunks;
-  for (const task_group& group : layout.groups)
-    for (std::size_t i = group.first_request; i < group.first_request + group.num_requests; ++i)
-      chunks[i].row_begin += group.row_begin;
-}
-
 }  // namespace detail
 
 /// Checks the metadata every pooler relies on and derives the step's layout:
@@ -283,6 +278,9 @@ inline step_layout lay_out(std::span<const request> requests, std::optional<padd
   step_layout layout;
   std::vector<std::uint64_t> id_table;
   detail::lay_out_into(requests, padded, layout, id_table);
+  for (const task_group& group : layout.groups)
+    for (std::size_t i = group.first_request; i < group.first_request + group.num_requests; ++i)
+      layout.chunks[i].row_begin -= group.row_begin;
   return layout;
 }
 

@@ -501,7 +501,6 @@ class step_runner {
       into.results.assign(step.requests.size(), std::nullopt);
       into.groups = layout.groups;
     }
-    detail::chunks_in_step(layout, scratch.chunks);
     std::int64_t result_rows = 0;
     std::int64_t columns = 0;
     std::vector<std::size_t>& chosen = scratch.chosen;
@@ -521,16 +520,14 @@ class step_runner {
       const std::int64_t output_begin = detail::align_values(output_size, unit.result_bytes);
       detail::share& planned = program.shares.next();
       const auto states = detail::part_states<state_store<Space>>{state, part_of(entry)};
-      unit.plan(batch_of(entry, step, scratch), scratch.chunks, chosen, states, output_begin, capacity_.has_value(),
-                planned, scratch.planner);
+      unit.plan(batch_of(entry, step, scratch), layout.chunks, chosen, states, output_begin, capacity_.has_value(),
+                planned, results_of(into, entry), scratch.planner);
       if (capacity_) unit.check_fits(planned);
       for (detail::state_use& use : planned.stateful) use.part = part_of(entry);
       planned.entry = entry;
       planned.image_offset = capacity_ ? regions_[entry] : detail::align_bytes(program.image_bytes);
       program.image_bytes = std::max(program.image_bytes, planned.image_offset + planned.image_bytes);
       output_size = output_begin + planned.output_values;
-      std::vector<std::optional<result_slice>>& results = results_of(into, entry);
-      for (std::size_t k = 0; k < planned.requests.size(); ++k) results[planned.requests[k]] = planned.results[k];
       if (unit.token_wise) count_share(result_rows, planned.result_rows);
       count_share(columns, static_cast<std::int64_t>(planned.records.column_table.size()));
     });
@@ -711,7 +708,7 @@ class step_runner {
   void check_for_capacity(const detail::step_program& program, const Upload& home) const {
     std::int64_t requests = 0;
     for (const detail::share& planned : program.shares)
-      count_share(requests, static_cast<std::int64_t>(planned.requests.size()));
+      count_share(requests, static_cast<std::int64_t>(planned.num_requests));
     detail::check_limit("requests", requests, capacity_->requests);
     detail::check_limit("rows", program.num_rows, capacity_->rows);
     if (program.image_bytes != capacity_image_bytes_)

@@ -52,8 +52,9 @@ class any_unit {
 
   std::int64_t hidden_size() const { return held_->hidden_size(); }
   void plan(const batch& step, std::span<const chunk> chunks, std::span<const std::size_t> chosen, const states& state,
-            std::int64_t output_begin, bool bounded, share& into, planner_scratch& scratch) const {
-    held_->plan(step, chunks, chosen, state, output_begin, bounded, into, scratch);
+            std::int64_t output_begin, bool bounded, share& into, std::span<std::optional<result_slice>> results,
+            planner_scratch& scratch) const {
+    held_->plan(step, chunks, chosen, state, output_begin, bounded, into, results, scratch);
   }
   void size_for(const capacity& limits) { held_->size_for(limits); }
   const share_bounds& bounds() const { return held_->bounds(); }
@@ -85,7 +86,7 @@ class any_unit {
     virtual ~erased() = default;
     virtual std::int64_t hidden_size() const = 0;
     virtual void plan(const batch&, std::span<const chunk>, std::span<const std::size_t>, const states&, std::int64_t,
-                      bool, share&, planner_scratch&) const = 0;
+                      bool, share&, std::span<std::optional<result_slice>>, planner_scratch&) const = 0;
     virtual void size_for(const capacity&) = 0;
     virtual const share_bounds& bounds() const = 0;
     virtual void check_fits(const share&) const = 0;
@@ -105,8 +106,8 @@ class any_unit {
     std::int64_t hidden_size() const override { return unit.hidden_size(); }
     void plan(const batch& step, std::span<const chunk> chunks, std::span<const std::size_t> chosen,
               const states& state, std::int64_t output_begin, bool bounded, share& into,
-              planner_scratch& scratch) const override {
-      unit.plan(step, chunks, chosen, state, output_begin, bounded, into, scratch);
+              std::span<std::optional<result_slice>> results, planner_scratch& scratch) const override {
+      unit.plan(step, chunks, chosen, state, output_begin, bounded, into, results, scratch);
     }
     void size_for(const capacity& limits) override { unit.size_for(limits); }
     const share_bounds& bounds() const override { return unit.bounds(); }

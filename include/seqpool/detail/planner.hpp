@@ -58,28 +58,35 @@ struct listed_token {
 
 /// What the checks decided about one request, which building follows.
 struct request_decision {
-  std::int64_t width = 0;        ///< columns pooled or gathered
-  std::int64_t out_width = 0;    ///< columns of each result row
-  std::size_t first = 0;         ///< sequence methods: its first window; token methods: its first chosen position
-  std::size_t count = 0;         ///< windows (one per span, or one), or positions chosen in this chunk
-  chosen_rows before;            ///< token methods: rows chosen in earlier chunks
-  std::int64_t rows_total = 0;   ///< token methods: rows chosen over the whole prompt
+  std::int64_t width = 0;      ///< columns pooled or gathered
+  std::int64_t out_width = 0;  ///< columns of each result row
+  std::size_t first = 0;       ///< sequence methods: its first window; token methods: its first chosen position
+  std::size_t count = 0;       ///< windows (one per span, or one), or positions chosen in this chunk
+};
+
+/// A token method's decision: also what its chunk chose of the prompt's rows.
+/// A sequence method's is the four fields alone, written whole for each of a
+/// step's requests, of which it may have thousands.
+struct token_decision : request_decision {
+  chosen_rows before;           ///< rows chosen in earlier chunks
+  std::int64_t rows_total = 0;  ///< rows chosen over the whole prompt
   /// Sparse results of a method that lists its positions: the digest of the
   /// positions chosen in this chunk (chosen_rows::digest).
   std::uint64_t chunk_digest = 0;
-  /// Token methods: the chosen positions are `count` consecutive ones, from
-  /// first_position where count > 0, none listed (every row the chunk has, less
-  /// a first or last row the request drops).
+  /// The chosen positions are `count` consecutive ones, from first_position
+  /// where count > 0, none listed (every row the chunk has, less a first or
+  /// last row the request drops).
   bool consecutive = false;
   std::int64_t first_position = 0;
-  std::span<const std::int64_t> columns;  ///< token methods: the columns kept (empty: all)
+  std::span<const std::int64_t> columns;  ///< the columns kept (empty: all)
   std::size_t first_listed = 0;  ///< sparse results, finishing: its first returned row in the planner's listed tokens
 };
 
 /// What the planner works in, which a plan keeps for the next plan made into
 /// it: once they have grown to a step's size, planning another allocates nothing.
 struct planner_scratch {
-  std::vector<request_decision> decisions;  ///< per chosen request
+  std::vector<request_decision> decisions;      ///< per chosen request of a sequence method
+  std::vector<token_decision> token_decisions;  ///< per chosen request of a token method
   /// Per chosen request that is chunked, what its state is begun with; never
   /// shrunk, so that each key's knobs keep their storage.
   std::vector<state_key> keys;
@@ -88,6 +95,8 @@ struct planner_scratch {
   std::vector<std::int64_t> run_returns;  ///< rows each run returns
   std::vector<listed_token> listed;       ///< sparse results: every finishing request's returned rows
   std::vector<listed_token> sorting;      ///< sparse results: what sort_by_id() moves the rows through
+  std::vector<request_record> built;      ///< a request's records, in full, until their entries are written
+  std::vector<std::int32_t> unlike;       ///< records that may be compact but are unlike the share's first such
 };
 
 /// Every size, offset and index of a step is decided here, on the host, from
@@ -103,12 +112,14 @@ class planner {
   /// whose chunks count rows from the start of the step's hidden states, with
   /// Method (a concrete method) and Head, against `state` (a state_store), into
   /// `into` (cleared), working in `scratch`. Results go from value
-  /// `output_begin` (a 16-byte boundary) of the step's output.
+  /// `output_begin` (a 16-byte boundary) of the step's output; where each
+  /// finishing request's lie is written into `results`, at its batch index.
   template <class Method, class Head, class State>
   static void plan(const Method& method, const Head& head, const pooler_shape& shape, const batch& step,
                    std::span<const chunk> chunks, std::span<const std::size_t> chosen, const State& state,
-                   std::int64_t output_begin, share& into, planner_scratch& scratch) {
-    planner planned(shape, output_begin, into, scratch);
+                   std::int64_t output_begin, share& into, std::span<std::optional<result_slice>> results,
+                   planner_scratch& scratch) {
+    planner planned(shape, output_begin, into, results, scratch);
     planned.decide(method, head, step, chunks, chosen, state);
     planned.build(method, step, chunks, chosen);
   }
@@ -172,8 +183,6 @@ class planner {
   }
 
  private:
-  using decision = request_decision;
-
   /// Where a request's rows go this step, how wide they are, the flags that say
   /// what to do there, and how far apart they lie.
   struct destination {
@@ -186,24 +195,31 @@ class planner {
     std::int64_t linear_width = 0;  ///< through_linear: the layer's outputs kept
   };
 
-  planner(const pooler_shape& shape, std::int64_t output_begin, share& into, planner_scratch& scratch)
+  planner(const pooler_shape& shape, std::int64_t output_begin, share& into,
+          std::span<std::optional<result_slice>> results, planner_scratch& scratch)
       : shape_(shape),
         decisions_(scratch.decisions),
+        token_decisions_(scratch.token_decisions),
         keys_(scratch.keys),
         windows_(scratch.windows),
         positions_(scratch.positions),
         run_returns_(scratch.run_returns),
         listed_(scratch.listed),
         sorting_(scratch.sorting),
+        built_(scratch.built),
+        unlike_(scratch.unlike),
         share_(into),
+        results_(results),
         output_begin_(output_begin),
         output_end_(output_begin) {
     share_.clear();
     decisions_.clear();
+    token_decisions_.clear();
     windows_.clear();
     positions_.clear();
     run_returns_.clear();
     listed_.clear();
+    unlike_.clear();
   }
 
   // Checking.
@@ -211,14 +227,16 @@ class planner {
   template <class Method, class Head, class State>
   void decide(const Method& method, const Head& head, const batch& step, std::span<const chunk> chunks,
               std::span<const std::size_t> chosen, const State& state) {
-    decisions_.reserve(chosen.size());
+    auto& decisions = decisions_of<Method>();
+    decisions.reserve(chosen.size());
     if (keys_.size() < chosen.size()) keys_.resize(chosen.size());
     if constexpr (Method::kind == method_kind::sequence) windows_.reserve(chosen.size());
-    for (const std::size_t index : chosen) {
+    for (std::size_t k = 0; k < chosen.size(); ++k) {
+      const std::size_t index = chosen[k];
       const request& r = step.requests[index];
       const chunk& part = chunks[index];
-      state_key& key = keys_[decisions_.size()];
-      decision& d = decisions_.emplace_back();
+      state_key& key = keys_[k];
+      auto& d = decisions.emplace_back();
       // Before the state's checks: a later chunk short of the ids it drops by hears so, not that its ids differ.
       if constexpr (Method::kind == method_kind::token) token_filter(r).check(index);
       if (part.chunked()) begin_key(method, key, r);
@@ -231,6 +249,15 @@ class planner {
         decide_pooled(method, head, index, r, part, d);
       }
     }
+  }
+
+  /// The decisions Method's requests take.
+  template <class Method>
+  auto& decisions_of() {
+    if constexpr (Method::kind == method_kind::token)
+      return token_decisions_;
+    else
+      return decisions_;
   }
 
   /// A request's top_k, which only a sparse result lists by.
@@ -252,7 +279,7 @@ class planner {
   /// its chunk has of it.
   template <class Method, class Head>
   void decide_pooled(const Method& method, const Head& head, std::size_t index, const request& r, const chunk& part,
-                     decision& d) {
+                     request_decision& d) {
     if (const token_filter filter(r); filter.any())
       fail_request(index, r.id, filter.first_knob(), "only token methods drop rows; a sequence method leaves out an "
                    "instruction with instruction_len");
@@ -317,7 +344,7 @@ class planner {
   /// chunks before it chose, and what the whole prompt returns, from `state`.
   template <class Method, class Head, class State>
   void decide_tokens(const Method& method, const Head& head, std::size_t index, const request& r, const chunk& part,
-                     const State& state, decision& d) {
+                     const State& state, token_decision& d) {
     method.check(index, r, shape_.hidden_size);
     if (!r.params.spans.empty())
       fail_request(index, r.id, "spans", "only sequence methods pool spans; a token method returns rows");
@@ -387,10 +414,10 @@ class planner {
   /// chose them.
   template <class Method>
   void list_tokens(const Method& method, const token_filter& filter, std::size_t index, const request& r,
-                   const chunk& part, decision& d) {
+                   const chunk& part, token_decision& d) {
     // A share's lists count their rows, and a slot more a request, in 32 bits. (Listing that many rows
     // takes 32 GiB of the host's memory before any is checked: a bound for hosts that have it.)
-    if (listed_.size() + static_cast<std::size_t>(d.rows_total) + decisions_.size() >
+    if (listed_.size() + static_cast<std::size_t>(d.rows_total) + token_decisions_.size() >
         static_cast<std::size_t>(most_rows))
       fail_request(index, r.id, "prompt_len", "the step's sparse results would list ", listed_.size(),
                    " rows and this request's ", d.rows_total, ", more than their records count in 32 bits");
@@ -426,7 +453,7 @@ class planner {
   }
 
   /// The prompt position of the k-th row that decision `d` chose in its chunk.
-  std::int64_t chosen_position(const decision& d, std::size_t k) const {
+  std::int64_t chosen_position(const token_decision& d, std::size_t k) const {
     return d.consecutive ? d.first_position + static_cast<std::int64_t>(k) : positions_[d.first + k];
   }
 
@@ -549,9 +576,7 @@ class planner {
   template <class Method>
   void build(const Method& method, const batch& step, std::span<const chunk> chunks,
              std::span<const std::size_t> chosen) {
-    share_.requests.assign(chosen.begin(), chosen.end());
-    share_.results.reserve(chosen.size());
-    share_.records.requests.reserve(chosen.size());
+    share_.num_requests = chosen.size();
     share_.records.entries.reserve(chosen.size());
     if constexpr (Method::kind == method_kind::sequence) {
       // A tile a request at least, and a work item at most (more only for split requests).
@@ -567,68 +592,85 @@ class planner {
     for (std::size_t k = 0; k < chosen.size(); ++k) {
       const std::size_t index = chosen[k];
       if constexpr (Method::kind == method_kind::token)
-        add_gathered(decisions_[k], keys_[k], index, step.requests[index], chunks[index]);
+        add_gathered(token_decisions_[k], keys_[k], index, step.requests[index], chunks[index]);
       else
         add_pooled(method, decisions_[k], keys_[k], index, step.requests[index], chunks[index], tile_rows);
     }
     if constexpr (Method::kind == method_kind::token) lay_out_gather_bases();
-    enter_requests();
+    settle_entries();
     share_.output_values = output_end_ - output_begin_;
     share_.image_bytes = lay_out_image(share_.records.counts(), share_.header);
   }
 
-  /// Whether `owner` is `common` but for the fields an entry holds.
-  static bool same_beyond_entry(const request_record& owner, request_record common) {
-    common.prompt_len = owner.prompt_len;
-    common.position_offset = owner.position_offset;
-    common.offset = owner.offset;
-    return common == owner;
+  /// Whether `owner` is `common` but for the fields an entry holds. Every
+  /// record of a share is compared, just after it is written field by field:
+  /// fields lying side by side are compared apart, lest the compiler compare
+  /// two with one load, which would wait for both stores to reach the cache.
+  static bool same_beyond_entry(const request_record& owner, const request_record& common) {
+    static_assert(sizeof(request_record) == 72, "a field added to request_record is compared here");
+    return owner.width == common.width && owner.where == common.where && owner.partials == common.partials &&
+           owner.num_tiles == common.num_tiles && owner.columns == common.columns && owner.flags == common.flags &&
+           owner.linear_width == common.linear_width && owner.result == common.result && owner.knobs == common.knobs &&
+           owner.arrivals == common.arrivals;
   }
 
-  /// Writes each request record's entry: over the common record — of those
-  /// that need not be held in full, the one more than half are but for their
-  /// entries' fields, where one is (a majority vote; else the vote's last
-  /// candidate) — where it is the common one but for the entry's fields, which it fits;
+  /// Whether record `owner`, entered at `entry`, may be held by its entry
+  /// over the common record: it need not be held in full, and the entry's
+  /// fields hold its own.
+  static bool may_be_compact(const request_record& owner, const request_entry& entry) {
+    constexpr std::int64_t most = std::numeric_limits<std::int32_t>::max();
+    return entry.detail != request_entry::held_in_full && owner.prompt_len <= most && owner.position_offset >= -most &&
+           owner.position_offset <= most && owner.offset >= 0 && owner.offset <= most;
+  }
+
+  /// Writes the entry of each of the request's records built, from record
+  /// `first` on, as it is built: over the share's common record — the first
+  /// that may be compact — where it is that one but for the entry's fields;
   /// else naming its detail, whose index is its entry of the state table. A
-  /// family whose tiles are a split request's alone, held in full, has them
-  /// name its detail; runs name their request's. A share whose records that
-  /// may be compact are all the first such but for their entries' fields
-  /// takes one pass: the vote would choose the first, and runs only where a
-  /// record is unlike it.
-  void enter_requests() {
-    share_records& records = share_.records;
-    for (const state_use& use : share_.stateful)
-      for (std::int32_t k = 0; k < use.records; ++k)
-        records.entries[static_cast<std::size_t>(use.request + k)].detail = request_entry::held_in_full;
-    const auto may_be_compact = [&](std::size_t k) {
-      constexpr std::int64_t most = std::numeric_limits<std::int32_t>::max();
-      const request_record& owner = records.requests[k];
-      return records.entries[k].detail != request_entry::held_in_full && owner.prompt_len <= most &&
-             owner.position_offset >= -most && owner.position_offset <= most && owner.offset >= 0 &&
-             owner.offset <= most;
-    };
-    const std::size_t count = records.requests.size();
-    std::size_t first = 0;
-    while (first < count && !may_be_compact(first)) ++first;
-    const std::size_t unlike = enter_over(first, may_be_compact, true);
-    if (unlike < count) {
-      // The records before the unlike one were entered over the first: those
-      // that may be compact were, the others are marked held in full.
-      for (std::size_t k = 0; k < unlike; ++k)
-        if (records.entries[k].detail != -1) records.entries[k].detail = request_entry::held_in_full;
-      records.details.clear();
-      std::size_t common = count;
-      std::size_t votes = 0;
-      for (std::size_t k = 0; k < count; ++k) {
-        if (!may_be_compact(k)) continue;
-        if (votes == 0) common = k;
-        if (same_beyond_entry(records.requests[k], records.requests[common]))
-          ++votes;
-        else
-          --votes;
+  /// record that may be compact but is unlike the common one makes the share
+  /// vote for its common record once every request is built (enter_by_vote()).
+  void enter_built(std::int32_t first) {
+    for (std::size_t k = 0; k < built_.size(); ++k) {
+      const request_record& owner = built_[k];
+      request_entry& entry = share_.records.entries[static_cast<std::size_t>(first) + k];
+      const bool compact = may_be_compact(owner, entry);
+      if (compact && !has_common_) {
+        share_.header.common = owner;
+        has_common_ = true;
       }
-      enter_over(common, may_be_compact, false);
+      const bool like = compact && same_beyond_entry(owner, share_.header.common);
+      if (compact && !like) unlike_.push_back(first + static_cast<std::int32_t>(k));
+      enter(entry, owner, like);
     }
+  }
+
+  /// Writes `entry`, record `owner`'s: over the common record where `like`
+  /// it, else naming the detail it adds, and holding none of its fields.
+  void enter(request_entry& entry, const request_record& owner, bool like) {
+    entry.width = owner.width;
+    if (like) {
+      entry.prompt_len = static_cast<std::int32_t>(owner.prompt_len);
+      entry.position_offset = static_cast<std::int32_t>(owner.position_offset);
+      entry.offset = static_cast<std::int32_t>(owner.offset);
+      entry.detail = -1;
+    } else {
+      entry.prompt_len = 0;
+      entry.position_offset = 0;
+      entry.offset = 0;
+      entry.detail = static_cast<std::int32_t>(share_.records.details.size());
+      share_.records.details.push_back(owner);
+    }
+  }
+
+  /// Once every request is built: where a record that may be compact was
+  /// unlike the first such, enters every record again over the one more than
+  /// half of those that may be compact are but for their entries' fields,
+  /// where one is (a majority vote; else the vote's last candidate). A family
+  /// whose tiles are a split request's alone, held in full, has them name its
+  /// detail; runs name their request's.
+  void settle_entries() {
+    share_records& records = share_.records;
+    if (!unlike_.empty()) enter_by_vote();
     if constexpr (Algorithms::tiles_name_details)
       for (tile_record& tile : records.tiles)
         tile.request = records.entries[static_cast<std::size_t>(tile.request)].detail;
@@ -636,37 +678,39 @@ class planner {
       run.detail = records.entries[static_cast<std::size_t>(run.request)].detail;
   }
 
-  /// Writes each record's entry over request record `common` (none: the
-  /// records' count), as enter_requests() says; `until_unlike`: stops at the
-  /// first record that may be compact but is unlike it, and returns its index
-  /// (the records' count where none is).
-  template <class MayBeCompact>
-  std::size_t enter_over(std::size_t common, const MayBeCompact& may_be_compact, bool until_unlike) {
+  /// Every record in full again, from its entry — a detail not listed unlike
+  /// is held in full — then entered over the common record the vote chooses.
+  void enter_by_vote() {
     share_records& records = share_.records;
-    const std::size_t count = records.requests.size();
-    if (common < count) share_.header.common = records.requests[common];
+    const std::size_t count = records.entries.size();
+    std::vector<request_record>& all = built_;
+    all.clear();
+    const request_table entered{records.entries.data(), records.details.data(), &share_.header.common};
+    auto unlike = unlike_.begin();
     for (std::size_t k = 0; k < count; ++k) {
-      const request_record& owner = records.requests[k];
-      const bool compact = common < count && may_be_compact(k);
-      const bool like = compact && same_beyond_entry(owner, share_.header.common);
-      if (until_unlike && compact && !like) return k;
-      request_entry& entry = records.entries[k];
-      entry.width = owner.width;
-      if (like) {
-        entry.prompt_len = static_cast<std::int32_t>(owner.prompt_len);
-        entry.position_offset = static_cast<std::int32_t>(owner.position_offset);
-        entry.offset = static_cast<std::int32_t>(owner.offset);
-        entry.detail = -1;
-      } else {
-        // A detail's entry holds none of its fields (an earlier pass may have entered it).
-        entry.prompt_len = 0;
-        entry.position_offset = 0;
-        entry.offset = 0;
-        entry.detail = static_cast<std::int32_t>(records.details.size());
-        records.details.push_back(owner);
-      }
+      all.push_back(entered[static_cast<std::int64_t>(k)]);
+      if (records.entries[k].detail < 0) continue;
+      if (unlike != unlike_.end() && std::cmp_equal(*unlike, k))
+        ++unlike;
+      else
+        records.entries[k].detail = request_entry::held_in_full;
     }
-    return count;
+    records.details.clear();
+    std::size_t common = count;
+    std::size_t votes = 0;
+    for (std::size_t k = 0; k < count; ++k) {
+      if (!may_be_compact(all[k], records.entries[k])) continue;
+      if (votes == 0) common = k;
+      if (same_beyond_entry(all[k], all[common]))
+        ++votes;
+      else
+        --votes;
+    }
+    share_.header.common = all[common];
+    for (std::size_t k = 0; k < count; ++k) {
+      const bool like = may_be_compact(all[k], records.entries[k]) && same_beyond_entry(all[k], share_.header.common);
+      enter(records.entries[k], all[k], like);
+    }
   }
 
   /// A sequence method's request: a record per span (one without spans), each
@@ -676,8 +720,8 @@ class planner {
   /// in the state, whatever the method keeps otherwise, and is finished from
   /// there with the request. Its split windows are cut into tiles of `tile_rows` rows.
   template <class Method>
-  void add_pooled(const Method& method, const decision& d, const state_key& key, std::size_t index, const request& r,
-                  const chunk& part, std::int64_t tile_rows) {
+  void add_pooled(const Method& method, const request_decision& d, const state_key& key, std::size_t index,
+                  const request& r, const chunk& part, std::int64_t tile_rows) {
     constexpr bool keeps_state = Method::keeps_state;
     token_span after;
     const std::span<const token_span> spans = pooled_spans(method, r, after);
@@ -686,27 +730,28 @@ class planner {
     const std::int64_t pooled_width = d.width;
     const bool keeps = keeps_state || !spans.empty();  // whether the request's state holds a reduction
     std::int64_t held = Algorithms::policy::held_row_floats;
-    for (const row_window window : windows) held = std::min(held, Algorithms::held_width(window, d.out_width, std::min(shape_.hidden_size, d.out_width)));
-    const std::size_t result = take_result();
+    for (const row_window window : windows)
+      held = std::min(held, Algorithms::held_width(window, d.out_width, std::min(shape_.hidden_size, d.out_width)));
     const std::int32_t first = add_records(r, count, -1);
     if (part.chunked()) keep_state(first, index, r, keeps ? count * pooled_width : 0, key, count, pooled_width);
     destination to{target::state, 0, pooled_width, 0, 0};
     if (part.finished())
-      to = shape_.sparse ? route_row_list(first, result, pooled_width, d.out_width, r.params.top_k)
-                         : route_results(first, result, count, pooled_width, d.out_width, held);
+      to = shape_.sparse ? route_row_list(first, index, pooled_width, d.out_width, r.params.top_k)
+                         : route_results(first, index, count, pooled_width, d.out_width, held);
     for (std::int64_t k = 0; k < count; ++k) {
       const row_window window = windows[static_cast<std::size_t>(k)];
       // A chunk that does not finish writes only the state of a reduction it adds to.
       if (!part.finished() && (window.count == 0 || !keeps)) continue;
       const chunk seen = seen_by(part, spans, static_cast<std::size_t>(k));
-      request_record& owner = share_.records.requests[static_cast<std::size_t>(first + k)];
+      request_record& owner = built_[static_cast<std::size_t>(k)];
       owner.prompt_len = seen.prompt_len;
       owner.position_offset = seen.num_computed - seen.first_row();
       direct(owner, to, k, starts_from_state(part, seen, keeps_state) ? from_state : 0, values_of(d.out_width));
       // Rows are read up to the columns the pooled row keeps of its first mode's.
-      Algorithms::cut(share_, first + static_cast<std::int32_t>(k), window, tile_rows,
+      Algorithms::cut(share_, first + static_cast<std::int32_t>(k), owner, window, tile_rows,
                       std::min<std::int64_t>(shape_.hidden_size, owner.width));
     }
+    enter_built(first);
   }
 
   /// Whether a record continues a reduction its state holds: a chunk after the
@@ -721,14 +766,14 @@ class planner {
   /// state, when it finishes, and a run of this chunk's rows it returns (or,
   /// before it finishes, stashes): every row, or those a mask of a bit a row
   /// keeps.
-  void add_gathered(const decision& d, const state_key& key, std::size_t index, const request& r, const chunk& part) {
+  void add_gathered(const token_decision& d, const state_key& key, std::size_t index, const request& r,
+                    const chunk& part) {
     std::int64_t column_offset = -1;
     if (!d.columns.empty()) {
       column_offset = static_cast<std::int64_t>(share_.records.column_table.size());
       for (const std::int64_t column : d.columns)
         share_.records.column_table.push_back(static_cast<std::int32_t>(column));
     }
-    const std::size_t result = take_result();
     const std::int32_t record = add_records(r, 1, column_offset);
     if (part.chunked())
       keep_state(record, index, r, d.rows_total * d.width, key, 1, 0, d.before,
@@ -740,10 +785,11 @@ class planner {
     const std::size_t first_linear = share_.records.linears.size();
     destination to{target::state, 0, d.width, 0, d.width};
     if (part.finished())
-      to = shape_.sparse ? route_weights(record, result, d, r.params.top_k, projected)
-                         : route_results(record, result, rows, d.width, d.out_width,
-                                         Algorithms::policy::held_row_floats, projected);
-    direct(share_.records.requests[static_cast<std::size_t>(record)], to, 0, 0, values_of(d.out_width));
+      to = shape_.sparse ? route_weights(record, index, d, r.params.top_k, projected)
+                         : route_results(record, index, rows, d.width, d.out_width, Algorithms::policy::held_row_floats,
+                                         projected);
+    direct(built_[0], to, 0, 0, values_of(d.out_width));
+    enter_built(record);
     if (projected) {
       locate_returned_rows(first_linear, d, part);
       return;
@@ -794,7 +840,7 @@ class planner {
   /// Writes where each returned row of a finishing request lies into its
   /// linear records, from `first` on: the rows earlier chunks stashed in its
   /// state, a width apart, then this chunk's hidden rows.
-  void locate_returned_rows(std::size_t first, const decision& d, const chunk& part) {
+  void locate_returned_rows(std::size_t first, const token_decision& d, const chunk& part) {
     linear_record* rows = share_.records.linears.data() + first;
     for (std::int64_t k = 0; k < d.before.count; ++k) rows[k].source = -1 - k * d.width;
     rows += d.before.count;
@@ -860,42 +906,39 @@ class planner {
     }
   }
 
-  /// Adds `count` request records for `r`; returns the first's index.
+  /// Adds `count` request records for `r`, their entries to be written once
+  /// they are built (enter_built()); returns the first's index.
   std::int32_t add_records(const request& r, std::int64_t count, std::int64_t column_offset) {
-    const auto first = static_cast<std::int32_t>(share_.records.requests.size());
-    share_.records.entries.resize(share_.records.entries.size() + static_cast<std::size_t>(count));
-    for (std::int64_t k = 0; k < count; ++k)
-      share_.records.requests.push_back({.prompt_len = r.prompt_len,
-                                         .position_offset = 0,
-                                         .offset = 0,
-                                         .partials = 0,
-                                         .columns = column_offset,
-                                         .result = 0,
-                                         .width = 0,
-                                         .linear_width = 0,
-                                         .num_tiles = 0,
-                                         .arrivals = 0,
-                                         .where = target::output,
-                                         .flags = 0,
-                                         .knobs = knobs_of(r.params)});
+    const auto first = static_cast<std::int32_t>(share_.records.entries.size());
+    built_.clear();
+    for (std::int64_t k = 0; k < count; ++k) {
+      share_.records.entries.emplace_back();
+      built_.push_back({.prompt_len = r.prompt_len,
+                        .position_offset = 0,
+                        .offset = 0,
+                        .partials = 0,
+                        .columns = column_offset,
+                        .result = 0,
+                        .width = 0,
+                        .linear_width = 0,
+                        .num_tiles = 0,
+                        .arrivals = 0,
+                        .where = target::output,
+                        .flags = 0,
+                        .knobs = knobs_of(r.params)});
+    }
     return first;
   }
 
   /// Writes where record `k` of a request's records goes and how it finishes.
   static void direct(request_record& owner, const destination& to, std::int64_t k, std::uint8_t flags,
                      std::int64_t out_values) {
-    owner.where = to.where;
     owner.offset = to.offset + k * to.row_stride;  // state: each record's entry of the state table is its own part
     owner.width = static_cast<std::int32_t>(to.row_width);
+    owner.where = to.where;
     owner.flags = to.flags | flags;
     owner.linear_width = static_cast<std::int32_t>(to.linear_width);
     if ((to.flags & drafted) != 0) owner.result = to.result + k * out_values;
-  }
-
-  /// The planned request's place in the share's results, in the order added.
-  std::size_t take_result() {
-    share_.results.emplace_back();
-    return share_.results.size() - 1;
   }
 
   /// The request's state, `floats` floats, which `records` request records from
@@ -915,6 +958,9 @@ class planner {
     use.record_floats = record_floats;
     use.before = before;
     use.chunk = chunk;
+    // Its records are held in full: each one's state is its detail's entry of the state table.
+    for (std::int64_t k = 0; k < records; ++k)
+      share_.records.entries[static_cast<std::size_t>(record + k)].detail = request_entry::held_in_full;
   }
 
   /// Reserves a finishing request's `rows` result rows, from a 16-byte boundary.
@@ -931,11 +977,11 @@ class planner {
   /// rows, on a family that does so) take no workspace before the layers: the
   /// caller writes where each lies into its linear record. In the output, rows
   /// lie the values they take apart.
-  destination route_results(std::int32_t record, std::size_t result, std::int64_t rows, std::int64_t pooled_width,
+  destination route_results(std::int32_t record, std::size_t index, std::int64_t rows, std::int64_t pooled_width,
                             std::int64_t out_width, std::int64_t held_width, bool projected = false) {
     const std::int64_t out_values = values_of(out_width);
     const result_slice slice{align_values(output_end_, shape_.result_bytes), rows, out_values};
-    share_.results[result] = slice;
+    results_[index] = slice;
     share_.result_rows += rows;
     output_end_ = slice.offset + rows * out_values;
     const bool rounding = shape_.result_bytes < 4;
@@ -965,7 +1011,7 @@ class planner {
   /// distinct id of its rows, or top_k at most — takes a row of the output;
   /// its slots name each id's rows, sorted here from the rows listed when it
   /// was checked. The weights lie a float a row in the workspace.
-  destination route_weights(std::int32_t record, std::size_t result, const decision& d,
+  destination route_weights(std::int32_t record, std::size_t index, const token_decision& d,
                             std::optional<std::int64_t> top_k, bool projected) {
     const std::int64_t rows = d.rows_total;
     const auto listed = std::span(listed_).subspan(d.first_listed, static_cast<std::size_t>(rows));
@@ -983,11 +1029,11 @@ class planner {
     const sparse_list list{0, 0, 0, first_slot, static_cast<std::int32_t>(ids), 0, shape_.floor};
     if (!projected && shape_.between_floats == 0 && Algorithms::linear_in_item(d.width, 1, false)) {
       const std::int64_t weights = share_.take_workspace(rows);
-      add_list(result, rows, weights, list, top_k);
+      add_list(index, rows, weights, list, top_k);
       return {target::output, weights, d.width, finish | through_linear, 1, 0, 1};
     }
     const weighed rows_in = weigh(record, rows, d.width, 1, projected);
-    add_list(result, rows, rows_in.weights, list, top_k);
+    add_list(index, rows, rows_in.weights, list, top_k);
     return {target::workspace, rows_in.pooled, d.width, finish, d.width};
   }
 
@@ -995,18 +1041,18 @@ class planner {
   /// columns is finished in the workspace — by the method and the head's
   /// epilogue, or through the head's layers, by the item that pooled it where
   /// the family does that — and listed by column.
-  destination route_row_list(std::int32_t record, std::size_t result, std::int64_t pooled_width, std::int64_t out_width,
+  destination route_row_list(std::int32_t record, std::size_t index, std::int64_t pooled_width, std::int64_t out_width,
                              std::optional<std::int64_t> top_k) {
     const sparse_list list{0, 0, 0, -1, static_cast<std::int32_t>(out_width), 0, shape_.floor};
     const bool in_item = shape_.between_floats == 0 && Algorithms::linear_in_item(pooled_width, out_width, false);
     if (!shape_.has_linear || in_item) {
       const std::int64_t row = share_.take_workspace(out_width);
-      add_list(result, 1, row, list, top_k);
+      add_list(index, 1, row, list, top_k);
       if (!shape_.has_linear) return {target::output, row, out_width, finish | epilogue, out_width};
       return {target::output, row, pooled_width, finish | through_linear, out_width, 0, out_width};
     }
     const weighed row_in = weigh(record, 1, pooled_width, out_width, false);
-    add_list(result, 1, row_in.weights, list, top_k);
+    add_list(index, 1, row_in.weights, list, top_k);
     return {target::workspace, row_in.pooled, pooled_width, finish, pooled_width};
   }
 
@@ -1037,14 +1083,14 @@ class planner {
   /// of the output from a 16-byte boundary, of the weights at workspace offset
   /// `weights` (a token method's, with a float a slot after them for its ids'
   /// weights); `rows` rows were weighed for it.
-  void add_list(std::size_t result, std::int64_t rows, std::int64_t weights, sparse_list list,
+  void add_list(std::size_t index, std::int64_t rows, std::int64_t weights, sparse_list list,
                 std::optional<std::int64_t> top_k) {
     list.weights = weights;
     list.slot_weights = list.first_slot < 0 ? weights : share_.take_workspace(list.ids);
     list.top = top_k ? static_cast<std::int32_t>(std::min<std::int64_t>(*top_k, list.ids)) : -1;
     const result_slice slice{align_values(output_end_, shape_.result_bytes), 1, 1 + list.most()};
     list.offset = slice.offset;
-    share_.results[result] = slice;
+    results_[index] = slice;
     share_.result_rows += rows;
     output_end_ = slice.offset + slice.cols;
     share_.records.sparse_lists.push_back(list);
@@ -1057,15 +1103,20 @@ class planner {
   static constexpr std::int64_t counted_stretch = 4096;
 
   pooler_shape shape_;
-  std::vector<decision>& decisions_;
+  std::vector<request_decision>& decisions_;
+  std::vector<token_decision>& token_decisions_;
   std::vector<state_key>& keys_;
   std::vector<row_window>& windows_;
   std::vector<std::int64_t>& positions_;
   std::vector<std::int64_t>& run_returns_;  ///< rows each run returns
   std::vector<listed_token>& listed_;
   std::vector<listed_token>& sorting_;
+  std::vector<request_record>& built_;  ///< the records of the request being built, in full
+  std::vector<std::int32_t>& unlike_;   ///< records that may be compact but are unlike the first such
+  bool has_common_ = false;             ///< whether a record that may be compact was entered
   std::int64_t mask_bits_ = 0;
   share& share_;
+  std::span<std::optional<result_slice>> results_;  ///< the step's, at batch indices
   std::int64_t output_begin_;
   std::int64_t output_end_;
 };

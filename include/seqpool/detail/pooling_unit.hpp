@@ -112,16 +112,19 @@ class pooling_unit {
   const Head& head() const { return head_; }
 
   /// Plans the requests `chosen` of a step into `into`, with results from
-  /// `output_begin`, working in `scratch`. `bounded`: the pooler has a capacity.
+  /// `output_begin` (where each lies into `results`, at its batch index),
+  /// working in `scratch`. `bounded`: the pooler has a capacity.
   template <class State>
   void plan(const batch& step, std::span<const chunk> chunks, std::span<const std::size_t> chosen, const State& state,
-            std::int64_t output_begin, bool bounded, share& into, planner_scratch& scratch) const {
+            std::int64_t output_begin, bool bounded, share& into, std::span<std::optional<result_slice>> results,
+            planner_scratch& scratch) const {
     if constexpr (ranged_element<Result>)
       if (ranges_.size() == 0)
         fail("ranges", "int8 and uint8 results need calibration ranges: give them to set_ranges() before planning");
     const pooler_shape shape = shape_of(bounded);
     with_method([&]<class M>(const M& method) {
-      planner<algorithms>::plan(method, head_, shape, step, chunks, chosen, state, output_begin, into, scratch);
+      planner<algorithms>::plan(method, head_, shape, step, chunks, chosen, state, output_begin, into, results,
+                                scratch);
     });
   }
 

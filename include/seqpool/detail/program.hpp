@@ -16,10 +16,9 @@ namespace seqpool::detail {
 /// What planning a step works in besides its shares, kept for the next plan
 /// made into the same step_plan.
 struct plan_scratch {
-  step_layout layout;
+  step_layout layout;                   ///< its chunks' rows counted from the step's first row (lay_out_into())
   std::vector<std::uint64_t> id_table;  ///< the layout's check of unique ids
-  std::vector<chunk> chunks;          ///< the layout's chunks, rows counted from the step's first row
-  std::vector<std::size_t> chosen;    ///< one entry's requests
+  std::vector<std::size_t> chosen;      ///< one entry's requests
   std::vector<batch> part_batches;    ///< a multi_pooler's: the step as each part plans it (route_knobs)
   planner_scratch planner;
 };

@@ -33,8 +33,7 @@ struct state_use {
 
 /// The records of a share, built on the host, until the step writes them into its image.
 struct share_records {
-  std::vector<request_record> requests;  ///< every request record in full, as planning writes them
-  std::vector<request_entry> entries;    ///< each as the image holds it, a request record's
+  std::vector<request_entry> entries;    ///< a request record's each, as the image holds it
   std::vector<request_record> details;   ///< those the entries hold in full
   std::vector<tile_record> tiles;
   std::vector<work_record> works;
@@ -56,7 +55,6 @@ struct share_records {
 
   /// Empties every section, keeping its storage for the next plan.
   void clear() {
-    requests.clear();
     entries.clear();
     details.clear();
     tiles.clear();
@@ -79,8 +77,7 @@ struct share_records {
 /// storage, for the next plan made into it (clear()).
 struct share {
   std::size_t entry = 0;                ///< the pooler's place in its table
-  std::vector<std::size_t> requests;    ///< batch indices, in batch order
-  std::vector<std::optional<result_slice>> results;  ///< per request, in the order of `requests`
+  std::size_t num_requests = 0;         ///< the requests it plans (the plan's results say where each went)
   share_records records;
   image_header header;
   std::size_t image_bytes = 0;
@@ -94,8 +91,7 @@ struct share {
   /// Empties the share for the next plan, keeping the storage of every list.
   void clear() {
     entry = 0;
-    requests.clear();
-    results.clear();
+    num_requests = 0;
     records.clear();
     header = {};
     image_bytes = 0;

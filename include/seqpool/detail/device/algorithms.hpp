@@ -88,7 +88,7 @@ struct algorithms {
   static bool drafts_linear_rows(std::int64_t) { return true; }
 
   /// A split request is held in full, and its tiles name its detail
-  /// (planner::enter_requests()): a split block finds its request's record
+  /// (planner::settle_entries()): a split block finds its request's record
   /// from its tile, without the entry.
   static constexpr bool tiles_name_details = true;
 
@@ -149,16 +149,16 @@ struct algorithms {
     }
   }
 
-  /// A short request is pooled whole by a warp, from the rows its entry names
-  /// (no tile record), packed into a block with the short requests next to
+  /// Record `index`, `owner` as it is built. A short request is pooled whole
+  /// by a warp, from the rows its entry names (no tile record), packed into a block with the short requests next to
   /// it; a long one (or a concat's, or one whose rows lie past 32 bits) is split
   /// into tiles of `tile_rows` rows and slabs of slab_columns of the `loaded`
   /// columns, a block each, with arrival counters for the merge of its tiles
   /// (one per slab) and for its epilogue (one), and a partial row per tile of
   /// a mode_stride for each mode whose columns its row keeps (partial_stride).
-  static void cut(share& planned, std::int32_t index, row_window window, std::int64_t tile_rows, std::int64_t loaded) {
+  static void cut(share& planned, std::int32_t index, request_record& owner, row_window window, std::int64_t tile_rows,
+                  std::int64_t loaded) {
     share_records& records = planned.records;
-    request_record& owner = records.requests[static_cast<std::size_t>(index)];
     if (pooled_whole(window, owner.width, loaded)) {
       owner.num_tiles = 1;
       request_entry& entry = records.entries[static_cast<std::size_t>(index)];

@@ -64,11 +64,12 @@ struct algorithms {
     return Policy::tile_rows;
   }
 
-  /// A tile of up to `tile_rows` rows per item (one of no rows for a request that
-  /// finishes from its state alone), reading `loaded` columns of each, and, for
-  /// several, a combine that merges their partials in a pass of its own.
-  static void cut(share& planned, std::int32_t index, row_window window, std::int64_t tile_rows, std::int64_t loaded) {
-    request_record& owner = planned.records.requests[static_cast<std::size_t>(index)];
+  /// Record `index`, `owner` as it is built: a tile of up to `tile_rows` rows
+  /// per item (one of no rows for a request that finishes from its state
+  /// alone), reading `loaded` columns of each, and, for several, a combine
+  /// that merges their partials in a pass of its own.
+  static void cut(share& planned, std::int32_t index, request_record& owner, row_window window, std::int64_t tile_rows,
+                  std::int64_t loaded) {
     const std::int64_t num_tiles = std::max<std::int64_t>(1, (window.count + tile_rows - 1) / tile_rows);
     owner.num_tiles = static_cast<std::int32_t>(num_tiles);
     if (num_tiles > 1) {
