@@ -437,6 +437,30 @@ TEST_CASE("a later chunk's plan reads its own chunk's positions: the state store
   }
 }
 
+TEST_CASE_TEMPLATE(
+    "a share that votes for its common record allocates nothing in a plan that has held as many requests", Space,
+    seqpool::host_space, seqpool::device_space<seqpool::omp_backend>) {
+  Space space;
+  const seqpool::state_store<Space> state(space);
+  seqpool::pooler<method::mean, head::embed, Space> mean(space, hidden_size);
+  // Like requests, then as many whose first is odd: the second step's share
+  // enters the odd one as the common record, then votes and enters every
+  // record again (planner::enter_by_vote()), in the storage the first left.
+  const auto batch_of = [](bool odd_first) {
+    seqpool::batch step = prompts(64, 3, task::embed).step;
+    if (odd_first) step.requests.front().params.use_activation = false;
+    return step;
+  };
+  const seqpool::batch like = batch_of(false);
+  const seqpool::batch odd = batch_of(true);
+  seqpool::step_plan plan;
+  mean.plan(like, state, plan);
+  const std::int64_t before = allocations.load();
+  mean.plan(odd, state, plan);
+  CHECK(allocations.load() == before);
+  CHECK(seqpool::detail::plan_access::program(plan).shares[0].records.details.size() == 1);
+}
+
 TEST_CASE_TEMPLATE("a plan made into one that has held as large a step allocates nothing", Space, seqpool::host_space,
                    seqpool::device_space<seqpool::omp_backend>) {
   Space space;

@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string_view>
 #include <type_traits>
@@ -20,6 +21,7 @@
 #include <seqpool/detail/share.hpp>
 #include <seqpool/hidden.hpp>
 #include <seqpool/part_output.hpp>
+#include <seqpool/result_slice.hpp>
 #include <seqpool/state.hpp>
 
 namespace seqpool::detail {

@@ -24,6 +24,7 @@
 #include <seqpool/error.hpp>
 #include <seqpool/head/knobs.hpp>
 #include <seqpool/method/concepts.hpp>
+#include <seqpool/result_slice.hpp>
 #include <seqpool/state_key.hpp>
 
 namespace seqpool::detail {
@@ -85,8 +86,8 @@ struct token_decision : request_decision {
 /// What the planner works in, which a plan keeps for the next plan made into
 /// it: once they have grown to a step's size, planning another allocates nothing.
 struct planner_scratch {
-  std::vector<request_decision> decisions;      ///< per chosen request of a sequence method
-  std::vector<token_decision> token_decisions;  ///< per chosen request of a token method
+  std::vector<request_decision> pooled_decisions;  ///< per chosen request of a sequence method
+  std::vector<token_decision> token_decisions;     ///< per chosen request of a token method
   /// Per chosen request that is chunked, what its state is begun with; never
   /// shrunk, so that each key's knobs keep their storage.
   std::vector<state_key> keys;
@@ -95,8 +96,10 @@ struct planner_scratch {
   std::vector<std::int64_t> run_returns;  ///< rows each run returns
   std::vector<listed_token> listed;       ///< sparse results: every finishing request's returned rows
   std::vector<listed_token> sorting;      ///< sparse results: what sort_by_id() moves the rows through
-  std::vector<request_record> built;      ///< a request's records, in full, until their entries are written
-  std::vector<std::int32_t> unlike;       ///< records that may be compact but are unlike the share's first such
+  /// A request's records, in full, until their entries are written; a vote's
+  /// every record of the share (enter_by_vote()).
+  std::vector<request_record> built;
+  std::vector<std::int32_t> unlike;  ///< records that may be compact but are unlike the share's first such
 };
 
 /// Every size, offset and index of a step is decided here, on the host, from
@@ -113,7 +116,8 @@ class planner {
   /// Method (a concrete method) and Head, against `state` (a state_store), into
   /// `into` (cleared), working in `scratch`. Results go from value
   /// `output_begin` (a 16-byte boundary) of the step's output; where each
-  /// finishing request's lie is written into `results`, at its batch index.
+  /// finishing request's result lies is written into `results`, at its batch
+  /// index.
   template <class Method, class Head, class State>
   static void plan(const Method& method, const Head& head, const pooler_shape& shape, const batch& step,
                    std::span<const chunk> chunks, std::span<const std::size_t> chosen, const State& state,
@@ -198,7 +202,7 @@ class planner {
   planner(const pooler_shape& shape, std::int64_t output_begin, share& into,
           std::span<std::optional<result_slice>> results, planner_scratch& scratch)
       : shape_(shape),
-        decisions_(scratch.decisions),
+        pooled_decisions_(scratch.pooled_decisions),
         token_decisions_(scratch.token_decisions),
         keys_(scratch.keys),
         windows_(scratch.windows),
@@ -213,7 +217,7 @@ class planner {
         output_begin_(output_begin),
         output_end_(output_begin) {
     share_.clear();
-    decisions_.clear();
+    pooled_decisions_.clear();
     token_decisions_.clear();
     windows_.clear();
     positions_.clear();
@@ -257,7 +261,7 @@ class planner {
     if constexpr (Method::kind == method_kind::token)
       return token_decisions_;
     else
-      return decisions_;
+      return pooled_decisions_;
   }
 
   /// A request's top_k, which only a sparse result lists by.
@@ -577,7 +581,13 @@ class planner {
   void build(const Method& method, const batch& step, std::span<const chunk> chunks,
              std::span<const std::size_t> chosen) {
     share_.num_requests = chosen.size();
-    share_.records.entries.reserve(chosen.size());
+    // A record a window (a sequence method's) or a request; a vote holds them
+    // all in full at once, and may have made every one a detail before.
+    const std::size_t records = Method::kind == method_kind::sequence ? windows_.size() : chosen.size();
+    share_.records.entries.reserve(records);
+    share_.records.details.reserve(records);
+    built_.reserve(records);
+    unlike_.reserve(records);
     if constexpr (Method::kind == method_kind::sequence) {
       // A tile a request at least, and a work item at most (more only for split requests).
       share_.records.tiles.reserve(chosen.size());
@@ -594,7 +604,7 @@ class planner {
       if constexpr (Method::kind == method_kind::token)
         add_gathered(token_decisions_[k], keys_[k], index, step.requests[index], chunks[index]);
       else
-        add_pooled(method, decisions_[k], keys_[k], index, step.requests[index], chunks[index], tile_rows);
+        add_pooled(method, pooled_decisions_[k], keys_[k], index, step.requests[index], chunks[index], tile_rows);
     }
     if constexpr (Method::kind == method_kind::token) lay_out_gather_bases();
     settle_entries();
@@ -607,7 +617,9 @@ class planner {
   /// fields lying side by side are compared apart, lest the compiler compare
   /// two with one load, which would wait for both stores to reach the cache.
   static bool same_beyond_entry(const request_record& owner, const request_record& common) {
-    static_assert(sizeof(request_record) == 72, "a field added to request_record is compared here");
+    // A field added to request_record is compared here: this binding names every field, and stops compiling.
+    [[maybe_unused]] const auto& [prompt_len, position_offset, offset, partials, columns, result, width, linear_width,
+                                  num_tiles, arrivals, where, flags, knobs] = owner;
     return owner.width == common.width && owner.where == common.where && owner.partials == common.partials &&
            owner.num_tiles == common.num_tiles && owner.columns == common.columns && owner.flags == common.flags &&
            owner.linear_width == common.linear_width && owner.result == common.result && owner.knobs == common.knobs &&
@@ -1103,7 +1115,7 @@ class planner {
   static constexpr std::int64_t counted_stretch = 4096;
 
   pooler_shape shape_;
-  std::vector<request_decision>& decisions_;
+  std::vector<request_decision>& pooled_decisions_;
   std::vector<token_decision>& token_decisions_;
   std::vector<state_key>& keys_;
   std::vector<row_window>& windows_;
@@ -1111,7 +1123,7 @@ class planner {
   std::vector<std::int64_t>& run_returns_;  ///< rows each run returns
   std::vector<listed_token>& listed_;
   std::vector<listed_token>& sorting_;
-  std::vector<request_record>& built_;  ///< the records of the request being built, in full
+  std::vector<request_record>& built_;  ///< the request's records being built, in full (planner_scratch::built)
   std::vector<std::int32_t>& unlike_;   ///< records that may be compact but are unlike the first such
   bool has_common_ = false;             ///< whether a record that may be compact was entered
   std::int64_t mask_bits_ = 0;

@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <limits>
+#include <optional>
 #include <span>
 #include <string>
 #include <utility>
@@ -23,6 +24,7 @@
 #include <seqpool/hidden.hpp>
 #include <seqpool/method/concepts.hpp>
 #include <seqpool/quantized.hpp>
+#include <seqpool/result_slice.hpp>
 #include <seqpool/space/buffer.hpp>
 #include <seqpool/sparse.hpp>
 
@@ -112,8 +114,9 @@ class pooling_unit {
   const Head& head() const { return head_; }
 
   /// Plans the requests `chosen` of a step into `into`, with results from
-  /// `output_begin` (where each lies into `results`, at its batch index),
-  /// working in `scratch`. `bounded`: the pooler has a capacity.
+  /// `output_begin` (where each finishing request's result lies written into
+  /// `results`, at its batch index), working in `scratch`. `bounded`: the
+  /// pooler has a capacity.
   template <class State>
   void plan(const batch& step, std::span<const chunk> chunks, std::span<const std::size_t> chosen, const State& state,
             std::int64_t output_begin, bool bounded, share& into, std::span<std::optional<result_slice>> results,

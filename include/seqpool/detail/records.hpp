@@ -114,7 +114,8 @@ struct request_entry {
 
   /// Planning, before the details are numbered: the mark of a record that must
   /// be held in full — a stateful one, or one its family's cut() marks (a
-  /// request of several tiles, each partial row at its own offset).
+  /// request of several tiles, each partial row at its own offset), or, in a
+  /// share's vote for its common record, one whose fields its entry cannot hold.
   static constexpr std::int32_t held_in_full = -2;
 };
 

@@ -4,14 +4,12 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
-#include <optional>
 #include <vector>
 
 #include <seqpool/batch.hpp>
 #include <seqpool/detail/image.hpp>
 #include <seqpool/detail/records.hpp>
 #include <seqpool/detail/reused_list.hpp>
-#include <seqpool/result_slice.hpp>
 #include <seqpool/state_key.hpp>
 
 namespace seqpool::detail {
@@ -33,7 +31,7 @@ struct state_use {
 
 /// The records of a share, built on the host, until the step writes them into its image.
 struct share_records {
-  std::vector<request_entry> entries;    ///< a request record's each, as the image holds it
+  std::vector<request_entry> entries;    ///< each request record's, as the image holds it
   std::vector<request_record> details;   ///< those the entries hold in full
   std::vector<tile_record> tiles;
   std::vector<work_record> works;

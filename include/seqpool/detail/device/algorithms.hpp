@@ -149,13 +149,15 @@ struct algorithms {
     }
   }
 
-  /// Record `index`, `owner` as it is built. A short request is pooled whole
-  /// by a warp, from the rows its entry names (no tile record), packed into a block with the short requests next to
-  /// it; a long one (or a concat's, or one whose rows lie past 32 bits) is split
-  /// into tiles of `tile_rows` rows and slabs of slab_columns of the `loaded`
-  /// columns, a block each, with arrival counters for the merge of its tiles
-  /// (one per slab) and for its epilogue (one), and a partial row per tile of
-  /// a mode_stride for each mode whose columns its row keeps (partial_stride).
+  /// Cuts `owner`, record `index` as it is built (its entry not yet written).
+  /// A short request is pooled whole by a warp, from the rows its entry names
+  /// (no tile record), packed into a block with the short requests next to
+  /// it; a long one (or a concat's, or one whose rows lie past 32 bits) is
+  /// split into tiles of `tile_rows` rows and slabs of slab_columns of the
+  /// `loaded` columns, a block each, with arrival counters for the merge of its
+  /// tiles (one per slab) and for its epilogue (one), and a partial row per
+  /// tile of a mode_stride for each mode whose columns its row keeps
+  /// (partial_stride).
   static void cut(share& planned, std::int32_t index, request_record& owner, row_window window, std::int64_t tile_rows,
                   std::int64_t loaded) {
     share_records& records = planned.records;

@@ -64,10 +64,11 @@ struct algorithms {
     return Policy::tile_rows;
   }
 
-  /// Record `index`, `owner` as it is built: a tile of up to `tile_rows` rows
-  /// per item (one of no rows for a request that finishes from its state
-  /// alone), reading `loaded` columns of each, and, for several, a combine
-  /// that merges their partials in a pass of its own.
+  /// Cuts `owner`, record `index` as it is built (its entry not yet written):
+  /// a tile of up to `tile_rows` rows per item (one of no rows for a request
+  /// that finishes from its state alone), reading `loaded` columns of each,
+  /// and, for several, a combine that merges their partials in a pass of its
+  /// own.
   static void cut(share& planned, std::int32_t index, request_record& owner, row_window window, std::int64_t tile_rows,
                   std::int64_t loaded) {
     const std::int64_t num_tiles = std::max<std::int64_t>(1, (window.count + tile_rows - 1) / tile_rows);
