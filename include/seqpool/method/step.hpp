@@ -31,17 +31,26 @@ struct step {
   /// Without a tag, every row: the planner needs no positions listed.
   bool keeps_every_row(const request& r) const { return !r.params.step_tag_id; }
 
+  /// The tag and the ids are read once, into locals: the positions' stores
+  /// would otherwise make the compiler read both again for every position.
   void select(const request& r, std::int64_t begin, std::int64_t end, std::vector<std::int64_t>& positions) const {
-    const auto& tag = r.params.step_tag_id;
+    if (!r.params.step_tag_id) {
+      for (std::int64_t position = begin; position < end; ++position) positions.push_back(position);
+      return;
+    }
+    const std::int64_t tag = *r.params.step_tag_id;
+    const token_ids ids = r.prompt_token_ids;
     for (std::int64_t position = begin; position < end; ++position)
-      if (!tag || r.prompt_token_ids[position] == *tag) positions.push_back(position);
+      if (ids[static_cast<std::size_t>(position)] == tag) positions.push_back(position);
   }
 
   std::int64_t count(const request& r, std::int64_t begin, std::int64_t end) const {
-    const auto& tag = r.params.step_tag_id;
-    if (!tag) return end - begin;
+    if (!r.params.step_tag_id) return end - begin;
+    const std::int64_t tag = *r.params.step_tag_id;
+    const token_ids ids = r.prompt_token_ids;
     std::int64_t matches = 0;
-    for (std::int64_t position = begin; position < end; ++position) matches += r.prompt_token_ids[position] == *tag;
+    for (std::int64_t position = begin; position < end; ++position)
+      matches += ids[static_cast<std::size_t>(position)] == tag;
     return matches;
   }
 
