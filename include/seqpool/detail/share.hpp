@@ -31,8 +31,8 @@ struct state_use {
 
 /// The records of a share, built on the host, until the step writes them into its image.
 struct share_records {
-  std::vector<request_entry> entries;    ///< each request record's, as the image holds it
-  std::vector<request_record> details;   ///< those the entries hold in full
+  std::vector<request_entry> entries;   ///< each request record's, as the image holds it
+  std::vector<request_record> details;  ///< those the entries hold in full
   std::vector<tile_record> tiles;
   std::vector<work_record> works;
   std::vector<std::int32_t> combines;
