@@ -118,6 +118,28 @@ TEST_CASE_TEMPLATE("ALL and STEP send the same image for prompts of 16 rows and 
   CHECK(longer - shorter <= 64 * (1024 - 16) / 8 + 16 + (units + 1) * std::int64_t{sizeof(seqpool::detail::gather_base)});
 }
 
+TEST_CASE_TEMPLATE("ALL plans its requests without a step a row: it lists no position, whatever a prompt's rows", Space,
+                   seqpool::host_space, seqpool::device_space<seqpool::omp_backend>) {
+  Space space;
+  const seqpool::state_store<Space> state(space);
+  seqpool::pooler<method::all, head::embed, Space> all(space, hidden_size);
+  // Whole prompts, and prompts less their first and last rows: a run of rows a
+  // request, found from its chunk alone (the planner's listed positions and a
+  // mask are what a step a row would leave).
+  for (const seqpool::pooling_params& params :
+       {seqpool::pooling_params{}, seqpool::pooling_params{.drop_first = true, .drop_last = true}}) {
+    const seqpool::step_plan plan = all.plan(prompts(64, 1024, task::token_embed, params).step, state);
+    const seqpool::detail::step_program& program = seqpool::detail::plan_access::program(plan);
+    CHECK(program.scratch.planner.positions.empty());
+    CHECK(program.shares[0].records.masks.empty());
+    CHECK(program.shares[0].records.gathers.size() == 64);
+  }
+  // STEP's tags are found a position at a time: the contrast this test draws.
+  seqpool::pooler<method::step, head::embed, Space> steps(space, hidden_size);
+  const seqpool::step_plan tagged = steps.plan(prompts(64, 1024, task::token_embed, {.step_tag_id = 7}).step, state);
+  CHECK(seqpool::detail::plan_access::program(tagged).scratch.planner.positions.size() == 64 * 1024 / 8);
+}
+
 TEST_CASE_TEMPLATE("a sequence method sends a fixed number of bytes a request, whatever its rows", Space,
                    seqpool::host_space, seqpool::device_space<seqpool::omp_backend>) {
   Space space;
