@@ -118,26 +118,30 @@ TEST_CASE_TEMPLATE("ALL and STEP send the same image for prompts of 16 rows and 
   CHECK(longer - shorter <= 64 * (1024 - 16) / 8 + 16 + (units + 1) * std::int64_t{sizeof(seqpool::detail::gather_base)});
 }
 
-TEST_CASE_TEMPLATE("ALL plans its requests without a step a row: it lists no position, whatever a prompt's rows", Space,
-                   seqpool::host_space, seqpool::device_space<seqpool::omp_backend>) {
+TEST_CASE_TEMPLATE("ALL without drop_token_ids lists no position, whatever a prompt's rows", Space, seqpool::host_space,
+                   seqpool::device_space<seqpool::omp_backend>) {
   Space space;
   const seqpool::state_store<Space> state(space);
   seqpool::pooler<method::all, head::embed, Space> all(space, hidden_size);
-  // Whole prompts, and prompts less their first and last rows: a run of rows a
-  // request, found from its chunk alone (the planner's listed positions and a
-  // mask are what a step a row would leave).
-  for (const seqpool::pooling_params& params :
-       {seqpool::pooling_params{}, seqpool::pooling_params{.drop_first = true, .drop_last = true}}) {
-    const seqpool::step_plan plan = all.plan(prompts(64, 1024, task::token_embed, params).step, state);
-    const seqpool::detail::step_program& program = seqpool::detail::plan_access::program(plan);
-    CHECK(program.scratch.planner.positions.empty());
-    CHECK(program.shares[0].records.masks.empty());
-    CHECK(program.shares[0].records.gathers.size() == 64);
+  // Whole prompts, and prompts less their first and last rows, of 16 rows and
+  // of 1024: each request's rows are one run found from its chunk alone, where
+  // a method that lists positions would leave one a row in the planner's list.
+  for (const std::int64_t prompt_len : {16, 1024}) {
+    for (const seqpool::pooling_params& params :
+         {seqpool::pooling_params{}, seqpool::pooling_params{.drop_first = true, .drop_last = true}}) {
+      CAPTURE(prompt_len);
+      const prompts batch(64, prompt_len, task::token_embed, params);
+      const seqpool::step_plan plan = all.plan(batch.step, state);
+      const seqpool::detail::step_program& program = seqpool::detail::plan_access::program(plan);
+      CHECK(program.scratch.planner.positions.empty());
+      CHECK(program.shares[0].records.gathers.size() == 64);
+    }
   }
   // STEP's tags are found a position at a time: the contrast this test draws.
   seqpool::pooler<method::step, head::embed, Space> steps(space, hidden_size);
-  const seqpool::step_plan tagged = steps.plan(prompts(64, 1024, task::token_embed, {.step_tag_id = 7}).step, state);
-  CHECK(seqpool::detail::plan_access::program(tagged).scratch.planner.positions.size() == 64 * 1024 / 8);
+  const prompts tagged(64, 1024, task::token_embed, {.step_tag_id = 7});
+  const seqpool::step_plan plan = steps.plan(tagged.step, state);
+  CHECK(seqpool::detail::plan_access::program(plan).scratch.planner.positions.size() == 64 * 1024 / 8);
 }
 
 TEST_CASE_TEMPLATE("a sequence method sends a fixed number of bytes a request, whatever its rows", Space,
@@ -468,17 +472,13 @@ TEST_CASE_TEMPLATE(
   // Like requests, then as many whose first is odd: the second step's share
   // enters the odd one as the common record, then votes and enters every
   // record again (planner::enter_by_vote()), in the storage the first left.
-  const auto batch_of = [](bool odd_first) {
-    seqpool::batch step = prompts(64, 3, task::embed).step;
-    if (odd_first) step.requests.front().params.use_activation = false;
-    return step;
-  };
-  const seqpool::batch like = batch_of(false);
-  const seqpool::batch odd = batch_of(true);
+  const prompts like(64, 3, task::embed);
+  prompts odd(64, 3, task::embed);
+  odd.step.requests.front().params.use_activation = false;
   seqpool::step_plan plan;
-  mean.plan(like, state, plan);
+  mean.plan(like.step, state, plan);
   const std::int64_t before = allocations.load();
-  mean.plan(odd, state, plan);
+  mean.plan(odd.step, state, plan);
   CHECK(allocations.load() == before);
   CHECK(seqpool::detail::plan_access::program(plan).shares[0].records.details.size() == 1);
 }

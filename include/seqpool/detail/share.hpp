@@ -69,10 +69,11 @@ struct share_records {
   }
 };
 
-/// One pooler's part of a step: its requests, in batch order, from every task
-/// group of its task; their records, laid out as an image of their own within
-/// the step's; and what running them needs. A plan keeps its shares, and their
-/// storage, for the next plan made into it (clear()).
+/// One pooler's part of a step: its task's requests, from every task group of
+/// that task (their count; the plan's results say where each went); their
+/// records, laid out as an image of their own within the step's; and what
+/// running them needs. A plan keeps its shares, and their storage, for the
+/// next plan made into it (clear()).
 struct share {
   std::size_t entry = 0;                ///< the pooler's place in its table
   std::size_t num_requests = 0;         ///< the requests it plans (the plan's results say where each went)

@@ -8,6 +8,7 @@
 
 #include <seqpool/error.hpp>
 #include <seqpool/method/concepts.hpp>
+#include <seqpool/token_ids.hpp>
 
 namespace seqpool::method {
 
@@ -31,8 +32,8 @@ struct step {
   /// Without a tag, every row: the planner needs no positions listed.
   bool keeps_every_row(const request& r) const { return !r.params.step_tag_id; }
 
-  /// The tag and the ids are read once, into locals: the positions' stores
-  /// would otherwise make the compiler read both again for every position.
+  /// The tag and the ids are read once a call, into locals: each position's
+  /// store would otherwise make the compiler read both again for the next.
   void select(const request& r, std::int64_t begin, std::int64_t end, std::vector<std::int64_t>& positions) const {
     if (!r.params.step_tag_id) {
       for (std::int64_t position = begin; position < end; ++position) positions.push_back(position);
