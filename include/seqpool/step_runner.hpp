@@ -759,10 +759,12 @@ class step_runner {
       std::byte* base = staged.data() + planned.image_offset;
       planned.write(base);
       float** state_table = planned.header.state_table.in(base);
-      for (const detail::state_use& use : planned.stateful)
+      for (const detail::state_use& use : planned.stateful) {
+        float* const data = state.data(use.owner.id, use.part);  // one lookup a request, not one a span
         for (std::int32_t k = 0; k < use.records; ++k)  // a stateful record's entry of the table: its detail's index
           state_table[planned.records.entries[static_cast<std::size_t>(use.request + k)].detail] =
-              state.data(use.owner.id, use.part) + k * use.record_floats;
+              data + k * use.record_floats;
+      }
     }
   }
 
