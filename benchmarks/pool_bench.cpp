@@ -8,6 +8,7 @@
 // Shapes: long (64 prompts of 1024 rows), short (4096 prompts of 8-24 rows) and
 // single (one prompt of 65536 rows), all 65536 x 1024; wide (8 prompts of 512 rows), 4096 x 4096.
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <fstream>
@@ -15,6 +16,7 @@
 #include <optional>
 #include <random>
 #include <span>
+#include <stdexcept>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -26,6 +28,11 @@
 
 #include "bandwidth.hpp"
 #include "ceilings.hpp"
+// CUB's segmented sums, a peer, in the default build alone: the sweep's builds measure seqpool's policies.
+#if defined(__CUDACC__) && !defined(SEQPOOL_BENCH_POLICY)
+#define SEQPOOL_BENCH_PEERS 1
+#include "segmented_sums.hpp"
+#endif
 
 namespace {
 
@@ -224,6 +231,7 @@ class runner {
         dtype_(dtype),
         shape_(shape),
         token_ids_(token_ids),
+        host_hidden_(host_hidden),
         repeats_(repeats),
         hidden_(space_, host_hidden.size()) {
     space_.copy_in(std::span<const T>(host_hidden), hidden_.span());
@@ -399,7 +407,56 @@ class runner {
   }
 #endif
 
+#if defined(SEQPOOL_BENCH_PEERS)
+  /// MEAN's peer by the CUB route (segmented_sums.hpp): every request's column
+  /// sums by cub::DeviceSegmentedReduce::Sum, a segment a request's column, so
+  /// every row is read column by column. Checked against sums taken on the host.
+  record segmented_sums_case() {
+    const seqpool::batch step = requests_of(shape_, task::embed, token_ids_);
+    std::vector<std::int64_t> first_rows;
+    std::int64_t first = 0;
+    for (const std::int64_t length : shape_.lengths) {
+      first_rows.push_back(first);
+      first += shape_.padded_to > 0 ? shape_.padded_to : length;
+    }
+    bench::segmented_sums<T> sums(hidden_.data(), shape_.rows(), shape_.hidden_size, shape_.hidden_size, first_rows,
+                                  shape_.lengths);
+    const cudaStream_t stream = space_.backend().stream();
+    record timed = time_case(
+        "mean@cub", step, 0.0, sums.sums(), sums.size(), [] {}, [&] { sums.run(stream); });
+    timed.policy = "cub";
+    check_sums(sums.sums(), first_rows);
+    return timed;
+  }
+#endif
+
  private:
+#if defined(SEQPOOL_BENCH_PEERS)
+  /// Throws unless the column sums at `sums` (on the device, [requests, H]) are
+  /// those of the host's copy of the rows, for every 61st of them and the last.
+  void check_sums(const float* sums, const std::vector<std::int64_t>& first_rows) const {
+    const auto width = static_cast<std::size_t>(shape_.hidden_size);
+    std::vector<float> got(shape_.lengths.size() * width);
+    bench::detail::check(cudaMemcpy(got.data(), sums, got.size() * sizeof(float), cudaMemcpyDeviceToHost),
+                         "cudaMemcpy");
+    const auto check = [&](std::size_t s) {
+      const std::size_t request = s / width;
+      double want = 0, scale = 0;
+      for (std::int64_t row = 0; row < shape_.lengths[request]; ++row) {
+        const double value =
+            static_cast<float>(host_hidden_[static_cast<std::size_t>(first_rows[request] + row) * width + s % width]);
+        want += value;
+        scale += std::abs(value);
+      }
+      if (std::abs(got[s] - want) > 1e-4 * scale + 1e-6)
+        throw std::runtime_error("sum " + std::to_string(s) + " is " + std::to_string(got[s]) + ", not " +
+                                 std::to_string(want));
+    };
+    for (std::size_t s = 0; s < got.size(); s += 61) check(s);
+    check(got.size() - 1);
+  }
+#endif
+
   seqpool::linear_layer classifier() const { return {classifier_weights_->data(), nullptr, 2, shape_.hidden_size}; }
   seqpool::linear_layer projector() const {
     return {projector_weights_->data(), nullptr, colbert_width, shape_.hidden_size};
@@ -510,6 +567,7 @@ class runner {
   const char* dtype_;
   const batch_shape& shape_;
   const std::vector<std::int64_t>& token_ids_;
+  const std::vector<T>& host_hidden_;
   int repeats_;
   Space space_ = make_space<Space>();
   seqpool::buffer<T, Space> hidden_;
@@ -522,6 +580,9 @@ struct options {
   std::string json, space, dtype, shape, method;
   int repeats = 7;
 };
+
+/// Whether a case failed: pool_bench exits non-zero once it has written every other case's record.
+bool failed = false;
 
 bool chosen(const std::string& filter, const std::string& value) { return filter.empty() || filter == value; }
 
@@ -541,7 +602,15 @@ void run_space(const char* space_name, const char* dtype, const batch_shape& sha
   const head::embed normalise;
   const auto add = [&](const std::string& name, auto make) {
     if (!chosen(opts.method, name)) return;
-    records.push_back(make());
+    try {
+      records.push_back(make());
+    } catch (const std::exception& failure) {  // the other cases still run, and their records are written
+      std::printf("%-10s %-6s %-5s %-6s %-7s FAILED: %s\n", name.c_str(), space_name, dtype, "*", shape.name.c_str(),
+                  failure.what());
+      std::fflush(stdout);
+      failed = true;
+      return;
+    }
     const record& r = records.back();
     std::printf(
         "%-10s %-6s %-5s %-6s %-7s %8.3f ms %7.2f GB/s  ceiling %6.2f GB/s  %5.2f  bound %5.2f  (plan %.3f ms, "
@@ -592,6 +661,10 @@ void run_space(const char* space_name, const char* dtype, const batch_shape& sha
   if constexpr (std::is_same_v<Space, device_under_test>)
     add("dispatcher graph eighth", [&] { return run.dispatcher_graph_case("dispatcher graph eighth", 8); });
 #endif
+#if defined(SEQPOOL_BENCH_PEERS)
+  // MEAN's sums by CUB's segmented reduction, a peer.
+  if constexpr (std::is_same_v<Space, device_under_test>) add("mean@cub", [&] { return run.segmented_sums_case(); });
+#endif
 }
 
 }  // namespace
@@ -606,8 +679,8 @@ int main(int argc, char** argv) {
   app.add_option(
       "--method", opts.method,
       "cls, last, mean, max, all, step, colbert, sparse, bge-m3, mean+sparse, bge-m3@runtime, dispatcher, or (CUDA) "
-      "\"dispatcher graph\" and "
-      "\"dispatcher graph eighth\" (default: every one)");
+      "\"dispatcher graph\", "
+      "\"dispatcher graph eighth\" and mean@cub (CUB's segmented sums, a peer) (default: every one)");
   app.add_option("--repeats", opts.repeats, "timed runs per case (the median is reported)");
   bool warm = false;
   app.add_flag("--warm", warm,
@@ -662,4 +735,5 @@ int main(int argc, char** argv) {
     for (const record& r : records) all.push_back(r.json());
     std::ofstream(opts.json) << all.dump(2) << '\n';
   }
+  return failed ? 1 : 0;
 }

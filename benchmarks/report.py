@@ -2,10 +2,13 @@
 fraction of the read ceiling per method and shape, and prints the markdown tables
 docs/PERFORMANCE.md shows.
 
-usage: report.py SEQPOOL.json TORCH.json --json OUT.json [--png OUT.png] [--space host|device]
+usage: report.py SEQPOOL.json TORCH.json [TORCH.json...] --json OUT.json [--png OUT.png] [--space host|device]
 
 --space device tables pool_bench_cuda's records against torch_baseline.py --device
-cuda, adding the captured dispatcher step beside the eager one.
+cuda, adding the captured dispatcher step beside the eager one. Where the records
+hold the peers a user would pick instead of writing kernels — the same PyTorch code
+under torch.compile (torch_baseline.py --compile) and CUB's segmented sums for MEAN
+(pool_bench_cuda's mean@cub) — a second table sets seqpool against each.
 """
 import argparse
 import json
@@ -33,14 +36,14 @@ def machine():
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("seqpool")
-    parser.add_argument("torch")
+    parser.add_argument("torch", nargs="+", help="torch_baseline.py's records (eager, and compiled)")
     parser.add_argument("--json", required=True)
     parser.add_argument("--png")
     parser.add_argument("--space", choices=("host", "device"), default="host")
     args = parser.parse_args()
     space = args.space
     ours = json.load(open(args.seqpool))
-    theirs = json.load(open(args.torch))
+    theirs = [record for path in args.torch for record in json.load(open(path))]
 
     # PyTorch ran in the same invocation (run_all.sh, tests/gpu/run.sh): its
     # figures are set against the ceilings pool_bench measured there for the same
@@ -92,6 +95,41 @@ def main():
                       (f"{torch['seconds'] * 1e3:.3f} | {torch['fraction']:.2f} | "
                        f"{torch['seconds'] / latency:.1f}x ({torch['seconds'] / step_seconds:.1f}x) |" if torch else
                        "— | — | — |"))
+
+    if device:
+        print_peers(index)
+
+
+def print_peers(index):
+    """seqpool's step against the peers, where the run measured any: PyTorch eager
+    and under torch.compile (latency, from the call to the synchronisation, the
+    plan included on seqpool's side), and CUB's segmented sums for MEAN (GPU time)."""
+    rows = []
+    for dtype in ("fp32", "bf16"):
+        for shape in SHAPES:
+            for method in METHODS:
+                ours = index.get(("device", method, dtype, shape))
+                compiled = index.get(("torch-cuda-compile", method, dtype, shape))
+                cub = index.get(("device", f"{method}@cub", dtype, shape))
+                if ours is None or (compiled is None and cub is None):
+                    continue
+                eager = index.get(("torch-cuda", method, dtype, shape))
+                step = ours.get("latency_seconds", ours["seconds"]) + ours["plan_seconds"]
+                cells = [method, dtype, shape, f"{step * 1e3:.3f}"]
+                for peer in (eager, compiled):
+                    cells += [f"{peer['seconds'] * 1e3:.3f}", f"{peer['seconds'] / step:.1f}x"] if peer else ["—", "—"]
+                cells += ([f"{cub['seconds'] * 1e3:.3f}", f"{cub['fraction']:.2f}", f"{cub['seconds'] / ours['seconds']:.1f}x"]
+                          if cub else ["—", "—", "—"])
+                rows.append(cells)
+    if not rows:
+        return
+    print()
+    print("| method | dtype | shape | seqpool step ms (with plan) | PyTorch ms | speedup | torch.compile ms | speedup |"
+          " CUB segmented sums ms | fraction | speedup (GPU time) |")
+    print("|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for cells in rows:
+        print("| " + " | ".join(cells) + " |")
+
 
 # The model of a device step that the first H200 run was fitted with (docs/PERFORMANCE.md,
 # GPU): a fixed cost, the plan's upload at the speed a small copy reaches, the data at

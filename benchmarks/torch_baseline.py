@@ -24,7 +24,16 @@ mask.
 On CUDA, inputs live on the GPU, each timed call ends with a synchronisation and
 is preceded by a write of twice the GPU's L2, as pool_bench_cuda does.
 
+--compile runs the same code under torch.compile (PyTorch 2; Inductor's Triton
+kernels on a GPU), what a user who will not write kernels would pick instead: each
+case is compiled afresh (torch._dynamo.reset()) by an untimed first call, and its
+records are of space "torch-compile" or "torch-cuda-compile". Where the code breaks
+the graph (a split's counts read back, data-dependent shapes), Dynamo runs that part
+eagerly, as it would for the user. The records are written to --json as each case
+ends, so that a run cut short keeps the cases it finished.
+
 usage: torch_baseline.py [--json FILE] [--repeats N] [--threads N] [--device cpu|cuda] [--shape NAME]
+                         [--method NAME[,NAME...]] [--dtype fp32|bf16] [--compile]
 """
 import argparse
 import json
@@ -39,6 +48,7 @@ import torch.nn.functional as F
 
 STEP_TAG = 7
 COLBERT_WIDTH = 128
+METHODS = ("cls", "last", "mean", "max", "all", "step", "colbert", "sparse", "bge-m3", "dispatcher")
 
 
 def shapes():
@@ -222,6 +232,25 @@ def cache_flusher(device):
     return lambda: float(flush.sum())
 
 
+def compiler(enabled):
+    """What runs a case's work: as it is, or under torch.compile, compiled afresh for each case."""
+    if not enabled:
+        return lambda work: work
+    if not hasattr(torch, "compile"):
+        raise SystemExit(f"torch_baseline.py: --compile needs PyTorch 2 (torch.compile); this is {torch.__version__}")
+
+    def compiled(work):
+        torch._dynamo.reset()
+        return torch.compile(work)
+    return compiled
+
+
+def write_records(path, records):
+    if path:
+        with open(path, "w") as out:
+            json.dump(records, out, indent=2)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", help="write the records to this file")
@@ -229,10 +258,18 @@ def main():
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
     parser.add_argument("--shape", choices=tuple(shapes()), help="one shape only (default: every one)")
+    parser.add_argument("--method", help="these methods only, comma-separated (default: every one)")
+    parser.add_argument("--dtype", choices=("fp32", "bf16"), help="one dtype only (default: both)")
+    parser.add_argument("--compile", action="store_true", help="run each case under torch.compile")
     args = parser.parse_args()
+    methods = METHODS if args.method is None else tuple(args.method.split(","))
+    unknown = [m for m in methods if m not in METHODS]
+    if unknown:
+        parser.error(f"unknown method {', '.join(unknown)}: choose from {', '.join(METHODS)}")
     torch.set_num_threads(args.threads)
     device = args.device
-    space = "torch" if device == "cpu" else "torch-cuda"
+    space = ("torch" if device == "cpu" else "torch-cuda") + ("-compile" if args.compile else "")
+    prepare = compiler(args.compile)
     sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
     evict = cache_flusher(device)
     records = []
@@ -251,14 +288,19 @@ def main():
             values = values.view(len(lengths), padded_to, hidden_size)
             token_ids = token_ids.view(len(lengths), padded_to)
         place = on_huge_pages if device == "cpu" else (lambda tensor: tensor.to(device))
-        for dtype, hidden in (("fp32", place(values)), ("bf16", place(values.to(torch.bfloat16)))):
-            for method in ("cls", "last", "mean", "max", "all", "step", "colbert", "sparse", "bge-m3") + (
-                    () if padded_to else ("dispatcher",)):
+        for dtype, hidden in (("fp32", values), ("bf16", values.to(torch.bfloat16))):
+            if args.dtype and dtype != args.dtype:
+                continue
+            hidden = place(hidden)
+            for method in methods:
+                if method == "dispatcher" and padded_to:
+                    continue
                 if method == "dispatcher":
                     work = lambda: run_mixed(hidden, lengths_t, token_ids, weight)
                 else:
                     work = lambda: run_method(method, hidden, lengths_t, token_ids, weight, "embed", padded_to > 0,
                                               projector)
+                work = prepare(work)
                 result = work()
                 seconds = []
                 for _ in range(args.repeats):
@@ -273,11 +315,10 @@ def main():
                 records.append({"method": method, "space": space, "dtype": dtype, "shape": shape, "rows": rows,
                                 "hidden_size": hidden_size, "requests": len(lengths), "seconds": median,
                                 "bytes": moved, "gbps": moved / median / 1e9})
+                write_records(args.json, records)
                 print(f"{method:10} {space:6} {dtype:5} {shape:7} {median * 1e3:9.3f} ms {moved / median / 1e9:7.2f} GB/s",
                       flush=True)
-    if args.json:
-        with open(args.json, "w") as out:
-            json.dump(records, out, indent=2)
+    write_records(args.json, records)
 
 
 if __name__ == "__main__":

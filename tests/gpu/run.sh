@@ -13,7 +13,8 @@
 #   the examples and seqpool-run's black-box tests on CUDA;
 #   100 eager steps with an LD_PRELOAD shim that counts waits, synchronous copies and allocations;
 #   compute-sanitizer memcheck and racecheck over the CUDA tests (random batches left out);
-#   the device benchmark (pool_bench_cuda) and the vLLM-style PyTorch pooler on the same GPU;
+#   the device benchmark (pool_bench_cuda, CUB's segmented sums for MEAN among its cases) and the
+#     vLLM-style PyTorch pooler on the same GPU, eager and, for MEAN and the mixed step, under torch.compile;
 #   the sweep: the pooling cases again under each candidate launch policy (pool_bench_cuda_<policy>),
 #     tabled against the default by benchmarks/sweep.py;
 #   the Python module built with CUDA, its pytest cases on torch.cuda tensors, and seqpool from
@@ -134,6 +135,11 @@ for policy in "${policies[@]}"; do
 done
 part "PyTorch pooler on CUDA" timeout 60 python3 benchmarks/torch_baseline.py --device cuda --repeats 3 \
   --json "$out/torch-cuda.json"
+# The same code under torch.compile, what a user who will not write kernels picks
+# instead: MEAN and the mixed step, each case compiled afresh (untimed) before it
+# is timed; the records of the cases done survive a run cut short.
+part "PyTorch pooler under torch.compile on CUDA" timeout 240 python3 benchmarks/torch_baseline.py --device cuda \
+  --compile --method mean,dispatcher --repeats 3 --json "$out/torch-cuda-compile.json"
 # Nsight Compute's view of the pooling and gathering kernels on one shape: the
 # fraction of DRAM's peak, occupancy and what holds it, the launch's waves.
 ncu_kernels() {
@@ -176,8 +182,10 @@ part "Python on CUDA (pytest)" env PYTHONPATH="$PWD/build-gpu-py/python:$PWD/.gp
 part "seqpool from Python against the PyTorch pooler" env PYTHONPATH="$PWD/build-gpu-py/python" timeout 90 \
   python3 python/benchmarks/torch_vs_seqpool.py --device cuda --repeats 5 --json "$out/python-cuda.json"
 if [ -f "$out/gpu-bench.json" ] && [ -f "$out/torch-cuda.json" ]; then
-  python3 benchmarks/report.py "$out/gpu-bench.json" "$out/torch-cuda.json" --space device --json "$out/gpu-report.json" \
-    > "$out/gpu-tables.md" && cat "$out/gpu-tables.md"
+  compiled=()
+  [ -f "$out/torch-cuda-compile.json" ] && compiled=("$out/torch-cuda-compile.json")
+  python3 benchmarks/report.py "$out/gpu-bench.json" "$out/torch-cuda.json" "${compiled[@]}" --space device \
+    --json "$out/gpu-report.json" > "$out/gpu-tables.md" && cat "$out/gpu-tables.md"
 fi
 if [ -f "$out/gpu-bench.json" ] && compgen -G "$out/sweep-*.json" > /dev/null; then
   python3 benchmarks/sweep.py "$out/gpu-bench.json" "$out"/sweep-*.json --json "$out/sweep.json" > "$out/sweep.md" &&
