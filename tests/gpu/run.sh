@@ -14,7 +14,8 @@
 #   100 eager steps with an LD_PRELOAD shim that counts waits, synchronous copies and allocations;
 #   compute-sanitizer memcheck and racecheck over the CUDA tests (random batches left out);
 #   the device benchmark (pool_bench_cuda, CUB's segmented sums for MEAN among its cases) and the
-#     vLLM-style PyTorch pooler on the same GPU, eager and, for MEAN and the mixed step, under torch.compile;
+#     vLLM-style PyTorch pooler on the same GPU, eager and, for MEAN and the mixed step in bf16, under
+#     torch.compile (the last part);
 #   the sweep: the pooling cases again under each candidate launch policy (pool_bench_cuda_<policy>),
 #     tabled against the default by benchmarks/sweep.py;
 #   the Python module built with CUDA, its pytest cases on torch.cuda tensors, and seqpool from
@@ -135,11 +136,6 @@ for policy in "${policies[@]}"; do
 done
 part "PyTorch pooler on CUDA" timeout 60 python3 benchmarks/torch_baseline.py --device cuda --repeats 3 \
   --json "$out/torch-cuda.json"
-# The same code under torch.compile, what a user who will not write kernels picks
-# instead: MEAN and the mixed step, each case compiled afresh (untimed) before it
-# is timed; the records of the cases done survive a run cut short.
-part "PyTorch pooler under torch.compile on CUDA" timeout 240 python3 benchmarks/torch_baseline.py --device cuda \
-  --compile --method mean,dispatcher --repeats 3 --json "$out/torch-cuda-compile.json"
 # Nsight Compute's view of the pooling and gathering kernels on one shape: the
 # fraction of DRAM's peak, occupancy and what holds it, the launch's waves.
 ncu_kernels() {
@@ -181,6 +177,12 @@ part "Python on CUDA (pytest)" env PYTHONPATH="$PWD/build-gpu-py/python:$PWD/.gp
   -p no:cacheprovider python/tests
 part "seqpool from Python against the PyTorch pooler" env PYTHONPATH="$PWD/build-gpu-py/python" timeout 90 \
   python3 python/benchmarks/torch_vs_seqpool.py --device cuda --repeats 5 --json "$out/python-cuda.json"
+# The same code under torch.compile, what a user who will not write kernels picks
+# instead: MEAN and the mixed step in bf16, compiled in each case's untimed first
+# call (once a method, and again where a shape first changes); last, as its
+# compiles take the longest, and the records of the cases done survive a part cut short.
+part "PyTorch pooler under torch.compile on CUDA" timeout 150 python3 benchmarks/torch_baseline.py --device cuda \
+  --compile --method mean,dispatcher --dtype bf16 --repeats 3 --json "$out/torch-cuda-compile.json"
 if [ -f "$out/gpu-bench.json" ] && [ -f "$out/torch-cuda.json" ]; then
   compiled=()
   [ -f "$out/torch-cuda-compile.json" ] && compiled=("$out/torch-cuda-compile.json")
