@@ -27,7 +27,8 @@
 # (a rerun of what a change touched: GPU_PARTS='^device benchmark|^sweep'); a part
 # that needs another (the Python parts need the module's build) needs it matched too.
 # GPU_PROGRAMS (tests/gpu/programs.sh) narrows the programs carried and built to
-# those the chosen parts run.
+# those the chosen parts run. GPU_SECONDS (480 by default) is the time the script
+# should take: the last part, the torch.compile peer, gets what is left of it.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 arch=${GPU_ARCH:-90}
@@ -179,10 +180,18 @@ part "seqpool from Python against the PyTorch pooler" env PYTHONPATH="$PWD/build
   python3 python/benchmarks/torch_vs_seqpool.py --device cuda --repeats 5 --json "$out/python-cuda.json"
 # The same code under torch.compile, what a user who will not write kernels picks
 # instead: MEAN and the mixed step in bf16, compiled in each case's untimed first
-# call (once a method, and again where a shape first changes); last, as its
-# compiles take the longest, and the records of the cases done survive a part cut short.
-part "PyTorch pooler under torch.compile on CUDA" timeout 150 python3 benchmarks/torch_baseline.py --device cuda \
-  --compile --method mean,dispatcher --dtype bf16 --repeats 3 --json "$out/torch-cuda-compile.json"
+# call (once a method, and again where a shape first changes). Last, as its
+# compiles take the longest: it gets what is left of the script's time
+# (GPU_SECONDS, 480 by default; 150 s at most), so that the tables below are still
+# written, and the records of the cases it finished survive it being cut short.
+compile_seconds=$((${GPU_SECONDS:-480} - SECONDS - 15))
+((compile_seconds > 150)) && compile_seconds=150
+if ((compile_seconds >= 30)); then
+  part "PyTorch pooler under torch.compile on CUDA" timeout $compile_seconds python3 benchmarks/torch_baseline.py \
+    --device cuda --compile --method mean,dispatcher --dtype bf16 --repeats 3 --json "$out/torch-cuda-compile.json"
+else
+  echo "gpu: PyTorch pooler under torch.compile on CUDA: skipped (${compile_seconds} s of GPU_SECONDS left)"
+fi
 if [ -f "$out/gpu-bench.json" ] && [ -f "$out/torch-cuda.json" ]; then
   compiled=()
   [ -f "$out/torch-cuda-compile.json" ] && compiled=("$out/torch-cuda-compile.json")
