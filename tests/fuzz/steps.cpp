@@ -5,10 +5,12 @@
 // result must equal the other space's and the plain reference over the whole
 // prompt. Each dispatcher plans every step into one plan, reused after refusals
 // too. Anything else aborts.
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <optional>
 #include <string>
 #include <vector>
@@ -89,9 +91,11 @@ bool close(const test::matrix& actual, const test::matrix& expected) {
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   FuzzedDataProvider in(data, size);
   const std::int64_t hidden_size = in.ConsumeIntegralInRange<std::int64_t>(1, 9);
-  const char* sequences[] = {"cls", "last", "mean", "max", "weighted_mean", "mean_sqrt_len"};
+  // Concats among them, chosen at run time: each mode's columns side by side.
+  const char* sequences[] = {"cls", "last", "mean", "max", "weighted_mean", "mean_sqrt_len", "max+mean", "cls+max+mean"};
   const char* tokens[] = {"all", "step"};
-  const char* sequence = sequences[in.ConsumeIntegralInRange(0, 5)];
+  const char* sequence = sequences[in.ConsumeIntegralInRange(0, 7)];
+  const std::int64_t modes = 1 + static_cast<std::int64_t>(std::count(sequence, sequence + std::strlen(sequence), '+'));
   const char* token = tokens[in.ConsumeIntegralInRange(0, 1)];
   engine<seqpool::host_space> host(hidden_size, sequence, token);
   engine<seqpool::device_space<seqpool::omp_backend>> device(hidden_size, sequence, token);
@@ -110,6 +114,14 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       if (in.ConsumeBool()) params.dimensions = in.ConsumeIntegralInRange<std::int64_t>(0, hidden_size + 1);
       for (int c = in.ConsumeIntegralInRange(0, 3); c > 0; --c)
         params.returned_token_ids.push_back(in.ConsumeIntegralInRange<std::int64_t>(-1, hidden_size));
+      // An instruction (sequence methods; out of range now and then), and token
+      // filters (token methods; a skiplist out of order or repeated now and then):
+      // what a method or task refuses, both spaces refuse alike.
+      if (in.ConsumeBool()) params.instruction_len = in.ConsumeIntegralInRange<std::int64_t>(-1, prompt_len);
+      params.drop_first = in.ConsumeIntegralInRange(0, 3) == 0;
+      params.drop_last = in.ConsumeIntegralInRange(0, 3) == 0;
+      for (int d = in.ConsumeIntegralInRange(0, 2); d > 0; --d)
+        params.drop_token_ids.push_back(in.ConsumeIntegralInRange<std::int64_t>(-1, 3));
       f.r.id = in.ConsumeBool() ? "r" + std::to_string(serial++) : "dup";
       f.r.task = static_cast<task>(in.ConsumeIntegralInRange(0, 3));
       f.r.prompt_len = prompt_len;
@@ -150,7 +162,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       seqpool::request whole = f.r;
       whole.prompt_token_ids = f.ids;
       const bool token_wise = seqpool::is_token_task(f.r.task);
-      const std::int64_t width = token_wise && !f.r.params.returned_token_ids.empty() && std::string(token) == "step"
+      const std::int64_t width = !token_wise ? modes * hidden_size
+                                 : !f.r.params.returned_token_ids.empty() && std::string(token) == "step"
                                      ? static_cast<std::int64_t>(f.r.params.returned_token_ids.size())
                                      : hidden_size;
       const test::head_spec spec{.classify = f.r.task == task::classify || f.r.task == task::token_classify};
