@@ -1,6 +1,7 @@
 // A differential fuzz target: the input decodes into a dispatch table and a run
-// of steps — requests of every task, chunks, knobs, some of them wrong — which
-// go through one dispatcher on host_space and one on device_space<omp_backend>.
+// of steps — requests of every task, chunks, knobs, some of them wrong, packed or
+// padded — which go through one dispatcher on host_space and one on
+// device_space<omp_backend>.
 // Both must refuse the same steps with the same message, or both run them; every
 // result must equal the other space's and the plain reference over the whole
 // prompt. Each dispatcher plans every step into one plan, reused after refusals
@@ -128,7 +129,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       f.r.params = params;
     }
     seqpool::batch batch;
-    std::vector<float> rows;
+    std::vector<std::vector<float>> chunk_rows;  // each scheduled request's rows of this step
     std::vector<flight*> scheduled;
     for (flight& f : flights) {
       if (f.done == f.r.prompt_len || !in.ConsumeBool()) continue;
@@ -140,9 +141,29 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       r.num_scheduled = in.ConsumeIntegralInRange<std::int64_t>(1, f.r.prompt_len - f.done);
       r.prompt_token_ids = f.ids;
       batch.requests.push_back(r);
-      rows.insert(rows.end(), f.prompt.begin() + f.done * hidden_size,
-                  f.prompt.begin() + std::min(f.done + r.num_scheduled, f.r.prompt_len) * hidden_size);
+      chunk_rows.emplace_back(f.prompt.begin() + f.done * hidden_size,
+                              f.prompt.begin() + std::min(f.done + r.num_scheduled, f.r.prompt_len) * hidden_size);
       scheduled.push_back(&f);
+    }
+    // Packed, or now and then padded [B, S, H] (S short of a chunk now and then):
+    // a padding row holds a value no result survives reading.
+    std::vector<float> rows;
+    if (!batch.requests.empty() && in.ConsumeIntegralInRange(0, 3) == 0) {
+      std::int64_t longest = 0;
+      for (const seqpool::request& r : batch.requests) longest = std::max(longest, r.num_scheduled);
+      const std::int64_t length = std::max<std::int64_t>(1, longest + in.ConsumeIntegralInRange<std::int64_t>(-1, 2));
+      const bool left = in.ConsumeBool();
+      batch.padded = seqpool::padded_rows{length, left ? seqpool::padding::left : seqpool::padding::right};
+      rows.assign(batch.requests.size() * static_cast<std::size_t>(length * hidden_size), 1e6f);
+      for (std::size_t i = 0; i < chunk_rows.size(); ++i) {
+        const std::int64_t first = left ? std::max<std::int64_t>(0, length - batch.requests[i].num_scheduled) : 0;
+        const std::size_t room = static_cast<std::size_t>((length - first) * hidden_size);
+        std::copy_n(
+            chunk_rows[i].begin(), std::min(room, chunk_rows[i].size()),
+            rows.begin() + static_cast<std::ptrdiff_t>((static_cast<std::int64_t>(i) * length + first) * hidden_size));
+      }
+    } else {
+      for (const std::vector<float>& part : chunk_rows) rows.insert(rows.end(), part.begin(), part.end());
     }
     const auto [host_results, host_error] = host.run(batch, rows, hidden_size);
     const auto [device_results, device_error] = device.run(batch, rows, hidden_size);
