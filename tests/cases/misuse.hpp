@@ -130,6 +130,11 @@ TEST_CASE_TEMPLATE_DEFINE("a chunked request continues only with the method, wid
   next.prompt_token_ids = other_ids;
   CHECK_THROWS_WITH_AS(steps.plan(seqpool::batch{{next}}, state),
                        "request 0 (id \"s\"): prompt_token_ids: differ from those of the first chunk", seqpool::error);
+  // A later chunk short of the ids the method reads hears so, not that its ids differ.
+  next.prompt_token_ids = std::span<const std::int64_t>(ids).first(3);
+  CHECK_THROWS_WITH_AS(steps.plan(seqpool::batch{{next}}, state),
+                       "request 0 (id \"s\"): prompt_token_ids: the method reads all 6 ids of the prompt, got 3",
+                       seqpool::error);
   // The same ids in 32 bits continue the state.
   const std::vector<std::int32_t> narrow_ids(ids.begin(), ids.end());
   next.prompt_token_ids = narrow_ids;

@@ -10,7 +10,6 @@
 #include <cstdint>
 #include <functional>
 #include <limits>
-#include <map>
 #include <optional>
 #include <random>
 #include <span>
@@ -27,6 +26,7 @@
 
 #include "../support/graph.hpp"
 #include "../support/prompts.hpp"
+#include "../support/reference.hpp"
 #include "../support/step.hpp"
 
 namespace sparse_cases {
@@ -225,45 +225,10 @@ struct range_parity {
   std::span<const std::int64_t> columns(const seqpool::request&) const { return {}; }
 };
 
-/// What SPEC section 3 says a request's list is, by a plain loop over its
-/// prompt: each returned row's weight relu(row · v + b) (without relu where
-/// `relu` is false), the largest of each distinct id among the rows the method
-/// chooses (every one, or every `stride`-th from the first) and the filters
-/// let stay; those above `floor`, the top_k largest of them (of equal weights,
-/// the smaller ids), ascending by id, after their count, in a row of
-/// 1 + min(ids, top_k) entries.
+/// A prompt's list, as test::reference_list() states it.
 inline listing expected_list(const prompt& p, const std::vector<float>& v, float b, float floor, bool relu = true,
                              std::int64_t stride = 1) {
-  const auto columns = static_cast<std::int64_t>(v.size());
-  const auto prompt_len = static_cast<std::int64_t>(p.token_ids.size());
-  std::map<std::int64_t, double> weights;
-  for (std::int64_t t = 0; t < prompt_len; ++t) {
-    const std::int64_t id = p.token_ids[static_cast<std::size_t>(t)];
-    const std::vector<std::int64_t>& skip = p.params.drop_token_ids;
-    if (t % stride != 0 || (p.params.drop_first && t == 0) || (p.params.drop_last && t == prompt_len - 1) ||
-        std::binary_search(skip.begin(), skip.end(), id))
-      continue;
-    double dot = b;
-    for (std::int64_t c = 0; c < columns; ++c) dot += double(p.rows[t * columns + c]) * v[c];
-    const double weight = relu ? std::max(dot, 0.0) : dot;
-    const auto [at, added] = weights.emplace(id, weight);
-    if (!added) at->second = std::max(at->second, weight);
-  }
-  std::vector<std::pair<double, std::int64_t>> above;  // (weight, id)
-  for (const auto& [id, weight] : weights)
-    if (weight > floor) above.emplace_back(weight, id);
-  const auto most = static_cast<std::size_t>(p.params.top_k.value_or(std::numeric_limits<std::int64_t>::max()));
-  if (above.size() > most) {
-    std::sort(above.begin(), above.end(), [](const auto& x, const auto& y) {
-      return x.first != y.first ? x.first > y.first : x.second < y.second;
-    });
-    above.resize(most);
-    std::sort(above.begin(), above.end(), [](const auto& x, const auto& y) { return x.second < y.second; });
-  }
-  listing list{{static_cast<std::int32_t>(above.size()), 0.0f}};
-  for (const auto& [weight, id] : above) list.push_back({static_cast<std::int32_t>(id), static_cast<float>(weight)});
-  list.resize(1 + std::min(weights.size(), most), sparse_entry{-1, 0.0f});
-  return list;
+  return test::reference_list(p.rows, p.token_ids, p.params, v, b, floor, relu, stride);
 }
 
 /// Case 32's two prompts of two columns; the layer is v = [1, −1], b = −0.5.
@@ -503,6 +468,15 @@ TEST_CASE_TEMPLATE_DEFINE("sparse results refuse a head without one weight, miss
   step.requests[0] = test::part("r", seqpool::task::token_classify, 3, 0, 1);
   step.requests[0].prompt_token_ids = ids;
   CHECK_NOTHROW(pooler.plan(step, state));
+  // A later chunk short of the ids hears so, not that its ids differ from the first chunk's.
+  seqpool::step_plan first;
+  test::forward_step(space, pooler, state, step, grid_values(2, 36), 2, first);
+  step.requests[0] = test::part("r", seqpool::task::token_classify, 3, 1, 2);
+  step.requests[0].prompt_token_ids = std::span<const std::int64_t>(ids).first(2);
+  CHECK_THROWS_WITH_AS(pooler.plan(step, state),
+                       "request 0 (id \"r\"): prompt_token_ids: a sparse result lists its rows by token id: give all 3 "
+                       "ids of the prompt, got 2",
+                       seqpool::error);
 }
 
 TEST_CASE_TEMPLATE_DEFINE("sparse poolers captured once list every batch they replay for, as eager ones do", Space,

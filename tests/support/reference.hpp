@@ -6,12 +6,15 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <map>
 #include <optional>
+#include <utility>
 #include <string_view>
 #include <vector>
 
 #include <seqpool/batch.hpp>
 #include <seqpool/head/classify.hpp>
+#include <seqpool/sparse.hpp>
 
 #include "step.hpp"
 
@@ -147,6 +150,49 @@ inline std::vector<double> reference_head(std::vector<double> row, const head_sp
   for (double& value : row) total += value = std::exp(value - largest);
   for (double& value : row) value /= total;
   return row;
+}
+
+/// A sparse result's list (SPEC section 3), from all its prompt's rows at once:
+/// every `stride`-th row (from row 0) that the request's token filters keep,
+/// weighed by relu(v · row + b) (or v · row + b without `relu`), each token
+/// id's largest weight, the ids above `floor` by id — the top_k largest, of
+/// equal weights the smaller ids — after their count, to the list's bound (1 +
+/// the distinct ids weighed, or top_k), {-1, 0} past them.
+inline std::vector<seqpool::sparse_entry> reference_list(const std::vector<float>& rows,
+                                                         const std::vector<std::int64_t>& token_ids,
+                                                         const seqpool::pooling_params& params,
+                                                         const std::vector<float>& v, float b, float floor,
+                                                         bool relu = true, std::int64_t stride = 1) {
+  const auto columns = static_cast<std::int64_t>(v.size());
+  const auto prompt_len = static_cast<std::int64_t>(token_ids.size());
+  std::map<std::int64_t, double> weights;
+  for (std::int64_t t = 0; t < prompt_len; ++t) {
+    const std::int64_t id = token_ids[static_cast<std::size_t>(t)];
+    const std::vector<std::int64_t>& skip = params.drop_token_ids;
+    if (t % stride != 0 || (params.drop_first && t == 0) || (params.drop_last && t == prompt_len - 1) ||
+        std::binary_search(skip.begin(), skip.end(), id))
+      continue;
+    double dot = b;
+    for (std::int64_t c = 0; c < columns; ++c) dot += double(rows[t * columns + c]) * v[c];
+    const double weight = relu ? std::max(dot, 0.0) : dot;
+    const auto [at, added] = weights.emplace(id, weight);
+    if (!added) at->second = std::max(at->second, weight);
+  }
+  std::vector<std::pair<double, std::int64_t>> above;  // (weight, id)
+  for (const auto& [id, weight] : weights)
+    if (weight > floor) above.emplace_back(weight, id);
+  const auto most = static_cast<std::size_t>(params.top_k.value_or(std::numeric_limits<std::int64_t>::max()));
+  if (above.size() > most) {
+    std::sort(above.begin(), above.end(), [](const auto& x, const auto& y) {
+      return x.first != y.first ? x.first > y.first : x.second < y.second;
+    });
+    above.resize(most);
+    std::sort(above.begin(), above.end(), [](const auto& x, const auto& y) { return x.second < y.second; });
+  }
+  std::vector<seqpool::sparse_entry> list{{static_cast<std::int32_t>(above.size()), 0.0f}};
+  for (const auto& [weight, id] : above) list.push_back({static_cast<std::int32_t>(id), static_cast<float>(weight)});
+  list.resize(1 + std::min(weights.size(), most), seqpool::sparse_entry{-1, 0.0f});
+  return list;
 }
 
 /// The result a finished request must have, from all its prompt's rows at once.

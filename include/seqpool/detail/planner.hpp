@@ -241,11 +241,15 @@ class planner {
       const chunk& part = chunks[index];
       state_key& key = keys_[k];
       auto& d = decisions.emplace_back();
-      // Before the state's checks: a later chunk short of the ids it drops by hears so, not that its ids differ.
-      if constexpr (Method::kind == method_kind::token) token_filter(r).check(index);
+      if (r.params.top_k) check_top_k(index, r, *r.params.top_k);
+      // Before the state's checks: a later chunk short of the ids it reads, lists or drops by hears so, not
+      // that its ids differ.
+      if constexpr (Method::kind == method_kind::token) {
+        check_token_ids(method, index, r);
+        token_filter(r).check(index);
+      }
       if (part.chunked()) begin_key(method, key, r);
       state.check(index, r, key);
-      if (r.params.top_k) check_top_k(index, r, *r.params.top_k);
       if constexpr (Method::kind == method_kind::token) {
         decide_tokens(method, head, index, r, part, state, d);
         if (part.chunked()) key.rows_total = d.rows_total;
@@ -262,6 +266,18 @@ class planner {
       return token_decisions_;
     else
       return pooled_decisions_;
+  }
+
+  /// A token method that reads the prompt's ids, or a sparse result, which
+  /// lists its rows by them, has all of them.
+  template <class Method>
+  void check_token_ids(const Method&, std::size_t index, const request& r) const {
+    if (Method::reads_token_ids && std::cmp_less(r.prompt_token_ids.size(), r.prompt_len))
+      fail_request(index, r.id, "prompt_token_ids", "the method reads all ", r.prompt_len, " ids of the prompt, got ",
+                   r.prompt_token_ids.size());
+    if (shape_.sparse && std::cmp_less(r.prompt_token_ids.size(), r.prompt_len))
+      fail_request(index, r.id, "prompt_token_ids", "a sparse result lists its rows by token id: give all ",
+                   r.prompt_len, " ids of the prompt, got ", r.prompt_token_ids.size());
   }
 
   /// A request's top_k, which only a sparse result lists by.
@@ -353,14 +369,9 @@ class planner {
     if (!r.params.spans.empty())
       fail_request(index, r.id, "spans", "only sequence methods pool spans; a token method returns rows");
     if (r.params.instruction_len != 0)
-      fail_request(index, r.id, "instruction_len", "only sequence methods leave out an instruction; a token method "
+      fail_request(index, r.id, "instruction_len",
+                   "only sequence methods leave out an instruction; a token method "
                    "returns the rows it chooses");
-    if (Method::reads_token_ids && std::cmp_less(r.prompt_token_ids.size(), r.prompt_len))
-      fail_request(index, r.id, "prompt_token_ids", "the method reads all ", r.prompt_len, " ids of the prompt, got ",
-                   r.prompt_token_ids.size());
-    if (shape_.sparse && std::cmp_less(r.prompt_token_ids.size(), r.prompt_len))
-      fail_request(index, r.id, "prompt_token_ids", "a sparse result lists its rows by token id: give all ",
-                   r.prompt_len, " ids of the prompt, got ", r.prompt_token_ids.size());
     const token_filter filter(r);  // checked in decide()
     d.columns = method.columns(r);
     d.width = d.columns.empty() ? shape_.hidden_size : static_cast<std::int64_t>(d.columns.size());
