@@ -27,13 +27,13 @@ out=${FUZZ_BUILD:-build-fuzz}
 mkdir -p "$out"
 flags=(-std=c++20 -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -fopenmp
        -Wno-missing-field-initializers -Wno-pass-failed -I include -isystem "$cccl/cccl" -isystem "$cccl")
-for target in batch_file npy steps; do
+for target in batch_file npy steps parts; do
   if [ ! -x "$out/fuzz_$target" ] || [ -n "$(find include tools tests/fuzz tests/support -newer "$out/fuzz_$target" -name '*.[hc]pp' | head -1)" ]; then
     clang++ "${flags[@]}" "tests/fuzz/$target.cpp" -o "$out/fuzz_$target"
   fi
 done
 export ASAN_OPTIONS=allocator_may_return_null=1:detect_leaks=1
-for target in batch_file npy steps; do
+for target in batch_file npy steps parts; do
   corpus=$PWD/tests/fuzz/corpus/$target
   if [ "$seconds" = 0 ]; then
     "$out/fuzz_$target" -runs=0 "$corpus" 2>&1 | tail -3

@@ -80,7 +80,8 @@ struct flight {
 };
 
 bool close(const test::matrix& actual, const test::matrix& expected) {
-  if (actual.rows != expected.rows || actual.cols != expected.cols) return false;
+  if (actual.rows != expected.rows || actual.cols != expected.cols || actual.values.size() != expected.values.size())
+    return false;
   for (std::size_t i = 0; i < expected.values.size(); ++i)
     if (std::abs(actual.values[i] - expected.values[i]) > 1e-4 * std::max(1.0f, std::abs(expected.values[i])))
       return false;
