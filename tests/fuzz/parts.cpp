@@ -9,7 +9,6 @@
 // with the same message, or both run them; every part's results must equal the
 // other space's and the plain reference over the whole prompt. Anything else aborts.
 #include <algorithm>
-#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -25,6 +24,7 @@
 #include <seqpool/seqpool.hpp>
 
 #include "../support/reference.hpp"
+#include "flights.hpp"
 
 namespace {
 
@@ -114,22 +114,6 @@ struct engine {
   }
 };
 
-struct flight {
-  seqpool::request r;
-  std::vector<float> prompt;
-  std::vector<std::int64_t> ids;
-  std::int64_t done = 0;
-};
-
-bool close(const test::matrix& actual, const test::matrix& expected) {
-  if (actual.rows != expected.rows || actual.cols != expected.cols || actual.values.size() != expected.values.size())
-    return false;
-  for (std::size_t i = 0; i < expected.values.size(); ++i)
-    if (std::abs(actual.values[i] - expected.values[i]) > 1e-4 * std::max(1.0f, std::abs(expected.values[i])))
-      return false;
-  return true;
-}
-
 /// The request as a token part sees it: without the knobs that reach only
 /// sequence parts (SPEC section 5), its filters joined with the part's.
 seqpool::request as_token_part(seqpool::request r, bool drop_first, std::int64_t dropped_id) {
@@ -159,15 +143,11 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   engine<seqpool::host_space> host(hidden_size, sequence, layer);
   engine<seqpool::device_space<seqpool::omp_backend>> device(hidden_size, sequence, layer);
 
-  std::vector<flight> flights;
+  std::vector<fuzz::flight> flights;
   int serial = 0;
   for (int step = in.ConsumeIntegralInRange(1, 6); step > 0 && in.remaining_bytes() > 0; --step) {
     for (int fresh = in.ConsumeIntegralInRange(0, 3); fresh > 0; --fresh) {
-      flight& f = flights.emplace_back();
-      const std::int64_t prompt_len = in.ConsumeIntegralInRange<std::int64_t>(1, 40);
-      for (std::int64_t i = 0; i < prompt_len * hidden_size; ++i)
-        f.prompt.push_back(static_cast<float>(in.ConsumeIntegralInRange(-16, 16)) / 4);
-      for (std::int64_t t = 0; t < prompt_len; ++t) f.ids.push_back(in.ConsumeIntegralInRange(0, 5));
+      fuzz::flight& f = fuzz::add_flight(in, flights, hidden_size, 5);
       // Knobs for the dense part (dimensions, an instruction), the token parts
       // (filters; a step tag, which ALL refuses) and the lexical part (top_k),
       // out of range or out of order now and then.
@@ -176,7 +156,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       if (in.ConsumeIntegralInRange(0, 3) == 0)
         params.dimensions = in.ConsumeIntegralInRange<std::int64_t>(0, hidden_size + 1);
       if (in.ConsumeIntegralInRange(0, 3) == 0)
-        params.instruction_len = in.ConsumeIntegralInRange<std::int64_t>(-1, prompt_len);
+        params.instruction_len = in.ConsumeIntegralInRange<std::int64_t>(-1, f.r.prompt_len);
       params.drop_first = in.ConsumeIntegralInRange(0, 3) == 0;
       params.drop_last = in.ConsumeIntegralInRange(0, 3) == 0;
       for (int d = in.ConsumeIntegralInRange(0, 2); d > 0; --d)
@@ -184,48 +164,14 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       if (in.ConsumeIntegralInRange(0, 2) == 0) params.top_k = in.ConsumeIntegralInRange<std::int64_t>(0, 6);
       if (in.ConsumeIntegralInRange(0, 15) == 0) params.step_tag_id = 1;
       f.r.id = in.ConsumeBool() ? "r" + std::to_string(serial++) : "dup";
-      f.r.prompt_len = prompt_len;
     }
-    seqpool::batch batch;
-    std::vector<std::vector<float>> chunk_rows;  // each scheduled request's rows of this step
-    std::vector<flight*> scheduled;
-    for (flight& f : flights) {
-      if (f.done == f.r.prompt_len || !in.ConsumeBool()) continue;
-      seqpool::request r = f.r;
-      // Now and then a wrong chunk, on a request whose id no other flight shares.
-      const bool wrong = in.ConsumeIntegralInRange(0, 15) == 0 && f.r.id != "dup";
-      r.num_computed = f.done + (wrong ? 1 : 0);
-      r.num_scheduled = in.ConsumeIntegralInRange<std::int64_t>(1, f.r.prompt_len - f.done);
-      r.prompt_token_ids = f.ids;
-      batch.requests.push_back(r);
-      chunk_rows.emplace_back(f.prompt.begin() + f.done * hidden_size,
-                              f.prompt.begin() + std::min(f.done + r.num_scheduled, f.r.prompt_len) * hidden_size);
-      scheduled.push_back(&f);
-    }
-    std::vector<float> rows;
-    if (!batch.requests.empty() && in.ConsumeIntegralInRange(0, 3) == 0) {  // padded; a padding row no result survives
-      std::int64_t longest = 0;
-      for (const seqpool::request& r : batch.requests) longest = std::max(longest, r.num_scheduled);
-      const std::int64_t length = longest + in.ConsumeIntegralInRange<std::int64_t>(0, 2);
-      const bool left = in.ConsumeBool();
-      batch.padded = seqpool::padded_rows{length, left ? seqpool::padding::left : seqpool::padding::right};
-      rows.assign(batch.requests.size() * static_cast<std::size_t>(length * hidden_size), 1e6f);
-      for (std::size_t i = 0; i < chunk_rows.size(); ++i) {
-        const std::int64_t first = left ? length - batch.requests[i].num_scheduled : 0;
-        std::copy_n(
-            chunk_rows[i].begin(),
-            std::min(static_cast<std::size_t>((length - first) * hidden_size), chunk_rows[i].size()),
-            rows.begin() + static_cast<std::ptrdiff_t>((static_cast<std::int64_t>(i) * length + first) * hidden_size));
-      }
-    } else {
-      for (const std::vector<float>& part : chunk_rows) rows.insert(rows.end(), part.begin(), part.end());
-    }
+    auto [batch, rows, scheduled] = fuzz::draw_step(in, flights, hidden_size);
     const auto [host_results, host_error] = host.run(batch, rows, hidden_size);
     const auto [device_results, device_error] = device.run(batch, rows, hidden_size);
     if (host_error != device_error) mismatch("the spaces disagree: \"" + host_error + "\" / \"" + device_error + "\"");
     if (!host_results) continue;  // refused on both, with the state as it was
     for (std::size_t i = 0; i < scheduled.size(); ++i) {
-      flight& f = *scheduled[i];
+      fuzz::flight& f = *scheduled[i];
       f.done += batch.requests[i].num_scheduled;
       const bool finished = f.done == f.r.prompt_len;
       const auto& dense = host_results->dense[i];
@@ -236,16 +182,16 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
           device_results->lists[i].has_value() != finished)
         mismatch("a result is missing or early for " + f.r.id);
       if (!finished) continue;
-      if (!close(*dense, *device_results->dense[i]) || !close(*tokens, *device_results->tokens[i]) ||
+      if (!fuzz::close(*dense, *device_results->dense[i]) || !fuzz::close(*tokens, *device_results->tokens[i]) ||
           *list != *device_results->lists[i])
         mismatch("the spaces' results differ for " + f.r.id);
       seqpool::request whole = f.r;
       whole.prompt_token_ids = f.ids;
       const std::int64_t kept = f.r.params.dimensions.value_or(modes * hidden_size);
-      if (!close(*dense, test::reference(sequence, f.prompt, hidden_size, whole, {}, kept)))
+      if (!fuzz::close(*dense, test::reference(sequence, f.prompt, hidden_size, whole, {}, kept)))
         mismatch("the dense part differs from the reference for " + f.r.id);
-      if (!close(*tokens,
-                 test::reference("all", f.prompt, hidden_size, as_token_part(whole, true, -1), {}, hidden_size)))
+      if (!fuzz::close(*tokens,
+                       test::reference("all", f.prompt, hidden_size, as_token_part(whole, true, -1), {}, hidden_size)))
         mismatch("the token part differs from the reference for " + f.r.id);
       const seqpool::request weighed = as_token_part(whole, false, 0);
       if (*list != test::reference_list(f.prompt, f.ids, weighed.params, layer.v, layer.b, layer.floor))

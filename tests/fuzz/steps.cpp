@@ -7,7 +7,6 @@
 // prompt. Each dispatcher plans every step into one plan, reused after refusals
 // too. Anything else aborts.
 #include <algorithm>
-#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -22,6 +21,7 @@
 #include <seqpool/seqpool.hpp>
 
 #include "../support/reference.hpp"
+#include "flights.hpp"
 
 namespace {
 
@@ -72,22 +72,6 @@ struct engine {
   }
 };
 
-struct flight {
-  seqpool::request r;
-  std::vector<float> prompt;
-  std::vector<std::int64_t> ids;
-  std::int64_t done = 0;
-};
-
-bool close(const test::matrix& actual, const test::matrix& expected) {
-  if (actual.rows != expected.rows || actual.cols != expected.cols || actual.values.size() != expected.values.size())
-    return false;
-  for (std::size_t i = 0; i < expected.values.size(); ++i)
-    if (std::abs(actual.values[i] - expected.values[i]) > 1e-4 * std::max(1.0f, std::abs(expected.values[i])))
-      return false;
-  return true;
-}
-
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
@@ -102,15 +86,11 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   engine<seqpool::host_space> host(hidden_size, sequence, token);
   engine<seqpool::device_space<seqpool::omp_backend>> device(hidden_size, sequence, token);
 
-  std::vector<flight> flights;
+  std::vector<fuzz::flight> flights;
   int serial = 0;
   for (int step = in.ConsumeIntegralInRange(1, 6); step > 0 && in.remaining_bytes() > 0; --step) {
     for (int fresh = in.ConsumeIntegralInRange(0, 3); fresh > 0; --fresh) {
-      flight& f = flights.emplace_back();
-      const std::int64_t prompt_len = in.ConsumeIntegralInRange<std::int64_t>(1, 40);
-      for (std::int64_t i = 0; i < prompt_len * hidden_size; ++i)
-        f.prompt.push_back(static_cast<float>(in.ConsumeIntegralInRange(-16, 16)) / 4);
-      for (std::int64_t t = 0; t < prompt_len; ++t) f.ids.push_back(in.ConsumeIntegralInRange(0, 3));
+      fuzz::flight& f = fuzz::add_flight(in, flights, hidden_size, 3);
       seqpool::pooling_params params{.use_activation = in.ConsumeBool()};
       if (in.ConsumeBool()) params.step_tag_id = in.ConsumeIntegralInRange(0, 3);
       if (in.ConsumeBool()) params.dimensions = in.ConsumeIntegralInRange<std::int64_t>(0, hidden_size + 1);
@@ -119,59 +99,22 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       // An instruction (sequence methods; out of range now and then), and token
       // filters (token methods; a skiplist out of order or repeated now and then):
       // what a method or task refuses, both spaces refuse alike.
-      if (in.ConsumeBool()) params.instruction_len = in.ConsumeIntegralInRange<std::int64_t>(-1, prompt_len);
+      if (in.ConsumeBool()) params.instruction_len = in.ConsumeIntegralInRange<std::int64_t>(-1, f.r.prompt_len);
       params.drop_first = in.ConsumeIntegralInRange(0, 3) == 0;
       params.drop_last = in.ConsumeIntegralInRange(0, 3) == 0;
       for (int d = in.ConsumeIntegralInRange(0, 2); d > 0; --d)
         params.drop_token_ids.push_back(in.ConsumeIntegralInRange<std::int64_t>(-1, 3));
       f.r.id = in.ConsumeBool() ? "r" + std::to_string(serial++) : "dup";
       f.r.task = static_cast<task>(in.ConsumeIntegralInRange(0, 3));
-      f.r.prompt_len = prompt_len;
       f.r.params = params;
     }
-    seqpool::batch batch;
-    std::vector<std::vector<float>> chunk_rows;  // each scheduled request's rows of this step
-    std::vector<flight*> scheduled;
-    for (flight& f : flights) {
-      if (f.done == f.r.prompt_len || !in.ConsumeBool()) continue;
-      seqpool::request r = f.r;
-      // Now and then a wrong chunk, on a request whose id no other flight shares:
-      // one that does share it could rightly continue the other's state.
-      const bool wrong = in.ConsumeIntegralInRange(0, 15) == 0 && f.r.id != "dup";
-      r.num_computed = f.done + (wrong ? 1 : 0);
-      r.num_scheduled = in.ConsumeIntegralInRange<std::int64_t>(1, f.r.prompt_len - f.done);
-      r.prompt_token_ids = f.ids;
-      batch.requests.push_back(r);
-      chunk_rows.emplace_back(f.prompt.begin() + f.done * hidden_size,
-                              f.prompt.begin() + std::min(f.done + r.num_scheduled, f.r.prompt_len) * hidden_size);
-      scheduled.push_back(&f);
-    }
-    // Packed, or now and then padded [B, S, H] (S short of a chunk now and then):
-    // a padding row holds a value no result survives reading.
-    std::vector<float> rows;
-    if (!batch.requests.empty() && in.ConsumeIntegralInRange(0, 3) == 0) {
-      std::int64_t longest = 0;
-      for (const seqpool::request& r : batch.requests) longest = std::max(longest, r.num_scheduled);
-      const std::int64_t length = std::max<std::int64_t>(1, longest + in.ConsumeIntegralInRange<std::int64_t>(-1, 2));
-      const bool left = in.ConsumeBool();
-      batch.padded = seqpool::padded_rows{length, left ? seqpool::padding::left : seqpool::padding::right};
-      rows.assign(batch.requests.size() * static_cast<std::size_t>(length * hidden_size), 1e6f);
-      for (std::size_t i = 0; i < chunk_rows.size(); ++i) {
-        const std::int64_t first = left ? std::max<std::int64_t>(0, length - batch.requests[i].num_scheduled) : 0;
-        const std::size_t room = static_cast<std::size_t>((length - first) * hidden_size);
-        std::copy_n(
-            chunk_rows[i].begin(), std::min(room, chunk_rows[i].size()),
-            rows.begin() + static_cast<std::ptrdiff_t>((static_cast<std::int64_t>(i) * length + first) * hidden_size));
-      }
-    } else {
-      for (const std::vector<float>& part : chunk_rows) rows.insert(rows.end(), part.begin(), part.end());
-    }
+    auto [batch, rows, scheduled] = fuzz::draw_step(in, flights, hidden_size);
     const auto [host_results, host_error] = host.run(batch, rows, hidden_size);
     const auto [device_results, device_error] = device.run(batch, rows, hidden_size);
     if (host_error != device_error) mismatch("the spaces disagree: \"" + host_error + "\" / \"" + device_error + "\"");
     if (!host_results) continue;  // refused on both, with the state as it was
     for (std::size_t i = 0; i < scheduled.size(); ++i) {
-      flight& f = *scheduled[i];
+      fuzz::flight& f = *scheduled[i];
       f.done += batch.requests[i].num_scheduled;
       const auto& mine = (*host_results)[i];
       const auto& theirs = (*device_results)[i];
@@ -180,7 +123,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
                  " computed, " + std::to_string(batch.requests[i].num_scheduled) + " scheduled of " +
                  std::to_string(f.r.prompt_len) + ")");
       if (!mine) continue;
-      if (!close(*mine, *theirs)) mismatch("the spaces' results differ for " + f.r.id);
+      if (!fuzz::close(*mine, *theirs)) mismatch("the spaces' results differ for " + f.r.id);
       seqpool::request whole = f.r;
       whole.prompt_token_ids = f.ids;
       const bool token_wise = seqpool::is_token_task(f.r.task);
@@ -190,7 +133,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
                                      : hidden_size;
       const test::head_spec spec{.classify = f.r.task == task::classify || f.r.task == task::token_classify};
       const std::int64_t kept = spec.classify ? width : f.r.params.dimensions.value_or(width);
-      if (!close(*mine, test::reference(token_wise ? token : sequence, f.prompt, hidden_size, whole, spec, kept)))
+      if (!fuzz::close(*mine, test::reference(token_wise ? token : sequence, f.prompt, hidden_size, whole, spec, kept)))
         mismatch("a result differs from the reference for " + f.r.id);
     }
   }

@@ -1,0 +1,99 @@
+// What the differential fuzz targets share: the requests in flight over a run
+// of steps, a step drawn from them, and the comparison of float results.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include <fuzzer/FuzzedDataProvider.h>
+
+#include <seqpool/batch.hpp>
+
+#include "../support/step.hpp"
+
+namespace fuzz {
+
+/// A request over the steps it takes: its whole prompt's rows and ids, and the
+/// rows its chunks have given so far.
+struct flight {
+  seqpool::request r;
+  std::vector<float> prompt;
+  std::vector<std::int64_t> ids;
+  std::int64_t done = 0;
+};
+
+/// A new flight, its knobs and id left to the caller: a prompt of 1 to 40
+/// rows, values quarters in [-4, 4] (sums a float holds exactly), token ids in
+/// [0, most_id].
+inline flight& add_flight(FuzzedDataProvider& in, std::vector<flight>& flights, std::int64_t hidden_size, int most_id) {
+  flight& f = flights.emplace_back();
+  f.r.prompt_len = in.ConsumeIntegralInRange<std::int64_t>(1, 40);
+  for (std::int64_t i = 0; i < f.r.prompt_len * hidden_size; ++i)
+    f.prompt.push_back(static_cast<float>(in.ConsumeIntegralInRange(-16, 16)) / 4);
+  for (std::int64_t t = 0; t < f.r.prompt_len; ++t) f.ids.push_back(in.ConsumeIntegralInRange(0, most_id));
+  return f;
+}
+
+/// A step drawn from the flights: its batch, its hidden states, and the flight
+/// of each of its requests.
+struct drawn_step {
+  seqpool::batch batch;
+  std::vector<float> rows;
+  std::vector<flight*> scheduled;
+};
+
+/// Each flight not done takes a chunk now and then (now and then a wrong one,
+/// on a request whose id no other flight shares: one that does share it could
+/// rightly continue the other's state), its rows packed, or now and then padded
+/// [B, S, H] (S short of a chunk now and then), a padding row a value no
+/// result survives reading.
+inline drawn_step draw_step(FuzzedDataProvider& in, std::vector<flight>& flights, std::int64_t hidden_size) {
+  drawn_step step;
+  std::vector<std::vector<float>> chunk_rows;  // each scheduled request's rows of this step
+  for (flight& f : flights) {
+    if (f.done == f.r.prompt_len || !in.ConsumeBool()) continue;
+    seqpool::request r = f.r;
+    const bool wrong = in.ConsumeIntegralInRange(0, 15) == 0 && f.r.id != "dup";
+    r.num_computed = f.done + (wrong ? 1 : 0);
+    r.num_scheduled = in.ConsumeIntegralInRange<std::int64_t>(1, f.r.prompt_len - f.done);
+    r.prompt_token_ids = f.ids;
+    step.batch.requests.push_back(r);
+    chunk_rows.emplace_back(f.prompt.begin() + f.done * hidden_size,
+                            f.prompt.begin() + std::min(f.done + r.num_scheduled, f.r.prompt_len) * hidden_size);
+    step.scheduled.push_back(&f);
+  }
+  std::vector<seqpool::request>& requests = step.batch.requests;
+  if (requests.empty() || in.ConsumeIntegralInRange(0, 3) != 0) {
+    for (const std::vector<float>& part : chunk_rows) step.rows.insert(step.rows.end(), part.begin(), part.end());
+    return step;
+  }
+  std::int64_t longest = 0;
+  for (const seqpool::request& r : requests) longest = std::max(longest, r.num_scheduled);
+  const std::int64_t length = std::max<std::int64_t>(1, longest + in.ConsumeIntegralInRange<std::int64_t>(-1, 2));
+  const bool left = in.ConsumeBool();
+  step.batch.padded = seqpool::padded_rows{length, left ? seqpool::padding::left : seqpool::padding::right};
+  step.rows.assign(requests.size() * static_cast<std::size_t>(length * hidden_size), 1e6f);
+  for (std::size_t i = 0; i < chunk_rows.size(); ++i) {
+    const std::int64_t first = left ? std::max<std::int64_t>(0, length - requests[i].num_scheduled) : 0;
+    const std::size_t room = static_cast<std::size_t>((length - first) * hidden_size);
+    std::copy_n(
+        chunk_rows[i].begin(), std::min(room, chunk_rows[i].size()),
+        step.rows.begin() + static_cast<std::ptrdiff_t>((static_cast<std::int64_t>(i) * length + first) * hidden_size));
+  }
+  return step;
+}
+
+/// Whether `actual` is `expected` but for float rounding.
+inline bool close(const test::matrix& actual, const test::matrix& expected) {
+  if (actual.rows != expected.rows || actual.cols != expected.cols || actual.values.size() != expected.values.size())
+    return false;
+  for (std::size_t i = 0; i < expected.values.size(); ++i)
+    if (std::abs(actual.values[i] - expected.values[i]) > 1e-4 * std::max(1.0f, std::abs(expected.values[i])))
+      return false;
+  return true;
+}
+
+}  // namespace fuzz
