@@ -5,10 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <limits>
 #include <memory>
-#include <stdexcept>
-#include <string>
 #include <vector>
 
 #include <cuda_runtime.h>
@@ -71,9 +68,6 @@ class segmented_sums {
         width_(width),
         stride_(stride),
         requests_(static_cast<std::int64_t>(lengths.size())) {
-    if (requests_ * width_ > std::numeric_limits<int>::max())
-      throw std::length_error("segmented_sums: CUB counts segments in an int; " + std::to_string(requests_ * width_) +
-                              " are more");
     first_rows_ = device_copy(first_rows);
     lengths_ = device_copy(lengths);
     sums_ = allocate<float>(static_cast<std::size_t>(requests_ * width_));
@@ -115,8 +109,7 @@ class segmented_sums {
     const auto ends =
         thrust::make_transform_iterator(index, segment_bound{first_rows_.get(), lengths_.get(), rows_, width_, true});
     float* const sums = sums_.get();
-    return cub::DeviceSegmentedReduce::Sum(temp, temp_bytes, values, sums, static_cast<int>(requests_ * width_), begins,
-                                           ends, stream);
+    return cub::DeviceSegmentedReduce::Sum(temp, temp_bytes, values, sums, requests_ * width_, begins, ends, stream);
   }
 
   const T* hidden_;

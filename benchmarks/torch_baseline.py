@@ -25,20 +25,22 @@ On CUDA, inputs live on the GPU, each timed call ends with a synchronisation and
 is preceded by a write of twice the GPU's L2, as pool_bench_cuda does.
 
 --compile runs the same code under torch.compile (PyTorch 2; Inductor's Triton
-kernels on a GPU), what a user who will not write kernels would pick instead: one
-compiled function for every case, as an engine keeps one, Dynamo recompiling where its
-guards ask (with dynamic shapes after a shape first changes) in each case's untimed
-first call; its records are of space "torch-compile" or "torch-cuda-compile". Where the
+kernels on a GPU), what a user who will not write kernels would pick instead: each
+case's work is compiled, the cases of a method sharing Dynamo's cache of its code (as an
+engine's steps would), which recompiles where its guards ask (with dynamic shapes after
+a shape first changes) in each case's untimed first call; its records are of space "torch-compile" or "torch-cuda-compile". Where the
 code breaks the graph (a split's counts read back, data-dependent shapes), Dynamo runs
-that part eagerly, as it would for the user. The records are written to --json as each
-case ends, so that a run cut short keeps the cases it finished.
+that part eagerly, as it would for the user. The records are written to --json (whole,
+through a file renamed into place) as each case ends, so that a run cut short keeps the
+cases it finished; --seconds starts no case past that many seconds.
 
 usage: torch_baseline.py [--json FILE] [--repeats N] [--threads N] [--device cpu|cuda] [--shape NAME]
-                         [--method NAME[,NAME...]] [--dtype fp32|bf16] [--compile]
+                         [--method NAME[,NAME...]] [--dtype fp32|bf16] [--compile] [--seconds N]
 """
 import argparse
 import json
 import mmap
+import os
 import subprocess
 import statistics
 import time
@@ -245,9 +247,11 @@ def compiler(enabled):
 
 
 def write_records(path, records):
+    """Writes the records whole: a run stopped mid-write leaves the last file."""
     if path:
-        with open(path, "w") as out:
+        with open(path + ".part", "w") as out:
             json.dump(records, out, indent=2)
+        os.replace(path + ".part", path)
 
 
 def main():
@@ -260,6 +264,7 @@ def main():
     parser.add_argument("--method", help="these methods only, comma-separated (default: every one)")
     parser.add_argument("--dtype", choices=("fp32", "bf16"), help="one dtype only (default: both)")
     parser.add_argument("--compile", action="store_true", help="run each case under torch.compile")
+    parser.add_argument("--seconds", type=float, help="start no case past this many seconds of the run")
     args = parser.parse_args()
     methods = METHODS if args.method is None else tuple(args.method.split(","))
     unknown = [m for m in methods if m not in METHODS]
@@ -272,6 +277,7 @@ def main():
     sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
     evict = cache_flusher(device)
     records = []
+    began = time.perf_counter()
     for shape, (hidden_size, lengths, padded_to) in shapes().items():
         if args.shape and shape != args.shape:
             continue
@@ -293,6 +299,10 @@ def main():
             hidden = place(hidden)
             for method in methods:
                 if method == "dispatcher" and padded_to:
+                    continue
+                if args.seconds is not None and time.perf_counter() - began > args.seconds:
+                    print(f"{method:10} {space:6} {dtype:5} {shape:7} not started: past --seconds {args.seconds:g}",
+                          flush=True)
                     continue
                 if method == "dispatcher":
                     work = lambda: run_mixed(hidden, lengths_t, token_ids, weight)

@@ -48,9 +48,10 @@ struct drawn_step {
 /// Each flight not done takes a chunk now and then (now and then a wrong one,
 /// on a request whose id no other flight shares: one that does share it could
 /// rightly continue the other's state), its rows packed, or now and then padded
-/// [B, S, H] (S short of a chunk now and then), a padding row a value no
-/// result survives reading.
-inline drawn_step draw_step(FuzzedDataProvider& in, std::vector<flight>& flights, std::int64_t hidden_size) {
+/// [B, S, H] (S short of a chunk now and then), each padding row `padding_row`,
+/// which no result survives reading.
+inline drawn_step draw_step(FuzzedDataProvider& in, std::vector<flight>& flights, std::int64_t hidden_size,
+                            const std::vector<float>& padding_row) {
   drawn_step step;
   std::vector<std::vector<float>> chunk_rows;  // each scheduled request's rows of this step
   for (flight& f : flights) {
@@ -75,7 +76,8 @@ inline drawn_step draw_step(FuzzedDataProvider& in, std::vector<flight>& flights
   const std::int64_t length = std::max<std::int64_t>(1, longest + in.ConsumeIntegralInRange<std::int64_t>(-1, 2));
   const bool left = in.ConsumeBool();
   step.batch.padded = seqpool::padded_rows{length, left ? seqpool::padding::left : seqpool::padding::right};
-  step.rows.assign(requests.size() * static_cast<std::size_t>(length * hidden_size), 1e6f);
+  for (std::size_t row = 0; row < requests.size() * static_cast<std::size_t>(length); ++row)
+    step.rows.insert(step.rows.end(), padding_row.begin(), padding_row.end());
   for (std::size_t i = 0; i < chunk_rows.size(); ++i) {
     const std::int64_t first = left ? std::max<std::int64_t>(0, length - requests[i].num_scheduled) : 0;
     const std::size_t room = static_cast<std::size_t>((length - first) * hidden_size);
@@ -91,8 +93,8 @@ inline bool close(const test::matrix& actual, const test::matrix& expected) {
   if (actual.rows != expected.rows || actual.cols != expected.cols || actual.values.size() != expected.values.size())
     return false;
   for (std::size_t i = 0; i < expected.values.size(); ++i)
-    if (std::abs(actual.values[i] - expected.values[i]) > 1e-4 * std::max(1.0f, std::abs(expected.values[i])))
-      return false;
+    if (!(std::abs(actual.values[i] - expected.values[i]) <= 1e-4 * std::max(1.0f, std::abs(expected.values[i]))))
+      return false;  // a NaN is close to nothing
   return true;
 }
 

@@ -86,6 +86,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   engine<seqpool::host_space> host(hidden_size, sequence, token);
   engine<seqpool::device_space<seqpool::omp_backend>> device(hidden_size, sequence, token);
 
+  const std::vector<float> padding_row(static_cast<std::size_t>(hidden_size), 1e6f);
   std::vector<fuzz::flight> flights;
   int serial = 0;
   for (int step = in.ConsumeIntegralInRange(1, 6); step > 0 && in.remaining_bytes() > 0; --step) {
@@ -96,19 +97,23 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       if (in.ConsumeBool()) params.dimensions = in.ConsumeIntegralInRange<std::int64_t>(0, hidden_size + 1);
       for (int c = in.ConsumeIntegralInRange(0, 3); c > 0; --c)
         params.returned_token_ids.push_back(in.ConsumeIntegralInRange<std::int64_t>(-1, hidden_size));
-      // An instruction (sequence methods; out of range now and then), and token
-      // filters (token methods; a skiplist out of order or repeated now and then):
-      // what a method or task refuses, both spaces refuse alike.
-      if (in.ConsumeBool()) params.instruction_len = in.ConsumeIntegralInRange<std::int64_t>(-1, f.r.prompt_len);
-      params.drop_first = in.ConsumeIntegralInRange(0, 3) == 0;
-      params.drop_last = in.ConsumeIntegralInRange(0, 3) == 0;
-      for (int d = in.ConsumeIntegralInRange(0, 2); d > 0; --d)
-        params.drop_token_ids.push_back(in.ConsumeIntegralInRange<std::int64_t>(-1, 3));
       f.r.id = in.ConsumeBool() ? "r" + std::to_string(serial++) : "dup";
       f.r.task = static_cast<task>(in.ConsumeIntegralInRange(0, 3));
+      // An instruction, mostly on sequence tasks (out of range now and then), and
+      // token filters, mostly on token tasks (a skiplist out of order or repeated
+      // now and then): the other kind refuses them, both spaces alike.
+      const bool token_wise = seqpool::is_token_task(f.r.task);
+      if (in.ConsumeIntegralInRange(0, token_wise ? 7 : 1) == 0)
+        params.instruction_len = in.ConsumeIntegralInRange<std::int64_t>(-1, f.r.prompt_len);
+      if (in.ConsumeIntegralInRange(0, token_wise ? 1 : 7) == 0) {
+        params.drop_first = in.ConsumeBool();
+        params.drop_last = in.ConsumeBool();
+        for (int d = in.ConsumeIntegralInRange(0, 2); d > 0; --d)
+          params.drop_token_ids.push_back(in.ConsumeIntegralInRange<std::int64_t>(-1, 3));
+      }
       f.r.params = params;
     }
-    auto [batch, rows, scheduled] = fuzz::draw_step(in, flights, hidden_size);
+    auto [batch, rows, scheduled] = fuzz::draw_step(in, flights, hidden_size, padding_row);
     const auto [host_results, host_error] = host.run(batch, rows, hidden_size);
     const auto [device_results, device_error] = device.run(batch, rows, hidden_size);
     if (host_error != device_error) mismatch("the spaces disagree: \"" + host_error + "\" / \"" + device_error + "\"");

@@ -183,12 +183,15 @@ part "seqpool from Python against the PyTorch pooler" env PYTHONPATH="$PWD/build
 # call (once a method, and again where a shape first changes). Last, as its
 # compiles take the longest: it gets what is left of the script's time
 # (GPU_SECONDS, 480 by default; 150 s at most), so that the tables below are still
-# written, and the records of the cases it finished survive it being cut short.
+# written; the records of the cases it finished are written as each ends.
 compile_seconds=$((${GPU_SECONDS:-480} - SECONDS - 15))
 ((compile_seconds > 150)) && compile_seconds=150
+rm -f "$out/torch-cuda-compile.json"
 if ((compile_seconds >= 30)); then
+  # It starts no case past its share less a case's compile; the limit stops one that hangs.
   part "PyTorch pooler under torch.compile on CUDA" timeout $compile_seconds python3 benchmarks/torch_baseline.py \
-    --device cuda --compile --method mean,dispatcher --dtype bf16 --repeats 3 --json "$out/torch-cuda-compile.json"
+    --device cuda --compile --method mean,dispatcher --dtype bf16 --repeats 3 --seconds $((compile_seconds - 45)) \
+    --json "$out/torch-cuda-compile.json"
 else
   echo "gpu: PyTorch pooler under torch.compile on CUDA: skipped (${compile_seconds} s of GPU_SECONDS left)"
 fi
