@@ -3,6 +3,7 @@
 // and a Part take; what they refuse is refused with seqpool's messages.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <optional>
@@ -41,7 +42,8 @@ inline DLTensor describe(const nb::ndarray<Constraints...>& tensor) {
   return view;
 }
 
-/// Integers from a 1-D int32/int64 host tensor or a sequence of Python ints.
+/// Integers from a 1-D int32/int64 host tensor or a sequence of Python ints,
+/// as many as iterating the sequence gives (at most its len()).
 inline std::vector<std::int64_t> read_integers(nb::handle given, const char* field) {
   std::vector<std::int64_t> values;
   any_tensor tensor;
@@ -73,14 +75,22 @@ inline std::vector<std::int64_t> read_integers(nb::handle given, const char* fie
   }
   if (!nb::isinstance<nb::sequence>(given) || nb::isinstance<nb::str>(given))
     detail::fail(field, "must be a sequence of ints or a 1-D int tensor");
-  const nb::sequence items = nb::borrow<nb::sequence>(given);
-  values.reserve(nb::len(items));
-  for (nb::handle item : items) {
+  // Read one entry past its len() at most, so that one whose iteration never ends is refused.
+  const std::size_t length = nb::len(given);
+  values.reserve(std::min<std::size_t>(length, std::size_t{1} << 20));
+  nb::object iterator = nb::steal(PyObject_GetIter(given.ptr()));
+  if (!iterator.is_valid()) throw nb::python_error();
+  while (true) {
+    nb::object item = nb::steal(PyIter_Next(iterator.ptr()));
+    if (!item.is_valid()) {
+      if (PyErr_Occurred() != nullptr) throw nb::python_error();
+      return values;
+    }
+    if (values.size() == length) detail::fail(field, "has more entries than its len() of ", length);
     std::int64_t value = 0;
     if (!nb::try_cast(item, value)) detail::fail(field, "must hold ints, got " + nb::cast<std::string>(nb::repr(item)));
     values.push_back(value);
   }
-  return values;
 }
 
 inline void check_count(std::size_t found, std::size_t expected, const char* field) {

@@ -362,6 +362,11 @@ def test_arguments_are_read_within_the_batch_whatever_they_do_meanwhile():
     refuses("tasks: has more entries than the step's 1 requests", mixed.plan, [1], tasks=Lying(["embed"] * 200))
     # A sequence whose iteration never ends is read one entry past the batch, not until memory runs out.
     refuses("ids: has more entries than the step's 1 requests", dispatcher.plan, [1], ids=Endless(None))
+    # So are the counts, which a plan reads before it knows the batch: past their len(), not until memory runs out.
+    refuses("prompt_lens: has more entries than its len() of 1", dispatcher.plan, Endless(None))
+    refuses("prompt_lens: has more entries than its len() of 1", dispatcher.plan, Lying([1, 1]))
+    refuses("num_computed: has more entries than its len() of 1", dispatcher.plan, [1], num_computed=Endless(None))
+    refuses("num_scheduled: has more entries than its len() of 1", dispatcher.plan, [1], num_scheduled=Endless(None))
     assert dispatcher.plan([1, 1], ids=Lying(["p", "q"])).results == [(0, 1, 4), (4, 1, 4)]
 
     ids = []
