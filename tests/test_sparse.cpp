@@ -1,13 +1,14 @@
 // docs/TESTS.md case 32, sparse results against a plain loop, and their
 // refusals, on the host algorithms and on the device kernels run by the OpenMP
-// stand-in; and the planner's sort of a list's rows by id against the standard
-// library's.
+// stand-in; the planner's sort of a list's rows by id against the standard
+// library's; and the runs of a list's slots the device's threads take.
 #include <algorithm>
 #include <bit>
 #include <cstdint>
 #include <random>
 #include <vector>
 
+#include <seqpool/detail/device/list_sparse.hpp>
 #include <seqpool/detail/sort_by_id.hpp>
 
 #include "cases/sparse.hpp"
@@ -44,6 +45,26 @@ TEST_CASE("a list's rows sorted by id keep each id's rows in order, as a stable 
       std::stable_sort(expected.begin(), expected.end(), [](const entry& a, const entry& b) { return a.id < b.id; });
       seqpool::detail::sort_by_id(std::span(entries), scratch);
       CHECK(entries == expected);
+    }
+  }
+}
+
+TEST_CASE("a list's runs of slots, a thread each, cover it once and in order, up to 2^31 - 1 ids") {
+  using seqpool::detail::device::slot_run;
+  for (const int threads : {32, 128, 256, 1024}) {
+    for (const std::int32_t ids : {0, 1, 31, 256, 257, 100'000, 2'147'483'391, 2'147'483'646, 2'147'483'647}) {
+      CAPTURE(threads);
+      CAPTURE(ids);
+      const std::int64_t most = (std::int64_t{ids} + threads - 1) / threads;
+      std::int64_t next = 0;
+      for (int thread = 0; thread < threads; ++thread) {
+        const slot_run run = slot_run::of(ids, threads, thread);
+        REQUIRE(run.begin == next);
+        REQUIRE(run.end >= run.begin);
+        REQUIRE(run.end - run.begin <= most);
+        next = run.end;
+      }
+      CHECK(next == ids);
     }
   }
 }

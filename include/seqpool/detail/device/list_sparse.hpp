@@ -28,6 +28,21 @@ namespace seqpool::detail::device {
 /// before it, so the list is in order of id without a sort; the first thread
 /// writes the count, and the threads fill the entries past the pairs with
 /// {-1, 0}.
+/// The slots [begin, end) of a list of `ids` that one of `threads` threads
+/// takes: a run of ids / threads rounded up, the last runs short or empty.
+/// Counted in 64 bits: a list may have nearly 2^31 ids (most_rows), past
+/// which a thread's run's end would wrap in 32.
+struct slot_run {
+  std::int64_t begin;
+  std::int64_t end;
+
+  SEQPOOL_HOST_DEVICE static slot_run of(std::int32_t ids, int threads, int thread) {
+    const std::int64_t per_thread = (std::int64_t{ids} + threads - 1) / threads;
+    const std::int64_t begin = thread * per_thread < ids ? thread * per_thread : ids;
+    return {begin, begin + per_thread < ids ? begin + per_thread : ids};
+  }
+};
+
 template <class Policy>
 struct list_sparse {
   static constexpr int threads = Policy::threads;
@@ -55,11 +70,9 @@ struct list_sparse {
       block.threads([&](int warp, int lane) { weigh(slots, list.ids, warp * warp_lanes + lane); });
       block.sync();  // a block's writes to memory before a barrier are seen by its threads after it
     }
-    const std::int32_t per_thread = (list.ids + threads - 1) / threads;
     const auto each_candidate = [&](int thread, auto&& take) {
-      const std::int32_t begin = thread * per_thread < list.ids ? thread * per_thread : list.ids;
-      const std::int32_t end = begin + per_thread < list.ids ? begin + per_thread : list.ids;
-      for (std::int32_t s = begin; s < end; ++s) {
+      const slot_run run = slot_run::of(list.ids, threads, thread);
+      for (auto s = static_cast<std::int32_t>(run.begin); s < run.end; ++s) {
         const float weight = slots.weight(s);
         if (weight > list.floor) take(s, weight);
       }
@@ -87,31 +100,32 @@ struct list_sparse {
       });
       sparse_entry* entries = output + list.offset;
       if (thread == 0) entries[0] = {listed, 0.0f};
-      for (std::int32_t e = 1 + listed + thread; e <= list.most(); e += threads) entries[e] = {-1, 0.0f};
+      for (std::int64_t e = std::int64_t{1} + listed + thread; e <= list.most(); e += threads) entries[e] = {-1, 0.0f};
     });
   }
 
  private:
   /// Weighs the token slots `thread`, `thread` + threads, … of a list of
   /// `ids`, `in_flight` at a time: their rows' bounds, then each one's first
-  /// row's weight, loaded together before the rest of their rows are.
+  /// row's weight, loaded together before the rest of their rows are. Slots
+  /// are counted in 64 bits, where those past a list of nearly 2^31 would wrap.
   SEQPOOL_HOST_DEVICE static void weigh(const list_slots& slots, std::int32_t ids, int thread) {
-    for (std::int32_t first = thread; first < ids; first += threads * in_flight) {
+    for (std::int64_t first = thread; first < ids; first += threads * in_flight) {
       std::int32_t begin[in_flight];
       std::int32_t end[in_flight];
       float largest[in_flight];
       SEQPOOL_UNROLL
       for (int u = 0; u < in_flight; ++u) {
-        const std::int32_t s = first + u * threads;
-        begin[u] = s < ids ? slots.first_row(s) : 0;
-        end[u] = s < ids ? slots.end_row(s) : 0;
+        const std::int64_t s = first + u * threads;
+        begin[u] = s < ids ? slots.first_row(static_cast<std::int32_t>(s)) : 0;
+        end[u] = s < ids ? slots.end_row(static_cast<std::int32_t>(s)) : 0;
       }
       SEQPOOL_UNROLL
       for (int u = 0; u < in_flight; ++u) largest[u] = begin[u] < end[u] ? slots.row_weight(begin[u]) : 0.0f;
       SEQPOOL_UNROLL
       for (int u = 0; u < in_flight; ++u) {
         for (std::int32_t t = begin[u] + 1; t < end[u]; ++t) largest[u] = fmaxf(largest[u], slots.row_weight(t));
-        const std::int32_t s = first + u * threads;
+        const std::int64_t s = first + u * threads;
         if (s < ids) slots.weights[s] = largest[u];
       }
     }

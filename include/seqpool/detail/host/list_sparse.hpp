@@ -56,7 +56,8 @@ struct list_sparse {
       if (key > threshold || (key == threshold && ties-- > 0)) entries[1 + listed++] = {slots.id(s), weight};
     }
     entries[0] = {listed, 0.0f};
-    for (std::int32_t e = 1 + listed; e <= list.most(); ++e) entries[e] = {-1, 0.0f};
+    for (std::int64_t e = std::int64_t{1} + listed; e <= list.most(); ++e)
+      entries[e] = {-1, 0.0f};  // most() may be 2^31 − 1
   }
 };
 
