@@ -1,11 +1,14 @@
 // What the differential fuzz targets share: the requests in flight over a run
-// of steps, a step drawn from them, and the comparison of float results.
+// of steps, a step drawn from them, its run on both spaces, and the comparison
+// of float results.
 #pragma once
 
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include <fuzzer/FuzzedDataProvider.h>
@@ -86,6 +89,18 @@ inline drawn_step draw_step(FuzzedDataProvider& in, std::vector<flight>& flights
         step.rows.begin() + static_cast<std::ptrdiff_t>((static_cast<std::int64_t>(i) * length + first) * hidden_size));
   }
   return step;
+}
+
+/// A step run by both spaces' engines (each `run()` gives its results, or
+/// none and the error's message): their results, none where both refused it;
+/// `mismatch` is told where one refused it and the other did not, or both
+/// with different messages.
+template <class Host, class Device, class Mismatch>
+auto run_both(Host& host, Device& device, const drawn_step& step, std::int64_t hidden_size, Mismatch mismatch) {
+  auto [host_results, host_error] = host.run(step.batch, step.rows, hidden_size);
+  auto [device_results, device_error] = device.run(step.batch, step.rows, hidden_size);
+  if (host_error != device_error) mismatch("the spaces disagree: \"" + host_error + "\" / \"" + device_error + "\"");
+  return std::pair(std::move(host_results), std::move(device_results));
 }
 
 /// Whether `actual` is `expected` but for float rounding.

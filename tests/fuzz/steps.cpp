@@ -113,11 +113,10 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       }
       f.r.params = params;
     }
-    auto [batch, rows, scheduled] = fuzz::draw_step(in, flights, hidden_size, padding_row);
-    const auto [host_results, host_error] = host.run(batch, rows, hidden_size);
-    const auto [device_results, device_error] = device.run(batch, rows, hidden_size);
-    if (host_error != device_error) mismatch("the spaces disagree: \"" + host_error + "\" / \"" + device_error + "\"");
+    const fuzz::drawn_step drawn = fuzz::draw_step(in, flights, hidden_size, padding_row);
+    const auto [host_results, device_results] = fuzz::run_both(host, device, drawn, hidden_size, mismatch);
     if (!host_results) continue;  // refused on both, with the state as it was
+    const auto& [batch, rows, scheduled] = drawn;
     for (std::size_t i = 0; i < scheduled.size(); ++i) {
       fuzz::flight& f = *scheduled[i];
       f.done += batch.requests[i].num_scheduled;
