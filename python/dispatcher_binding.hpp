@@ -22,12 +22,9 @@
 
 namespace seqpool::python {
 
-/// A plan and what it needs until its step has run: what it keeps of the
-/// arguments it was read from, and the output reserve() made for it, with the
-/// engine it lives in (declared first, so freed last).
-struct plan_object {
-  std::shared_ptr<engine_base> owner;
-  step_plan plan;
+/// A plan (seqpool.Plan) and what it needs until its step has run: what it
+/// keeps of the arguments it was read from, and the output reserve() made for it.
+struct plan_object : held_plan<step_plan> {
   std::vector<bool> matrices;  ///< per request: a result of rows (token tasks, spans) or one vector
   bool sparse = false;         ///< results are sparse lists, an int32 pair an entry
   planned_inputs kept;
@@ -64,11 +61,10 @@ class dispatcher_object : public engine_binding<engine> {
                                     std::optional<std::int64_t> sequence_length, const std::string& padding) {
     const held_engine held = hold();
     auto made = std::make_unique<plan_object>();
-    made->owner = engine_;
     batch& step = steps_.read(prompt_lens, num_scheduled, num_computed, ids, token_ids, params, sequence_length,
                               padding, made->kept);
     read_tasks(tasks, step);
-    made->plan = engine_->plan(step);
+    plan_into(*made, step);
     made->sparse = engine_->sparse();
     made->matrices.resize(step.requests.size());
     for (std::size_t i = 0; i < step.requests.size(); ++i)
@@ -90,9 +86,10 @@ class dispatcher_object : public engine_binding<engine> {
     const DLTensor hidden_view = on_this_device(describe(hidden), "hidden states");
     check_padded(hidden_view, kept.padded);
     nb::gil_scoped_release unlocked;
+    step_plan planned;  // as an engine plans: into the last step's plan
     const auto start = std::chrono::steady_clock::now();
     for (std::int64_t i = 0; i < repeats; ++i) {
-      const step_plan planned = engine_->plan(step);
+      engine_->plan(step, planned);
       const std::unique_ptr<output_memory> output = engine_->reserve(planned);
       std::array<std::int64_t, 2> shape = {planned.output_size, 2};
       DLTensor written = output_view(output->data(), shape, layout());

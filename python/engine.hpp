@@ -99,7 +99,10 @@ class engine : public engine_base {
   virtual bool sparse() const = 0;
   virtual bool serves(task pooling_task) const = 0;
 
-  virtual step_plan plan(const batch& step) const = 0;
+  using plan_type = step_plan;
+
+  /// The step's plan, into `into` (reusing its storage).
+  virtual void plan(const batch& step, step_plan& into) const = 0;
   /// reserve() for the plan, and an output of plan.output_size values in the space.
   virtual std::unique_ptr<output_memory> reserve(const step_plan& plan) = 0;
   virtual void forward(const DLTensor& hidden, const step_plan& plan, DLTensor& output) = 0;
@@ -158,7 +161,10 @@ class multi_pooler_engine : public engine_base {
   virtual DLDataType result_type(std::size_t part) const = 0;
   virtual bool sparse(std::size_t part) const = 0;
 
-  virtual parts_plan plan(const batch& step) const = 0;
+  using plan_type = parts_plan;
+
+  /// The step's plan, into `into` (reusing its storage).
+  virtual void plan(const batch& step, parts_plan& into) const = 0;
   /// reserve() for the plan, and each part's output (plan.parts[k].output_size values) in the space.
   virtual std::vector<std::unique_ptr<output_memory>> reserve(const parts_plan& plan) = 0;
   /// The step into `outputs`, one a part, in the parts' order.

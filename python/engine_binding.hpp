@@ -12,6 +12,7 @@
 #include <string>
 #include <thread>
 #include <utility>
+#include <vector>
 
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
@@ -41,6 +42,52 @@ struct handed_output {
 struct output_layout {
   DLDataType type;
   bool sparse;
+};
+
+/// Plans whose Python objects are gone, kept for the next plan() to plan
+/// into: planning into storage that has held a step as large allocates
+/// nothing (SPEC section 10), where a fresh plan allocates and faults in every
+/// list it holds. Shared by a pooler and its plans, which may outlive it;
+/// given back from whichever thread drops a plan, hence the lock.
+template <class Plan>
+class spare_plans {
+ public:
+  /// A spare plan, or a fresh one where none is kept.
+  Plan take() {
+    const std::lock_guard lock(mutex_);
+    if (spare_.empty()) return {};
+    Plan taken = std::move(spare_.back());
+    spare_.pop_back();
+    return taken;
+  }
+
+  void give(Plan&& plan) {
+    const std::lock_guard lock(mutex_);
+    if (spare_.size() < kept) spare_.push_back(std::move(plan));
+  }
+
+ private:
+  /// An engine's loop holds a plan or two at a time (the next made before the last is dropped).
+  static constexpr std::size_t kept = 2;
+  std::mutex mutex_;
+  std::vector<Plan> spare_;
+};
+
+/// A plan as Python holds it (a Plan or PartsPlan), with its engine (declared
+/// first, so freed last), which reserve() and forward() check, and its spare
+/// plans, to which its storage goes when Python lets it go.
+template <class Plan>
+struct held_plan {
+  held_plan() = default;
+  held_plan(const held_plan&) = delete;  ///< its plan and outputs are its own
+  held_plan& operator=(const held_plan&) = delete;
+  ~held_plan() {
+    if (spares) spares->give(std::move(plan));
+  }
+
+  std::shared_ptr<engine_base> owner;
+  std::shared_ptr<spare_plans<Plan>> spares;
+  Plan plan;
 };
 
 template <class Engine>
@@ -188,8 +235,18 @@ class engine_binding {
                                                engine_->device_type(), engine_->device_id()));
   }
 
+  /// The plan of `step`, into `made`: into a spare plan's storage where one is kept.
+  void plan_into(held_plan<typename Engine::plan_type>& made, const batch& step) {
+    made.owner = engine_;
+    made.spares = spares_;
+    made.plan = spares_->take();
+    engine_->plan(step, made.plan);
+  }
+
   std::shared_ptr<Engine> engine_;
   batch_reader steps_;
+  std::shared_ptr<spare_plans<typename Engine::plan_type>> spares_ =
+      std::make_shared<spare_plans<typename Engine::plan_type>>();
 
  private:
   std::mutex busy_;

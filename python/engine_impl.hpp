@@ -226,7 +226,7 @@ class engine_of final : public engine_core<Space, dispatcher<configurable_table<
   bool sparse() const override { return sparse_element<Result>; }
   bool serves(task pooling_task) const override { return served_[static_cast<std::size_t>(pooling_task)]; }
 
-  step_plan plan(const batch& step) const override { return dispatcher_.plan(step, state_); }
+  void plan(const batch& step, step_plan& into) const override { dispatcher_.plan(step, state_, into); }
 
   std::unique_ptr<output_memory> reserve(const step_plan& plan) override {
     dispatcher_.reserve(plan, state_);

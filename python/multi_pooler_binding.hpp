@@ -53,16 +53,10 @@ inline part_object read_part(const std::string& method, std::optional<std::strin
   return made;
 }
 
-/// A MultiPooler's plan and what it needs until its step has run, as a
-/// Dispatcher's plan_object: the token id tensors, the outputs reserve() made
-/// (one a part), with the engine they live in (declared first, so freed last).
-struct parts_plan_object {
-  parts_plan_object() = default;
-  parts_plan_object(const parts_plan_object&) = delete;  ///< its outputs are its own
-  parts_plan_object& operator=(const parts_plan_object&) = delete;
-
-  std::shared_ptr<engine_base> owner;
-  parts_plan plan;
+/// A MultiPooler's plan (seqpool.PartsPlan) and what it needs until its step
+/// has run, as a Dispatcher's plan_object: the token id tensors, and the
+/// outputs reserve() made (one a part).
+struct parts_plan_object : held_plan<parts_plan> {
   std::vector<std::vector<bool>> matrices;  ///< per part, per request: a result of rows rather than one vector
   std::vector<bool> sparse;                 ///< per part: its results are sparse lists
   planned_inputs kept;
@@ -108,10 +102,9 @@ class multi_pooler_object : public engine_binding<multi_pooler_engine> {
                                           std::optional<std::int64_t> sequence_length, const std::string& padding) {
     const held_engine held = hold();
     auto made = std::make_unique<parts_plan_object>();
-    made->owner = engine_;
     const batch& step = steps_.read(prompt_lens, num_scheduled, num_computed, ids, token_ids, params, sequence_length,
                                     padding, made->kept);
-    made->plan = engine_->plan(step);
+    plan_into(*made, step);
     for (std::size_t k = 0; k < tasks_.size(); ++k) {
       std::vector<bool>& matrices = made->matrices.emplace_back(step.requests.size());
       for (std::size_t i = 0; i < step.requests.size(); ++i)

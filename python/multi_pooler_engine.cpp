@@ -33,7 +33,7 @@ class multi_pooler_engine_of final : public engine_core<Space, runtime_multi_poo
   DLDataType result_type(std::size_t part) const override { return parts_.at(part)->result_type(); }
   bool sparse(std::size_t part) const override { return parts_.at(part)->sparse(); }
 
-  parts_plan plan(const batch& step) const override { return multi_.plan(step, state_); }
+  void plan(const batch& step, parts_plan& into) const override { multi_.plan(step, state_, into); }
 
   std::vector<std::unique_ptr<output_memory>> reserve(const parts_plan& plan) override {
     multi_.reserve(plan, state_);

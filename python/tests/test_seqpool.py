@@ -605,6 +605,42 @@ def test_outputs_and_plans_outlive_their_dispatcher():
     close(row, expected("cls", "embed", hidden, {}))
 
 
+def test_plans_held_at_once_are_their_own_and_dropped_ones_are_planned_into_again():
+    """A plan's storage goes back to its pooler when Python drops it, for a later
+    plan to plan into: plans held at once (more than the pooler keeps spare) each
+    keep their own results, and a plan made into a dropped one's storage, smaller
+    or larger, pools as a fresh one does, for a Dispatcher and a MultiPooler."""
+    rng = np.random.default_rng(5)
+    dispatcher = seqpool.pooler(4, "mean")
+    multi = seqpool.MultiPooler(4, [seqpool.Part("mean"), seqpool.Part("all")])
+    batches = [[2, 3], [1], [4, 1, 1], [5, 2, 6, 1], [3]]
+    for round_ in range(3):
+        held = [(lengths, dispatcher.plan(lengths), multi.plan(lengths)) for lengths in batches]
+        for lengths, plan, parts in held:  # run in the order made, each after every other was made
+            offsets = np.cumsum([0] + lengths)
+            assert plan.results == [(4 * i, 1, 4) for i in range(len(lengths))]
+            hidden = rng.normal(size=(offsets[-1], 4)).astype(np.float32)
+            dispatcher.reserve(plan)
+            out = np.from_dlpack(dispatcher.forward(hidden, plan))
+            multi.reserve(parts)
+            outputs = [np.from_dlpack(output) for output in multi.forward(hidden, parts)]
+            pooled, tokens = (seqpool.split(output, part) for output, part in zip(outputs, parts.parts))
+            for i, length in enumerate(lengths):
+                rows = hidden[offsets[i]:offsets[i + 1]]
+                close(out[4 * i:4 * i + 4], expected("mean", "embed", rows, {}))
+                close(pooled[i], expected("mean", "embed", rows, {}))
+                close(tokens[i], expected("all", "token_embed", rows, {}))
+        batches = batches[1:] + batches[:1]  # the next round's plans take other sizes' storage
+        del held, plan, parts
+        gc.collect()
+    kept = dispatcher.plan([2])
+    del dispatcher  # a plan, and what it will give back to, outlive the pooler
+    gc.collect()
+    assert kept.results == [(0, 1, 4)]
+    del kept
+    gc.collect()
+
+
 def run_threads(work, count=4):
     """Runs `work` in `count` threads at once; an exception in any fails the caller."""
     raised = []
