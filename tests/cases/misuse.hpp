@@ -10,6 +10,8 @@
 #include <utility>
 #include <vector>
 
+#include <sys/mman.h>
+
 #include <doctest/doctest.h>
 
 #include <seqpool/seqpool.hpp>
@@ -49,6 +51,22 @@ struct careless_tokens {
     return std::clamp(stop - begin, std::int64_t{0}, end - begin) + extra_count;
   }
   std::span<const std::int64_t> columns(const seqpool::request&) const { return {}; }
+};
+
+/// A token method that returns every row, and of each the columns it is given.
+struct wide_rows {
+  static constexpr seqpool::method_kind kind = seqpool::method_kind::token;
+  static constexpr std::string_view name = "wide";
+  static constexpr bool reads_token_ids = false;
+  std::span<const std::int64_t> kept;
+
+  void check(std::size_t, const seqpool::request&, std::int64_t) const {}
+  void select(const seqpool::request&, std::int64_t begin, std::int64_t end,
+              std::vector<std::int64_t>& positions) const {
+    for (std::int64_t position = begin; position < end; ++position) positions.push_back(position);
+  }
+  std::int64_t count(const seqpool::request&, std::int64_t begin, std::int64_t end) const { return end - begin; }
+  std::span<const std::int64_t> columns(const seqpool::request&) const { return kept; }
 };
 
 /// Plans, reserves and forwards a step whose hidden states are `rows` rows of ones.
@@ -364,6 +382,30 @@ TEST_CASE_TEMPLATE_DEFINE("sizes computed from a request's numbers never overflo
       seqpool::error);
   const std::int64_t most = std::numeric_limits<std::int32_t>::max();
   CHECK(all.plan(seqpool::batch{{test::part("t", task::token_embed, most, 0, 2)}}, state).num_rows == 2);
+  // A sparse list of a row of 2^31 - 1 columns takes its count and an entry a
+  // column: 2^31 values, which the results and the output count in 64 bits.
+  seqpool::pooler<method::mean, head::embed, Space, seqpool::sparse_entry> listed(space, most);
+  const seqpool::step_plan lists =
+      listed.plan(seqpool::batch{{test::whole("a", task::embed, 1), test::whole("b", task::embed, 1)}}, state);
+  const std::int64_t values = most + 1;
+  CHECK(lists.results[0]->cols == values);
+  CHECK(lists.results[1]->cols == values);
+  CHECK(lists.results[1]->offset >= lists.results[0]->offset + values);
+  CHECK(lists.output_size >= lists.results[1]->offset + values);
+  // A token method's row of more columns than records count (columns may
+  // repeat) is refused before any is read: here 2^31 of them, in memory
+  // mapped but never touched.
+  const std::size_t count = std::size_t{1} << 31;
+  void* mapped =
+      mmap(nullptr, count * sizeof(std::int64_t), PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  REQUIRE(mapped != MAP_FAILED);
+  const std::span<const std::int64_t> columns(static_cast<const std::int64_t*>(mapped), count);
+  seqpool::pooler<wide_rows, head::embed, Space> wide(space, 8, wide_rows{columns});
+  CHECK_THROWS_WITH_AS(wide.plan(seqpool::batch{{test::whole("w", task::token_embed, 2)}}, state),
+                       "request 0 (id \"w\"): returned_token_ids: wide returns 2147483648 columns a row; a row holds "
+                       "at most 2147483647 (its records count columns in 32 bits)",
+                       seqpool::error);
+  munmap(mapped, count * sizeof(std::int64_t));
 }
 
 TEST_CASE_TEMPLATE_DEFINE("an output lies apart from the hidden states and from the other outputs", Space,

@@ -376,6 +376,9 @@ class planner {
     const token_filter filter(r);  // checked in decide()
     d.columns = method.columns(r);
     d.width = d.columns.empty() ? shape_.hidden_size : static_cast<std::int64_t>(d.columns.size());
+    if (d.width > most_rows)  // records hold widths in 32 bits; columns may repeat
+      fail_request(index, r.id, "returned_token_ids", name_of(method, "the method"), " returns ", d.width,
+                   " columns a row; a row holds at most ", most_rows, " (its records count columns in 32 bits)");
     d.out_width = head.output_width(index, r, d.width);
     check_ranges(index, r, d.out_width);
     const std::int64_t end = part.num_computed + part.num_scheduled;
@@ -873,6 +876,7 @@ class planner {
 
   /// A run of a request's rows, of which `returned` are returned.
   void add_run(const gather_record& run, std::int64_t returned) {
+    check_indexable(static_cast<std::int64_t>(share_.records.gathers.size()) + 1, "runs of gathered rows");
     share_.records.gathers.push_back(run);
     run_returns_.push_back(returned);
   }
@@ -1106,7 +1110,7 @@ class planner {
     list.weights = weights;
     list.slot_weights = list.first_slot < 0 ? weights : share_.take_workspace(list.ids);
     list.top = top_k ? static_cast<std::int32_t>(std::min<std::int64_t>(*top_k, list.ids)) : -1;
-    const result_slice slice{align_values(output_end_, shape_.result_bytes), 1, 1 + list.most()};
+    const result_slice slice{align_values(output_end_, shape_.result_bytes), 1, std::int64_t{1} + list.most()};
     list.offset = slice.offset;
     results_[index] = slice;
     share_.result_rows += rows;

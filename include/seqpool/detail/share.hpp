@@ -4,15 +4,26 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <string_view>
 #include <vector>
 
 #include <seqpool/batch.hpp>
 #include <seqpool/detail/image.hpp>
 #include <seqpool/detail/records.hpp>
 #include <seqpool/detail/reused_list.hpp>
+#include <seqpool/error.hpp>
 #include <seqpool/state_key.hpp>
 
 namespace seqpool::detail {
+
+/// Refuses a step whose records would index `count` of `what` (tiles, runs,
+/// arrival counters), more than they index in 32 bits: a step too large for
+/// its records, which smaller steps plan.
+inline void check_indexable(std::int64_t count, std::string_view what) {
+  if (count > most_rows)
+    fail("requests", "the step's records would index ", count, " ", what, ", more than the ", most_rows,
+         " they index in 32 bits: plan fewer requests a step");
+}
 
 /// A request that keeps state across steps, how many floats it keeps, and what
 /// its state is begun with.
@@ -111,6 +122,7 @@ struct share {
 
   /// Arrival counters for the share's kernels.
   std::int32_t take_arrivals(std::int64_t count) {
+    check_indexable(arrivals + count, "arrival counters");
     const auto first = static_cast<std::int32_t>(arrivals);
     arrivals += count;
     return first;
