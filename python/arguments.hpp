@@ -43,8 +43,10 @@ inline DLTensor describe(const nb::ndarray<Constraints...>& tensor) {
 }
 
 /// Integers from a 1-D int32/int64 host tensor or a sequence of Python ints,
-/// as many as iterating the sequence gives (at most its len()).
-inline std::vector<std::int64_t> read_integers(nb::handle given, const char* field) {
+/// as many as iterating the sequence gives: at most `most` (a count per
+/// request: the step's requests), or where none is given, at most its len().
+inline std::vector<std::int64_t> read_integers(nb::handle given, const char* field,
+                                               std::optional<std::size_t> most = std::nullopt) {
   std::vector<std::int64_t> values;
   any_tensor tensor;
   if (nb::try_cast(given, tensor, false)) {
@@ -75,9 +77,9 @@ inline std::vector<std::int64_t> read_integers(nb::handle given, const char* fie
   }
   if (!nb::isinstance<nb::sequence>(given) || nb::isinstance<nb::str>(given))
     detail::fail(field, "must be a sequence of ints or a 1-D int tensor");
-  // Read one entry past its len() at most, so that one whose iteration never ends is refused.
-  const std::size_t length = nb::len(given);
-  values.reserve(std::min<std::size_t>(length, std::size_t{1} << 20));
+  // Read one entry past the bound at most, so that one whose iteration never ends is refused.
+  const std::size_t bound = most ? *most : nb::len(given);
+  values.reserve(std::min<std::size_t>(bound, std::size_t{1} << 20));  // a len() may say more than it holds
   nb::object iterator = nb::steal(PyObject_GetIter(given.ptr()));
   if (!iterator.is_valid()) throw nb::python_error();
   while (true) {
@@ -86,7 +88,10 @@ inline std::vector<std::int64_t> read_integers(nb::handle given, const char* fie
       if (PyErr_Occurred() != nullptr) throw nb::python_error();
       return values;
     }
-    if (values.size() == length) detail::fail(field, "has more entries than its len() of ", length);
+    if (values.size() == bound) {
+      if (most) detail::fail(field, "has more entries than the step's ", bound, " requests");
+      detail::fail(field, "has more entries than its len() of ", bound);
+    }
     std::int64_t value = 0;
     if (!nb::try_cast(item, value)) detail::fail(field, "must hold ints, got " + nb::cast<std::string>(nb::repr(item)));
     values.push_back(value);

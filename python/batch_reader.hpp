@@ -45,12 +45,12 @@ class batch_reader {
       detail::fail("padding", "expected \"right\" or \"left\", got \"", padding, "\"");
     std::vector<std::int64_t> computed(count, 0);
     if (!num_computed.is_none()) {
-      computed = read_integers(num_computed, "num_computed");
+      computed = read_integers(num_computed, "num_computed", count);
       check_count(computed.size(), count, "num_computed");
     }
     std::vector<std::int64_t> scheduled;
     if (!num_scheduled.is_none()) {
-      scheduled = read_integers(num_scheduled, "num_scheduled");
+      scheduled = read_integers(num_scheduled, "num_scheduled", count);
       check_count(scheduled.size(), count, "num_scheduled");
     }
     for (std::size_t i = 0; i < count; ++i) {

@@ -24,7 +24,7 @@ namespace seqpool::python {
 
 /// A plan (seqpool.Plan) and what it needs until its step has run: what it
 /// keeps of the arguments it was read from, and the output reserve() made for it.
-struct plan_object : held_plan<step_plan> {
+struct plan_object : owned_plan<step_plan> {
   std::vector<bool> matrices;  ///< per request: a result of rows (token tasks, spans) or one vector
   bool sparse = false;         ///< results are sparse lists, an int32 pair an entry
   planned_inputs kept;

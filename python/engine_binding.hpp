@@ -10,6 +10,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <system_error>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -52,6 +53,8 @@ struct output_layout {
 template <class Plan>
 class spare_plans {
  public:
+  spare_plans() { spare_.reserve(most_spares); }  // give() allocates nothing: a Plan's destructor calls it
+
   /// A spare plan, or a fresh one where none is kept.
   Plan take() {
     const std::lock_guard lock(mutex_);
@@ -61,14 +64,25 @@ class spare_plans {
     return taken;
   }
 
-  void give(Plan&& plan) {
+  /// Keeps `plan` where fewer than most_spares are kept; else (or where the
+  /// lock fails) it is freed.
+  void give(Plan&& plan) noexcept {
+    try {
+      const std::lock_guard lock(mutex_);
+      if (spare_.size() < most_spares) spare_.push_back(std::move(plan));
+    } catch (const std::system_error&) {
+    }
+  }
+
+  /// How many are kept now.
+  std::size_t count() {
     const std::lock_guard lock(mutex_);
-    if (spare_.size() < kept) spare_.push_back(std::move(plan));
+    return spare_.size();
   }
 
  private:
   /// An engine's loop holds a plan or two at a time (the next made before the last is dropped).
-  static constexpr std::size_t kept = 2;
+  static constexpr std::size_t most_spares = 2;
   std::mutex mutex_;
   std::vector<Plan> spare_;
 };
@@ -77,11 +91,11 @@ class spare_plans {
 /// first, so freed last), which reserve() and forward() check, and its spare
 /// plans, to which its storage goes when Python lets it go.
 template <class Plan>
-struct held_plan {
-  held_plan() = default;
-  held_plan(const held_plan&) = delete;  ///< its plan and outputs are its own
-  held_plan& operator=(const held_plan&) = delete;
-  ~held_plan() {
+struct owned_plan {
+  owned_plan() = default;
+  owned_plan(const owned_plan&) = delete;  ///< its plan and outputs are its own
+  owned_plan& operator=(const owned_plan&) = delete;
+  ~owned_plan() {
     if (spares) spares->give(std::move(plan));
   }
 
@@ -140,6 +154,8 @@ class engine_binding {
     const held_engine held = hold();
     return engine_->num_computed(text);
   }
+
+  std::size_t spare_plan_count() const { return spares_->count(); }
 
  protected:
   engine_binding() = default;  ///< engine_ is the derived class's to make
@@ -236,7 +252,7 @@ class engine_binding {
   }
 
   /// The plan of `step`, into `made`: into a spare plan's storage where one is kept.
-  void plan_into(held_plan<typename Engine::plan_type>& made, const batch& step) {
+  void plan_into(owned_plan<typename Engine::plan_type>& made, const batch& step) {
     made.owner = engine_;
     made.spares = spares_;
     made.plan = spares_->take();

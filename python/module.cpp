@@ -63,7 +63,9 @@ void bind_engine_calls(nb::class_<Object>& bound) {
       .def("synchronize", &Object::synchronize)
       .def("audit", &Object::audit)
       .def("release", &Object::release, "id"_a)
-      .def("num_computed", &Object::num_computed, "id"_a);
+      .def("num_computed", &Object::num_computed, "id"_a)
+      .def_prop_ro("_spare_plans", &Object::spare_plan_count,
+                   "Dropped plans whose storage the next plan() plans into (two at most).");
 }
 
 std::vector<std::pair<std::int64_t, std::int64_t>> spans_of(const pooling_params& params) {

@@ -56,7 +56,7 @@ inline part_object read_part(const std::string& method, std::optional<std::strin
 /// A MultiPooler's plan (seqpool.PartsPlan) and what it needs until its step
 /// has run, as a Dispatcher's plan_object: the token id tensors, and the
 /// outputs reserve() made (one a part).
-struct parts_plan_object : held_plan<parts_plan> {
+struct parts_plan_object : owned_plan<parts_plan> {
   std::vector<std::vector<bool>> matrices;  ///< per part, per request: a result of rows rather than one vector
   std::vector<bool> sparse;                 ///< per part: its results are sparse lists
   planned_inputs kept;

@@ -349,6 +349,13 @@ class Endless(Lying):
         return itertools.count()
 
 
+class Vast(Endless):
+    """A sequence whose iteration never ends and whose len() says more than memory holds."""
+
+    def __len__(self):
+        return 10**15
+
+
 def test_arguments_are_read_within_the_batch_whatever_they_do_meanwhile():
     """A sequence that says one length and holds another, or grows while it is read,
     is read as it was when the call began, never past the batch's requests."""
@@ -362,11 +369,14 @@ def test_arguments_are_read_within_the_batch_whatever_they_do_meanwhile():
     refuses("tasks: has more entries than the step's 1 requests", mixed.plan, [1], tasks=Lying(["embed"] * 200))
     # A sequence whose iteration never ends is read one entry past the batch, not until memory runs out.
     refuses("ids: has more entries than the step's 1 requests", dispatcher.plan, [1], ids=Endless(None))
-    # So are the counts, which a plan reads before it knows the batch: past their len(), not until memory runs out.
+    # So are the counts: prompt_lens, which says how many requests there are, one entry past its len(); the
+    # others one past the batch's requests, whatever their len() says.
     refuses("prompt_lens: has more entries than its len() of 1", dispatcher.plan, Endless(None))
     refuses("prompt_lens: has more entries than its len() of 1", dispatcher.plan, Lying([1, 1]))
-    refuses("num_computed: has more entries than its len() of 1", dispatcher.plan, [1], num_computed=Endless(None))
-    refuses("num_scheduled: has more entries than its len() of 1", dispatcher.plan, [1], num_scheduled=Endless(None))
+    refuses("num_computed: has more entries than the step's 1 requests", dispatcher.plan, [1],
+            num_computed=Vast(None))
+    refuses("num_scheduled: has more entries than the step's 1 requests", dispatcher.plan, [1],
+            num_scheduled=Vast(None))
     assert dispatcher.plan([1, 1], ids=Lying(["p", "q"])).results == [(0, 1, 4), (4, 1, 4)]
 
     ids = []
@@ -613,9 +623,11 @@ def test_plans_held_at_once_are_their_own_and_dropped_ones_are_planned_into_agai
     rng = np.random.default_rng(5)
     dispatcher = seqpool.pooler(4, "mean")
     multi = seqpool.MultiPooler(4, [seqpool.Part("mean"), seqpool.Part("all")])
+    assert dispatcher._spare_plans == 0 and multi._spare_plans == 0
     batches = [[2, 3], [1], [4, 1, 1], [5, 2, 6, 1], [3]]
     for round_ in range(3):
         held = [(lengths, dispatcher.plan(lengths), multi.plan(lengths)) for lengths in batches]
+        assert dispatcher._spare_plans == 0 and multi._spare_plans == 0  # each plan took one, where one was kept
         for lengths, plan, parts in held:  # run in the order made, each after every other was made
             offsets = np.cumsum([0] + lengths)
             assert plan.results == [(4 * i, 1, 4) for i in range(len(lengths))]
@@ -633,7 +645,9 @@ def test_plans_held_at_once_are_their_own_and_dropped_ones_are_planned_into_agai
         batches = batches[1:] + batches[:1]  # the next round's plans take other sizes' storage
         del held, plan, parts
         gc.collect()
+        assert dispatcher._spare_plans == 2 and multi._spare_plans == 2  # two kept of the five dropped
     kept = dispatcher.plan([2])
+    assert dispatcher._spare_plans == 1
     del dispatcher  # a plan, and what it will give back to, outlive the pooler
     gc.collect()
     assert kept.results == [(0, 1, 4)]

@@ -402,7 +402,7 @@ TEST_CASE_TEMPLATE_DEFINE("sizes computed from a request's numbers never overflo
   const std::span<const std::int64_t> columns(static_cast<const std::int64_t*>(mapped), count);
   seqpool::pooler<wide_rows, head::embed, Space> wide(space, 8, wide_rows{columns});
   CHECK_THROWS_WITH_AS(wide.plan(seqpool::batch{{test::whole("w", task::token_embed, 2)}}, state),
-                       "request 0 (id \"w\"): returned_token_ids: wide returns 2147483648 columns a row; a row holds "
+                       "request 0 (id \"w\"): method: wide returns 2147483648 columns a row; a row holds "
                        "at most 2147483647 (its records count columns in 32 bits)",
                        seqpool::error);
   munmap(mapped, count * sizeof(std::int64_t));

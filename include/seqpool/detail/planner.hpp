@@ -377,7 +377,7 @@ class planner {
     d.columns = method.columns(r);
     d.width = d.columns.empty() ? shape_.hidden_size : static_cast<std::int64_t>(d.columns.size());
     if (d.width > most_rows)  // records hold widths in 32 bits; columns may repeat
-      fail_request(index, r.id, "returned_token_ids", name_of(method, "the method"), " returns ", d.width,
+      fail_request(index, r.id, "method", name_of(method, "the method"), " returns ", d.width,
                    " columns a row; a row holds at most ", most_rows, " (its records count columns in 32 bits)");
     d.out_width = head.output_width(index, r, d.width);
     check_ranges(index, r, d.out_width);
@@ -941,8 +941,8 @@ class planner {
     built_.clear();
     for (std::int64_t k = 0; k < count; ++k) {
       share_.records.entries.emplace_back();
-      // Zeroed where it lies, then written field by field: a record built on the stack and copied in
-      // was read back 16 bytes at a time over two 8-byte stores, which the loads waited on.
+      // Written where it lies: a record copied from the stack is loaded 16 bytes at a time over two
+      // 8-byte stores, which cannot be forwarded to the load, so the copy waits for them to reach the cache.
       request_record& owner = built_.emplace_back();
       owner.prompt_len = r.prompt_len;
       owner.columns = column_offset;

@@ -15,8 +15,8 @@
 namespace seqpool::detail {
 
 /// The most rows a step has, and a token method's request returns over its
-/// prompt: records count rows, and index tiles and runs, in 32 bits (offsets
-/// into memory are 64-bit).
+/// prompt: records count rows and columns, and index tiles, runs and arrival
+/// counters, in 32 bits (offsets into memory are 64-bit).
 inline constexpr std::int64_t most_rows = std::numeric_limits<std::int32_t>::max();
 
 /// Which memory a record's offset counts into.

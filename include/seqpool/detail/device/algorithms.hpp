@@ -178,8 +178,8 @@ struct algorithms {
     // A concat's request that finishes from its state alone is one tile of no rows.
     const std::int64_t num_tiles = std::max<std::int64_t>(1, (window.count + tile_rows - 1) / tile_rows);
     const std::int64_t slabs = (loaded + Policy::slab_columns - 1) / Policy::slab_columns;
-    owner.num_tiles = static_cast<std::int32_t>(num_tiles);
     check_indexable(static_cast<std::int64_t>(records.tiles.size()) + num_tiles, "tiles");
+    owner.num_tiles = static_cast<std::int32_t>(num_tiles);
     owner.arrivals = planned.take_arrivals(slabs + 1);
     records.entries[static_cast<std::size_t>(index)].detail = request_entry::held_in_full;
     if (num_tiles > 1)

@@ -12,6 +12,21 @@
 
 namespace seqpool::detail::device {
 
+/// The slots [begin, end) of a list of `ids` that one of `threads` threads
+/// takes: a run of ids / threads rounded up, the last runs short or empty.
+/// Counted in 64 bits: a list may have nearly 2^31 ids (most_rows), past
+/// which a thread's run's end would wrap in 32.
+struct slot_run {
+  std::int64_t begin;
+  std::int64_t end;
+
+  SEQPOOL_HOST_DEVICE static slot_run of(std::int32_t ids, int threads, int thread) {
+    const std::int64_t per_thread = (std::int64_t{ids} + threads - 1) / threads;
+    const std::int64_t begin = thread * per_thread < ids ? thread * per_thread : ids;
+    return {begin, begin + per_thread < ids ? begin + per_thread : ids};
+  }
+};
+
 /// A block a list, on one wave of blocks. A token list's slots are weighed
 /// first, each its rows' largest weight, into a float a slot: consecutive
 /// threads take consecutive slots, each `list_slots_in_flight` of them at
@@ -28,21 +43,6 @@ namespace seqpool::detail::device {
 /// before it, so the list is in order of id without a sort; the first thread
 /// writes the count, and the threads fill the entries past the pairs with
 /// {-1, 0}.
-/// The slots [begin, end) of a list of `ids` that one of `threads` threads
-/// takes: a run of ids / threads rounded up, the last runs short or empty.
-/// Counted in 64 bits: a list may have nearly 2^31 ids (most_rows), past
-/// which a thread's run's end would wrap in 32.
-struct slot_run {
-  std::int64_t begin;
-  std::int64_t end;
-
-  SEQPOOL_HOST_DEVICE static slot_run of(std::int32_t ids, int threads, int thread) {
-    const std::int64_t per_thread = (std::int64_t{ids} + threads - 1) / threads;
-    const std::int64_t begin = thread * per_thread < ids ? thread * per_thread : ids;
-    return {begin, begin + per_thread < ids ? begin + per_thread : ids};
-  }
-};
-
 template <class Policy>
 struct list_sparse {
   static constexpr int threads = Policy::threads;
