@@ -18,6 +18,7 @@
 #include <span>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <type_traits>
 #include <vector>
 
@@ -62,6 +63,10 @@ constexpr const char* device_policy = SEQPOOL_BENCH_NAMED(SEQPOOL_BENCH_POLICY);
 #else
 constexpr const char* device_policy = "launch_policy";
 #endif
+/// A policy's build holds the cases the sweep runs of it (tests/gpu/run.sh:
+/// MEAN, ALL and the dispatcher's steps, on the device), so that building the
+/// nine candidates compiles the kernels they differ in and little else.
+constexpr bool every_case = device_policy == std::string_view("launch_policy");
 
 /// A space for one case. A CUDA space gets a stream of its own: the legacy
 /// default stream cannot be captured into a graph.
@@ -586,6 +591,48 @@ bool failed = false;
 
 bool chosen(const std::string& filter, const std::string& value) { return filter.empty() || filter == value; }
 
+/// The cases the sweep does not run, in the default build alone.
+template <class Space, class T, class Add>
+void run_unswept(runner<Space, T>& run, const Add& add) {
+  const head::embed normalise;
+  add("cls", [&] { return run.pooler_case("cls", method::cls{}, normalise); });
+  add("last", [&] { return run.pooler_case("last", method::last{}, normalise); });
+  add("max", [&] { return run.pooler_case("max", method::max{}, normalise); });
+  // sentence-transformers' CLS ‖ MEAN ‖ MAX, from one read of the rows (three results' worth of columns).
+  add("cls+mean+max", [&] {
+    return run.pooler_case("cls+mean+max", method::concat<method::cls, method::mean, method::max>{}, normalise);
+  });
+  // The same modes named at run time (sentence-transformers' order), as seqpool-run and Python choose them.
+  add("cls+max+mean@runtime", [&] {
+    return run.pooler_case("cls+max+mean@runtime", *method::any_sequence::from_name("cls+max+mean"), normalise);
+  });
+  add("step", [&] { return run.pooler_case("step", method::step{}, normalise); });
+  // ALL and STEP write more than they read: with bf16 results they write half as much.
+  add("all", [&] { return run.template pooler_case<seqpool::bfloat16>("all", method::all{}, normalise); });
+  add("step", [&] { return run.template pooler_case<seqpool::bfloat16>("step", method::step{}, normalise); });
+  // Quantized results, encoded as each row is stored: MEAN as int8, ALL as sign
+  // bits (a thirty-second of float's bytes).
+  add("mean", [&] { return run.template pooler_case<std::int8_t>("mean", method::mean{}, normalise); });
+  add("all", [&] { return run.template pooler_case<seqpool::ubinary>("all", method::all{}, normalise); });
+  // The stand-in's linear pass runs a GPU-shaped kernel on the host at a tenth of host_space's
+  // speed (seconds a call): the multi-vector case runs on host_space and on a GPU.
+  if (std::is_same_v<Space, seqpool::host_space> || !std::is_same_v<device_backend, seqpool::omp_backend>)
+    add("colbert", [&] { return run.colbert_case(); });
+  add("sparse", [&] { return run.sparse_case(); });
+  // BGE-M3's dense, ColBERT and lexical outputs together; the ColBERT pooler's linear pass keeps the stand-in out.
+  if (std::is_same_v<Space, seqpool::host_space> || !std::is_same_v<device_backend, seqpool::omp_backend>)
+    add("bge-m3", [&] { return run.bge_m3_case(false); });
+  // A dense MEAN embedding and lexical weights: two parts that read every row, and little else.
+  add("mean+sparse", [&] { return run.hybrid_case(); });
+  // The same parts chosen at run time: what one virtual call a part a phase costs.
+  if (std::is_same_v<Space, seqpool::host_space> || !std::is_same_v<device_backend, seqpool::omp_backend>)
+    add("bge-m3@runtime", [&] { return run.bge_m3_case(true); });
+#if defined(SEQPOOL_BENCH_PEERS)
+  // MEAN's sums by CUB's segmented reduction, a peer.
+  if constexpr (std::is_same_v<Space, device_under_test>) add("mean@cub", [&] { return run.segmented_sums_case(); });
+#endif
+}
+
 template <class Space, class T>
 void run_space(const char* space_name, const char* dtype, const batch_shape& shape, const std::vector<T>& hidden,
                const std::vector<std::int64_t>& token_ids, const options& opts, std::vector<record>& records) {
@@ -620,39 +667,8 @@ void run_space(const char* space_name, const char* dtype, const batch_shape& sha
         static_cast<long long>(r.upload_bytes), r.latency_seconds * 1e3);
     std::fflush(stdout);
   };
-  add("cls", [&] { return run.pooler_case("cls", method::cls{}, normalise); });
-  add("last", [&] { return run.pooler_case("last", method::last{}, normalise); });
   add("mean", [&] { return run.pooler_case("mean", method::mean{}, normalise); });
-  add("max", [&] { return run.pooler_case("max", method::max{}, normalise); });
-  // sentence-transformers' CLS ‖ MEAN ‖ MAX, from one read of the rows (three results' worth of columns).
-  add("cls+mean+max",
-      [&] { return run.pooler_case("cls+mean+max", method::concat<method::cls, method::mean, method::max>{}, normalise); });
-  // The same modes named at run time (sentence-transformers' order), as seqpool-run and Python choose them.
-  add("cls+max+mean@runtime", [&] {
-    return run.pooler_case("cls+max+mean@runtime", *method::any_sequence::from_name("cls+max+mean"), normalise);
-  });
   add("all", [&] { return run.pooler_case("all", method::all{}, normalise); });
-  add("step", [&] { return run.pooler_case("step", method::step{}, normalise); });
-  // ALL and STEP write more than they read: with bf16 results they write half as much.
-  add("all", [&] { return run.template pooler_case<seqpool::bfloat16>("all", method::all{}, normalise); });
-  add("step", [&] { return run.template pooler_case<seqpool::bfloat16>("step", method::step{}, normalise); });
-  // Quantized results, encoded as each row is stored: MEAN as int8, ALL as sign
-  // bits (a thirty-second of float's bytes).
-  add("mean", [&] { return run.template pooler_case<std::int8_t>("mean", method::mean{}, normalise); });
-  add("all", [&] { return run.template pooler_case<seqpool::ubinary>("all", method::all{}, normalise); });
-  // The stand-in's linear pass runs a GPU-shaped kernel on the host at a tenth of host_space's
-  // speed (seconds a call): the multi-vector case runs on host_space and on a GPU.
-  if (std::is_same_v<Space, seqpool::host_space> || !std::is_same_v<device_backend, seqpool::omp_backend>)
-    add("colbert", [&] { return run.colbert_case(); });
-  add("sparse", [&] { return run.sparse_case(); });
-  // BGE-M3's dense, ColBERT and lexical outputs together; the ColBERT pooler's linear pass keeps the stand-in out.
-  if (std::is_same_v<Space, seqpool::host_space> || !std::is_same_v<device_backend, seqpool::omp_backend>)
-    add("bge-m3", [&] { return run.bge_m3_case(false); });
-  // A dense MEAN embedding and lexical weights: two parts that read every row, and little else.
-  add("mean+sparse", [&] { return run.hybrid_case(); });
-  // The same parts chosen at run time: what one virtual call a part a phase costs.
-  if (std::is_same_v<Space, seqpool::host_space> || !std::is_same_v<device_backend, seqpool::omp_backend>)
-    add("bge-m3@runtime", [&] { return run.bge_m3_case(true); });
   add("dispatcher", [&] { return run.dispatcher_case(); });
 #if defined(__CUDACC__)
   if constexpr (std::is_same_v<Space, device_under_test>)
@@ -661,10 +677,7 @@ void run_space(const char* space_name, const char* dtype, const batch_shape& sha
   if constexpr (std::is_same_v<Space, device_under_test>)
     add("dispatcher graph eighth", [&] { return run.dispatcher_graph_case("dispatcher graph eighth", 8); });
 #endif
-#if defined(SEQPOOL_BENCH_PEERS)
-  // MEAN's sums by CUB's segmented reduction, a peer.
-  if constexpr (std::is_same_v<Space, device_under_test>) add("mean@cub", [&] { return run.segmented_sums_case(); });
-#endif
+  if constexpr (every_case) run_unswept(run, add);
 }
 
 }  // namespace
@@ -728,7 +741,9 @@ int main(int argc, char** argv) {
       }
     }
   };
+#if !defined(SEQPOOL_BENCH_POLICY)  // a policy's build measures the device alone
   run_all_inputs.template operator()<seqpool::host_space>("host");
+#endif
   run_all_inputs.template operator()<device_under_test>("device");
   if (!opts.json.empty()) {
     nlohmann::ordered_json all = nlohmann::ordered_json::array();
