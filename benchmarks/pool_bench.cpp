@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <optional>
@@ -591,6 +592,16 @@ bool failed = false;
 
 bool chosen(const std::string& filter, const std::string& value) { return filter.empty() || filter == value; }
 
+/// Writes every record so far to `path`, whole: into a file beside it, then
+/// renamed over it, so that a run cut short leaves the cases it finished.
+void write_records(const std::string& path, const std::vector<record>& records) {
+  nlohmann::ordered_json all = nlohmann::ordered_json::array();
+  for (const record& r : records) all.push_back(r.json());
+  const std::string part = path + ".part";
+  std::ofstream(part) << all.dump(2) << '\n';
+  std::filesystem::rename(part, path);
+}
+
 /// The cases the sweep does not run, in the default build alone.
 template <class Space, class T, class Add>
 void run_unswept(runner<Space, T>& run, const Add& add) {
@@ -651,6 +662,7 @@ void run_space(const char* space_name, const char* dtype, const batch_shape& sha
     if (!chosen(opts.method, name)) return;
     try {
       records.push_back(make());
+      if (!opts.json.empty()) write_records(opts.json, records);
     } catch (const std::exception& failure) {  // the other cases still run, and their records are written
       std::printf("%-10s %-6s %-5s %-6s %-7s FAILED: %s\n", name.c_str(), space_name, dtype, "*", shape.name.c_str(),
                   failure.what());
@@ -745,10 +757,6 @@ int main(int argc, char** argv) {
   run_all_inputs.template operator()<seqpool::host_space>("host");
 #endif
   run_all_inputs.template operator()<device_under_test>("device");
-  if (!opts.json.empty()) {
-    nlohmann::ordered_json all = nlohmann::ordered_json::array();
-    for (const record& r : records) all.push_back(r.json());
-    std::ofstream(opts.json) << all.dump(2) << '\n';
-  }
+  if (!opts.json.empty()) write_records(opts.json, records);
   return failed ? 1 : 0;
 }

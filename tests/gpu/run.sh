@@ -28,22 +28,38 @@
 # that needs another (the Python parts need the module's build) needs it matched too.
 # GPU_PROGRAMS (tests/gpu/programs.sh) narrows the programs carried and built to
 # those the chosen parts run. GPU_SECONDS (480 by default) is the time the script
-# should take: the last part, the torch.compile peer, gets what is left of it.
+# takes at most: each part's limit is cut to what is left of it, and the last
+# part, the torch.compile peer, gets what is left. Run it under an outer limit
+# above GPU_SECONDS, so that the script, not the limit, ends the run.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 arch=${GPU_ARCH:-90}
 out=${OUT:-build-gpu/out}
 mkdir -p "$out"
 status=0
+budget=${GPU_SECONDS:-480}
+# Whether GPU_PARTS lets part $1 run.
+chosen() { [[ -z ${GPU_PARTS:-} || $1 =~ $GPU_PARTS ]]; }
+# part NAME LIMIT COMMAND...: runs COMMAND under LIMIT seconds, cut to what is
+# left of GPU_SECONDS less 20 s for the tables, so that the script ends within
+# GPU_SECONDS and a call's own limit, set above it, never cuts the script short
+# (its parts' processes would outlive it, and its output with them). A part cut
+# short reports FAILED with status 124; one no time is left for, not run.
 part() {
-  local name=$1
-  shift
-  if [[ -n ${GPU_PARTS:-} && ! $name =~ $GPU_PARTS ]]; then
+  local name=$1 limit=$2
+  shift 2
+  if ! chosen "$name"; then
     echo "gpu: $name: skipped"
     return
   fi
+  local left=$((budget - 20 - SECONDS))
+  if ((left < 5)); then
+    echo "gpu: $name: not run, $left s of GPU_SECONDS left"
+    status=1
+    return
+  fi
   local start=$SECONDS
-  "$@"
+  timeout -k 5 $((limit < left ? limit : left)) "$@"
   local code=$?
   if [ $code = 0 ]; then echo "gpu: $name: ok ($((SECONDS - start)) s)"; else
     echo "gpu: $name: FAILED, status $code ($((SECONDS - start)) s)"; status=1; fi
@@ -74,15 +90,20 @@ export CPATH="$deps${CPATH:+:$CPATH}"
 # here; otherwise they are built in build-gpu/.
 source tests/gpu/programs.sh
 bin=.gpu-deps/bin
+# sync_steps links the shared CUDA runtime, which .gpu-deps/bin carries too.
+libraries="/usr/local/cuda/lib64:$PWD/$bin${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 carried=yes
 for program in "${programs[@]##*/}" sync_steps libcount_sync.so; do
-  if [ ! -f "$bin/$program" ] || ldd "$bin/$program" 2>&1 | grep -q 'not found'; then carried=no; fi
+  if [ ! -f "$bin/$program" ] || LD_LIBRARY_PATH="$libraries" ldd "$bin/$program" 2>&1 | grep -q 'not found'; then
+    carried=no
+  fi
 done
 start=$SECONDS
 if [ $carried = yes ]; then
   echo "gpu: build: the programs carried in $bin load here"
 else
   bin=build-gpu/bin
+  libraries="/usr/local/cuda/lib64:$PWD/$bin${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
   mkdir -p "$bin"
   if [ ! -f build-gpu/build.ninja ]; then
     meson setup build-gpu --buildtype=release -Dtests=true -Dexamples=true -Dbenchmarks=true -Dtools=true -Dcuda=enabled -Dgpu_programs=true -Dgpu_arch="$arch" -Dcpp_args="-I$deps" \
@@ -95,30 +116,32 @@ else
 fi
 
 # The parts run most important first, each under a time limit, so that one that
-# hangs costs its limit, not the call; a part cut short reports FAILED with status 124.
-part "CUDA tests" timeout 90 "$bin/test_cuda" -tce='*captured*,*bulk-copy*'
-part "capture replays" timeout 60 "$bin/test_cuda" -tc='*captured*'
+# hangs costs its limit, not the call.
+part "CUDA tests" 90 "$bin/test_cuda" -tce='*captured*,*bulk-copy*'
+part "capture replays" 60 "$bin/test_cuda" -tc='*captured*'
 # The candidate whose split blocks wait on mbarriers for bulk copies, apart: a
 # wait that never completes would cost this part's limit, not the tests'.
-part "bulk-copy candidate" timeout 30 "$bin/test_cuda" -tc='*bulk-copy*'
-part "no waits, copies or allocations in 100 steps" env LD_PRELOAD="$PWD/$bin/libcount_sync.so" \
-  LD_LIBRARY_PATH="/usr/local/cuda/lib64:$PWD/$bin${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" timeout 60 "$bin/sync_steps"
-part "main example on CUDA" timeout 30 "$bin/embed_batch_cuda"
-part "custom method on CUDA" timeout 30 "$bin/custom_method_cuda"
-part "padded batch through DLPack on CUDA" timeout 30 "$bin/padded_batch_cuda"
-part "BGE-M3's three outputs on CUDA" timeout 60 "$bin/bge_m3_cuda"
-part "device benchmark" timeout 150 "$bin/pool_bench_cuda" --space device --repeats 5 --json "$out/gpu-bench.json"
+part "bulk-copy candidate" 30 "$bin/test_cuda" -tc='*bulk-copy*'
+part "no waits, copies or allocations in 100 steps" 60 env LD_PRELOAD="$PWD/$bin/libcount_sync.so" \
+  LD_LIBRARY_PATH="$libraries" "$bin/sync_steps"
+part "main example on CUDA" 30 "$bin/embed_batch_cuda"
+part "custom method on CUDA" 30 "$bin/custom_method_cuda"
+part "padded batch through DLPack on CUDA" 30 "$bin/padded_batch_cuda"
+part "BGE-M3's three outputs on CUDA" 60 "$bin/bge_m3_cuda"
+part "device benchmark" 150 "$bin/pool_bench_cuda" --space device --repeats 5 --json "$out/gpu-bench.json"
 # A step's fixed cost without the flush before each run that the figures above
 # pay (which evicts the TLB's pages with the caches): CLS and the mixed step, warm.
 warm_steps() {
+  local code=0
   for method in cls dispatcher; do
     "$bin/pool_bench_cuda" --space device --method "$method" --repeats 5 --warm --json "$out/gpu-warm-$method.json" ||
-      return
+      code=1
   done > "$out/gpu-warm.txt"
+  return $code
 }
 export -f warm_steps
 export bin out
-part "device benchmark, warm caches" timeout 100 bash -c warm_steps
+part "device benchmark, warm caches" 100 bash -c warm_steps
 # The sweep: MEAN (packed and split requests) and ALL (gathering) under each
 # candidate policy, every shape, fp32 and bf16, three repeats: 30 s a part at most.
 # The candidates that change captured steps alone run the captured dispatcher step,
@@ -131,52 +154,58 @@ for policy in "${policies[@]}"; do
   [ "$policy" = branched_entries_policy ] && methods=(dispatcher "dispatcher graph")
   [ "$policy" = wave_tiles_policy ] && methods=(mean)
   for method in "${methods[@]}"; do
-    part "sweep: $policy, $method" timeout 30 "$bin/pool_bench_cuda_$policy" --space device --method "$method" \
-      --repeats 3 --json "$out/sweep-$policy-${method// /-}.json"
+    swept="$out/sweep-$policy-${method// /-}.json"
+    chosen "sweep: $policy, $method" && rm -f "$swept"  # a part that fails leaves no earlier run's records
+    part "sweep: $policy, $method" 30 "$bin/pool_bench_cuda_$policy" --space device --method "$method" \
+      --repeats 3 --json "$swept"
   done
 done
-part "PyTorch pooler on CUDA" timeout 60 python3 benchmarks/torch_baseline.py --device cuda --repeats 3 \
+part "PyTorch pooler on CUDA" 60 python3 benchmarks/torch_baseline.py --device cuda --repeats 3 \
   --json "$out/torch-cuda.json"
 # Nsight Compute's view of the pooling and gathering kernels on one shape: the
 # fraction of DRAM's peak, occupancy and what holds it, the launch's waves.
 ncu_kernels() {
+  local code=0
   for method in mean all; do
     ncu --clock-control none --kernel-name-base demangled -k regex:'pool_rows|gather_rows' --launch-count 2 \
       --section SpeedOfLight --section Occupancy --section LaunchStats --section MemoryWorkloadAnalysis \
-      "$bin/pool_bench_cuda" --space device --method "$method" --shape long --dtype bf16 --repeats 1 --unheld || return
-  done >> "$out/ncu.txt" 2>&1
+      "$bin/pool_bench_cuda" --space device --method "$method" --shape long --dtype bf16 --repeats 1 --unheld || code=1
+  done > "$out/ncu.txt" 2>&1
+  return $code
 }
 export -f ncu_kernels
-part "Nsight Compute: MEAN and ALL, bf16, long" timeout 90 bash -c ncu_kernels
+part "Nsight Compute: MEAN and ALL, bf16, long" 90 bash -c ncu_kernels
 # Nsight Compute's time of each kernel of a step, one after another (the mixed
 # dispatcher's, eager and replayed from a graph at an eighth of its capacity;
 # ColBERT's projection), against the step's time in gpu-bench.json: where a
 # step's time goes between its kernels.
 ncu_steps() {
+  local code=0
   for method in dispatcher "dispatcher graph eighth" colbert; do
     ncu --clock-control none --kernel-name-base function --metrics gpu__time_duration.sum --csv --print-units base \
       --log-file "$out/ncu-steps-${method// /-}.csv" "$bin/pool_bench_cuda" --space device --method "$method" \
-      --shape wide --dtype fp32 --repeats 1 --unheld > /dev/null || return
+      --shape wide --dtype fp32 --repeats 1 --unheld > /dev/null || code=1
   done
+  return $code
 }
 export -f ncu_steps
-part "Nsight Compute: the kernels of a step" timeout 90 bash -c ncu_steps
-part "seqpool-run on CUDA" env SEQPOOL_RUN="$PWD/$bin/seqpool-run-cuda" timeout 150 \
+part "Nsight Compute: the kernels of a step" 90 bash -c ncu_steps
+part "seqpool-run on CUDA" 150 env SEQPOOL_RUN="$PWD/$bin/seqpool-run-cuda" \
   python3 -m unittest discover -s tests/cli -p 'test_*.py'
-part "memcheck" timeout 150 compute-sanitizer --tool memcheck --error-exitcode 1 --log-file "$out/memcheck.log" \
+part "memcheck" 150 compute-sanitizer --tool memcheck --error-exitcode 1 --log-file "$out/memcheck.log" \
   "$bin/test_cuda" -tce='random*'
-part "racecheck" timeout 120 compute-sanitizer --tool racecheck --error-exitcode 1 --log-file "$out/racecheck.log" \
+part "racecheck" 120 compute-sanitizer --tool racecheck --error-exitcode 1 --log-file "$out/racecheck.log" \
   "$bin/test_cuda" -tce='random*'
 # The Python module with its CUDA engines, built here for this machine's python3
 # (nanobind from its pip; DLPack's header from python/third_party), its CUDA
 # tests on torch.cuda tensors (a torch.cuda.graph capture among them), and
 # seqpool from Python against the PyTorch pooler.
-part "Python module build" timeout 300 bash -c "meson setup build-gpu-py --buildtype=release -Dpython=enabled \
+part "Python module build" 300 bash -c "meson setup build-gpu-py --buildtype=release -Dpython=enabled \
   -Dpython_cuda=enabled -Dcuda=enabled -Dgpu_arch=$arch > '$out/python-setup.log' 2>&1 && ninja -C build-gpu-py \
   > '$out/python-build.log' 2>&1 || { tail -30 '$out/python-setup.log' '$out/python-build.log'; exit 1; }"
-part "Python on CUDA (pytest)" env PYTHONPATH="$PWD/build-gpu-py/python:$PWD/.gpu-deps/python" timeout 120 python3 -m pytest -q \
+part "Python on CUDA (pytest)" 120 env PYTHONPATH="$PWD/build-gpu-py/python:$PWD/.gpu-deps/python" python3 -m pytest -q \
   -p no:cacheprovider python/tests
-part "seqpool from Python against the PyTorch pooler" env PYTHONPATH="$PWD/build-gpu-py/python" timeout 90 \
+part "seqpool from Python against the PyTorch pooler" 90 env PYTHONPATH="$PWD/build-gpu-py/python" \
   python3 python/benchmarks/torch_vs_seqpool.py --device cuda --repeats 5 --json "$out/python-cuda.json"
 # The same code under torch.compile, what a user who will not write kernels picks
 # instead: MEAN and the mixed step in bf16, compiled in each case's untimed first
@@ -184,26 +213,31 @@ part "seqpool from Python against the PyTorch pooler" env PYTHONPATH="$PWD/build
 # compiles take the longest: it gets what is left of the script's time
 # (GPU_SECONDS, 480 by default; 150 s at most), so that the tables below are still
 # written; the records of the cases it finished are written as each ends.
-compile_seconds=$((${GPU_SECONDS:-480} - SECONDS - 15))
+compiled_part="PyTorch pooler under torch.compile on CUDA"
+compile_seconds=$((budget - 20 - SECONDS))
 ((compile_seconds > 150)) && compile_seconds=150
-rm -f "$out/torch-cuda-compile.json"
-if ((compile_seconds >= 30)); then
-  # It starts no case past its share less a case's compile; the limit stops one that hangs.
-  part "PyTorch pooler under torch.compile on CUDA" timeout $compile_seconds python3 benchmarks/torch_baseline.py \
-    --device cuda --compile --method mean,dispatcher --dtype bf16 --repeats 3 --seconds $((compile_seconds - 45)) \
+if ! chosen "$compiled_part"; then
+  echo "gpu: $compiled_part: skipped"
+elif ((compile_seconds >= 60)); then
+  rm -f "$out/torch-cuda-compile.json"
+  # It starts no case past its share less a case's compile (45 s); the limit stops one that hangs.
+  part "$compiled_part" $compile_seconds python3 benchmarks/torch_baseline.py --device cuda --compile \
+    --method mean,dispatcher --dtype bf16 --repeats 3 --seconds $((compile_seconds - 45)) \
     --json "$out/torch-cuda-compile.json"
 else
-  echo "gpu: PyTorch pooler under torch.compile on CUDA: skipped (${compile_seconds} s of GPU_SECONDS left)"
+  echo "gpu: $compiled_part: not run, $compile_seconds s of GPU_SECONDS left (it needs 60)"
 fi
 if [ -f "$out/gpu-bench.json" ] && [ -f "$out/torch-cuda.json" ]; then
   compiled=()
   [ -f "$out/torch-cuda-compile.json" ] && compiled=("$out/torch-cuda-compile.json")
-  python3 benchmarks/report.py "$out/gpu-bench.json" "$out/torch-cuda.json" "${compiled[@]}" --space device \
-    --json "$out/gpu-report.json" > "$out/gpu-tables.md" && cat "$out/gpu-tables.md"
+  if python3 benchmarks/report.py "$out/gpu-bench.json" "$out/torch-cuda.json" "${compiled[@]}" --space device \
+    --json "$out/gpu-report.json" > "$out/gpu-tables.md"; then cat "$out/gpu-tables.md"; else
+    echo "gpu: tables: FAILED"; status=1; fi
 fi
 if [ -f "$out/gpu-bench.json" ] && compgen -G "$out/sweep-*.json" > /dev/null; then
-  python3 benchmarks/sweep.py "$out/gpu-bench.json" "$out"/sweep-*.json --json "$out/sweep.json" > "$out/sweep.md" &&
-    cat "$out/sweep.md"
+  if python3 benchmarks/sweep.py "$out/gpu-bench.json" "$out"/sweep-*.json --json "$out/sweep.json" > "$out/sweep.md"
+  then cat "$out/sweep.md"; else
+    echo "gpu: sweep table: FAILED"; status=1; fi
 fi
 echo "gpu: done in $SECONDS s, status $status"
 exit $status
