@@ -34,7 +34,7 @@ def machine():
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0].replace("\n", " "))
     parser.add_argument("seqpool")
     parser.add_argument("torch", nargs="+", help="torch_baseline.py's records (eager, and compiled)")
     parser.add_argument("--json", required=True)

@@ -36,7 +36,7 @@ def median_seconds(work, repeats, sync):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0].replace("\n", " "))
     parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
     parser.add_argument("--repeats", type=int, default=7)
     parser.add_argument("--shape", choices=tuple(shapes()), help="one shape only (default: every packed one)")
