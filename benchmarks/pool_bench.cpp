@@ -592,14 +592,32 @@ bool failed = false;
 
 bool chosen(const std::string& filter, const std::string& value) { return filter.empty() || filter == value; }
 
+/// Whether a case matched --method: a build that holds none of the named
+/// cases (a policy's build holds the sweep's) says so rather than measure nothing.
+bool matched = false;
+
 /// Writes every record so far to `path`, whole: into a file beside it, then
 /// renamed over it, so that a run cut short leaves the cases it finished.
+/// Throws where it cannot.
 void write_records(const std::string& path, const std::vector<record>& records) {
   nlohmann::ordered_json all = nlohmann::ordered_json::array();
   for (const record& r : records) all.push_back(r.json());
   const std::string part = path + ".part";
-  std::ofstream(part) << all.dump(2) << '\n';
+  std::ofstream out(part);
+  out << all.dump(2) << '\n';
+  out.close();
+  if (!out) throw std::runtime_error("cannot write " + part);
   std::filesystem::rename(part, path);
+}
+
+/// write_records(), a failure reported and counted (the records stay for the next write).
+void save_records(const std::string& path, const std::vector<record>& records) {
+  try {
+    write_records(path, records);
+  } catch (const std::exception& failure) {
+    std::printf("records not written: %s\n", failure.what());
+    failed = true;
+  }
 }
 
 /// The cases the sweep does not run, in the default build alone.
@@ -660,9 +678,9 @@ void run_space(const char* space_name, const char* dtype, const batch_shape& sha
   const head::embed normalise;
   const auto add = [&](const std::string& name, auto make) {
     if (!chosen(opts.method, name)) return;
+    matched = true;
     try {
       records.push_back(make());
-      if (!opts.json.empty()) write_records(opts.json, records);
     } catch (const std::exception& failure) {  // the other cases still run, and their records are written
       std::printf("%-10s %-6s %-5s %-6s %-7s FAILED: %s\n", name.c_str(), space_name, dtype, "*", shape.name.c_str(),
                   failure.what());
@@ -670,6 +688,7 @@ void run_space(const char* space_name, const char* dtype, const batch_shape& sha
       failed = true;
       return;
     }
+    if (!opts.json.empty()) save_records(opts.json, records);
     const record& r = records.back();
     std::printf(
         "%-10s %-6s %-5s %-6s %-7s %8.3f ms %7.2f GB/s  ceiling %6.2f GB/s  %5.2f  bound %5.2f  (plan %.3f ms, "
@@ -724,6 +743,14 @@ int main(int argc, char** argv) {
 #endif
 
   std::vector<record> records;
+  if (!opts.json.empty()) {  // a path the records cannot be written to is refused before any case runs
+    try {
+      write_records(opts.json, records);
+    } catch (const std::exception& failure) {
+      std::printf("records not written: %s\n", failure.what());
+      return 2;
+    }
+  }
   std::printf("%-10s %-6s %-5s %-6s %-7s %11s %12s  %20s  %5s  %11s\n", "method", "space", "dtype", "result", "shape",
               "time", "bandwidth", "read ceiling (same run)", "ratio", "r+w bound");
   struct shape_data {
@@ -757,6 +784,11 @@ int main(int argc, char** argv) {
   run_all_inputs.template operator()<seqpool::host_space>("host");
 #endif
   run_all_inputs.template operator()<device_under_test>("device");
-  if (!opts.json.empty()) write_records(opts.json, records);
+  if (!opts.json.empty()) save_records(opts.json, records);
+  if (!opts.method.empty() && !matched) {
+    std::printf("no case of this build is named \"%s\"%s\n", opts.method.c_str(),
+                every_case ? "" : " (a policy's build holds the sweep's: mean, all and the dispatcher's)");
+    return 1;
+  }
   return failed ? 1 : 0;
 }

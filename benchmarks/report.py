@@ -186,7 +186,7 @@ def plot(index, png):
             for k, (space, label, colour) in enumerate((("host", "seqpool host_space", "tab:blue"),
                                                          ("device", "seqpool device_space (OpenMP stand-in)", "tab:cyan"),
                                                          ("torch", "PyTorch, vLLM-style", "tab:orange"))):
-                values = [index.get((space, m, dtype, shape), {}).get("fraction", 0) for m in METHODS]
+                values = [index.get((space, m, dtype, shape), {}).get("fraction") or 0 for m in METHODS]
                 axis.bar([i + (k - 1) * width for i in range(len(METHODS))], values, width, label=label, color=colour)
             axis.axhline(1.0, color="grey", linewidth=0.8)
             axis.set_xticks(range(len(METHODS)), METHODS, rotation=45)

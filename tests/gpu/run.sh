@@ -64,6 +64,14 @@ part() {
   if [ $code = 0 ]; then echo "gpu: $name: ok ($((SECONDS - start)) s)"; else
     echo "gpu: $name: FAILED, status $code ($((SECONDS - start)) s)"; status=1; fi
 }
+# clear_for NAME FILE...: a part that writes records removes an earlier run's
+# first, where GPU_PARTS chooses it: if it fails or is not run, no earlier run's
+# records are tabled as this one's.
+clear_for() {
+  local name=$1
+  shift
+  if chosen "$name"; then rm -f "$@"; fi
+}
 
 echo "gpu: $(date -u +%FT%TZ) $(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1)"
 echo "gpu: $(nvcc --version | tail -1); $(g++ --version | head -1); meson $(meson --version); $(python3 -c 'import torch, numpy; print("torch", torch.__version__, "numpy", numpy.__version__)' 2>&1)"
@@ -94,7 +102,9 @@ bin=.gpu-deps/bin
 libraries="/usr/local/cuda/lib64:$PWD/$bin${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 carried=yes
 for program in "${programs[@]##*/}" sync_steps libcount_sync.so; do
-  if [ ! -f "$bin/$program" ] || LD_LIBRARY_PATH="$libraries" ldd "$bin/$program" 2>&1 | grep -q 'not found'; then
+  path=${LD_LIBRARY_PATH:-}  # as each runs: sync_steps and its shim with the carried runtime
+  [[ $program = sync_steps || $program = libcount_sync.so ]] && path=$libraries
+  if [ ! -f "$bin/$program" ] || LD_LIBRARY_PATH="$path" ldd "$bin/$program" 2>&1 | grep -q 'not found'; then
     carried=no
   fi
 done
@@ -128,6 +138,7 @@ part "main example on CUDA" 30 "$bin/embed_batch_cuda"
 part "custom method on CUDA" 30 "$bin/custom_method_cuda"
 part "padded batch through DLPack on CUDA" 30 "$bin/padded_batch_cuda"
 part "BGE-M3's three outputs on CUDA" 60 "$bin/bge_m3_cuda"
+clear_for "device benchmark" "$out/gpu-bench.json"
 part "device benchmark" 150 "$bin/pool_bench_cuda" --space device --repeats 5 --json "$out/gpu-bench.json"
 # A step's fixed cost without the flush before each run that the figures above
 # pay (which evicts the TLB's pages with the caches): CLS and the mixed step, warm.
@@ -141,6 +152,7 @@ warm_steps() {
 }
 export -f warm_steps
 export bin out
+clear_for "device benchmark, warm caches" "$out"/gpu-warm-*.json "$out/gpu-warm.txt"
 part "device benchmark, warm caches" 100 bash -c warm_steps
 # The sweep: MEAN (packed and split requests) and ALL (gathering) under each
 # candidate policy, every shape, fp32 and bf16, three repeats: 30 s a part at most.
@@ -155,11 +167,12 @@ for policy in "${policies[@]}"; do
   [ "$policy" = wave_tiles_policy ] && methods=(mean)
   for method in "${methods[@]}"; do
     swept="$out/sweep-$policy-${method// /-}.json"
-    chosen "sweep: $policy, $method" && rm -f "$swept"  # a part that fails leaves no earlier run's records
+    clear_for "sweep: $policy, $method" "$swept"
     part "sweep: $policy, $method" 30 "$bin/pool_bench_cuda_$policy" --space device --method "$method" \
       --repeats 3 --json "$swept"
   done
 done
+clear_for "PyTorch pooler on CUDA" "$out/torch-cuda.json"
 part "PyTorch pooler on CUDA" 60 python3 benchmarks/torch_baseline.py --device cuda --repeats 3 \
   --json "$out/torch-cuda.json"
 # Nsight Compute's view of the pooling and gathering kernels on one shape: the
@@ -174,6 +187,7 @@ ncu_kernels() {
   return $code
 }
 export -f ncu_kernels
+clear_for "Nsight Compute: MEAN and ALL, bf16, long" "$out/ncu.txt"
 part "Nsight Compute: MEAN and ALL, bf16, long" 90 bash -c ncu_kernels
 # Nsight Compute's time of each kernel of a step, one after another (the mixed
 # dispatcher's, eager and replayed from a graph at an eighth of its capacity;
@@ -189,6 +203,7 @@ ncu_steps() {
   return $code
 }
 export -f ncu_steps
+clear_for "Nsight Compute: the kernels of a step" "$out"/ncu-steps-*.csv
 part "Nsight Compute: the kernels of a step" 90 bash -c ncu_steps
 part "seqpool-run on CUDA" 150 env SEQPOOL_RUN="$PWD/$bin/seqpool-run-cuda" \
   python3 -m unittest discover -s tests/cli -p 'test_*.py'
@@ -205,6 +220,7 @@ part "Python module build" 300 bash -c "meson setup build-gpu-py --buildtype=rel
   > '$out/python-build.log' 2>&1 || { tail -30 '$out/python-setup.log' '$out/python-build.log'; exit 1; }"
 part "Python on CUDA (pytest)" 120 env PYTHONPATH="$PWD/build-gpu-py/python:$PWD/.gpu-deps/python" python3 -m pytest -q \
   -p no:cacheprovider python/tests
+clear_for "seqpool from Python against the PyTorch pooler" "$out/python-cuda.json"
 part "seqpool from Python against the PyTorch pooler" 90 env PYTHONPATH="$PWD/build-gpu-py/python" \
   python3 python/benchmarks/torch_vs_seqpool.py --device cuda --repeats 5 --json "$out/python-cuda.json"
 # The same code under torch.compile, what a user who will not write kernels picks
@@ -216,17 +232,19 @@ part "seqpool from Python against the PyTorch pooler" 90 env PYTHONPATH="$PWD/bu
 compiled_part="PyTorch pooler under torch.compile on CUDA"
 compile_seconds=$((budget - 20 - SECONDS))
 ((compile_seconds > 150)) && compile_seconds=150
+clear_for "$compiled_part" "$out/torch-cuda-compile.json"
 if ! chosen "$compiled_part"; then
   echo "gpu: $compiled_part: skipped"
 elif ((compile_seconds >= 60)); then
-  rm -f "$out/torch-cuda-compile.json"
   # It starts no case past its share less a case's compile (45 s); the limit stops one that hangs.
   part "$compiled_part" $compile_seconds python3 benchmarks/torch_baseline.py --device cuda --compile \
     --method mean,dispatcher --dtype bf16 --repeats 3 --seconds $((compile_seconds - 45)) \
     --json "$out/torch-cuda-compile.json"
 else
   echo "gpu: $compiled_part: not run, $compile_seconds s of GPU_SECONDS left (it needs 60)"
+  status=1
 fi
+rm -f "$out/gpu-tables.md" "$out/gpu-report.json" "$out/sweep.md" "$out/sweep.json"
 if [ -f "$out/gpu-bench.json" ] && [ -f "$out/torch-cuda.json" ]; then
   compiled=()
   [ -f "$out/torch-cuda-compile.json" ] && compiled=("$out/torch-cuda-compile.json")
