@@ -12,6 +12,7 @@
 #include <string>
 #include <system_error>
 #include <thread>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -52,6 +53,8 @@ struct output_layout {
 /// given back from whichever thread drops a plan, hence the lock.
 template <class Plan>
 class spare_plans {
+  static_assert(std::is_nothrow_move_constructible_v<Plan>, "give() keeps a plan without throwing");
+
  public:
   spare_plans() { spare_.reserve(most_spares); }  // give() allocates nothing: a Plan's destructor calls it
 
