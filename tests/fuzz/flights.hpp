@@ -94,12 +94,15 @@ inline drawn_step draw_step(FuzzedDataProvider& in, std::vector<flight>& flights
 /// A step run by both spaces' engines (each `run()` gives its results, or
 /// none and the error's message): their results, none where both refused it;
 /// `mismatch` is told where one refused it and the other did not, or both
-/// with different messages.
+/// with different messages. A step both ran moves its flights on by their chunks.
 template <class Host, class Device, class Mismatch>
 auto run_both(Host& host, Device& device, const drawn_step& step, std::int64_t hidden_size, Mismatch mismatch) {
   auto [host_results, host_error] = host.run(step.batch, step.rows, hidden_size);
   auto [device_results, device_error] = device.run(step.batch, step.rows, hidden_size);
   if (host_error != device_error) mismatch("the spaces disagree: \"" + host_error + "\" / \"" + device_error + "\"");
+  if (host_results)
+    for (std::size_t i = 0; i < step.scheduled.size(); ++i)
+      step.scheduled[i]->done += step.batch.requests[i].num_scheduled;
   return std::pair(std::move(host_results), std::move(device_results));
 }
 
