@@ -106,6 +106,26 @@ TEST_CASE("among thousands of requests, every repeated id is found and no distin
   }
 }
 
+TEST_CASE("a repeated id of any length is found, and ids differing in any one byte are distinct") {
+  // The id check hashes whole 8-byte words, then the last 8 bytes (or, below 8, each byte): every
+  // length around those steps, and a byte changed at each position, zero bytes included.
+  for (std::size_t length = 1; length <= 25; ++length) {
+    CAPTURE(length);
+    const std::string id(length, 'x');
+    seqpool::batch step{{whole(id, task::embed, 1)}};
+    for (std::size_t at = 0; at < length; ++at)
+      for (const char byte : {'y', '\0'}) {
+        std::string other = id;
+        other[at] = byte;
+        step.requests.push_back(whole(other, task::embed, 1));
+      }
+    CHECK(seqpool::lay_out(step).chunks.size() == 1 + 2 * length);
+    step.requests.push_back(whole(id, task::embed, 1));
+    CHECK_THROWS_WITH_AS(seqpool::lay_out(step),
+                         doctest::Contains("id: appears twice in one step (first as request 0)"), seqpool::error);
+  }
+}
+
 TEST_CASE("a padded layout's padding is right or left") {
   seqpool::batch step{{whole("a", task::embed, 2)}};
   step.padded = seqpool::padded_rows{.sequence_length = 4, .padding = static_cast<seqpool::padding>(7)};

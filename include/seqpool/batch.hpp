@@ -6,7 +6,7 @@
 #include <bit>
 #include <cstddef>
 #include <cstdint>
-#include <functional>
+#include <cstring>
 #include <limits>
 #include <optional>
 #include <span>
@@ -183,6 +183,33 @@ struct step_layout {
 
 namespace detail {
 
+/// A 64-bit hash of a request's id for check_unique_ids(), inline: its
+/// length, then 8 bytes at a time, each folded in by a multiply whose high
+/// bits are shifted down; the last 8 bytes (overlapping the word before) end
+/// it, or the bytes of an id shorter than 8. A table needs its low bits
+/// spread, not a keyed hash: a step's ids are the engine's own.
+inline std::uint64_t id_hash(std::string_view id) {
+  constexpr std::uint64_t odd = 0x9e37'79b9'7f4a'7c15u;
+  const auto fold = [](std::uint64_t h, std::uint64_t word) {
+    h = (h ^ word) * odd;
+    return h ^ (h >> 29);
+  };
+  const std::size_t size = id.size();
+  std::uint64_t h = size * odd;
+  std::uint64_t word = 0;
+  if (size < 8) {
+    for (std::size_t k = 0; k < size; ++k) word |= std::uint64_t{static_cast<unsigned char>(id[k])} << (8 * k);
+  } else {
+    for (std::size_t k = 0; k + 8 < size; k += 8) {
+      std::memcpy(&word, id.data() + k, 8);
+      h = fold(h, word);
+    }
+    std::memcpy(&word, id.data() + size - 8, 8);
+  }
+  h = fold(h, word) * 0xd6e8'feb8'6659'fd93u;
+  return h ^ (h >> 32);
+}
+
 /// Throws for the first of `count` requests, in order, whose id an earlier one
 /// already has; the k-th is requests[index_of(k)], and messages name that index.
 /// An open-addressing table in `buckets` (whose storage it reuses) allocates at
@@ -200,7 +227,7 @@ void check_unique_ids(std::span<const request> requests, std::size_t count, Inde
   for (std::size_t k = 0; k < count; ++k) {
     const std::size_t index = index_of(k);
     const std::string_view id = requests[index].id;
-    const std::uint64_t hash = std::hash<std::string_view>{}(id);
+    const std::uint64_t hash = id_hash(id);
     const std::uint64_t tag = hash & ~low_half;
     std::size_t bucket = hash & (size - 1);
     for (; buckets[bucket] != 0; bucket = (bucket + 1) & (size - 1)) {

@@ -618,6 +618,8 @@ class planner {
       const std::size_t index = chosen[k];
       if constexpr (Method::kind == method_kind::token)
         add_gathered(token_decisions_[k], keys_[k], index, step.requests[index], chunks[index]);
+      else if (arrives_whole(method, step.requests[index], chunks[index]))
+        add_whole(pooled_decisions_[k], index, step.requests[index], chunks[index], tile_rows);
       else
         add_pooled(method, pooled_decisions_[k], keys_[k], index, step.requests[index], chunks[index], tile_rows);
     }
@@ -657,18 +659,20 @@ class planner {
   /// record that may be compact but is unlike the common one makes the share
   /// vote for its common record once every request is built (enter_by_vote()).
   void enter_built(std::int32_t first) {
-    for (std::size_t k = 0; k < built_.size(); ++k) {
-      const request_record& owner = built_[k];
-      request_entry& entry = share_.records.entries[static_cast<std::size_t>(first) + k];
-      const bool compact = may_be_compact(owner, entry);
-      if (compact && !has_common_) {
-        share_.header.common = owner;
-        has_common_ = true;
-      }
-      const bool like = compact && same_beyond_entry(owner, share_.header.common);
-      if (compact && !like) unlike_.push_back(first + static_cast<std::int32_t>(k));
-      enter(entry, owner, like);
+    for (std::size_t k = 0; k < built_.size(); ++k) enter_record(first + static_cast<std::int32_t>(k), built_[k]);
+  }
+
+  /// Writes the entry of record `index`, built in full as `owner` (enter_built()).
+  void enter_record(std::int32_t index, const request_record& owner) {
+    request_entry& entry = share_.records.entries[static_cast<std::size_t>(index)];
+    const bool compact = may_be_compact(owner, entry);
+    if (compact && !has_common_) {
+      share_.header.common = owner;
+      has_common_ = true;
     }
+    const bool like = compact && same_beyond_entry(owner, share_.header.common);
+    if (compact && !like) unlike_.push_back(index);
+    enter(entry, owner, like);
   }
 
   /// Writes `entry`, record `owner`'s: over the common record where `like`
@@ -779,6 +783,35 @@ class planner {
                       std::min<std::int64_t>(shape_.hidden_size, owner.width));
     }
     enter_built(first);
+  }
+
+  /// Whether a sequence method's request arrives whole, in one chunk, and
+  /// pools its prompt as one window (no spans, no instruction left out).
+  template <class Method>
+  static bool arrives_whole(const Method& method, const request& r, const chunk& part) {
+    token_span after;
+    return !part.chunked() && pooled_spans(method, r, after).empty();
+  }
+
+  /// add_pooled() for a request that arrives_whole(): one record, finishing,
+  /// with no state, built where it lies and entered at once — a step of
+  /// thousands of one-row requests plans each in a short pass.
+  void add_whole(const request_decision& d, std::size_t index, const request& r, const chunk& part,
+                 std::int64_t tile_rows) {
+    const row_window window = windows_[d.first];
+    const std::int64_t held =
+        std::min(Algorithms::policy::held_row_floats,
+                 Algorithms::held_width(window, d.out_width, std::min(shape_.hidden_size, d.out_width)));
+    const auto first = static_cast<std::int32_t>(share_.records.entries.size());
+    share_.records.entries.emplace_back();
+    request_record owner{};
+    begin_record(owner, r, -1);
+    const destination to = shape_.sparse ? route_row_list(first, index, d.width, d.out_width, r.params.top_k)
+                                         : route_results(first, index, 1, d.width, d.out_width, held);
+    owner.position_offset = part.num_computed - part.first_row();
+    direct(owner, to, 0, 0, values_of(d.out_width));
+    Algorithms::cut(share_, first, owner, window, tile_rows, std::min<std::int64_t>(shape_.hidden_size, owner.width));
+    enter_record(first, owner);
   }
 
   /// Whether a record continues a reduction its state holds: a chunk after the
@@ -943,13 +976,17 @@ class planner {
       share_.records.entries.emplace_back();
       // Written where it lies: a record copied from the stack is loaded 16 bytes at a time over two
       // 8-byte stores, which cannot be forwarded to the load, so the copy waits for them to reach the cache.
-      request_record& owner = built_.emplace_back();
-      owner.prompt_len = r.prompt_len;
-      owner.columns = column_offset;
-      owner.where = target::output;
-      owner.knobs = knobs_of(r.params);
+      begin_record(built_.emplace_back(), r, column_offset);
     }
     return first;
+  }
+
+  /// The fields of a request's record known before it is routed.
+  static void begin_record(request_record& owner, const request& r, std::int64_t column_offset) {
+    owner.prompt_len = r.prompt_len;
+    owner.columns = column_offset;
+    owner.where = target::output;
+    owner.knobs = knobs_of(r.params);
   }
 
   /// Writes where record `k` of a request's records goes and how it finishes.
