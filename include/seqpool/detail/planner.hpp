@@ -63,10 +63,15 @@ struct request_decision {
   std::int64_t out_width = 0;  ///< columns of each result row
   std::size_t first = 0;       ///< sequence methods: its first window; token methods: its first chosen position
   std::size_t count = 0;       ///< windows (one per span, or one), or positions chosen in this chunk
+  /// Sequence methods: the request arrives whole, in one chunk, and pools its
+  /// prompt as one window (no spans, no instruction left out); with `knobs`,
+  /// what building it needs of the request beyond its chunk (add_whole()).
+  bool whole = false;
+  request_knobs knobs;
 };
 
 /// A token method's decision: also what its chunk chose of the prompt's rows.
-/// A sequence method's is the four fields alone, written whole for each of a
+/// A sequence method's is the fields above alone, written whole for each of a
 /// step's requests, of which it may have thousands.
 struct token_decision : request_decision {
   chosen_rows before;           ///< rows chosen in earlier chunks
@@ -318,6 +323,8 @@ class planner {
     check_ranges(index, r, d.out_width);
     d.first = windows_.size();
     d.count = spans.empty() ? 1 : spans.size();
+    d.whole = !part.chunked() && spans.empty();
+    d.knobs = knobs_of(r.params);
     // A window is a request record, which records index in 32 bits (reached past 2^31 spans: 32 GiB of them).
     if (windows_.size() + d.count > static_cast<std::size_t>(most_rows))
       fail_request(index, r.id, "spans", "the step's requests pool ", windows_.size() + d.count,
@@ -618,7 +625,7 @@ class planner {
       const std::size_t index = chosen[k];
       if constexpr (Method::kind == method_kind::token)
         add_gathered(token_decisions_[k], keys_[k], index, step.requests[index], chunks[index]);
-      else if (arrives_whole(method, step.requests[index], chunks[index]))
+      else if (pooled_decisions_[k].whole)
         add_whole(pooled_decisions_[k], index, step.requests[index], chunks[index], tile_rows);
       else
         add_pooled(method, pooled_decisions_[k], keys_[k], index, step.requests[index], chunks[index], tile_rows);
@@ -785,17 +792,10 @@ class planner {
     enter_built(first);
   }
 
-  /// Whether a sequence method's request arrives whole, in one chunk, and
-  /// pools its prompt as one window (no spans, no instruction left out).
-  template <class Method>
-  static bool arrives_whole(const Method& method, const request& r, const chunk& part) {
-    token_span after;
-    return !part.chunked() && pooled_spans(method, r, after).empty();
-  }
-
-  /// add_pooled() for a request that arrives_whole(): one record, finishing,
-  /// with no state, built where it lies and entered at once — a step of
-  /// thousands of one-row requests plans each in a short pass.
+  /// add_pooled() for a request decided `whole`: one record, finishing, with no
+  /// state, built where it lies and entered at once, from its decision and
+  /// chunk (of the request, a sparse result reads top_k) — a step of thousands
+  /// of one-row requests plans each in a short pass.
   void add_whole(const request_decision& d, std::size_t index, const request& r, const chunk& part,
                  std::int64_t tile_rows) {
     const row_window window = windows_[d.first];
@@ -805,7 +805,7 @@ class planner {
     const auto first = static_cast<std::int32_t>(share_.records.entries.size());
     share_.records.entries.emplace_back();
     request_record owner{};
-    begin_record(owner, r, -1);
+    begin_record(owner, part.prompt_len, d.knobs, -1);
     const destination to = shape_.sparse ? route_row_list(first, index, d.width, d.out_width, r.params.top_k)
                                          : route_results(first, index, 1, d.width, d.out_width, held);
     owner.position_offset = part.num_computed - part.first_row();
@@ -976,17 +976,18 @@ class planner {
       share_.records.entries.emplace_back();
       // Written where it lies: a record copied from the stack is loaded 16 bytes at a time over two
       // 8-byte stores, which cannot be forwarded to the load, so the copy waits for them to reach the cache.
-      begin_record(built_.emplace_back(), r, column_offset);
+      begin_record(built_.emplace_back(), r.prompt_len, knobs_of(r.params), column_offset);
     }
     return first;
   }
 
   /// The fields of a request's record known before it is routed.
-  static void begin_record(request_record& owner, const request& r, std::int64_t column_offset) {
-    owner.prompt_len = r.prompt_len;
+  static void begin_record(request_record& owner, std::int64_t prompt_len, request_knobs knobs,
+                           std::int64_t column_offset) {
+    owner.prompt_len = prompt_len;
     owner.columns = column_offset;
     owner.where = target::output;
-    owner.knobs = knobs_of(r.params);
+    owner.knobs = knobs;
   }
 
   /// Writes where record `k` of a request's records goes and how it finishes.
