@@ -10,12 +10,14 @@ namespace seqpool::head {
 // Each takes a row as plain_row describes one: contiguous on the host, spread
 // over a warp's lanes or a block's threads on the device.
 
-/// x / max(‖x‖₂, 1e-12): a zero row stays zero instead of becoming NaN. The
-/// scaling multiplies by the reciprocal, within an ulp of dividing.
+/// x / max(‖x‖₂, 1e-12): a zero row stays zero instead of becoming NaN, and a
+/// row holding NaN becomes all NaN, as PyTorch's F.normalize makes it (its
+/// max keeps a NaN norm, where fmaxf would drop it and scale the row by 1e12).
+/// The scaling multiplies by the reciprocal, within an ulp of dividing.
 template <class Row>
 SEQPOOL_HOST_DEVICE void l2_normalize(Row& row) {
-  const float squares = row.sum([](float x) { return x * x; });
-  const float scale = 1.0f / fmaxf(sqrtf(squares), 1e-12f);
+  const float norm = sqrtf(row.sum([](float x) { return x * x; }));
+  const float scale = 1.0f / (norm < 1e-12f ? 1e-12f : norm);
   row.transform([scale](float x) { return x * scale; });
 }
 

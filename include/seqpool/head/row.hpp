@@ -1,7 +1,6 @@
 // The row a head's epilogue works on, on the host.
 #pragma once
 
-#include <cmath>
 #include <cstdint>
 
 #include <seqpool/config.hpp>
@@ -25,6 +24,7 @@ struct plain_row {
   SEQPOOL_HOST_DEVICE void transform(F&& f) {
     float* const row = values;
     const std::int64_t width = columns;
+    SEQPOOL_SIMD
     for (std::int64_t c = 0; c < width; ++c) row[c] = f(row[c]);
   }
 
@@ -40,8 +40,12 @@ struct plain_row {
 
   template <class F>
   SEQPOOL_HOST_DEVICE float max(F&& f) const {
+    // fmaxf's rule (a NaN is taken as missing), as comparisons: fmaxf is a call into libm here.
     float largest = f(values[0]);
-    for (std::int64_t c = 1; c < columns; ++c) largest = fmaxf(largest, f(values[c]));
+    for (std::int64_t c = 1; c < columns; ++c) {
+      const float value = f(values[c]);
+      if (value > largest || largest != largest) largest = value;
+    }
     return largest;
   }
 };
