@@ -472,9 +472,9 @@ class step_runner {
     if (layout.num_rows > std::numeric_limits<std::int64_t>::max() / (std::int64_t{2} * hidden_size_))
       detail::fail(step.padded ? "padded.sequence_length" : "num_scheduled", "the step's ", layout.num_rows,
                    " rows of ", hidden_size_, " columns are more bytes than a 64-bit count holds");
-    if (layout.scheduled_rows > detail::most_rows)
+    if (layout.scheduled_rows > detail::most_counted)
       detail::fail("num_scheduled", "the step reads ", layout.scheduled_rows, " rows; a step reads at most ",
-                   detail::most_rows, " (its records count rows in 32 bits)");
+                   detail::most_counted, " (its records count rows in 32 bits)");
     if constexpr (per_part) {
       for (std::size_t index = 0; index < step.requests.size(); ++index)
         detail::check_knobs_reach(index, step.requests[index], kinds_);

@@ -14,10 +14,11 @@
 
 namespace seqpool::detail {
 
-/// The most rows a step has, and a token method's request returns over its
-/// prompt: records count rows and columns, and index tiles, runs and arrival
-/// counters, in 32 bits (offsets into memory are 64-bit).
-inline constexpr std::int64_t most_rows = std::numeric_limits<std::int32_t>::max();
+/// The most of anything a record counts or indexes, in 32 bits: a step's rows,
+/// the rows a token method's request returns over its prompt, a row's columns,
+/// a share's spans, listed rows, tiles, runs and arrival counters (offsets
+/// into memory are 64-bit).
+inline constexpr std::int64_t most_counted = std::numeric_limits<std::int32_t>::max();
 
 /// Which memory a record's offset counts into.
 enum class target : std::uint8_t { output, workspace, state };

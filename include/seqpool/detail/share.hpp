@@ -20,8 +20,8 @@ namespace seqpool::detail {
 /// arrival counters), more than they index in 32 bits: a step too large for
 /// its records, which smaller steps plan.
 inline void check_indexable(std::int64_t count, std::string_view what) {
-  if (count > most_rows)
-    fail("requests", "the step's records would index ", count, " ", what, ", more than the ", most_rows,
+  if (count > most_counted)
+    fail("requests", "the step's records would index ", count, " ", what, ", more than the ", most_counted,
          " they index in 32 bits: plan fewer requests a step");
 }
 

@@ -14,7 +14,7 @@ namespace seqpool::detail::device {
 
 /// The slots [begin, end) of a list of `ids` that one of `threads` threads
 /// takes: a run of ids / threads rounded up, the last runs short or empty.
-/// Counted in 64 bits: a list may have nearly 2^31 ids (most_rows), past
+/// Counted in 64 bits: a list may have nearly 2^31 ids (most_counted), past
 /// which a thread's run's end would wrap in 32.
 struct slot_run {
   std::int64_t begin;
