@@ -106,10 +106,10 @@ TEST_CASE("among thousands of requests, every repeated id is found and no distin
   }
 }
 
-TEST_CASE("a repeated id of any length is found, and ids differing in any one byte are distinct") {
-  // The id check hashes whole 8-byte words, then the last 8 bytes (or, below 8, each byte): every
-  // length around those steps, and a byte changed at each position, zero bytes included.
-  for (std::size_t length = 1; length <= 25; ++length) {
+TEST_CASE("the id hash reads every byte of an id of any length, and a repeated id is found") {
+  // It hashes whole 8-byte words, then the last 8 bytes (or, below 8, each byte): every length
+  // around those steps, and a byte changed at each position, zero bytes included.
+  for (std::size_t length = 0; length <= 25; ++length) {
     CAPTURE(length);
     const std::string id(length, 'x');
     seqpool::batch step{{whole(id, task::embed, 1)}};
@@ -117,8 +117,11 @@ TEST_CASE("a repeated id of any length is found, and ids differing in any one by
       for (const char byte : {'y', '\0'}) {
         std::string other = id;
         other[at] = byte;
+        CAPTURE(at);
+        CHECK(seqpool::detail::id_hash(other) != seqpool::detail::id_hash(id));
         step.requests.push_back(whole(other, task::embed, 1));
       }
+    CHECK(seqpool::detail::id_hash(id + std::string(1, '\0')) != seqpool::detail::id_hash(id));
     CHECK(seqpool::lay_out(step).chunks.size() == 1 + 2 * length);
     step.requests.push_back(whole(id, task::embed, 1));
     CHECK_THROWS_WITH_AS(seqpool::lay_out(step),

@@ -1,5 +1,5 @@
 // docs/TESTS.md cases 12-19 and 30 and the head errors on the host algorithms and on the device
-// kernels run by the OpenMP stand-in.
+// kernels run by the OpenMP stand-in; and the host epilogue row's NaN rules.
 #include <cmath>
 #include <limits>
 #include <vector>
@@ -11,6 +11,7 @@
 #include "support/spaces.hpp"
 
 TEST_CASE_TEMPLATE_APPLY(case_12_normalisation, test::cpu_spaces);
+TEST_CASE_TEMPLATE_APPLY(case_12_nan_row, test::cpu_spaces);
 TEST_CASE_TEMPLATE_APPLY(case_13_truncation_then_normalisation, test::cpu_spaces);
 TEST_CASE_TEMPLATE_APPLY(case_14_mixed_knobs, test::cpu_spaces);
 TEST_CASE_TEMPLATE_APPLY(case_15_sigmoid, test::cpu_spaces);

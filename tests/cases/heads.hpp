@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <optional>
 #include <string>
 #include <type_traits>
@@ -81,6 +82,23 @@ TEST_CASE_TEMPLATE_DEFINE("case 12: normalisation, and a zero vector stays zero"
   const auto out = pool_rows(space, head::embed{}, 2, {3, 4, 0, 0}, {{}, {}});
   check_values(out[0]->values, {0.6f, 0.8f}, 1e-6);
   test::check_equal(*out[1], 1, 2, {0, 0});
+}
+
+TEST_CASE_TEMPLATE_DEFINE("case 12: a row holding NaN normalises to NaN throughout, however wide", Space,
+                          case_12_nan_row) {
+  // As PyTorch's F.normalize: a NaN norm is kept by the max with 1e-12. Widths a warp holds, a warp
+  // finishes in memory, and a block finishes on the device family; each row's NaN at one column.
+  using namespace heads_cases;
+  for (const std::int64_t width : {2, 1024, 4096}) {
+    CAPTURE(width);
+    Space space;
+    std::vector<float> rows(static_cast<std::size_t>(2 * width), 1.0f);
+    rows[static_cast<std::size_t>(width - 1)] = std::numeric_limits<float>::quiet_NaN();
+    const auto out = pool_rows(space, head::embed{}, width, rows, {{}, {}});
+    CHECK(std::all_of(out[0]->values.begin(), out[0]->values.end(), [](float v) { return std::isnan(v); }));
+    const float each = 1.0f / std::sqrt(static_cast<float>(width));
+    check_values(out[1]->values, std::vector<float>(static_cast<std::size_t>(width), each), 1e-6);
+  }
 }
 
 TEST_CASE_TEMPLATE_DEFINE("case 13: matryoshka truncation comes before normalisation", Space, case_13_truncation_then_normalisation) {

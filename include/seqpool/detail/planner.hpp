@@ -63,11 +63,10 @@ struct request_decision {
   std::int64_t out_width = 0;  ///< columns of each result row
   std::size_t first = 0;       ///< sequence methods: its first window; token methods: its first chosen position
   std::size_t count = 0;       ///< windows (one per span, or one), or positions chosen in this chunk
-  /// Sequence methods: the request arrives whole, in one chunk, and pools its
-  /// prompt as one window (no spans, no instruction left out); with `knobs`,
-  /// what building it needs of the request beyond its chunk (add_whole()).
-  bool whole = false;
-  request_knobs knobs;
+  request_knobs knobs;         ///< what the head's epilogue is told of the request
+  /// Sequence methods: the request arrives in one chunk and pools its prompt as
+  /// one window (no spans, no instruction left out): add_one_window() builds it.
+  bool one_window = false;
 };
 
 /// A token method's decision: also what its chunk chose of the prompt's rows.
@@ -323,7 +322,7 @@ class planner {
     check_ranges(index, r, d.out_width);
     d.first = windows_.size();
     d.count = spans.empty() ? 1 : spans.size();
-    d.whole = !part.chunked() && spans.empty();
+    d.one_window = !part.chunked() && spans.empty();
     d.knobs = knobs_of(r.params);
     // A window is a request record, which records index in 32 bits (reached past 2^31 spans: 32 GiB of them).
     if (windows_.size() + d.count > static_cast<std::size_t>(most_counted))
@@ -381,6 +380,7 @@ class planner {
                    "only sequence methods leave out an instruction; a token method "
                    "returns the rows it chooses");
     const token_filter filter(r);  // checked in decide()
+    d.knobs = knobs_of(r.params);
     d.columns = method.columns(r);
     d.width = d.columns.empty() ? shape_.hidden_size : static_cast<std::int64_t>(d.columns.size());
     if (d.width > most_counted)  // records hold widths in 32 bits; columns may repeat
@@ -625,8 +625,8 @@ class planner {
       const std::size_t index = chosen[k];
       if constexpr (Method::kind == method_kind::token)
         add_gathered(token_decisions_[k], keys_[k], index, step.requests[index], chunks[index]);
-      else if (pooled_decisions_[k].whole)
-        add_whole(pooled_decisions_[k], index, step.requests[index], chunks[index], tile_rows);
+      else if (pooled_decisions_[k].one_window)
+        add_one_window(pooled_decisions_[k], index, step.requests[index], chunks[index], tile_rows);
       else
         add_pooled(method, pooled_decisions_[k], keys_[k], index, step.requests[index], chunks[index], tile_rows);
     }
@@ -669,7 +669,8 @@ class planner {
     for (std::size_t k = 0; k < built_.size(); ++k) enter_record(first + static_cast<std::int32_t>(k), built_[k]);
   }
 
-  /// Writes the entry of record `index`, built in full as `owner` (enter_built()).
+  /// Writes the entry of record `index`, built in full as `owner`, as it is
+  /// built (enter_built(), add_one_window()).
   void enter_record(std::int32_t index, const request_record& owner) {
     request_entry& entry = share_.records.entries[static_cast<std::size_t>(index)];
     const bool compact = may_be_compact(owner, entry);
@@ -770,7 +771,7 @@ class planner {
     std::int64_t held = Algorithms::policy::held_row_floats;
     for (const row_window window : windows)
       held = std::min(held, Algorithms::held_width(window, d.out_width, std::min(shape_.hidden_size, d.out_width)));
-    const std::int32_t first = add_records(r, count, -1);
+    const std::int32_t first = add_records(r.prompt_len, d.knobs, count, -1);
     if (part.chunked()) keep_state(first, index, r, keeps ? count * pooled_width : 0, key, count, pooled_width);
     destination to{target::state, 0, pooled_width, 0, 0};
     if (part.finished())
@@ -792,14 +793,14 @@ class planner {
     enter_built(first);
   }
 
-  /// add_pooled() for a request decided `whole`: one record, finishing, with no
-  /// state, built where it lies and entered at once, from its decision and
-  /// chunk (of the request, a sparse result reads top_k) — a step of thousands
-  /// of one-row requests plans each in a short pass. Flattened: GCC called the
-  /// family's cut() and enter_record() here, passing the record through memory
-  /// (a tenth of a one-row request's planning instructions).
-  [[gnu::flatten]] void add_whole(const request_decision& d, std::size_t index, const request& r, const chunk& part,
-                                  std::int64_t tile_rows) {
+  /// add_pooled() for a request decided `one_window`: one record, finishing,
+  /// with no state, built where it lies and entered at once, from its decision
+  /// and chunk (of the request, a sparse result reads top_k alone) — a step of
+  /// thousands of one-row requests plans each in a short pass. Flattened: GCC
+  /// called the family's cut() and enter_record() here, passing the record
+  /// through memory (a tenth of a one-row request's planning instructions).
+  [[gnu::flatten]] void add_one_window(const request_decision& d, std::size_t index, const request& r,
+                                       const chunk& part, std::int64_t tile_rows) {
     const row_window window = windows_[d.first];
     const std::int64_t held =
         std::min(Algorithms::policy::held_row_floats,
@@ -836,7 +837,7 @@ class planner {
       for (const std::int64_t column : d.columns)
         share_.records.column_table.push_back(static_cast<std::int32_t>(column));
     }
-    const std::int32_t record = add_records(r, 1, column_offset);
+    const std::int32_t record = add_records(r.prompt_len, d.knobs, 1, column_offset);
     if (part.chunked())
       keep_state(record, index, r, d.rows_total * d.width, key, 1, 0, d.before,
                  {static_cast<std::int64_t>(d.count), d.chunk_digest});
@@ -969,16 +970,18 @@ class planner {
     }
   }
 
-  /// Adds `count` request records for `r`, their entries to be written once
-  /// they are built (enter_built()); returns the first's index.
-  std::int32_t add_records(const request& r, std::int64_t count, std::int64_t column_offset) {
+  /// Adds `count` request records of a request of `prompt_len` positions told
+  /// `knobs`, their entries to be written once they are built (enter_built());
+  /// returns the first's index.
+  std::int32_t add_records(std::int64_t prompt_len, request_knobs knobs, std::int64_t count,
+                           std::int64_t column_offset) {
     const auto first = static_cast<std::int32_t>(share_.records.entries.size());
     built_.clear();
     for (std::int64_t k = 0; k < count; ++k) {
       share_.records.entries.emplace_back();
       // Written where it lies: a record copied from the stack is loaded 16 bytes at a time over two
       // 8-byte stores, which cannot be forwarded to the load, so the copy waits for them to reach the cache.
-      begin_record(built_.emplace_back(), r.prompt_len, knobs_of(r.params), column_offset);
+      begin_record(built_.emplace_back(), prompt_len, knobs, column_offset);
     }
     return first;
   }

@@ -11,7 +11,8 @@ namespace seqpool::head {
 /// is written against what this offers — width(), transform(f) (each value
 /// becomes f(value)), sum(f) and max(f) (of f over the values) — so that the
 /// device kernels can hand it a row spread over the lanes of a warp instead.
-/// sum() may add in any order (here it is split into vector lanes).
+/// f sees one value and nothing of the others' (here transform() runs in
+/// vector lanes, as a warp's lanes run it), and sum() may add in any order.
 struct plain_row {
   float* values;
   std::int64_t columns;
