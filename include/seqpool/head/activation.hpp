@@ -17,8 +17,7 @@ namespace seqpool::head {
 template <class Row>
 SEQPOOL_HOST_DEVICE void l2_normalize(Row& row) {
   const float norm = sqrtf(row.sum([](float x) { return x * x; }));
-  const float scale = 1.0f / (norm < 1e-12f ? 1e-12f : norm);
-  row.transform([scale](float x) { return x * scale; });
+  row.scale(1.0f / (norm < 1e-12f ? 1e-12f : norm));
 }
 
 template <class Row>

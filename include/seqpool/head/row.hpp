@@ -9,10 +9,9 @@ namespace seqpool::head {
 
 /// A result row in contiguous memory, finished by one thread. A head's epilogue
 /// is written against what this offers — width(), transform(f) (each value
-/// becomes f(value)), sum(f) and max(f) (of f over the values) — so that the
-/// device kernels can hand it a row spread over the lanes of a warp instead.
-/// f sees one value and nothing of the others' (here transform() runs in
-/// vector lanes, as a warp's lanes run it), and sum() may add in any order.
+/// becomes f(value)), scale(factor) (each value times factor), sum(f) and
+/// max(f) (of f over the values) — so that the device kernels can hand it a
+/// row spread over the lanes of a warp instead. sum() may add in any order.
 struct plain_row {
   float* values;
   std::int64_t columns;
@@ -25,8 +24,17 @@ struct plain_row {
   SEQPOOL_HOST_DEVICE void transform(F&& f) {
     float* const row = values;
     const std::int64_t width = columns;
-    SEQPOOL_SIMD
     for (std::int64_t c = 0; c < width; ++c) row[c] = f(row[c]);
+  }
+
+  /// In vector lanes: GCC leaves a loop of a runtime count scalar below -O3.
+  /// (transform() is not asked to be: its function may call libm, which
+  /// clang warns an asked loop cannot be vectorised over.)
+  SEQPOOL_HOST_DEVICE void scale(float factor) {
+    float* const row = values;
+    const std::int64_t width = columns;
+    SEQPOOL_SIMD
+    for (std::int64_t c = 0; c < width; ++c) row[c] *= factor;
   }
 
   template <class F>

@@ -67,6 +67,10 @@ struct fragment_row {
     });
   }
 
+  SEQPOOL_HOST_DEVICE void scale(float factor) {
+    transform([factor](float x) { return x * factor; });
+  }
+
   template <class F>
   SEQPOOL_HOST_DEVICE float sum(F&& f) {
     return warp.sum([&](int lane) {
@@ -168,6 +172,10 @@ struct memory_row {
     });
   }
 
+  SEQPOOL_HOST_DEVICE void scale(float factor) {
+    transform([factor](float x) { return x * factor; });
+  }
+
   template <class F>
   SEQPOOL_HOST_DEVICE float sum(F&& f) {
     return warp.sum([&](int lane) {
@@ -208,6 +216,10 @@ struct block_memory_row {
       visit_columns<Threads, InFlight, true>(row, columns, warp * warp_lanes + lane,
                                              [&](float& value, std::int64_t) { value = f(value); });
     });
+  }
+
+  SEQPOOL_HOST_DEVICE void scale(float factor) {
+    transform([factor](float x) { return x * factor; });
   }
 
   template <class F>
