@@ -86,19 +86,33 @@ TEST_CASE_TEMPLATE_DEFINE("case 12: normalisation, and a zero vector stays zero"
 
 TEST_CASE_TEMPLATE_DEFINE("case 12: a row holding NaN normalises to NaN throughout, however wide", Space,
                           case_12_nan_row) {
-  // As PyTorch's F.normalize: a NaN norm is kept by the max with 1e-12. Widths a warp holds, a warp
-  // finishes in memory, and a block finishes on the device family; each row's NaN at one column.
+  // As PyTorch's F.normalize: a NaN norm is kept by the max with 1e-12. One-row requests of widths a
+  // warp holds in registers and finishes in memory on the device family, each row's NaN at one
+  // column; and a request of many rows, which the device family splits and a block finishes.
   using namespace heads_cases;
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const auto all_nan = [](const test::matrix& r) {
+    return std::all_of(r.values.begin(), r.values.end(), [](float v) { return std::isnan(v); });
+  };
   for (const std::int64_t width : {2, 1024, 4096}) {
     CAPTURE(width);
     Space space;
     std::vector<float> rows(static_cast<std::size_t>(2 * width), 1.0f);
-    rows[static_cast<std::size_t>(width - 1)] = std::numeric_limits<float>::quiet_NaN();
+    rows[static_cast<std::size_t>(width - 1)] = nan;
     const auto out = pool_rows(space, head::embed{}, width, rows, {{}, {}});
-    CHECK(std::all_of(out[0]->values.begin(), out[0]->values.end(), [](float v) { return std::isnan(v); }));
+    CHECK(all_nan(*out[0]));
     const float each = 1.0f / std::sqrt(static_cast<float>(width));
     check_values(out[1]->values, std::vector<float>(static_cast<std::size_t>(width), each), 1e-6);
   }
+  Space space;
+  constexpr std::int64_t width = 4096;
+  constexpr std::int64_t rows = 300;
+  seqpool::state_store<Space> state(space);
+  seqpool::pooler<method::mean, head::embed, Space> mean(space, width);
+  std::vector<float> hidden(static_cast<std::size_t>(rows * width), 1.0f);
+  hidden[static_cast<std::size_t>(123 * width + 4000)] = nan;
+  const auto out = test::run_step(space, mean, state, {{test::whole("long", mean.task, rows)}}, hidden);
+  CHECK(all_nan(*out[0]));
 }
 
 TEST_CASE_TEMPLATE_DEFINE("case 13: matryoshka truncation comes before normalisation", Space, case_13_truncation_then_normalisation) {
