@@ -54,6 +54,12 @@ seqpool::batch requests(std::int64_t count, task pooling_task, Rows rows_of, con
   return step;
 }
 
+/// `step` with integer ids, as TensorRT-LLM's and llama.cpp's requests come.
+seqpool::batch with_integer_ids(seqpool::batch step) {
+  for (std::size_t i = 0; i < step.requests.size(); ++i) step.requests[i].id = 1'000'000 + i;
+  return step;
+}
+
 template <class Space, class Pooler>
 record measure(const std::string& name, const char* space_name, Space& space, const Pooler& pooler,
                const seqpool::batch& step, int repeats, const seqpool::state_store<Space>* held = nullptr) {
@@ -83,6 +89,8 @@ void run_space(const char* space_name, int repeats, std::vector<record>& records
   seqpool::pooler<method::cls, head::embed, Space> cls(space, hidden_size);
   records.push_back(
       measure("cls, 4096 one-row requests", space_name, space, cls, requests(4096, task::embed, one, {}), repeats));
+  records.push_back(measure("cls, 4096, integer ids", space_name, space, cls,
+                            with_integer_ids(requests(4096, task::embed, one, {})), repeats));
   seqpool::pooler<method::mean, head::embed, Space> mean(space, hidden_size);
   records.push_back(measure("mean, 4096 prompts of 8-24", space_name, space, mean,
                             requests(4096, task::embed, short_prompt, {}), repeats));

@@ -2,7 +2,6 @@
 // kept from call to call.
 #pragma once
 
-#include <charconv>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -73,40 +72,39 @@ class batch_reader {
     return step;
   }
 
-  /// A request id from a list entry, into the id's own storage.
-  static void read_id(std::string& id, nb::handle given) {
+  /// A request id from a list entry: a str (into the storage of the text the
+  /// id holds), or an int, which is the id of its decimal text.
+  static void read_id(request_id& id, nb::handle given) {
     if (nb::isinstance<nb::str>(given)) {
       Py_ssize_t size = 0;
       const char* text = PyUnicode_AsUTF8AndSize(given.ptr(), &size);
       if (text == nullptr) throw nb::python_error();
-      id.assign(text, static_cast<std::size_t>(size));
+      id.assign(std::string_view(text, static_cast<std::size_t>(size)));
       return;
     }
-    std::int64_t number = 0;
-    if (!nb::try_cast(given, number))
-      detail::fail("ids", "a request id is a str or an int, got " + nb::cast<std::string>(nb::repr(given)));
-    write_id(id, number);
+    if (std::uint64_t number = 0; nb::try_cast(given, number)) {
+      id = number;
+      return;
+    }
+    std::int64_t negative = 0;
+    if (!nb::try_cast(given, negative))
+      detail::fail("ids",
+                   "a request id is a str or an int in [-2^63, 2^64), got " + nb::cast<std::string>(nb::repr(given)));
+    id = negative;
   }
 
  private:
-  /// Writes an integer id as its decimal text, into the id's own storage.
-  static void write_id(std::string& id, std::int64_t number) {
-    char text[24];
-    const auto written = std::to_chars(text, text + sizeof text, number);
-    id.assign(text, written.ptr);
-  }
-
   static void read_ids(nb::handle ids, batch& step) {
     const std::size_t count = step.requests.size();
     if (ids.is_none()) {
-      for (std::size_t i = 0; i < count; ++i) write_id(step.requests[i].id, static_cast<std::int64_t>(i));
+      for (std::size_t i = 0; i < count; ++i) step.requests[i].id = i;
       return;
     }
     any_tensor tensor;
     if (nb::try_cast(ids, tensor, false)) {
       const std::vector<std::int64_t> numbers = read_integers(ids, "ids");
       check_count(numbers.size(), count, "ids");
-      for (std::size_t i = 0; i < count; ++i) write_id(step.requests[i].id, numbers[i]);
+      for (std::size_t i = 0; i < count; ++i) step.requests[i].id = numbers[i];
       return;
     }
     const nb::tuple entries = entries_of(ids, count, "ids", "a sequence of str or int ids, or a 1-D int tensor");

@@ -87,8 +87,8 @@ class engine_base {
 
   /// What the space counted since the engine was made.
   virtual audit_counts audit() const = 0;
-  virtual void release(std::string_view id) = 0;
-  virtual std::int64_t num_computed(std::string_view id) const = 0;
+  virtual void release(const request_id& id) = 0;
+  virtual std::int64_t num_computed(const request_id& id) const = 0;
 };
 
 /// One dispatcher: each request pooled by its task's method.

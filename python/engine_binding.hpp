@@ -145,17 +145,17 @@ class engine_binding {
   }
 
   void release(nb::handle id) {
-    std::string text;
-    batch_reader::read_id(text, id);
+    request_id given;
+    batch_reader::read_id(given, id);
     const held_engine held = hold();
-    engine_->release(text);
+    engine_->release(given);
   }
 
   std::int64_t num_computed(nb::handle id) {
-    std::string text;
-    batch_reader::read_id(text, id);
+    request_id given;
+    batch_reader::read_id(given, id);
     const held_engine held = hold();
-    return engine_->num_computed(text);
+    return engine_->num_computed(given);
   }
 
   std::size_t spare_plan_count() const { return spares_->count(); }

@@ -184,8 +184,8 @@ class engine_core : public Interface {
   }
 
   audit_counts audit() const override { return space_.audit().counts(); }
-  void release(std::string_view id) override { state_.release(id); }
-  std::int64_t num_computed(std::string_view id) const override { return state_.num_computed(id); }
+  void release(const request_id& id) override { state_.release(id); }
+  std::int64_t num_computed(const request_id& id) const override { return state_.num_computed(id); }
 
  protected:
   template <class... SpaceArgs>

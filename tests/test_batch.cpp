@@ -1,5 +1,6 @@
 // The host-side layout of a step: derived fields, task groups, validation.
 #include <string>
+#include <unordered_set>
 
 #include <doctest/doctest.h>
 
@@ -118,14 +119,77 @@ TEST_CASE("the id hash reads every byte of an id of any length, and a repeated i
         std::string other = id;
         other[at] = byte;
         CAPTURE(at);
-        CHECK(seqpool::detail::id_hash(other) != seqpool::detail::id_hash(id));
+        CHECK(seqpool::request_id(other).hash() != seqpool::request_id(id).hash());
         step.requests.push_back(whole(other, task::embed, 1));
       }
-    CHECK(seqpool::detail::id_hash(id + std::string(1, '\0')) != seqpool::detail::id_hash(id));
+    CHECK(seqpool::request_id(id + std::string(1, '\0')).hash() != seqpool::request_id(id).hash());
     CHECK(seqpool::lay_out(step).chunks.size() == 1 + 2 * length);
     step.requests.push_back(whole(id, task::embed, 1));
     CHECK_THROWS_WITH_AS(seqpool::lay_out(step),
                          doctest::Contains("id: appears twice in one step (first as request 0)"), seqpool::error);
+  }
+}
+
+TEST_CASE("an integer id is the id of its decimal text, held as the integer") {
+  using seqpool::request_id;
+  CHECK(request_id(7) == request_id("7"));
+  CHECK(request_id(7u) == request_id(std::string("7")));
+  CHECK(request_id(std::int64_t{0}) == request_id("0"));
+  CHECK(request_id(std::uint64_t{18446744073709551615u}) == request_id("18446744073709551615"));
+  CHECK(request_id(-3) == request_id("-3"));
+  for (const request_id& number :
+       {request_id(7), request_id("7"), request_id("0"), request_id("18446744073709551615")}) {
+    CAPTURE(number);
+    CHECK(number.is_number());
+    CHECK(request_id(number.str()) == number);
+  }
+  CHECK(request_id("18446744073709551615").number() == 18446744073709551615u);
+  CHECK(request_id(7).str() == "7");
+  // Not a decimal in [0, 2^64) as C++ prints one: held as text, another id than any integer's.
+  for (const char* text : {"", "07", "00", "+7", " 7", "7 ", "-3", "-0", "7a", "0x7", "18446744073709551616",
+                           "99999999999999999999", "cmpl-7"}) {
+    CAPTURE(text);
+    const request_id id(text);
+    CHECK_FALSE(id.is_number());
+    CHECK(id.number() == 0);
+    CHECK(id.str() == text);
+  }
+  CHECK(request_id("07") != request_id(7));
+  CHECK(request_id("-0") != request_id(0));
+  CHECK(request_id(-3).str() == "-3");
+  // One id hashes alike however it was given.
+  CHECK(request_id(12345).hash() == request_id("12345").hash());
+  CHECK(request_id("12").hash() != request_id("012").hash());
+  CHECK(std::unordered_set<request_id>{7, "7", "07", 8}.size() == 3);
+  // Assigning text reuses the text's storage, and holds a decimal as its integer.
+  request_id assigned("a text longer than a short string's storage");
+  assigned.assign("42");
+  CHECK(assigned.is_number());
+  CHECK(assigned == request_id(42));
+  assigned.assign("forty-two");
+  CHECK(assigned == request_id("forty-two"));
+}
+
+TEST_CASE("a step's integer ids are checked without text: a repeat is found, given either way") {
+  check_rejected({{whole(7, task::embed, 1), whole("8", task::embed, 1), whole("7", task::embed, 1)}},
+                 "request 2 (id \"7\"): id: appears twice in one step (first as request 0)");
+  check_rejected({{whole("18446744073709551615", task::embed, 1), whole(~std::uint64_t{0}, task::embed, 1)}},
+                 "request 1 (id \"18446744073709551615\"): id: appears twice in one step (first as request 0)");
+  // Ids that differ in one bit, every bit, low and high, of thousands of integers: all distinct, then one repeated.
+  seqpool::batch step;
+  for (std::uint64_t k = 0; k < 4096; ++k) step.requests.push_back(whole(k, task::embed, 1));
+  for (int bit = 12; bit < 64; ++bit) step.requests.push_back(whole(std::uint64_t{1} << bit, task::embed, 1));
+  const std::uint64_t base = 0x5555'5555'5555'5555u;
+  for (int bit = 0; bit < 64; ++bit)
+    CHECK(seqpool::request_id(base ^ (std::uint64_t{1} << bit)).hash() != seqpool::request_id(base).hash());
+  CHECK(seqpool::lay_out(step).chunks.size() == 4096 + 52);
+  for (const std::uint64_t repeated : {std::uint64_t{0}, std::uint64_t{4095}, std::uint64_t{1} << 63}) {
+    CAPTURE(repeated);
+    seqpool::batch twice = step;
+    twice.requests.push_back(whole(seqpool::request_id(std::to_string(repeated)), task::embed, 1));
+    check_rejected(twice, "request 4148 (id \"" + std::to_string(repeated) +
+                              "\"): id: appears twice in one step (first as request " +
+                              std::to_string(repeated < 4096 ? repeated : 4096 + 51) + ")");
   }
 }
 

@@ -484,10 +484,11 @@ inline step_file read_step(const batch_file& batch, std::size_t index) {
     const detail::object_reader fields(entry, request_where);
     fields.only({"id", "task", "prompt_len", "num_computed", "num_scheduled", "prompt_token_ids", "params"});
     request r;
-    r.id = fields.string("id");
-    if (!detail::is_plain_file_name(r.id)) fields.fail_at("id", "must be a plain file name (it names the output)");
-    if (r.id.size() > detail::longest_id)
+    const std::string id = fields.string("id");
+    if (!detail::is_plain_file_name(id)) fields.fail_at("id", "must be a plain file name (it names the output)");
+    if (id.size() > detail::longest_id)
       fields.fail_at("id", "at most " + std::to_string(detail::longest_id) + " bytes (it names the output file)");
+    r.id = id;
     const std::string task_name = fields.string("task");
     const std::optional<task> parsed = detail::parse_task(task_name);
     if (!parsed) fields.fail_at("task", "unknown task \"" + task_name + "\"");

@@ -6,7 +6,6 @@
 #include <bit>
 #include <cstddef>
 #include <cstdint>
-#include <cstring>
 #include <limits>
 #include <optional>
 #include <span>
@@ -16,6 +15,7 @@
 #include <vector>
 
 #include <seqpool/error.hpp>
+#include <seqpool/request_id.hpp>
 #include <seqpool/token_ids.hpp>
 
 namespace seqpool {
@@ -103,7 +103,7 @@ inline std::string_view differing_knob(const pooling_params& a, const pooling_pa
 }
 
 struct request {
-  std::string id;  ///< stable across steps; keys the chunked-prefill state
+  request_id id;  ///< stable across steps; keys the chunked-prefill state
   seqpool::task task = task::embed;
   std::int64_t prompt_len = 0;     ///< tokens in the whole prompt
   std::int64_t num_computed = 0;   ///< prompt tokens pooled in earlier steps
@@ -183,33 +183,6 @@ struct step_layout {
 
 namespace detail {
 
-/// A 64-bit hash of a request's id for check_unique_ids(), inline: its
-/// length, then 8 bytes at a time, each folded in by a multiply whose high
-/// bits are shifted down; the last 8 bytes (overlapping the word before) end
-/// it, or the bytes of an id shorter than 8. A table needs its low bits
-/// spread, not a keyed hash: a step's ids are the engine's own.
-inline std::uint64_t id_hash(std::string_view id) {
-  constexpr std::uint64_t odd = 0x9e37'79b9'7f4a'7c15u;
-  const auto fold = [](std::uint64_t h, std::uint64_t word) {
-    h = (h ^ word) * odd;
-    return h ^ (h >> 29);
-  };
-  const std::size_t size = id.size();
-  std::uint64_t h = size * odd;
-  std::uint64_t word = 0;
-  if (size < 8) {
-    for (std::size_t k = 0; k < size; ++k) word |= std::uint64_t{static_cast<unsigned char>(id[k])} << (8 * k);
-  } else {
-    for (std::size_t k = 0; k + 8 < size; k += 8) {
-      std::memcpy(&word, id.data() + k, 8);
-      h = fold(h, word);
-    }
-    std::memcpy(&word, id.data() + size - 8, 8);
-  }
-  h = fold(h, word) * 0xd6e8'feb8'6659'fd93u;
-  return h ^ (h >> 32);
-}
-
 /// Throws for the first of `count` requests, in order, whose id an earlier one
 /// already has; the k-th is requests[index_of(k)], and messages name that index.
 /// An open-addressing table in `buckets` (whose storage it reuses) allocates at
@@ -226,8 +199,8 @@ void check_unique_ids(std::span<const request> requests, std::size_t count, Inde
   buckets.assign(size, 0);
   for (std::size_t k = 0; k < count; ++k) {
     const std::size_t index = index_of(k);
-    const std::string_view id = requests[index].id;
-    const std::uint64_t hash = id_hash(id);
+    const request_id& id = requests[index].id;
+    const std::uint64_t hash = id.hash();
     const std::uint64_t tag = hash & ~low_half;
     std::size_t bucket = hash & (size - 1);
     for (; buckets[bucket] != 0; bucket = (bucket + 1) & (size - 1)) {

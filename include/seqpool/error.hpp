@@ -10,6 +10,8 @@
 #include <string>
 #include <string_view>
 
+#include <seqpool/request_id.hpp>
+
 namespace seqpool {
 
 /// Bad input: a malformed batch, a configuration that does not fit the pooler, a
@@ -37,7 +39,7 @@ std::string concat(const Parts&... parts) {
 
 /// Throws seqpool::error worded as `request 3 (id "r7"): num_scheduled: must be at least 1, got 0`.
 template <class... Parts>
-[[noreturn]] void fail_request(std::size_t index, std::string_view id, std::string_view field, const Parts&... what) {
+[[noreturn]] void fail_request(std::size_t index, const request_id& id, std::string_view field, const Parts&... what) {
   throw error(concat("request ", index, " (id \"", id, "\"): ", field, ": ", what...));
 }
 

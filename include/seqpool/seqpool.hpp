@@ -15,6 +15,7 @@
 #include <seqpool/plan.hpp>
 #include <seqpool/pooler.hpp>
 #include <seqpool/quantized.hpp>
+#include <seqpool/request_id.hpp>
 #include <seqpool/runtime_multi_pooler.hpp>
 #include <seqpool/space/audit.hpp>
 #include <seqpool/space/buffer.hpp>

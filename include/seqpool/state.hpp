@@ -120,13 +120,13 @@ class state_store {
   }
 
   /// Whether reserve() made room for at least `floats` floats of the request's state.
-  bool holds(std::string_view id, std::size_t floats, std::uint32_t part = 0) const {
+  bool holds(const request_id& id, std::size_t floats, std::uint32_t part = 0) const {
     const auto found = entries_.find(held_at{id, part});
     return found != entries_.end() && found->second.floats >= floats;
   }
 
   /// The request's state, which reserve() made.
-  float* data(std::string_view id, std::uint32_t part = 0) const {
+  float* data(const request_id& id, std::uint32_t part = 0) const {
     const auto found = entries_.find(held_at{id, part});
     if (found == entries_.end())
       detail::fail("state", "no state is held for id \"", id, "\": reserve() makes it for a chunked request");
@@ -152,14 +152,14 @@ class state_store {
 
   /// Token methods: the rows a request in progress has chosen in its chunks so
   /// far, and how many it will over its whole prompt (none where no state is held).
-  held_rows rows_of(std::string_view id, std::uint32_t part = 0) const {
+  held_rows rows_of(const request_id& id, std::uint32_t part = 0) const {
     const auto found = entries_.find(held_at{id, part});
     if (found == entries_.end()) return {};
     return {found->second.before, found->second.key.rows_total};
   }
 
   /// Drops a request that will not finish (aborted or preempted by the engine), every part's state of it.
-  void release(std::string_view id) {
+  void release(const request_id& id) {
     for (std::uint32_t part = 0; part < parts_; ++part) {
       const auto found = entries_.find(held_at{id, part});
       if (found == entries_.end()) continue;
@@ -169,14 +169,14 @@ class state_store {
   }
 
   /// Whether any part holds a state of the request.
-  bool contains(std::string_view id) const {
+  bool contains(const request_id& id) const {
     for (std::uint32_t part = 0; part < parts_; ++part)
       if (entries_.find(held_at{id, part}) != entries_.end()) return true;
     return false;
   }
 
   /// Tokens pooled so far for a request in progress, 0 when none is held (every part's state has pooled as many).
-  std::int64_t num_computed(std::string_view id) const {
+  std::int64_t num_computed(const request_id& id) const {
     for (std::uint32_t part = 0; part < parts_; ++part)
       if (const auto found = entries_.find(held_at{id, part}); found != entries_.end())
         return found->second.num_computed;
@@ -239,19 +239,17 @@ class state_store {
 
   /// An entry's key: the request's id and the part whose state it is.
   struct held_key {
-    std::string id;
+    request_id id;
     std::uint32_t part = 0;
   };
-  /// A key looked up without building a string.
+  /// A key looked up without copying the id.
   struct held_at {
-    std::string_view id;
+    const request_id& id;
     std::uint32_t part = 0;
   };
   struct key_hash {
     using is_transparent = void;
-    std::size_t operator()(held_at key) const {
-      return std::hash<std::string_view>{}(key.id) ^ (std::size_t{key.part} * 0x9e3779b97f4a7c15u);
-    }
+    std::size_t operator()(held_at key) const { return key.id.hash() ^ (std::size_t{key.part} * 0x9e3779b97f4a7c15u); }
     std::size_t operator()(const held_key& key) const { return (*this)(held_at{key.id, key.part}); }
   };
   struct key_equal {

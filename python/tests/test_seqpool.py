@@ -266,6 +266,25 @@ def test_the_sync_contract_holds_and_the_audit_is_readable():
     assert step["downloads"] == 0 and step["waits"] == 0 and step["allocations"] == 0
 
 
+def test_an_int_id_is_the_id_of_its_decimal_text():
+    rng = np.random.default_rng(11)
+    prompt = rng.normal(size=(7, 4)).astype(np.float32)
+    whole = seqpool.pool(seqpool.Dispatcher(4, embed="mean"), prompt, [7])[0]
+    chunked = seqpool.Dispatcher(4, embed="mean")
+    for first, then in ((7, "7"), ("18446744073709551615", 2**64 - 1), (-3, "-3")):
+        assert seqpool.pool(chunked, prompt[:3], [7], num_scheduled=[3], ids=[first]) == [None]
+        assert chunked.num_computed(then) == 3 and chunked.num_computed(first) == 3
+        assert chunked.num_computed("0" + str(then)) == 0  # another id
+        found = seqpool.pool(chunked, prompt[3:], [7], num_scheduled=[4], num_computed=[3], ids=[then])[0]
+        close(found, whole)
+        assert chunked.num_computed(first) == 0
+    chunked.plan([7], num_scheduled=[3], ids=[5])
+    refuses('request 1 (id "5"): id: appears twice in one step (first as request 0)', chunked.plan, [2, 2],
+            ids=[5, "5"])
+    refuses("ids: a request id is a str or an int in [-2^63, 2^64), got 18446744073709551616", chunked.plan, [2],
+            ids=[2**64])
+
+
 def refuses(message, call, *args, **kwargs):
     with pytest.raises(ValueError) as raised:
         call(*args, **kwargs)

@@ -167,7 +167,11 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         params.drop_token_ids.push_back(in.ConsumeIntegralInRange<std::int64_t>(-1, 5));
       if (in.ConsumeIntegralInRange(0, 2) == 0) params.top_k = in.ConsumeIntegralInRange<std::int64_t>(0, 6);
       if (in.ConsumeIntegralInRange(0, 15) == 0) params.step_tag_id = 1;
-      f.r.id = in.ConsumeBool() ? "r" + std::to_string(serial++) : "dup";
+      // Its own id (an integer or text, in turns), or one other flights share.
+      if (in.ConsumeBool())
+        f.r.id = serial % 2 == 0 ? seqpool::request_id(serial++) : seqpool::request_id("r" + std::to_string(serial++));
+      else
+        f.r.id = "dup";
     }
     const fuzz::drawn_step drawn = fuzz::draw_step(in, flights, hidden_size, padding_row);
     const auto [host_results, device_results] = fuzz::run_both(host, device, drawn, hidden_size, mismatch);
@@ -182,22 +186,22 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       if (dense.has_value() != finished || tokens.has_value() != finished || list.has_value() != finished ||
           device_results->dense[i].has_value() != finished || device_results->tokens[i].has_value() != finished ||
           device_results->lists[i].has_value() != finished)
-        mismatch("a result is missing or early for " + f.r.id);
+        mismatch("a result is missing or early for " + f.r.id.str());
       if (!finished) continue;
       if (!fuzz::close(*dense, *device_results->dense[i]) || !fuzz::close(*tokens, *device_results->tokens[i]) ||
           *list != *device_results->lists[i])
-        mismatch("the spaces' results differ for " + f.r.id);
+        mismatch("the spaces' results differ for " + f.r.id.str());
       seqpool::request whole = f.r;
       whole.prompt_token_ids = f.ids;
       const std::int64_t kept = f.r.params.dimensions.value_or(modes * hidden_size);
       if (!fuzz::close(*dense, test::reference(sequence, f.prompt, hidden_size, whole, {}, kept)))
-        mismatch("the dense part differs from the reference for " + f.r.id);
+        mismatch("the dense part differs from the reference for " + f.r.id.str());
       if (!fuzz::close(*tokens,
                        test::reference("all", f.prompt, hidden_size, as_token_part(whole, true, -1), {}, hidden_size)))
-        mismatch("the token part differs from the reference for " + f.r.id);
+        mismatch("the token part differs from the reference for " + f.r.id.str());
       const seqpool::request weighed = as_token_part(whole, false, 0);
       if (*list != test::reference_list(f.prompt, f.ids, weighed.params, layer.v, layer.b, layer.floor))
-        mismatch("the lexical part differs from the reference for " + f.r.id);
+        mismatch("the lexical part differs from the reference for " + f.r.id.str());
     }
   }
   return 0;

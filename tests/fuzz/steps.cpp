@@ -97,7 +97,11 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       if (in.ConsumeBool()) params.dimensions = in.ConsumeIntegralInRange<std::int64_t>(0, hidden_size + 1);
       for (int c = in.ConsumeIntegralInRange(0, 3); c > 0; --c)
         params.returned_token_ids.push_back(in.ConsumeIntegralInRange<std::int64_t>(-1, hidden_size));
-      f.r.id = in.ConsumeBool() ? "r" + std::to_string(serial++) : "dup";
+      // Its own id (an integer or text, in turns), or one other flights share.
+      if (in.ConsumeBool())
+        f.r.id = serial % 2 == 0 ? seqpool::request_id(serial++) : seqpool::request_id("r" + std::to_string(serial++));
+      else
+        f.r.id = "dup";
       f.r.task = static_cast<task>(in.ConsumeIntegralInRange(0, 3));
       // An instruction, mostly on sequence tasks (out of range now and then), and
       // token filters, mostly on token tasks (a skiplist out of order or repeated
@@ -122,11 +126,12 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       const auto& mine = (*host_results)[i];
       const auto& theirs = (*device_results)[i];
       if (mine.has_value() != (f.done == f.r.prompt_len) || theirs.has_value() != mine.has_value())
-        mismatch("a result is missing or early for " + f.r.id + " (" + std::to_string(batch.requests[i].num_computed) +
-                 " computed, " + std::to_string(batch.requests[i].num_scheduled) + " scheduled of " +
-                 std::to_string(f.r.prompt_len) + ")");
+        mismatch("a result is missing or early for " + f.r.id.str() + " (" +
+                 std::to_string(batch.requests[i].num_computed) + " computed, " +
+                 std::to_string(batch.requests[i].num_scheduled) + " scheduled of " + std::to_string(f.r.prompt_len) +
+                 ")");
       if (!mine) continue;
-      if (!fuzz::close(*mine, *theirs)) mismatch("the spaces' results differ for " + f.r.id);
+      if (!fuzz::close(*mine, *theirs)) mismatch("the spaces' results differ for " + f.r.id.str());
       seqpool::request whole = f.r;
       whole.prompt_token_ids = f.ids;
       const bool token_wise = seqpool::is_token_task(f.r.task);
@@ -137,7 +142,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       const test::head_spec spec{.classify = f.r.task == task::classify || f.r.task == task::token_classify};
       const std::int64_t kept = spec.classify ? width : f.r.params.dimensions.value_or(width);
       if (!fuzz::close(*mine, test::reference(token_wise ? token : sequence, f.prompt, hidden_size, whole, spec, kept)))
-        mismatch("a result differs from the reference for " + f.r.id);
+        mismatch("a result differs from the reference for " + f.r.id.str());
     }
   }
   return 0;

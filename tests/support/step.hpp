@@ -150,7 +150,7 @@ results run_step(typename Pooler::space_type& space, Pooler& pooler,
 inline std::string id(std::string_view prefix, std::int64_t number) { return seqpool::detail::concat(prefix, number); }
 
 /// A request with everything scheduled at once.
-inline seqpool::request whole(std::string id, seqpool::task pooling_task, std::int64_t prompt_len,
+inline seqpool::request whole(seqpool::request_id id, seqpool::task pooling_task, std::int64_t prompt_len,
                               seqpool::pooling_params params = {}) {
   return {.id = std::move(id),
           .task = pooling_task,
@@ -162,7 +162,7 @@ inline seqpool::request whole(std::string id, seqpool::task pooling_task, std::i
 }
 
 /// A chunk of a prompt: `num_scheduled` tokens after `num_computed`.
-inline seqpool::request part(std::string id, seqpool::task pooling_task, std::int64_t prompt_len,
+inline seqpool::request part(seqpool::request_id id, seqpool::task pooling_task, std::int64_t prompt_len,
                              std::int64_t num_computed, std::int64_t num_scheduled,
                              seqpool::pooling_params params = {}) {
   return {.id = std::move(id),

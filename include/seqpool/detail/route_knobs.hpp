@@ -115,7 +115,7 @@ struct part_states {
   std::uint32_t part;
 
   void check(std::size_t index, const request& r, const state_key& key) const { store.check(index, r, key, part); }
-  held_rows rows_of(std::string_view id) const { return store.rows_of(id, part); }
+  held_rows rows_of(const request_id& id) const { return store.rows_of(id, part); }
 };
 
 }  // namespace seqpool::detail
