@@ -328,8 +328,12 @@ class planner {
     if (windows_.size() + d.count > static_cast<std::size_t>(most_counted))
       fail_request(index, r.id, "spans", "the step's requests pool ", windows_.size() + d.count,
                    " spans and prompts with this one's, more than their records count in 32 bits");
+    if (spans.empty()) {
+      windows_.push_back(method.window(part));  // a chunk has rows (lay_out())
+      return;
+    }
     for (std::size_t k = 0; k < d.count; ++k) {
-      const chunk seen = seen_by(part, spans, k);
+      const chunk seen = chunk_of_span(part, spans[k]);
       // A span the chunk has not reached, or has passed, has no rows of it.
       windows_.push_back(seen.num_scheduled > 0 ? method.window(seen) : row_window{seen.first_row(), 0});
     }

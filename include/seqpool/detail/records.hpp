@@ -346,7 +346,7 @@ SEQPOOL_HOST_DEVICE constexpr std::int64_t align_floats(std::int64_t floats) { r
 /// result (a division by a runtime width costs tens of cycles).
 constexpr std::int64_t align_values(std::int64_t values, std::int64_t result_bytes) {
   const int shift = std::countr_zero(static_cast<std::uint64_t>(result_bytes));
-  return ((values << shift) + 15) / 16 * 16 >> shift;
+  return (((values << shift) + 15) & ~std::int64_t{15}) >> shift;
 }
 
 }  // namespace seqpool::detail
