@@ -216,7 +216,7 @@ std::map<std::string, m3_output> serve(const char* label, std::vector<text> text
       const seqpool::result_slice& dense_slice = *plan.parts[0].results[i];
       const seqpool::result_slice& sparse_slice = *plan.parts[1].results[i];
       const seqpool::result_slice& colbert_slice = *plan.parts[2].results[i];
-      m3_output& out = results[r.id];
+      m3_output& out = results[r.id.str()];
       out.dense.assign(dense_values.begin() + dense_slice.offset,
                        dense_values.begin() + dense_slice.offset + dense_slice.cols);
       // Entry 0 holds the count of pairs listed; the pairs follow, ascending by id.
@@ -225,7 +225,7 @@ std::map<std::string, m3_output> serve(const char* label, std::vector<text> text
       out.colbert.assign(colbert_values.begin() + colbert_slice.offset,
                          colbert_values.begin() + colbert_slice.offset + colbert_slice.rows * colbert_slice.cols);
       ++finished;
-      std::printf("  %-8s dense [%lld]  sparse %3d ids  colbert [%3lld x %lld]\n", r.id.c_str(),
+      std::printf("  %-8s dense [%lld]  sparse %3d ids  colbert [%3lld x %lld]\n", r.id.str().c_str(),
                   static_cast<long long>(dense_slice.cols), list[0].id, static_cast<long long>(colbert_slice.rows),
                   static_cast<long long>(colbert_slice.cols));
     }

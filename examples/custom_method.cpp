@@ -60,7 +60,7 @@ std::vector<std::pair<std::string, std::vector<float>>> step(seqpool::dispatcher
   for (std::size_t i = 0; i < batch.requests.size(); ++i)
     if (const auto& slice = plan.results[i]) {
       const float* first = results.data() + slice->offset;
-      finished.emplace_back(batch.requests[i].id, std::vector<float>(first, first + slice->rows * slice->cols));
+      finished.emplace_back(batch.requests[i].id.str(), std::vector<float>(first, first + slice->rows * slice->cols));
     }
   return finished;
 }

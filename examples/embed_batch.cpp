@@ -146,11 +146,11 @@ std::map<std::string, std::vector<float>> serve(const char* label, std::vector<p
       if (!plan.results[i]) continue;
       const seqpool::result_slice& slice = *plan.results[i];
       const auto first = host_output.begin() + slice.offset;
-      results[r.id].assign(first, first + slice.rows * slice.cols);
+      results[r.id.str()].assign(first, first + slice.rows * slice.cols);
       ++finished;
       if (step < 2 || finished <= 3)
-        std::printf("  %-18s [%3lld x %3lld]  %8.4f %8.4f %8.4f\n", r.id.c_str(), static_cast<long long>(slice.rows),
-                    static_cast<long long>(slice.cols), slice.rows ? first[0] : NAN,
+        std::printf("  %-18s [%3lld x %3lld]  %8.4f %8.4f %8.4f\n", r.id.str().c_str(),
+                    static_cast<long long>(slice.rows), static_cast<long long>(slice.cols), slice.rows ? first[0] : NAN,
                     slice.rows * slice.cols > 1 ? first[1] : NAN, slice.rows * slice.cols > 2 ? first[2] : NAN);
     }
     std::printf(

@@ -73,7 +73,8 @@ class batch_reader {
   }
 
   /// A request id from a list entry: a str (into the storage of the text the
-  /// id holds), or an int, which is the id of its decimal text.
+  /// id holds), or an int (anything with __index__ but a bool), which is the
+  /// id of its decimal text.
   static void read_id(request_id& id, nb::handle given) {
     if (nb::isinstance<nb::str>(given)) {
       Py_ssize_t size = 0;
@@ -82,14 +83,22 @@ class batch_reader {
       id.assign(std::string_view(text, static_cast<std::size_t>(size)));
       return;
     }
-    if (std::uint64_t number = 0; nb::try_cast(given, number)) {
-      id = number;
+    const auto refuse = [&] {
+      detail::fail("ids",
+                   "a request id is a str or an int in [-2^63, 2^64), got " + nb::cast<std::string>(nb::repr(given)));
+    };
+    if (PyBool_Check(given.ptr())) refuse();
+    const nb::object number = nb::steal(PyNumber_Index(given.ptr()));  // __index__ once
+    if (!number.is_valid()) {
+      PyErr_Clear();
+      refuse();
+    }
+    if (std::uint64_t whole = 0; nb::try_cast(number, whole)) {
+      id = whole;
       return;
     }
     std::int64_t negative = 0;
-    if (!nb::try_cast(given, negative))
-      detail::fail("ids",
-                   "a request id is a str or an int in [-2^63, 2^64), got " + nb::cast<std::string>(nb::repr(given)));
+    if (!nb::try_cast(number, negative)) refuse();
     id = negative;
   }
 

@@ -1,5 +1,9 @@
 // The host-side layout of a step: derived fields, task groups, validation.
+#include <cstdint>
+#include <locale>
+#include <sstream>
 #include <string>
+#include <type_traits>
 #include <unordered_set>
 
 #include <doctest/doctest.h>
@@ -138,14 +142,17 @@ TEST_CASE("an integer id is the id of its decimal text, held as the integer") {
   CHECK(request_id(std::uint64_t{18446744073709551615u}) == request_id("18446744073709551615"));
   CHECK(request_id(-3) == request_id("-3"));
   for (const request_id& number :
-       {request_id(7), request_id("7"), request_id("0"), request_id("18446744073709551615")}) {
+       {request_id(7), request_id("7"), request_id("0"), request_id("18446744073709551614")}) {
     CAPTURE(number);
     CHECK(number.is_number());
     CHECK(request_id(number.str()) == number);
   }
-  CHECK(request_id("18446744073709551615").number() == 18446744073709551615u);
+  CHECK(request_id("18446744073709551614").number() == 18446744073709551614u);
+  // 2^64 − 1 is held as its text, given either way.
+  CHECK_FALSE(request_id(~std::uint64_t{0}).is_number());
+  CHECK(request_id(~std::uint64_t{0}).str() == "18446744073709551615");
   CHECK(request_id(7).str() == "7");
-  // Not a decimal in [0, 2^64) as C++ prints one: held as text, another id than any integer's.
+  // Not a decimal as C++ prints one: held as text, another id than any integer's.
   for (const char* text : {"", "07", "00", "+7", " 7", "7 ", "-3", "-0", "7a", "0x7", "18446744073709551616",
                            "99999999999999999999", "cmpl-7"}) {
     CAPTURE(text);
@@ -168,6 +175,34 @@ TEST_CASE("an integer id is the id of its decimal text, held as the integer") {
   CHECK(assigned == request_id(42));
   assigned.assign("forty-two");
   CHECK(assigned == request_id("forty-two"));
+}
+
+// Integers of up to 64 bits are ids; bool, characters and floating point are not.
+static_assert(std::is_convertible_v<int, seqpool::request_id> &&
+              std::is_convertible_v<long long, seqpool::request_id> &&
+              std::is_convertible_v<std::uint64_t, seqpool::request_id> &&
+              std::is_convertible_v<std::size_t, seqpool::request_id>);
+static_assert(!std::is_constructible_v<seqpool::request_id, bool> &&
+              !std::is_constructible_v<seqpool::request_id, char> &&
+              !std::is_constructible_v<seqpool::request_id, std::int8_t> &&
+              !std::is_constructible_v<seqpool::request_id, std::uint8_t> &&
+              !std::is_constructible_v<seqpool::request_id, char32_t> &&
+              !std::is_constructible_v<seqpool::request_id, double>);
+// A batch's requests move, not copy, when its vector grows.
+static_assert(std::is_nothrow_move_constructible_v<seqpool::request>);
+
+TEST_CASE("an id is written as its text, an integer's digits whatever the stream's format and locale") {
+  struct thousands : std::numpunct<char> {
+    char do_thousands_sep() const override { return ','; }
+    std::string do_grouping() const override { return "\3"; }
+  };
+  std::ostringstream out;
+  out.imbue(std::locale(std::locale::classic(), new thousands));
+  out << std::hex << std::showpos << 1234567 << ' ' << seqpool::request_id(1234567) << ' '
+      << seqpool::request_id("cmpl-7") << ' ' << seqpool::request_id(-5);
+  CHECK(out.str() == "12d,687 1234567 cmpl-7 -5");
+  check_rejected({{whole(1234567, task::embed, 0)}},
+                 "request 0 (id \"1234567\"): prompt_len: must be at least 1, got 0");
 }
 
 TEST_CASE("a step's integer ids are checked without text: a repeat is found, given either way") {

@@ -242,7 +242,7 @@ class state_store {
     request_id id;
     std::uint32_t part = 0;
   };
-  /// A key looked up without copying the id.
+  /// A key looked up without copying a request_id (text given as a string is made one first).
   struct held_at {
     const request_id& id;
     std::uint32_t part = 0;

@@ -271,7 +271,8 @@ def test_an_int_id_is_the_id_of_its_decimal_text():
     prompt = rng.normal(size=(7, 4)).astype(np.float32)
     whole = seqpool.pool(seqpool.Dispatcher(4, embed="mean"), prompt, [7])[0]
     chunked = seqpool.Dispatcher(4, embed="mean")
-    for first, then in ((7, "7"), ("18446744073709551615", 2**64 - 1), (-3, "-3")):
+    for first, then in ((7, "7"), ("18446744073709551614", 2**64 - 2), (2**64 - 1, "18446744073709551615"),
+                        (-3, "-3")):
         assert seqpool.pool(chunked, prompt[:3], [7], num_scheduled=[3], ids=[first]) == [None]
         assert chunked.num_computed(then) == 3 and chunked.num_computed(first) == 3
         assert chunked.num_computed("0" + str(then)) == 0  # another id
@@ -283,6 +284,15 @@ def test_an_int_id_is_the_id_of_its_decimal_text():
             ids=[5, "5"])
     refuses("ids: a request id is a str or an int in [-2^63, 2^64), got 18446744073709551616", chunked.plan, [2],
             ids=[2**64])
+    refuses("ids: a request id is a str or an int in [-2^63, 2^64), got -9223372036854775809", chunked.plan, [2],
+            ids=[-2**63 - 1])
+    refuses("ids: a request id is a str or an int in [-2^63, 2^64), got True", chunked.plan, [2], ids=[True])
+    # NumPy's integers and int tensors are ints: one id each with its decimal text.
+    refuses('request 1 (id "-4"): id: appears twice in one step (first as request 0)', chunked.plan, [2, 2],
+            ids=[np.int32(-4), "-4"])
+    refuses('request 1 (id "9"): id: appears twice in one step (first as request 0)', chunked.plan, [2, 2],
+            ids=np.array([9, 9], np.int32))
+    assert chunked.plan([2, 2], ids=np.array([-1, 2**40], np.int64)).results == [(0, 1, 4), (4, 1, 4)]
 
 
 def refuses(message, call, *args, **kwargs):

@@ -60,6 +60,7 @@ inline drawn_step draw_step(FuzzedDataProvider& in, std::vector<flight>& flights
   for (flight& f : flights) {
     if (f.done == f.r.prompt_len || !in.ConsumeBool()) continue;
     seqpool::request r = f.r;
+    if (f.done > 0) r.id = seqpool::request_id(r.id.str());  // a later chunk gives an integer id as its text
     const bool wrong = in.ConsumeIntegralInRange(0, 15) == 0 && f.r.id != "dup";
     r.num_computed = f.done + (wrong ? 1 : 0);
     r.num_scheduled = in.ConsumeIntegralInRange<std::int64_t>(1, f.r.prompt_len - f.done);

@@ -167,7 +167,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         params.drop_token_ids.push_back(in.ConsumeIntegralInRange<std::int64_t>(-1, 5));
       if (in.ConsumeIntegralInRange(0, 2) == 0) params.top_k = in.ConsumeIntegralInRange<std::int64_t>(0, 6);
       if (in.ConsumeIntegralInRange(0, 15) == 0) params.step_tag_id = 1;
-      // Its own id (an integer or text, in turns), or one other flights share.
+      // Its own id (an integer or text, in turns; a later chunk gives an integer as its text), or one other
+      // flights share.
       if (in.ConsumeBool())
         f.r.id = serial % 2 == 0 ? seqpool::request_id(serial++) : seqpool::request_id("r" + std::to_string(serial++));
       else

@@ -97,7 +97,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       if (in.ConsumeBool()) params.dimensions = in.ConsumeIntegralInRange<std::int64_t>(0, hidden_size + 1);
       for (int c = in.ConsumeIntegralInRange(0, 3); c > 0; --c)
         params.returned_token_ids.push_back(in.ConsumeIntegralInRange<std::int64_t>(-1, hidden_size));
-      // Its own id (an integer or text, in turns), or one other flights share.
+      // Its own id (an integer or text, in turns; a later chunk gives an integer as its text), or one other
+      // flights share.
       if (in.ConsumeBool())
         f.r.id = serial % 2 == 0 ? seqpool::request_id(serial++) : seqpool::request_id("r" + std::to_string(serial++));
       else
