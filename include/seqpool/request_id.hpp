@@ -107,11 +107,12 @@ class request_id {
 
   /// Holds a text that is a decimal in [0, 2^64 − 1) without a leading zero as its integer.
   void hold_as_number() {
-    if (text_.empty() || text_[0] < '0' || text_[0] > '9' || (text_[0] == '0' && text_.size() > 1)) return;
+    // from_chars takes digits alone (no sign, no space); a leading zero it takes, which is not canonical.
+    const char* const begin = text_.data();
+    const char* const end = begin + text_.size();
     std::uint64_t number = 0;
-    const char* end = text_.data() + text_.size();
-    const auto [stop, problem] = std::from_chars(text_.data(), end, number);
-    if (problem != std::errc{} || stop != end || number == most) return;
+    const auto [stop, problem] = std::from_chars(begin, end, number);
+    if (problem != std::errc{} || stop != end || number == most || (*begin == '0' && end - begin > 1)) return;
     text_.clear();  // keeps its storage for a later assign()
     held_ = number + 1;
   }
