@@ -44,12 +44,13 @@ class result_files {
       const auto& slice = slices[i];
       if (!slice) continue;
       const seqpool::request& r = requests.requests[i];
+      const std::string id = r.id.str();
       std::span<const Result> values = results.subspan(slice->offset, slice->rows * slice->cols);
       std::vector<std::int64_t> shape{slice->cols};
       if constexpr (seqpool::sparse_element<Result>) {
         const std::int32_t pairs = values.front().id;  // the list's count
         if (pairs < 0 || std::cmp_greater_equal(pairs, values.size()))
-          throw input_error(where + ": request " + std::to_string(i) + " (id \"" + r.id.str() +
+          throw input_error(where + ": request " + std::to_string(i) + " (id \"" + id +
                             "\"): internal error: its list counts " + std::to_string(pairs) + " pairs in room for " +
                             std::to_string(values.size() - 1));
         values = values.subspan(1, static_cast<std::size_t>(pairs));
@@ -57,14 +58,14 @@ class result_files {
       } else if (seqpool::is_token_task(pooled_for.value_or(r.task)) || !r.params.spans.empty()) {
         shape.insert(shape.begin(), slice->rows);
       }
-      const std::filesystem::path final_name = folder / (r.id.str() + ".npy");
-      const std::filesystem::path hidden_name = folder / ("." + r.id.str() + ".npy.partial");
+      const std::filesystem::path final_name = folder / (id + ".npy");
+      const std::filesystem::path hidden_name = folder / ("." + id + ".npy.partial");
       written_.emplace_back(hidden_name, final_name);
       try {
         write_npy(hidden_name, values, shape);
         if (std::filesystem::is_directory(final_name)) throw input_error(final_name.string() + " is a folder");
       } catch (const std::exception& failure) {
-        throw input_error(where + ": request " + std::to_string(i) + " (id \"" + r.id.str() +
+        throw input_error(where + ": request " + std::to_string(i) + " (id \"" + id +
                           "\"): cannot write its result: " + failure.what());
       }
     }
