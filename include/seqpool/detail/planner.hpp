@@ -245,6 +245,7 @@ class planner {
       const chunk& part = chunks[index];
       state_key& key = keys_[k];
       auto& d = decisions.emplace_back();
+      d.knobs = knobs_of(r.params);
       if (r.params.top_k) check_top_k(index, r, *r.params.top_k);
       // Before the state's checks: a later chunk short of the ids it reads, lists or drops by hears so, not
       // that its ids differ.
@@ -323,7 +324,6 @@ class planner {
     d.first = windows_.size();
     d.count = spans.empty() ? 1 : spans.size();
     d.one_window = !part.chunked() && spans.empty();
-    d.knobs = knobs_of(r.params);
     // A window is a request record, which records index in 32 bits (reached past 2^31 spans: 32 GiB of them).
     if (windows_.size() + d.count > static_cast<std::size_t>(most_counted))
       fail_request(index, r.id, "spans", "the step's requests pool ", windows_.size() + d.count,
@@ -384,7 +384,6 @@ class planner {
                    "only sequence methods leave out an instruction; a token method "
                    "returns the rows it chooses");
     const token_filter filter(r);  // checked in decide()
-    d.knobs = knobs_of(r.params);
     d.columns = method.columns(r);
     d.width = d.columns.empty() ? shape_.hidden_size : static_cast<std::int64_t>(d.columns.size());
     if (d.width > most_counted)  // records hold widths in 32 bits; columns may repeat
