@@ -10,8 +10,11 @@
 #include <atomic>
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
+#include <iterator>
 #include <new>
 #include <optional>
+#include <random>
 #include <string>
 #include <string_view>
 #include <type_traits>
@@ -257,6 +260,95 @@ TEST_CASE_TEMPLATE("the vote for the common record leaves a record held in full 
   test::check_close(
       *second[0], test::reference("last", prompt, hidden_size, test::whole("chunked", task::embed, 6), {}, hidden_size),
       1e-6);
+}
+
+/// Checks that two lists of records are the same, byte for byte.
+template <class Record>
+void check_same_records(const std::vector<Record>& planned, const std::vector<Record>& expected) {
+  static_assert(std::has_unique_object_representations_v<Record>, "compared byte for byte: no padding");
+  REQUIRE(planned.size() == expected.size());
+  if (!planned.empty()) CHECK(std::memcmp(planned.data(), expected.data(), planned.size() * sizeof(Record)) == 0);
+}
+
+/// Checks that two plans hold the same shares, records and results.
+void check_same_plan(const seqpool::step_plan& planned, const seqpool::step_plan& expected) {
+  const auto& shares = seqpool::detail::plan_access::program(planned).shares;
+  const auto& expected_shares = seqpool::detail::plan_access::program(expected).shares;
+  REQUIRE(shares.size() == expected_shares.size());
+  for (std::size_t s = 0; s < shares.size(); ++s) {
+    const seqpool::detail::share& share = shares[s];
+    const seqpool::detail::share& other = expected_shares[s];
+    check_same_records(share.records.entries, other.records.entries);
+    check_same_records(share.records.tiles, other.records.tiles);
+    check_same_records(share.records.works, other.records.works);
+    check_same_records(share.records.combines, other.records.combines);
+    check_same_records(share.records.linears, other.records.linears);
+    CHECK(share.records.details == other.records.details);
+    CHECK(share.header.common == other.header.common);
+    CHECK(share.image_bytes == other.image_bytes);
+    CHECK(share.output_values == other.output_values);
+    CHECK(share.workspace_floats == other.workspace_floats);
+    CHECK(share.arrivals == other.arrivals);
+    CHECK(share.result_rows == other.result_rows);
+  }
+  REQUIRE(planned.results.size() == expected.results.size());
+  for (std::size_t i = 0; i < planned.results.size(); ++i) {
+    CAPTURE(i);
+    REQUIRE(planned.results[i].has_value() == expected.results[i].has_value());
+    if (!planned.results[i]) continue;
+    CHECK(planned.results[i]->offset == expected.results[i]->offset);
+    CHECK(planned.results[i]->rows == expected.results[i]->rows);
+    CHECK(planned.results[i]->cols == expected.results[i]->cols);
+  }
+}
+
+TEST_CASE_TEMPLATE("a request like its share's model is planned as the same request with one span over its prompt",
+                   Space, seqpool::host_space, seqpool::device_space<seqpool::omp_backend>) {
+  // Where the family's tiles do not depend on the share, a sequence request
+  // whose record would be the share's common one but for its entry's fields
+  // takes the planner's short pass; a span over its whole prompt pools the same
+  // rows into the same result through the general one. Drawn steps mix such
+  // requests with unlike ones (other knobs and widths, prompts split into
+  // tiles, first chunks), into float, bf16, int8 and projected results.
+  Space space;
+  seqpool::state_store<Space> state(space);
+  const std::vector<float> weights(hidden_size * hidden_size, 0.25f);
+  const std::vector<float> bias(hidden_size, 0.5f);
+  const std::vector<float> low(hidden_size, -1.0f);
+  const std::vector<float> high(hidden_size, 1.0f);
+  seqpool::pooler<method::mean, head::embed, Space> mean(space, hidden_size);
+  seqpool::pooler<method::last, head::embed, Space, seqpool::bfloat16> last(space, hidden_size);
+  seqpool::pooler<method::mean, head::embed, Space, std::int8_t> quantized(space, hidden_size);
+  quantized.set_ranges({low, high});
+  seqpool::pooler<method::cls, head::embed, Space> projected(
+      space, hidden_size, {},
+      head::embed(seqpool::linear_layer{weights.data(), bias.data(), hidden_size, hidden_size}));
+  std::mt19937 draw(2026);
+  const std::int64_t lengths[] = {1, 1, 1, 2, 3, 17, 200, 3000};
+  for (int round = 0; round < 30; ++round) {
+    CAPTURE(round);
+    seqpool::batch step;
+    seqpool::batch spanned;
+    for (int i = 0; i < 40; ++i) {
+      const std::int64_t prompt_len = lengths[draw() % std::size(lengths)];
+      seqpool::pooling_params params;
+      params.use_activation = draw() % 4 != 0;
+      if (draw() % 5 == 0) params.dimensions = 4;
+      const std::string id = test::id("r", round * 100 + i);
+      if (draw() % 10 == 0) {
+        step.requests.push_back(test::part(id, task::embed, prompt_len + 1, 0, prompt_len, params));
+        spanned.requests.push_back(step.requests.back());
+        continue;
+      }
+      step.requests.push_back(test::whole(id, task::embed, prompt_len, params));
+      params.spans = {{0, prompt_len}};
+      spanned.requests.push_back(test::whole(id, task::embed, prompt_len, params));
+    }
+    check_same_plan(mean.plan(step, state), mean.plan(spanned, state));
+    check_same_plan(last.plan(step, state), last.plan(spanned, state));
+    check_same_plan(quantized.plan(step, state), quantized.plan(spanned, state));
+    check_same_plan(projected.plan(step, state), projected.plan(spanned, state));
+  }
 }
 
 /// Hidden states of `rows` rows of `width` bf16 values whose pages are only

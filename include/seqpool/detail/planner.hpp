@@ -128,8 +128,12 @@ class planner {
                    std::int64_t output_begin, share& into, std::span<std::optional<result_slice>> results,
                    planner_scratch& scratch) {
     planner planned(shape, output_begin, into, results, scratch);
-    planned.decide(method, head, step, chunks, chosen, state);
-    planned.build(method, step, chunks, chosen);
+    if constexpr (Method::kind == method_kind::sequence && !Algorithms::tile_rows_depend_on_share) {
+      planned.plan_in_one_pass(method, head, step, chunks, chosen, state);
+    } else {
+      planned.decide(method, head, step, chunks, chosen, state);
+      planned.build(method, step, chunks, chosen);
+    }
   }
 
   /// The most a share within `limits` can need of what plan() counts, for rows
@@ -241,26 +245,31 @@ class planner {
     if constexpr (Method::kind == method_kind::sequence) windows_.reserve(chosen.size());
     for (std::size_t k = 0; k < chosen.size(); ++k) {
       const std::size_t index = chosen[k];
-      const request& r = step.requests[index];
-      const chunk& part = chunks[index];
-      state_key& key = keys_[k];
-      auto& d = decisions.emplace_back();
-      d.knobs = knobs_of(r.params);
-      if (r.params.top_k) check_top_k(index, r, *r.params.top_k);
-      // Before the state's checks: a later chunk short of the ids it reads, lists or drops by hears so, not
-      // that its ids differ.
-      if constexpr (Method::kind == method_kind::token) {
-        check_token_ids(method, index, r);
-        token_filter(r).check(index);
-      }
-      if (part.chunked()) begin_key(method, key, r);
-      state.check(index, r, key);
-      if constexpr (Method::kind == method_kind::token) {
-        decide_tokens(method, head, index, r, part, state, d);
-        if (part.chunked()) key.rows_total = d.rows_total;
-      } else {
-        decide_pooled(method, head, index, r, part, d);
-      }
+      decide_request(method, head, index, step.requests[index], chunks[index], state, keys_[k],
+                     decisions.emplace_back());
+    }
+  }
+
+  /// Checks request `r` (batch index `index`) and writes what Method makes of
+  /// its chunk into `d`, and into `key` what its state is begun with.
+  template <class Method, class Head, class State, class Decision>
+  void decide_request(const Method& method, const Head& head, std::size_t index, const request& r, const chunk& part,
+                      const State& state, state_key& key, Decision& d) {
+    d.knobs = knobs_of(r.params);
+    if (r.params.top_k) check_top_k(index, r, *r.params.top_k);
+    // Before the state's checks: a later chunk short of the ids it reads, lists or drops by hears so, not
+    // that its ids differ.
+    if constexpr (Method::kind == method_kind::token) {
+      check_token_ids(method, index, r);
+      token_filter(r).check(index);
+    }
+    if (part.chunked()) begin_key(method, key, r);
+    state.check(index, r, key);
+    if constexpr (Method::kind == method_kind::token) {
+      decide_tokens(method, head, index, r, part, state, d);
+      if (part.chunked()) key.rows_total = d.rows_total;
+    } else {
+      decide_pooled(method, head, index, r, part, d);
     }
   }
 
@@ -324,10 +333,7 @@ class planner {
     d.first = windows_.size();
     d.count = spans.empty() ? 1 : spans.size();
     d.one_window = !part.chunked() && spans.empty();
-    // A window is a request record, which records index in 32 bits (reached past 2^31 spans: 32 GiB of them).
-    if (windows_.size() + d.count > static_cast<std::size_t>(most_counted))
-      fail_request(index, r.id, "spans", "the step's requests pool ", windows_.size() + d.count,
-                   " spans and prompts with this one's, more than their records count in 32 bits");
+    check_records(index, r, d.count);
     if (spans.empty()) {
       windows_.push_back(method.window(part));  // a chunk has rows (lay_out())
       return;
@@ -337,6 +343,16 @@ class planner {
       // A span the chunk has not reached, or has passed, has no rows of it.
       windows_.push_back(seen.num_scheduled > 0 ? method.window(seen) : row_window{seen.first_row(), 0});
     }
+  }
+
+  /// A window is a request record, which records index in 32 bits (reached
+  /// past 2^31 spans: 32 GiB of them): those built, those decided and not yet
+  /// built, and request `r`'s `count`.
+  void check_records(std::size_t index, const request& r, std::size_t count) const {
+    const std::size_t records = share_.records.entries.size() + windows_.size() + count;
+    if (records > static_cast<std::size_t>(most_counted))
+      fail_request(index, r.id, "spans", "the step's requests pool ", records,
+                   " spans and prompts with this one's, more than their records count in 32 bits");
   }
 
   /// The spans a sequence method pools of `r`: its own; or, where the method
@@ -605,34 +621,93 @@ class planner {
   template <class Method>
   void build(const Method& method, const batch& step, std::span<const chunk> chunks,
              std::span<const std::size_t> chosen) {
-    share_.num_requests = chosen.size();
-    // A record a window (a sequence method's) or a request; a vote holds them
-    // all in full at once, and may have made every one a detail before.
-    const std::size_t records = Method::kind == method_kind::sequence ? windows_.size() : chosen.size();
+    const std::int64_t tile_rows = begin_building<Method>(chosen.size());
+    for (std::size_t k = 0; k < chosen.size(); ++k) {
+      const std::size_t index = chosen[k];
+      build_request(method, decisions_of<Method>()[k], keys_[k], index, step.requests[index], chunks[index], tile_rows);
+    }
+    end_building<Method>();
+  }
+
+  /// Sequence methods, where the family's tiles do not depend on the share:
+  /// each request decided and built before the next — a run of requests like
+  /// the share's model without a decision (add_alike()).
+  template <class Method, class Head, class State>
+  void plan_in_one_pass(const Method& method, const Head& head, const batch& step, std::span<const chunk> chunks,
+                        std::span<const std::size_t> chosen, const State& state) {
+    if (keys_.size() < chosen.size()) keys_.resize(chosen.size());
+    const std::int64_t tile_rows = begin_building<Method>(chosen.size());
+    for (std::size_t k = add_alike(method, head, step, chunks, chosen, 0, state, tile_rows); k < chosen.size();
+         k = add_alike(method, head, step, chunks, chosen, k + 1, state, tile_rows)) {
+      const std::size_t index = chosen[k];
+      const request& r = step.requests[index];
+      const chunk& part = chunks[index];
+      request_decision d;
+      decide_request(method, head, index, r, part, state, keys_[k], d);
+      build_request(method, d, keys_[k], index, r, part, tile_rows);
+      if (d.one_window && !model_) take_model(d);
+      windows_.clear();  // built: check_records() counts them in the entries
+    }
+    end_building<Method>();
+  }
+
+  /// Adds requests chosen[k], chosen[k + 1], … while each is like the share's
+  /// model (add_like()), and gives the place of the first that is not (or the
+  /// end). Flattened: GCC called the family's cut_whole(), the vectors' growth
+  /// and add_like() itself with eight arguments, a request at a time (a sixth
+  /// of such a request's planning instructions).
+  template <class Method, class Head, class State>
+  [[gnu::flatten]] std::size_t add_alike(const Method& method, const Head& head, const batch& step,
+                                         std::span<const chunk> chunks, std::span<const std::size_t> chosen,
+                                         std::size_t k, const State& state, std::int64_t tile_rows) {
+    for (; k < chosen.size(); ++k) {
+      const std::size_t index = chosen[k];
+      if (!add_like(method, head, index, step.requests[index], chunks[index], state, keys_[k], tile_rows)) break;
+    }
+    return k;
+  }
+
+  /// Makes room for the records of `requests` requests, and gives the rows of
+  /// the tiles the family cuts this share's sequence requests into.
+  template <class Method>
+  std::int64_t begin_building(std::size_t requests) {
+    share_.num_requests = requests;
+    // A record a window (a sequence method's: all of them decided, or at least
+    // one a request) or a request; a vote holds them all in full at once, and
+    // may have made every one a detail before.
+    const std::size_t records = std::max(windows_.size(), requests);
     share_.records.entries.reserve(records);
     share_.records.details.reserve(records);
     built_.reserve(records);
     unlike_.reserve(records);
     if constexpr (Method::kind == method_kind::sequence) {
       // A tile a request at least, and a work item at most (more only for split requests).
-      share_.records.tiles.reserve(chosen.size());
-      share_.records.works.reserve(chosen.size());
+      share_.records.tiles.reserve(requests);
+      share_.records.works.reserve(requests);
+      // The windows decided (none where they do not set the tiles' rows).
+      return Algorithms::tile_rows_for(windows_, modes_of<Method> * shape_.hidden_size, shape_.hidden_size,
+                                       shape_.bounded);
     }
-    // Sequence methods: the rows of a tile the family cuts this share's requests into.
-    const std::int64_t tile_rows =
-        Method::kind == method_kind::sequence
-            ? Algorithms::tile_rows_for(windows_, modes_of<Method> * shape_.hidden_size, shape_.hidden_size,
-                                        shape_.bounded)
-            : 0;
-    for (std::size_t k = 0; k < chosen.size(); ++k) {
-      const std::size_t index = chosen[k];
-      if constexpr (Method::kind == method_kind::token)
-        add_gathered(token_decisions_[k], keys_[k], index, step.requests[index], chunks[index]);
-      else if (pooled_decisions_[k].one_window)
-        add_one_window(pooled_decisions_[k], index, step.requests[index], chunks[index], tile_rows);
-      else
-        add_pooled(method, pooled_decisions_[k], keys_[k], index, step.requests[index], chunks[index], tile_rows);
-    }
+    return 0;
+  }
+
+  /// Builds the records of request `r`, decided `d`, whose state is begun with
+  /// `key`; a sequence method's tiles of `tile_rows` rows.
+  template <class Method, class Decision>
+  void build_request(const Method& method, const Decision& d, const state_key& key, std::size_t index, const request& r,
+                     const chunk& part, std::int64_t tile_rows) {
+    if constexpr (Method::kind == method_kind::token)
+      add_gathered(d, key, index, r, part);
+    else if (d.one_window)
+      add_one_window(d, index, r, part, tile_rows);
+    else
+      add_pooled(method, d, key, index, r, part, tile_rows);
+  }
+
+  /// Once every request is built: the entries settled, and the share's output
+  /// and image sized.
+  template <class Method>
+  void end_building() {
     if constexpr (Method::kind == method_kind::token) lay_out_gather_bases();
     settle_entries();
     share_.output_values = output_end_ - output_begin_;
@@ -818,6 +893,58 @@ class planner {
     direct(owner, to, 0, 0, values_of(d.out_width));
     Algorithms::cut(share_, first, owner, window, tile_rows, std::min<std::int64_t>(shape_.hidden_size, owner.width));
     enter_record(first, owner);
+  }
+
+  /// Writes the entry and cut of a sequence request like the share's model —
+  /// one that arrives in one chunk and pools its prompt whole as one item of
+  /// the family's cut, with the model's knobs and result width, and none of the
+  /// knobs that plan otherwise (spans, an instruction, a filter, top_k) — and
+  /// reserves its result, after the checks decide() makes of such a request.
+  /// Its record is the model's but for the entry's fields, so it makes no
+  /// decision, window or record, and is entered over the share's common record
+  /// at once: the short pass a step of thousands of like requests takes. False,
+  /// having written nothing, for any other request.
+  template <class Method, class Head, class State>
+  bool add_like(const Method& method, const Head& head, std::size_t index, const request& r, const chunk& part,
+                const State& state, const state_key& key, std::int64_t tile_rows) {
+    if (!model_ || part.chunked()) return false;
+    const pooling_params& params = r.params;
+    if (!params.spans.empty() || params.instruction_len != 0 || params.top_k || token_filter(r).any() ||
+        knobs_of(params) != model_->knobs)
+      return false;
+    state.check(index, r, key);
+    const std::int64_t out_width = head.output_width(index, r, model_->width);
+    if (out_width != model_->out_width) return false;
+    const row_window window = method.window(part);
+    const std::int64_t loaded = std::min(shape_.hidden_size, out_width);
+    const std::int64_t held =
+        std::min(Algorithms::policy::held_row_floats, Algorithms::held_width(window, out_width, loaded));
+    if (!Algorithms::takes_whole(window, out_width, tile_rows, loaded) || !lands_in_output(out_width, held))
+      return false;
+    // Its entry holds its fields in 32 bits: its prompt's length, its rows' place, and its result's offset (at
+    // most 15 values past the output's end).
+    constexpr std::int64_t most = std::numeric_limits<std::int32_t>::max();
+    if (part.prompt_len > most || part.first_row() > most || output_end_ > most - 15) return false;
+    check_records(index, r, 1);
+    const auto first = static_cast<std::int32_t>(share_.records.entries.size());
+    const std::int64_t offset = reserve_results(index, 1, out_width).offset;
+    share_.records.entries.push_back(
+        {0, 0, static_cast<std::int32_t>(out_width), static_cast<std::int32_t>(part.prompt_len),
+         static_cast<std::int32_t>(part.num_computed - part.first_row()), static_cast<std::int32_t>(offset), -1});
+    Algorithms::cut_whole(share_, first, window, loaded);
+    return true;
+  }
+
+  /// Makes the request add_one_window() has just built, decided `d`, the
+  /// share's model where its record was entered over the common one and its
+  /// row goes straight to the output (a record as wide as its result): a
+  /// pooled row finished where it is pooled, with no dense layer, list or
+  /// draft.
+  void take_model(const request_decision& d) {
+    if (shape_.sparse || shape_.has_linear || share_.records.entries.back().detail != -1 ||
+        share_.header.common.where != target::output)
+      return;
+    model_ = like_request{d.knobs, d.width, d.out_width};
   }
 
   /// Whether a record continues a reduction its state holds: a chunk after the
@@ -1047,15 +1174,12 @@ class planner {
   /// lie the values they take apart.
   destination route_results(std::int32_t record, std::size_t index, std::int64_t rows, std::int64_t pooled_width,
                             std::int64_t out_width, std::int64_t held_width, bool projected = false) {
-    const std::int64_t out_values = values_of(out_width);
-    const result_slice slice{align_values(output_end_, shape_.result_bytes), rows, out_values};
-    results_[index] = slice;
-    share_.result_rows += rows;
-    output_end_ = slice.offset + rows * out_values;
+    const result_slice& slice = reserve_results(index, rows, out_width);
+    const std::int64_t out_values = slice.cols;
     const bool rounding = shape_.result_bytes < 4;
     const bool always_drafted = shape_.quantized && Algorithms::drafts_quantized_rows;
     if (!shape_.has_linear) {
-      if (!rounding || (!always_drafted && out_width <= held_width))
+      if (lands_in_output(out_width, held_width))
         return {target::output, slice.offset, out_width, finish | epilogue, out_values};
       return {target::workspace, share_.take_workspace(rows * out_width), out_width, finish | epilogue | drafted,
               out_width, slice.offset};
@@ -1072,6 +1196,30 @@ class planner {
                                         draft ? drafts + k * out_width : -1, between > 0 ? betweens + k * between : -1,
                                         record, static_cast<std::int32_t>(out_width)});
     return {target::workspace, pooled, pooled_width, finish, pooled_width};
+  }
+
+  /// A finishing request's `rows` result rows of `out_width` columns, in the
+  /// output from a 16-byte boundary.
+  const result_slice& reserve_results(std::size_t index, std::int64_t rows, std::int64_t out_width) {
+    // Written and read where it lies: a slice copied from the stack, or returned by value, is loaded 16 bytes at a
+    // time over two 8-byte stores, which cannot be forwarded to the load.
+    result_slice& slice = results_[index].emplace();
+    slice.offset = align_values(output_end_, shape_.result_bytes);
+    slice.rows = rows;
+    slice.cols = values_of(out_width);
+    share_.result_rows += rows;
+    output_end_ = slice.offset + rows * slice.cols;
+    return slice;
+  }
+
+  /// Without a dense layer: whether the method writes a result row of
+  /// `out_width` columns into the output itself, rather than drafting it in
+  /// the workspace — any float row, a 16-bit one its item holds whole
+  /// (`held_width`), and a quantized one where the family drafts none.
+  bool lands_in_output(std::int64_t out_width, std::int64_t held_width) const {
+    const bool rounding = shape_.result_bytes < 4;
+    const bool always_drafted = shape_.quantized && Algorithms::drafts_quantized_rows;
+    return !rounding || (!always_drafted && out_width <= held_width);
   }
 
   /// Sparse results: a finishing token request's returned rows are weighed
@@ -1182,6 +1330,14 @@ class planner {
   std::vector<request_record>& built_;  ///< the request's records being built, in full (planner_scratch::built)
   std::vector<std::int32_t>& unlike_;   ///< records that may be compact but are unlike the first such
   bool has_common_ = false;             ///< whether a record that may be compact was entered
+  /// What add_like() compares a sequence request with: the knobs and widths of
+  /// the first request built as one window over the common record.
+  struct like_request {
+    request_knobs knobs;
+    std::int64_t width;      ///< pooled
+    std::int64_t out_width;  ///< of the result, and of its record
+  };
+  std::optional<like_request> model_;
   std::int64_t mask_bits_ = 0;
   share& share_;
   std::span<std::optional<result_slice>> results_;  ///< the step's, at batch indices

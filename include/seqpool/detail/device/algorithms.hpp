@@ -149,6 +149,33 @@ struct algorithms {
     }
   }
 
+  /// Whether tile_rows_for() reads the share's windows (where the policy
+  /// fills a wave); where it does not, the planner builds each request as it
+  /// decides it.
+  static constexpr bool tile_rows_depend_on_share = Policy::split_tiles_fill_a_wave;
+
+  /// Whether cut() takes `window` whole: a warp's (pooled_whole()).
+  static bool takes_whole(row_window window, std::int64_t width, std::int64_t, std::int64_t loaded) {
+    return pooled_whole(window, width, loaded);
+  }
+
+  /// Writes the one item of record `index`, whose window cut() takes whole
+  /// (its entry written): the rows its entry names, and its warp, packed into
+  /// the block before it where that block holds its neighbour.
+  static void cut_whole(share& planned, std::int32_t index, row_window window, std::int64_t) {
+    share_records& records = planned.records;
+    request_entry& entry = records.entries[static_cast<std::size_t>(index)];
+    entry.row_begin = static_cast<std::int32_t>(window.begin);
+    entry.rows = static_cast<std::int32_t>(window.count);
+    std::vector<work_record>& works = records.works;
+    const bool joins = !works.empty() && works.back().slab < 0 && works.back().count < Policy::warps &&
+                       works.back().first + works.back().count == index;
+    if (joins)
+      ++works.back().count;
+    else
+      works.push_back({index, 1, -1});
+  }
+
   /// Cuts `owner`, record `index` as it is built (its entry not yet written).
   /// A short request is pooled whole by a warp, from the rows its entry names
   /// (no tile record), packed into a block with the short requests next to
@@ -161,18 +188,9 @@ struct algorithms {
   static void cut(share& planned, std::int32_t index, request_record& owner, row_window window, std::int64_t tile_rows,
                   std::int64_t loaded) {
     share_records& records = planned.records;
-    if (pooled_whole(window, owner.width, loaded)) {
+    if (takes_whole(window, owner.width, tile_rows, loaded)) {
       owner.num_tiles = 1;
-      request_entry& entry = records.entries[static_cast<std::size_t>(index)];
-      entry.row_begin = static_cast<std::int32_t>(window.begin);
-      entry.rows = static_cast<std::int32_t>(window.count);
-      std::vector<work_record>& works = records.works;
-      const bool joins = !works.empty() && works.back().slab < 0 && works.back().count < Policy::warps &&
-                         works.back().first + works.back().count == index;
-      if (joins)
-        ++works.back().count;
-      else
-        works.push_back({index, 1, -1});
+      cut_whole(planned, index, window, loaded);
       return;
     }
     // A concat's request that finishes from its state alone is one tile of no rows.

@@ -64,6 +64,21 @@ struct algorithms {
     return Policy::tile_rows;
   }
 
+  /// tile_rows_for() reads no window: the planner builds each request as it decides it.
+  static constexpr bool tile_rows_depend_on_share = false;
+
+  /// Whether cut() takes `window` whole, as one tile.
+  static bool takes_whole(row_window window, std::int64_t, std::int64_t tile_rows, std::int64_t) {
+    return window.count <= tile_rows;
+  }
+
+  /// Writes the one item of record `index`, whose window cut() takes whole:
+  /// its tile, reading `loaded` columns of each row.
+  static void cut_whole(share& planned, std::int32_t index, row_window window, std::int64_t loaded) {
+    planned.records.tiles.push_back(
+        {window.begin, static_cast<std::int32_t>(window.count), index, 0, static_cast<std::int32_t>(loaded)});
+  }
+
   /// Cuts `owner`, record `index` as it is built (its entry not yet written):
   /// a tile of up to `tile_rows` rows per item (one of no rows for a request
   /// that finishes from its state alone), reading `loaded` columns of each,
@@ -71,13 +86,16 @@ struct algorithms {
   /// own.
   static void cut(share& planned, std::int32_t index, request_record& owner, row_window window, std::int64_t tile_rows,
                   std::int64_t loaded) {
-    const std::int64_t num_tiles = std::max<std::int64_t>(1, (window.count + tile_rows - 1) / tile_rows);
-    owner.num_tiles = static_cast<std::int32_t>(num_tiles);
-    if (num_tiles > 1) {
-      owner.partials = planned.take_workspace(num_tiles * owner.width);
-      planned.records.combines.push_back(index);
-      planned.records.entries[static_cast<std::size_t>(index)].detail = request_entry::held_in_full;
+    if (takes_whole(window, owner.width, tile_rows, loaded)) {
+      owner.num_tiles = 1;
+      cut_whole(planned, index, window, loaded);
+      return;
     }
+    const std::int64_t num_tiles = (window.count + tile_rows - 1) / tile_rows;
+    owner.num_tiles = static_cast<std::int32_t>(num_tiles);
+    owner.partials = planned.take_workspace(num_tiles * owner.width);
+    planned.records.combines.push_back(index);
+    planned.records.entries[static_cast<std::size_t>(index)].detail = request_entry::held_in_full;
     for (std::int64_t t = 0; t < num_tiles; ++t) {
       const std::int64_t rows = std::min(tile_rows, window.count - t * tile_rows);
       planned.records.tiles.push_back({window.begin + t * tile_rows, static_cast<std::int32_t>(rows), index,
