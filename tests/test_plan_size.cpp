@@ -308,8 +308,10 @@ TEST_CASE_TEMPLATE("a request like its share's model is planned as the same requ
   // whose record would be the share's common one but for its entry's fields
   // takes the planner's short pass; a span over its whole prompt pools the same
   // rows into the same result through the general one. Drawn steps mix such
-  // requests with unlike ones (other knobs and widths, prompts split into
-  // tiles, first chunks), into float, bf16, int8 and projected results.
+  // requests with unlike ones (other knobs and widths, prompts split into tiles
+  // — 200 rows and more on the host, 5000 on the device —, first chunks), into
+  // float, bf16 and int8 results, and projected ones, which never take the
+  // short pass (nor do the device's int8 results, all drafted).
   Space space;
   seqpool::state_store<Space> state(space);
   const std::vector<float> weights(hidden_size * hidden_size, 0.25f);
@@ -324,7 +326,7 @@ TEST_CASE_TEMPLATE("a request like its share's model is planned as the same requ
       space, hidden_size, {},
       head::embed(seqpool::linear_layer{weights.data(), bias.data(), hidden_size, hidden_size}));
   std::mt19937 draw(2026);
-  const std::int64_t lengths[] = {1, 1, 1, 2, 3, 17, 200, 3000};
+  const std::int64_t lengths[] = {1, 1, 1, 2, 3, 17, 200, 3000, 5000};
   for (int round = 0; round < 30; ++round) {
     CAPTURE(round);
     seqpool::batch step;

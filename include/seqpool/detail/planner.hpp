@@ -107,11 +107,14 @@ struct planner_scratch {
 };
 
 /// Every size, offset and index of a step is decided here, on the host, from
-/// metadata the host has; device work only follows the records. plan() first
-/// checks every request, in batch order, and decides what each needs (its
-/// state's key, widths, rows); only then does it write records, so a refusal
-/// leaves nothing half-planned. `Algorithms` is the family the space runs: it
-/// says how requests are cut into work.
+/// metadata the host has; device work only follows the records. plan() checks
+/// each request, in batch order, and decides what it needs (its state's key,
+/// widths, rows): a token method's every request before it writes any record,
+/// a sequence method's (where the family's tiles do not depend on the share)
+/// each before its own records. A refusal leaves the share half planned, and
+/// the step's plan holds no plan (the next one clears the share).
+/// `Algorithms` is the family the space runs: it says how requests are cut
+/// into work.
 template <class Algorithms>
 class planner {
  public:

@@ -159,9 +159,10 @@ struct algorithms {
     return pooled_whole(window, width, loaded);
   }
 
-  /// Writes the one item of record `index`, whose window cut() takes whole
-  /// (its entry written): the rows its entry names, and its warp, packed into
-  /// the block before it where that block holds its neighbour.
+  /// Writes the one item of record `index`, whose window cut() takes whole:
+  /// the rows its entry names (the entry's other fields are its caller's), and
+  /// its warp, packed into the block before it where that block holds its
+  /// neighbour.
   static void cut_whole(share& planned, std::int32_t index, row_window window, std::int64_t) {
     share_records& records = planned.records;
     request_entry& entry = records.entries[static_cast<std::size_t>(index)];
