@@ -4,8 +4,10 @@
 #pragma once
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -152,6 +154,26 @@ inline task read_task(nb::handle given, const char* field = "tasks") {
                           nb::cast<std::string>(nb::repr(given)));
 }
 
+/// The name of `given`'s type, for messages.
+inline std::string type_name_of(nb::handle given) { return nb::cast<std::string>(nb::type_name(given.type())); }
+
+/// `given` as a tensor: an object with __dlpack__ or the buffer protocol that
+/// nanobind reads (native byte order); anything else is refused as `field`.
+inline any_tensor tensor_of(nb::handle given, const std::string& field) {
+  any_tensor tensor;
+  if (!nb::try_cast(given, tensor, false))
+    detail::fail(field,
+                 "must be a tensor (an object with __dlpack__ or the buffer protocol, in native byte order), got ",
+                 type_name_of(given));
+  return tensor;
+}
+
+/// tensor_of(), or nothing for None.
+inline std::optional<any_tensor> optional_tensor_of(nb::handle given, const std::string& field) {
+  if (given.is_none()) return std::nullopt;
+  return tensor_of(given, field);
+}
+
 /// A float32 host tensor of `ndim` dimensions, row-major, as its values; a
 /// tensor of other dimensions is refused as not of shape `shape` (its words).
 inline std::vector<float> read_floats(const any_tensor& tensor, std::int32_t ndim, const std::string& field,
@@ -196,6 +218,19 @@ inline layer_weights read_layer(const any_tensor& weight, const std::optional<an
 /// with its own bias and activation function.
 using given_layers = std::variant<any_tensor, layer_weights, std::vector<layer_weights>>;
 
+/// A head's layers as given (None for none): refused as `what` where they are
+/// none of given_layers' kinds.
+inline std::optional<given_layers> layers_of(nb::handle given, const std::string& what) {
+  if (given.is_none()) return std::nullopt;
+  given_layers layers;
+  if (!nb::try_cast(given, layers, false))
+    detail::fail(what,
+                 "must be a weight tensor [out, in] (an object with __dlpack__ or the buffer protocol, in native "
+                 "byte order), a Dense or a list of them, got ",
+                 type_name_of(given));
+  return layers;
+}
+
 inline std::vector<layer_weights> read_stack(std::optional<given_layers> given, const std::optional<any_tensor>& bias,
                                              const std::string& what) {
   if (!given) {
@@ -238,21 +273,37 @@ inline head::problem_type problem_named(const std::string& name) {
   detail::fail("problem", "expected \"single_label\", \"multi_label\" or \"regression\", got \"" + name + "\"");
 }
 
+/// A float knob given as a Python float (a double): finite and within float's
+/// range, as seqpool-run reads it (a double past it would become inf).
+inline float float_knob(double given, const char* field) {
+  if (!std::isfinite(given) || std::abs(given) > std::numeric_limits<float>::max())
+    detail::fail(field, "must be a finite number within float's range, got ", given);
+  return static_cast<float>(given);
+}
+
 /// The head arguments a Dispatcher and a Part take, into `config`: its layers,
 /// problem, Platt scaling, weight floor and ranges. Returns the result type
 /// `result_dtype` names.
-inline result_kind read_heads(engine_config& config, std::optional<given_layers> projector,
-                              const std::optional<any_tensor>& projector_bias, std::optional<given_layers> classifier,
-                              const std::optional<any_tensor>& classifier_bias, const std::string& problem,
-                              std::optional<float> logit_mean, std::optional<float> logit_sigma,
-                              const std::string& result_dtype, const std::optional<any_tensor>& ranges,
-                              std::optional<float> weight_floor) {
-  config.projector = read_stack(std::move(projector), projector_bias, "projector");
-  config.classifier = read_stack(std::move(classifier), classifier_bias, "classifier");
+inline result_kind read_heads(engine_config& config, nb::handle projector, nb::handle projector_bias,
+                              nb::handle classifier, nb::handle classifier_bias, const std::string& problem,
+                              std::optional<double> logit_mean, std::optional<double> logit_sigma,
+                              const std::string& result_dtype, nb::handle given_ranges,
+                              std::optional<double> given_floor) {
+  // Each refused in the order of the arguments.
+  std::optional<given_layers> projector_layers = layers_of(projector, "projector");
+  const std::optional<any_tensor> projector_biases = optional_tensor_of(projector_bias, "projector_bias");
+  config.projector = read_stack(std::move(projector_layers), projector_biases, "projector");
+  std::optional<given_layers> classifier_layers = layers_of(classifier, "classifier");
+  const std::optional<any_tensor> classifier_biases = optional_tensor_of(classifier_bias, "classifier_bias");
+  config.classifier = read_stack(std::move(classifier_layers), classifier_biases, "classifier");
+  const std::optional<any_tensor> ranges = optional_tensor_of(given_ranges, "ranges");
   config.problem = problem_named(problem);
   if (logit_mean.has_value() != logit_sigma.has_value())
     detail::fail("logit_mean", "and logit_sigma are given together (Platt scaling), or neither");
-  if (logit_mean) config.platt = head::platt_scaling{*logit_mean, *logit_sigma};
+  if (logit_mean)
+    config.platt = head::platt_scaling{float_knob(*logit_mean, "logit_mean"), float_knob(*logit_sigma, "logit_sigma")};
+  const std::optional<float> weight_floor =
+      given_floor ? std::optional<float>(float_knob(*given_floor, "weight_floor")) : std::nullopt;
   const result_kind result = result_named(result_dtype);
   if (weight_floor && result != result_kind::sparse)
     detail::fail("weight_floor", "only sparse results take a weight floor");

@@ -37,18 +37,16 @@ class dispatcher_object : public engine_binding<engine> {
  public:
   dispatcher_object(std::int64_t hidden_size, std::optional<std::string> embed, std::optional<std::string> classify,
                     std::optional<std::string> token_embed, std::optional<std::string> token_classify,
-                    std::optional<given_layers> projector, std::optional<any_tensor> projector_bias,
-                    std::optional<given_layers> classifier, std::optional<any_tensor> classifier_bias,
-                    const std::string& problem, std::optional<float> logit_mean, std::optional<float> logit_sigma,
-                    const std::string& result_dtype, std::optional<any_tensor> ranges,
-                    std::optional<float> weight_floor, const std::string& device, std::uintptr_t stream)
+                    nb::handle projector, nb::handle projector_bias, nb::handle classifier, nb::handle classifier_bias,
+                    const std::string& problem, std::optional<double> logit_mean, std::optional<double> logit_sigma,
+                    const std::string& result_dtype, nb::handle ranges, std::optional<double> weight_floor,
+                    const std::string& device, std::uintptr_t stream)
       : result_dtype_(result_dtype) {
     engine_config config;
     config.hidden_size = hidden_size;
     config.methods = {std::move(embed), std::move(classify), std::move(token_embed), std::move(token_classify)};
-    const result_kind result =
-        read_heads(config, std::move(projector), projector_bias, std::move(classifier), classifier_bias, problem,
-                   logit_mean, logit_sigma, result_dtype, ranges, weight_floor);
+    const result_kind result = read_heads(config, projector, projector_bias, classifier, classifier_bias, problem,
+                                          logit_mean, logit_sigma, result_dtype, ranges, weight_floor);
     engine_ = made_on(
         device, [&] { return make_host_engine(config, result); },
         [&] { return make_cuda_engine(config, result, stream); });
@@ -75,7 +73,7 @@ class dispatcher_object : public engine_binding<engine> {
   /// What the same step costs through the C++ API alone: seconds per plan,
   /// reserve and forward of the batch these arguments make, averaged over
   /// `repeats` (the binding's own cost is the rest of a Python call's).
-  double native_step_seconds(const any_tensor& hidden, nb::handle prompt_lens, nb::handle ids, nb::handle tasks,
+  double native_step_seconds(nb::handle hidden, nb::handle prompt_lens, nb::handle ids, nb::handle tasks,
                              std::int64_t repeats) {
     if (repeats < 1) detail::fail("repeats", "must be at least 1, got ", repeats);
     const held_engine held = hold();
@@ -83,7 +81,8 @@ class dispatcher_object : public engine_binding<engine> {
     batch& step =
         steps_.read(prompt_lens, nb::none(), nb::none(), ids, nb::none(), nb::none(), std::nullopt, "right", kept);
     read_tasks(tasks, step);
-    const DLTensor hidden_view = on_this_device(describe(hidden), "hidden states");
+    const any_tensor rows = tensor_of(hidden, "hidden states");
+    const DLTensor hidden_view = on_this_device(describe(rows), "hidden states");
     check_padded(hidden_view, kept.padded);
     nb::gil_scoped_release unlocked;
     step_plan planned;  // as an engine plans: into the last step's plan
@@ -99,19 +98,20 @@ class dispatcher_object : public engine_binding<engine> {
            static_cast<double>(repeats);
   }
 
-  void reserve(plan_object& planned) {
+  void reserve(nb::handle given_plan) {
     const held_engine held = hold();
-    check_plan(planned.owner);
+    plan_object& planned = plan_of<plan_object>(given_plan);
     planned.output = engine_->reserve(planned.plan);
     planned.reserved = true;
   }
 
   /// The step, into `out`, or into the output reserve() made (returned, owning it).
-  nb::object forward(const any_tensor& hidden, plan_object& planned, nb::handle out) {
+  nb::object forward(nb::handle hidden, nb::handle given_plan, nb::handle out) {
     const held_engine held = hold();
-    check_plan(planned.owner);
+    plan_object& planned = plan_of<plan_object>(given_plan);
     if (!planned.reserved) detail::fail("reserve", "call reserve(plan) before forward(hidden, plan)");
-    const DLTensor hidden_view = on_this_device(describe(hidden), "hidden states");
+    const any_tensor rows = tensor_of(hidden, "hidden states");
+    const DLTensor hidden_view = on_this_device(describe(rows), "hidden states");
     check_padded(hidden_view, planned.kept.padded);
     DLTensor written{};
     std::array<std::int64_t, 2> shape = {planned.plan.output_size, 2};
@@ -137,17 +137,21 @@ class dispatcher_object : public engine_binding<engine> {
     return engine_->output_capacity();
   }
 
-  void capture(const any_tensor& hidden, plan_object& planned, const nb::ndarray<>& out, graph_upload_object& home) {
+  void capture(nb::handle hidden, nb::handle given_plan, nb::handle out, graph_upload_object& home) {
     const held_engine held = hold();
-    check_plan(planned.owner);
-    const DLTensor hidden_view = on_this_device(describe(hidden), "hidden states");
-    DLTensor written = on_this_device(describe(out), "output");
+    plan_object& planned = plan_of<plan_object>(given_plan);
+    const any_tensor rows = tensor_of(hidden, "hidden states");
+    const DLTensor hidden_view = on_this_device(describe(rows), "hidden states");
+    check_padded(hidden_view, planned.kept.padded);
+    nb::ndarray<> written_to;
+    if (!nb::try_cast(out, written_to, false)) detail::fail("output", "must be a writable tensor");
+    DLTensor written = on_this_device(describe(written_to), "output");
     engine_->capture(hidden_view, planned.plan, written, *home.home);
   }
 
-  void restage(plan_object& planned, graph_upload_object& home) {
+  void restage(nb::handle given_plan, graph_upload_object& home) {
     const held_engine held = hold();
-    check_plan(planned.owner);
+    plan_object& planned = plan_of<plan_object>(given_plan);
     engine_->restage(planned.plan, *home.home);
   }
 

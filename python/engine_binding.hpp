@@ -230,6 +230,24 @@ class engine_binding {
       detail::fail("plan", "was made by another pooler: plan the step with this one");
   }
 
+  /// `given` as this binding's kind of plan (Planned), made by this pooler:
+  /// another's is refused, a plan of the other kind (a Dispatcher's given to a
+  /// MultiPooler, or back) as another pooler's, and anything else as no plan.
+  template <class Planned>
+  Planned& plan_of(nb::handle given) const {
+    Planned* planned = nullptr;
+    if (!nb::try_cast(given, planned, false) || planned == nullptr) {
+      // The module's own classes, a Plan or a PartsPlan, whatever the module is imported as.
+      const nb::handle type = given.type();
+      const std::string name = nb::cast<std::string>(type.attr("__name__"));
+      if (nb::type_check(type) && (name == "Plan" || name == "PartsPlan"))
+        detail::fail("plan", "was made by another pooler: plan the step with this one");
+      detail::fail("plan", "must be a plan this pooler's plan() made, got ", name);
+    }
+    check_plan(planned->owner);
+    return *planned;
+  }
+
   /// An output of shape[0] values: a vector, or for sparse results [entries, 2] (shape[1] is 2).
   DLTensor output_view(void* data, std::array<std::int64_t, 2>& shape, output_layout layout) const {
     DLTensor view{};

@@ -93,10 +93,11 @@ NB_MODULE(_seqpool, m) {
   nb::class_<layer_weights>(m, "Dense")
       .def(
           "__init__",
-          [](layer_weights* made, const any_tensor& weight, const std::optional<any_tensor>& bias,
-             const std::string& activation) {
+          [](layer_weights* made, nb::handle weight, nb::handle bias, const std::string& activation) {
             // Everything that may throw before the object is made: nanobind frees none that throws after.
-            layer_weights layer = read_layer(weight, bias, "weight", "bias");
+            const any_tensor weights = tensor_of(weight, "weight");  // refused first, then the bias
+            const std::optional<any_tensor> biases = optional_tensor_of(bias, "bias");
+            layer_weights layer = read_layer(weights, biases, "weight", "bias");
             layer.activation = activation_of(activation);
             new (made) layer_weights(std::move(layer));
           },
@@ -115,55 +116,59 @@ NB_MODULE(_seqpool, m) {
                std::string(seqpool::activation_names[static_cast<std::size_t>(layer.activation)]) + "\")";
       });
 
-  nb::class_<seqpool::pooling_params>(m, "PoolingParams")
-      .def(
-          "__init__",
-          [](seqpool::pooling_params* made, bool use_activation, std::optional<std::int64_t> dimensions,
-             std::optional<std::int64_t> step_tag_id, std::vector<std::int64_t> returned_token_ids,
-             std::vector<std::pair<std::int64_t, std::int64_t>> spans, std::int64_t instruction_len, bool drop_first,
-             bool drop_last, std::vector<std::int64_t> drop_token_ids, std::optional<std::int64_t> top_k) {
-            new (made) seqpool::pooling_params{};
-            made->use_activation = use_activation;
-            made->dimensions = dimensions;
-            made->step_tag_id = step_tag_id;
-            made->returned_token_ids = std::move(returned_token_ids);
-            for (const auto& [begin, end] : spans) made->spans.push_back({begin, end});
-            made->instruction_len = instruction_len;
-            made->drop_first = drop_first;
-            made->drop_last = drop_last;
-            made->drop_token_ids = std::move(drop_token_ids);
-            made->top_k = top_k;
-          },
-          nb::kw_only(), "use_activation"_a = true, "dimensions"_a = nb::none(), "step_tag_id"_a = nb::none(),
-          "returned_token_ids"_a = std::vector<std::int64_t>{},
-          "spans"_a = std::vector<std::pair<std::int64_t, std::int64_t>>{}, "instruction_len"_a = 0, "drop_first"_a = false,
-          "drop_last"_a = false, "drop_token_ids"_a = std::vector<std::int64_t>{}, "top_k"_a = nb::none())
-      .def_rw("use_activation", &seqpool::pooling_params::use_activation)
-      .def_rw("dimensions", &seqpool::pooling_params::dimensions)
-      .def_rw("step_tag_id", &seqpool::pooling_params::step_tag_id)
-      .def_rw("returned_token_ids", &seqpool::pooling_params::returned_token_ids)
-      .def_prop_ro("spans", &spans_of)
-      .def_rw("instruction_len", &seqpool::pooling_params::instruction_len)
-      .def_rw("drop_first", &seqpool::pooling_params::drop_first)
-      .def_rw("drop_last", &seqpool::pooling_params::drop_last)
-      .def_rw("drop_token_ids", &seqpool::pooling_params::drop_token_ids)
-      .def_rw("top_k", &seqpool::pooling_params::top_k)
-      .def("__eq__", [](const seqpool::pooling_params& a, const seqpool::pooling_params& b) { return a == b; })
-      .def("__repr__", [](const seqpool::pooling_params& params) {
-        std::string text = "PoolingParams(use_activation=" + std::string(params.use_activation ? "True" : "False");
-        if (params.dimensions) text += ", dimensions=" + std::to_string(*params.dimensions);
-        if (params.step_tag_id) text += ", step_tag_id=" + std::to_string(*params.step_tag_id);
-        if (!params.returned_token_ids.empty())
-          text += ", returned_token_ids=[" + std::to_string(params.returned_token_ids.size()) + " ids]";
-        if (!params.spans.empty()) text += ", spans=[" + std::to_string(params.spans.size()) + " spans]";
-        if (params.instruction_len != 0) text += ", instruction_len=" + std::to_string(params.instruction_len);
-        if (params.drop_first) text += ", drop_first=True";
-        if (params.drop_last) text += ", drop_last=True";
-        if (!params.drop_token_ids.empty())
-          text += ", drop_token_ids=[" + std::to_string(params.drop_token_ids.size()) + " ids]";
-        if (params.top_k) text += ", top_k=" + std::to_string(*params.top_k);
-        return text + ")";
-      });
+  auto params =
+      nb::class_<seqpool::pooling_params>(m, "PoolingParams")
+          .def(
+              "__init__",
+              [](seqpool::pooling_params* made, bool use_activation, std::optional<std::int64_t> dimensions,
+                 std::optional<std::int64_t> step_tag_id, std::vector<std::int64_t> returned_token_ids,
+                 std::vector<std::pair<std::int64_t, std::int64_t>> spans, std::int64_t instruction_len,
+                 bool drop_first, bool drop_last, std::vector<std::int64_t> drop_token_ids,
+                 std::optional<std::int64_t> top_k) {
+                new (made) seqpool::pooling_params{};
+                made->use_activation = use_activation;
+                made->dimensions = dimensions;
+                made->step_tag_id = step_tag_id;
+                made->returned_token_ids = std::move(returned_token_ids);
+                for (const auto& [begin, end] : spans) made->spans.push_back({begin, end});
+                made->instruction_len = instruction_len;
+                made->drop_first = drop_first;
+                made->drop_last = drop_last;
+                made->drop_token_ids = std::move(drop_token_ids);
+                made->top_k = top_k;
+              },
+              nb::kw_only(), "use_activation"_a = true, "dimensions"_a = nb::none(), "step_tag_id"_a = nb::none(),
+              "returned_token_ids"_a = std::vector<std::int64_t>{},
+              "spans"_a = std::vector<std::pair<std::int64_t, std::int64_t>>{}, "instruction_len"_a = 0,
+              "drop_first"_a = false, "drop_last"_a = false, "drop_token_ids"_a = std::vector<std::int64_t>{},
+              "top_k"_a = nb::none())
+          .def_rw("use_activation", &seqpool::pooling_params::use_activation)
+          .def_rw("dimensions", &seqpool::pooling_params::dimensions)
+          .def_rw("step_tag_id", &seqpool::pooling_params::step_tag_id)
+          .def_rw("returned_token_ids", &seqpool::pooling_params::returned_token_ids)
+          .def_prop_ro("spans", &spans_of)
+          .def_rw("instruction_len", &seqpool::pooling_params::instruction_len)
+          .def_rw("drop_first", &seqpool::pooling_params::drop_first)
+          .def_rw("drop_last", &seqpool::pooling_params::drop_last)
+          .def_rw("drop_token_ids", &seqpool::pooling_params::drop_token_ids)
+          .def_rw("top_k", &seqpool::pooling_params::top_k)
+          .def("__eq__", [](const seqpool::pooling_params& a, const seqpool::pooling_params& b) { return a == b; })
+          .def("__repr__", [](const seqpool::pooling_params& params) {
+            std::string text = "PoolingParams(use_activation=" + std::string(params.use_activation ? "True" : "False");
+            if (params.dimensions) text += ", dimensions=" + std::to_string(*params.dimensions);
+            if (params.step_tag_id) text += ", step_tag_id=" + std::to_string(*params.step_tag_id);
+            if (!params.returned_token_ids.empty())
+              text += ", returned_token_ids=[" + std::to_string(params.returned_token_ids.size()) + " ids]";
+            if (!params.spans.empty()) text += ", spans=[" + std::to_string(params.spans.size()) + " spans]";
+            if (params.instruction_len != 0) text += ", instruction_len=" + std::to_string(params.instruction_len);
+            if (params.drop_first) text += ", drop_first=True";
+            if (params.drop_last) text += ", drop_last=True";
+            if (!params.drop_token_ids.empty())
+              text += ", drop_token_ids=[" + std::to_string(params.drop_token_ids.size()) + " ids]";
+            if (params.top_k) text += ", top_k=" + std::to_string(*params.top_k);
+            return text + ")";
+          });
+  params.attr("__hash__") = nb::none();  // equal by value, and mutable: unhashable, as a list is
 
   nb::class_<plan_object>(m, "Plan")
       .def_prop_ro("output_size", [](const plan_object& p) { return p.plan.output_size; })
@@ -193,10 +198,9 @@ NB_MODULE(_seqpool, m) {
   auto dispatcher =
       nb::class_<dispatcher_object>(m, "Dispatcher")
           .def(nb::init<std::int64_t, std::optional<std::string>, std::optional<std::string>,
-                        std::optional<std::string>, std::optional<std::string>, std::optional<given_layers>,
-                        std::optional<any_tensor>, std::optional<given_layers>, std::optional<any_tensor>,
-                        const std::string&, std::optional<float>, std::optional<float>, const std::string&,
-                        std::optional<any_tensor>, std::optional<float>, const std::string&, std::uintptr_t>(),
+                        std::optional<std::string>, std::optional<std::string>, nb::handle, nb::handle, nb::handle,
+                        nb::handle, const std::string&, std::optional<double>, std::optional<double>,
+                        const std::string&, nb::handle, std::optional<double>, const std::string&, std::uintptr_t>(),
                "hidden_size"_a, nb::kw_only(), "embed"_a = nb::none(), "classify"_a = nb::none(),
                "token_embed"_a = nb::none(), "token_classify"_a = nb::none(), "projector"_a = nb::none(),
                "projector_bias"_a = nb::none(), "classifier"_a = nb::none(), "classifier_bias"_a = nb::none(),
@@ -221,16 +225,14 @@ NB_MODULE(_seqpool, m) {
       .def(
           "__init__",
           [](part_object* made, const std::string& method, std::optional<std::string> pooling_task,
-             std::optional<given_layers> projector, std::optional<any_tensor> projector_bias,
-             std::optional<given_layers> classifier, std::optional<any_tensor> classifier_bias,
-             const std::string& problem, std::optional<float> logit_mean, std::optional<float> logit_sigma,
-             const std::string& result_dtype, std::optional<any_tensor> ranges, std::optional<float> weight_floor,
-             bool drop_first, bool drop_last, std::vector<std::int64_t> drop_token_ids) {
+             nb::handle projector, nb::handle projector_bias, nb::handle classifier, nb::handle classifier_bias,
+             const std::string& problem, std::optional<double> logit_mean, std::optional<double> logit_sigma,
+             const std::string& result_dtype, nb::handle ranges, std::optional<double> weight_floor, bool drop_first,
+             bool drop_last, std::vector<std::int64_t> drop_token_ids) {
             // Everything that may throw before the object is made: nanobind frees none that throws after.
-            part_object part =
-                read_part(method, std::move(pooling_task), std::move(projector), projector_bias, std::move(classifier),
-                          classifier_bias, problem, logit_mean, logit_sigma, result_dtype, ranges, weight_floor,
-                          {drop_first, drop_last, std::move(drop_token_ids)});
+            part_object part = read_part(method, std::move(pooling_task), projector, projector_bias, classifier,
+                                         classifier_bias, problem, logit_mean, logit_sigma, result_dtype, ranges,
+                                         weight_floor, {drop_first, drop_last, std::move(drop_token_ids)});
             new (made) part_object(std::move(part));
           },
           "method"_a, nb::kw_only(), "task"_a = nb::none(), "projector"_a = nb::none(), "projector_bias"_a = nb::none(),

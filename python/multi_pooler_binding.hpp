@@ -34,20 +34,17 @@ struct part_object {
 
 /// The part these arguments describe; `pooling_task` defaults to token_embed for
 /// a token method, embed otherwise.
-inline part_object read_part(const std::string& method, std::optional<std::string> pooling_task,
-                             std::optional<given_layers> projector, const std::optional<any_tensor>& projector_bias,
-                             std::optional<given_layers> classifier, const std::optional<any_tensor>& classifier_bias,
-                             const std::string& problem, std::optional<float> logit_mean,
-                             std::optional<float> logit_sigma, const std::string& result_dtype,
-                             const std::optional<any_tensor>& ranges, std::optional<float> weight_floor,
-                             part_filters filters) {
+inline part_object read_part(const std::string& method, std::optional<std::string> pooling_task, nb::handle projector,
+                             nb::handle projector_bias, nb::handle classifier, nb::handle classifier_bias,
+                             const std::string& problem, std::optional<double> logit_mean,
+                             std::optional<double> logit_sigma, const std::string& result_dtype, nb::handle ranges,
+                             std::optional<double> weight_floor, part_filters filters) {
   part_object made;
   made.config.served = pooling_task ? read_task(nb::str(pooling_task->data(), pooling_task->size()), "task")
                                     : (is_token_method(method) ? task::token_embed : task::embed);
   made.config.pooler.methods[static_cast<std::size_t>(made.config.served)] = method;
-  made.config.result =
-      read_heads(made.config.pooler, std::move(projector), projector_bias, std::move(classifier), classifier_bias,
-                 problem, logit_mean, logit_sigma, result_dtype, ranges, weight_floor);
+  made.config.result = read_heads(made.config.pooler, projector, projector_bias, classifier, classifier_bias, problem,
+                                  logit_mean, logit_sigma, result_dtype, ranges, weight_floor);
   made.config.filters = std::move(filters);
   made.result_dtype = result_dtype;
   return made;
@@ -114,20 +111,21 @@ class multi_pooler_object : public engine_binding<multi_pooler_engine> {
     return made;
   }
 
-  void reserve(parts_plan_object& planned) {
+  void reserve(nb::handle given_plan) {
     const held_engine held = hold();
-    check_plan(planned.owner);
+    parts_plan_object& planned = plan_of<parts_plan_object>(given_plan);
     planned.outputs = engine_->reserve(planned.plan);
     planned.reserved = true;
   }
 
   /// The step, into `out` (a tensor a part), or into the outputs reserve()
   /// made (returned as a list, owning them).
-  nb::object forward(const any_tensor& hidden, parts_plan_object& planned, nb::handle out) {
+  nb::object forward(nb::handle hidden, nb::handle given_plan, nb::handle out) {
     const held_engine held = hold();
-    check_plan(planned.owner);
+    parts_plan_object& planned = plan_of<parts_plan_object>(given_plan);
     if (!planned.reserved) detail::fail("reserve", "call reserve(plan) before forward(hidden, plan)");
-    const DLTensor hidden_view = on_this_device(describe(hidden), "hidden states");
+    const any_tensor rows = tensor_of(hidden, "hidden states");
+    const DLTensor hidden_view = on_this_device(describe(rows), "hidden states");
     check_padded(hidden_view, planned.kept.padded);
     const std::size_t parts = tasks_.size();
     std::vector<DLTensor> views;
@@ -164,19 +162,21 @@ class multi_pooler_object : public engine_binding<multi_pooler_engine> {
     return values;
   }
 
-  void capture(const any_tensor& hidden, parts_plan_object& planned, nb::handle out, graph_upload_object& home) {
+  void capture(nb::handle hidden, nb::handle given_plan, nb::handle out, graph_upload_object& home) {
     const held_engine held = hold();
-    check_plan(planned.owner);
-    const DLTensor hidden_view = on_this_device(describe(hidden), "hidden states");
+    parts_plan_object& planned = plan_of<parts_plan_object>(given_plan);
+    const any_tensor rows = tensor_of(hidden, "hidden states");
+    const DLTensor hidden_view = on_this_device(describe(rows), "hidden states");
+    check_padded(hidden_view, planned.kept.padded);
     const std::vector<nb::ndarray<>> given = read_outputs(out);
     std::vector<DLTensor> views;
     for (const nb::ndarray<>& tensor : given) views.push_back(on_this_device(describe(tensor), "out"));
     engine_->capture(hidden_view, planned.plan, views, *home.home);
   }
 
-  void restage(parts_plan_object& planned, graph_upload_object& home) {
+  void restage(nb::handle given_plan, graph_upload_object& home) {
     const held_engine held = hold();
-    check_plan(planned.owner);
+    parts_plan_object& planned = plan_of<parts_plan_object>(given_plan);
     engine_->restage(planned.plan, *home.home);
   }
 
@@ -190,8 +190,10 @@ class multi_pooler_object : public engine_binding<multi_pooler_engine> {
  private:
   output_layout layout(std::size_t part) const { return {engine_->result_type(part), engine_->sparse(part)}; }
 
-  /// `out` as writable tensors (the engine checks that there is one a part).
-  static std::vector<nb::ndarray<>> read_outputs(nb::handle out) {
+  /// `out` as writable tensors, iterated one entry past the parts at most, so
+  /// that one whose iteration never ends is refused (the engine checks that
+  /// there is one a part).
+  std::vector<nb::ndarray<>> read_outputs(nb::handle out) const {
     any_tensor one;  // a tensor is a sequence too, of its rows
     if (nb::try_cast(out, one, false) || !nb::isinstance<nb::sequence>(out) || nb::isinstance<nb::str>(out))
       detail::fail("out", "must be a sequence of tensors, one a part");
@@ -202,6 +204,7 @@ class multi_pooler_object : public engine_binding<multi_pooler_engine> {
       if (!nb::try_cast(item, tensor, false))
         detail::fail("out", "entry ", tensors.size(), " is not a writable tensor");
       tensors.push_back(std::move(tensor));
+      if (tensors.size() > tasks_.size()) break;
     }
     return tensors;
   }

@@ -412,6 +412,8 @@ TEST_CASE("null data: refused where the tensor has elements and taken where it h
   CHECK(dlpack::hidden<float, host>(no_sequences.dl).extent(0) == 0);
   tensor no_out(nullptr, float32, {0, 4});
   CHECK(dlpack::output<host>(no_out.dl).empty());
+  tensor no_columns(nullptr, float32, {3, 0}, {1, 1});  // torch.empty(3, 0)'s strides: nothing to lay out
+  CHECK(dlpack::output<host>(no_columns.dl).empty());
   tensor no_ids(nullptr, int64, {0});
   CHECK(dlpack::token_ids(no_ids.dl).size() == 0);
 }

@@ -420,8 +420,10 @@ inline batch_file read_batch_file(const std::filesystem::path& path) {
   batch.folder = path.parent_path();
   json root;
   try {
-    root = json::parse(in, [](int depth, json::parse_event_t, json&) {
-      if (depth > detail::deepest_nesting)
+    root = json::parse(in, [](int depth, json::parse_event_t event, json&) {
+      // An object or array is told as it starts at its parent's depth, and its values at its own.
+      const bool starts = event == json::parse_event_t::object_start || event == json::parse_event_t::array_start;
+      if (depth + (starts ? 1 : 0) > detail::deepest_nesting)
         throw input_error("nested more than " + std::to_string(detail::deepest_nesting) + " deep");
       return true;
     });

@@ -50,21 +50,6 @@ inline std::string_view trim(std::string_view text) {
   return text.substr(first, text.find_last_not_of(" \t\n") - first + 1);
 }
 
-/// The text after `'key':` in a header dict, up to the next top-level comma or brace.
-inline std::string_view header_value(std::string_view header, std::string_view key, const std::string& file) {
-  const std::string quoted = seqpool::detail::concat('\'', key, '\'');
-  const auto at = header.find(quoted);
-  if (at == std::string_view::npos) throw input_error(file + ": the .npy header has no '" + std::string(key) + "'");
-  auto rest = header.substr(at + quoted.size());
-  rest = trim(rest);
-  if (rest.empty() || rest.front() != ':') throw input_error(file + ": malformed .npy header");
-  rest = trim(rest.substr(1));
-  if (rest.empty()) throw input_error(file + ": malformed .npy header");
-  const std::size_t end = rest.front() == '(' ? rest.find(')') + 1 : rest.find_first_of(",}");
-  if (end == 0 || end == std::string_view::npos) throw input_error(file + ": malformed .npy header");
-  return trim(rest.substr(0, end));
-}
-
 inline std::vector<std::int64_t> parse_shape(std::string_view text, const std::string& file) {
   if (text.size() < 2 || text.front() != '(' || text.back() != ')')
     throw input_error(file + ": malformed shape in the .npy header");
@@ -82,6 +67,67 @@ inline std::vector<std::int64_t> parse_shape(std::string_view text, const std::s
     inside = inside.substr(comma + 1);
   }
   return shape;
+}
+
+/// What a .npy header's dict says, as NumPy writes it — `{'descr': '<f4',
+/// 'fortran_order': False, 'shape': (2, 3), }` and spaces — read as NumPy reads
+/// it: a dict of exactly these three keys, each once, in any order, and nothing
+/// after it.
+struct npy_header {
+  std::string descr;
+  bool fortran_order = false;
+  std::vector<std::int64_t> shape;
+};
+
+/// Takes a string quoted alike at both ends ('…' or "…") off the front of `text`.
+inline std::string_view take_quoted(std::string_view& text, const std::string& malformed) {
+  if (text.empty() || (text.front() != '\'' && text.front() != '"')) throw input_error(malformed);
+  const auto end = text.find(text.front(), 1);
+  if (end == std::string_view::npos) throw input_error(malformed);
+  const std::string_view quoted = text.substr(1, end - 1);
+  text = trim(text.substr(end + 1));
+  return quoted;
+}
+
+inline npy_header parse_header(std::string_view text, const std::string& file) {
+  const std::string malformed = file + ": malformed .npy header";
+  text = trim(text);
+  if (text.size() < 2 || text.front() != '{' || text.back() != '}') throw input_error(malformed);
+  text = trim(text.substr(1, text.size() - 2));
+  npy_header header;
+  bool seen[3] = {};
+  while (!text.empty()) {
+    const std::string_view key = take_quoted(text, malformed);
+    if (text.empty() || text.front() != ':') throw input_error(malformed);
+    text = trim(text.substr(1));
+    std::size_t which = 0;
+    if (key == "descr") {
+      header.descr = take_quoted(text, file + ": malformed descr in the .npy header");
+    } else if (key == "fortran_order") {
+      which = 1;
+      const std::string_view value = text.substr(0, text.find_first_of(",} \t\n"));
+      if (value != "True" && value != "False") throw input_error(file + ": malformed fortran_order in the .npy header");
+      header.fortran_order = value == "True";
+      text = trim(text.substr(value.size()));
+    } else if (key == "shape") {
+      which = 2;
+      const auto end = text.find(')');
+      if (end == std::string_view::npos) throw input_error(file + ": malformed shape in the .npy header");
+      header.shape = parse_shape(text.substr(0, end + 1), file);
+      text = trim(text.substr(end + 1));
+    } else {
+      throw input_error(file + ": the .npy header has a key '" + std::string(key) + "' NumPy does not write");
+    }
+    if (seen[which]) throw input_error(file + ": the .npy header has '" + std::string(key) + "' twice");
+    seen[which] = true;
+    if (text.empty()) break;
+    if (text.front() != ',') throw input_error(malformed);
+    text = trim(text.substr(1));
+  }
+  const char* const keys[3] = {"descr", "fortran_order", "shape"};
+  for (std::size_t k = 0; k < 3; ++k)
+    if (!seen[k]) throw input_error(file + ": the .npy header has no '" + keys[k] + "'");
+  return header;
 }
 
 }  // namespace detail
@@ -120,17 +166,13 @@ inline npy_array read_npy(const std::filesystem::path& path, const npy_dtypes& d
   std::string header(header_length, '\0');
   in.read(header.data(), header_length);
 
+  detail::npy_header said = detail::parse_header(header, file);
   npy_array array;
-  std::string_view descr = detail::header_value(header, "descr", file);
-  if (descr.size() < 2 || (descr.front() != '\'' && descr.front() != '"'))
-    throw input_error(file + ": malformed descr in the .npy header");
-  array.descr = std::string(descr.substr(1, descr.size() - 2));
+  array.descr = std::move(said.descr);
   if (std::find(dtypes.accepted.begin(), dtypes.accepted.end(), array.descr) == dtypes.accepted.end())
     throw input_error(file + ": dtype " + array.descr + " is not supported (" + std::string(dtypes.described) + ")");
-  const std::string_view fortran = detail::header_value(header, "fortran_order", file);
-  if (fortran == "True") throw input_error(file + ": Fortran-order arrays are not supported; save in C order");
-  if (fortran != "False") throw input_error(file + ": malformed fortran_order in the .npy header");
-  array.shape = detail::parse_shape(detail::header_value(header, "shape", file), file);
+  if (said.fortran_order) throw input_error(file + ": Fortran-order arrays are not supported; save in C order");
+  array.shape = std::move(said.shape);
 
   const std::uint64_t item_size = static_cast<std::uint64_t>(array.descr.back() - '0');
   std::uint64_t bytes = item_size;
@@ -189,6 +231,7 @@ void write_npy(const std::filesystem::path& path, std::span<const T> values, con
   out.write(reinterpret_cast<const char*>(length), 2);
   out << header;
   out.write(reinterpret_cast<const char*>(values.data()), static_cast<std::streamsize>(values.size_bytes()));
+  out.close();  // what the stream still buffers fails here, where it is seen, not in its destructor
   if (!out) throw input_error(path.string() + ": cannot write");
 }
 

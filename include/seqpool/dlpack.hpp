@@ -184,12 +184,15 @@ inline void check_extents(const DLTensor& tensor, const char* what) {
 /// Elements of a tensor whose elements lie one after another in row-major order.
 /// The extents multiply from the last, each product the row-major stride of the
 /// dimension before; one past int64 is refused (even where an earlier extent is 0),
-/// and so is a size in bytes past int64: no memory holds such a tensor.
+/// and so is a size in bytes past int64: no memory holds such a tensor. A tensor
+/// of no elements may have any strides (PyTorch's torch.empty(3, 0) has (1, 1)):
+/// nothing is read or written.
 inline std::int64_t compact_size(const DLTensor& tensor, const char* what) {
   check_extents(tensor, what);
+  const bool has_elements = std::find(tensor.shape, tensor.shape + tensor.ndim, 0) == tensor.shape + tensor.ndim;
   std::int64_t size = 1;
   for (int d = tensor.ndim - 1; d >= 0; --d) {
-    if (tensor.strides && tensor.shape[d] > 1 && tensor.strides[d] != size)
+    if (tensor.strides && has_elements && tensor.shape[d] > 1 && tensor.strides[d] != size)
       seqpool::detail::fail(what, "strides[", d, "] is ", tensor.strides[d], "; the tensor must be contiguous (", size,
                             ")");
     if (__builtin_mul_overflow(size, tensor.shape[d], &size))

@@ -25,7 +25,7 @@ from ._seqpool import (Dense, DeviceError, Dispatcher, GraphUpload, MultiPooler,
 __all__ = ["Dense", "DeviceError", "Dispatcher", "GraphUpload", "MultiPooler", "Part", "PartPlan", "PartsPlan", "Plan",
            "PoolingParams", "has_cuda", "pooler", "pool", "split"]
 
-def pooler(hidden_size, method, *, task=None, **heads):
+def pooler(hidden_size, method, task=None, **heads):
     """A Dispatcher serving one task with `method`: "embed" for a sequence method,
     "token_embed" for a token method ("all", "step") unless `task` says otherwise.
     `heads` are Dispatcher's other keywords (projector, classifier, result_dtype, device, ...)."""
@@ -69,6 +69,9 @@ def split(output, plan):
     entries after the count, ascending by id, ids -1 (weights 0) past the ids it
     lists — `ids[ids >= 0]` keeps those without reading the count."""
     framework = _framework_of(output) if plan.sparse else None
+    # The offsets count values (a sparse output's entries) from the start: an `out` of any shape
+    # (contiguous, as forward() takes it) is read as the vector (the [entries, 2] pairs) it holds.
+    output = output.reshape(-1, 2) if plan.sparse else output.reshape(-1)
     found = []
     for slice_, matrix in zip(plan.results, plan.matrices):
         if slice_ is None:

@@ -86,6 +86,18 @@ def test_a_step_captured_in_a_torch_cuda_graph_replays_for_changing_batches():
             np.testing.assert_allclose(found.cpu().numpy(), expected, rtol=2e-5, atol=2e-5)
 
 
+def test_a_captured_step_reads_a_padded_batch_only_as_its_plan_says():
+    device = seqpool.Dispatcher(8, embed="mean", device="cuda")
+    device.reserve_capacity(requests=4, rows=64, result_rows=4)
+    plan = device.plan([3, 5], sequence_length=8)
+    device.reserve(plan)
+    out = torch.zeros(device.output_capacity, device="cuda")
+    home = device.reserve_graph()
+    # [4, 4, 8] holds as many rows as [2, 8, 8], but not its two sequences of 8: refused before capturing.
+    with pytest.raises(ValueError, match="hidden"):
+        device.capture(torch.zeros(4, 4, 8, device="cuda"), plan, out, home)
+
+
 def test_sparse_results_on_cuda_tensors_give_the_cpus_lists():
     # Values on a grid of 1/8 and integer weights: every weight is exact on both, so the lists are equal.
     rng = np.random.default_rng(32)

@@ -149,6 +149,16 @@ def test_outputs_given_or_handed_out_and_plans_that_run_once():
     unreserved = multi.plan([6])
     with pytest.raises(ValueError, match="call reserve"):
         multi.forward(hidden, unreserved)
+    # An `out` whose iteration never ends is read one tensor past the parts, and refused.
+    class Endless(list):
+        def __iter__(self):
+            while True:
+                yield np.zeros(24, np.float32)
+
+    endless = multi.plan([2, 4])
+    multi.reserve(endless)
+    with pytest.raises(ValueError, match="out: one tensor a part: got 3 for 2 parts"):
+        multi.forward(hidden, endless, out=Endless())
     kept = plan.parts[1]
     del multi, plan  # the outputs keep the memory they live in
     gc.collect()

@@ -355,6 +355,83 @@ def test_refusals_raise_value_error_with_seqpools_message():
     assert issubclass(seqpool.DeviceError, RuntimeError)
 
 
+def test_arguments_of_the_wrong_kind_raise_value_error_too():
+    """What nanobind cannot read as the argument's type is seqpool's refusal as well: a
+    ValueError naming the field, not nanobind's TypeError listing the signatures."""
+    dispatcher = seqpool.pooler(4, "mean")
+    big_endian = np.ones((5, 4), ">f4")  # the buffer protocol, but no DLPack dtype holds it
+    plan = dispatcher.plan([2, 3])
+    dispatcher.reserve(plan)
+    refuses("hidden states: must be a tensor", dispatcher.forward, big_endian, plan)
+    refuses("hidden states: must be a tensor", dispatcher.forward, [[1.0] * 4] * 5, plan)
+    refuses("plan: must be a plan this pooler's plan() made, got int", dispatcher.forward, np.ones((5, 4), np.float32), 7)
+    refuses("plan: must be a plan this pooler's plan() made", dispatcher.reserve, None)
+    refuses("projector: must be a weight tensor [out, in]", seqpool.Dispatcher, 4, embed="cls",
+            projector=np.ones((2, 4), ">f4"))
+    refuses("projector_bias: must be a tensor", seqpool.Dispatcher, 4, embed="cls",
+            projector=np.ones((2, 4), np.float32), projector_bias="zeros")
+    refuses("ranges: must be a tensor", seqpool.Dispatcher, 4, embed="mean", result_dtype="int8", ranges=[[0.0] * 4])
+    refuses("weight: must be a tensor", seqpool.Dense, np.ones((2, 4), ">f4"))
+    refuses("bias: must be a tensor", seqpool.Dense, np.ones((2, 4), np.float32), 3)
+    refuses("projector: must be a weight tensor", seqpool.Part, "cls", projector=np.ones((2, 4), ">f4"))
+    # A Python float becomes a C++ float: one past float's range, or not a number, is refused
+    # (seqpool-run refuses the same values), not taken as inf or NaN.
+    for field, value in (("logit_mean", 1e39), ("logit_mean", float("nan")), ("logit_sigma", float("inf")),
+                         ("logit_sigma", -1e39)):
+        platt = {"logit_mean": 0.0, "logit_sigma": 1.0, field: value}
+        refuses(f"{field}: must be a finite number within float's range", seqpool.Dispatcher, 4, classify="cls",
+                **platt)
+        refuses(f"{field}: must be a finite number within float's range", seqpool.Part, "cls", task="classify",
+                **platt)
+    refuses("weight_floor: must be a finite number within float's range", seqpool.Dispatcher, 4,
+            token_embed="all", result_dtype="sparse", projector=np.ones((1, 4), np.float32), weight_floor=1e39)
+    scaled = seqpool.Dispatcher(4, classify="cls", logit_mean=2.0**120, logit_sigma=-(2.0**-126))  # in range
+    assert scaled.result_dtype == "float32"
+
+
+def test_a_plan_of_the_other_kind_is_another_poolers():
+    dispatcher = seqpool.pooler(4, "mean")
+    multi = seqpool.MultiPooler(4, [seqpool.Part("mean"), seqpool.Part("cls")])
+    plan, parts_plan = dispatcher.plan([2]), multi.plan([2])
+    hidden = np.ones((2, 4), np.float32)
+    for call, args in ((multi.reserve, (plan,)), (multi.forward, (hidden, plan)), (dispatcher.reserve, (parts_plan,)),
+                       (dispatcher.forward, (hidden, parts_plan))):
+        refuses("plan: was made by another pooler: plan the step with this one", call, *args)
+
+
+def test_pooler_takes_its_task_by_position_as_spec_writes_it():
+    scores = seqpool.pooler(4, "cls", "classify")
+    assert seqpool.pool(scores, np.ones((2, 4), np.float32), [2])[0].shape == (1,)
+    assert seqpool.pooler(4, "all", task="token_classify").result_dtype == "float32"
+
+
+def test_split_reads_an_out_of_any_shape_as_the_values_it_holds():
+    dispatcher = seqpool.pooler(4, "mean")
+    hidden = np.arange(24, dtype=np.float32).reshape(6, 4)
+    plan = dispatcher.plan([2, 1, 3])
+    dispatcher.reserve(plan)
+    out = np.zeros((3, plan.output_size // 3), np.float32)
+    dispatcher.forward(hidden, plan, out=out)
+    expected = seqpool.pool(dispatcher, hidden, [2, 1, 3])
+    for found, wanted in zip(seqpool.split(out, plan), expected):
+        assert found.shape == (4,)
+        np.testing.assert_array_equal(found, wanted)
+        assert np.shares_memory(found, out)
+
+
+def test_numpys_bool_is_no_id_as_pythons_is_not():
+    dispatcher = seqpool.pooler(4, "mean")
+    for flag in (True, np.True_, np.False_):
+        refuses("a request id is a str or an int", dispatcher.plan, [2], ids=[flag])
+
+
+def test_pooling_params_are_equal_by_value_and_unhashable():
+    a, b = seqpool.PoolingParams(dimensions=2), seqpool.PoolingParams(dimensions=2)
+    assert a == b
+    with pytest.raises(TypeError):
+        hash(a)
+
+
 class Lying:
     """A sequence whose len() says one entry while iterating it gives them all."""
 

@@ -245,6 +245,12 @@ TEST_CASE_TEMPLATE_DEFINE("head knobs that do not fit are rejected before anythi
                        "request 0 (id \"c\"): dimensions: applies to embed tasks only, not classify", seqpool::error);
   CHECK_THROWS_WITH_AS(head::classify({}, head::problem_type::single_label, head::platt_scaling{0, 0}),
                        "logit_sigma: must not be 0", seqpool::error);
+  constexpr float infinity = std::numeric_limits<float>::infinity();
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  CHECK_THROWS_WITH_AS(head::classify({}, head::problem_type::single_label, head::platt_scaling{nan, 1}),
+                       "logit_mean: must be finite, got nan", seqpool::error);
+  CHECK_THROWS_WITH_AS(head::classify({}, head::problem_type::single_label, head::platt_scaling{0, infinity}),
+                       "logit_sigma: must be finite, got inf", seqpool::error);
   CHECK_THROWS_WITH_AS(head::embed(seqpool::linear_layer{}), "projector: the weight is null", seqpool::error);
 }
 

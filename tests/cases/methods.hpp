@@ -345,6 +345,15 @@ TEST_CASE_TEMPLATE_DEFINE("case 31: a concat pools several methods side by side,
     test::check_equal(
         *pool_chunked<method::concat<method::cls, method::mean, method::last>, Space>(prompt, columns, chunks)[0], 1,
         3 * columns, with_last);
+    // A first row whose value has exactly the bits CLS marks "no row read yet" with (a NaN no
+    // arithmetic and no 16-bit value makes) is read as the NaN it is, not taken for no row.
+    std::vector<float> marked = prompt;
+    marked[0] = std::bit_cast<float>(std::uint32_t{0x7fd5a5a5u});
+    const test::matrix pooled =
+        *pool_chunked<method::concat<method::cls, method::max>, Space>(marked, columns, chunks)[0];
+    CHECK(std::isnan(pooled.at(0, 0)));
+    for (std::int64_t c = 1; c < columns; ++c) CHECK(pooled.at(0, c) == static_cast<float>(c));
+    for (std::int64_t c = 0; c < columns; ++c) CHECK(pooled.at(0, columns + c) == 1099.0f + static_cast<float>(c));
   }
   // The embed head normalises the whole row: [1,2,2,3,3,4] / √43.
   const auto normalised = pool_whole<cls_mean_max, Space>({1, 2, 3, 4}, 2, {2}, {});

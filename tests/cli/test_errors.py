@@ -246,18 +246,52 @@ class Errors(unittest.TestCase):
                 self.check_refused(batch, 'step 1: request 0 (id "s"): ')
 
     def test_deep_nesting_is_refused(self):
+        # The top object is the first level: 31 arrays in it reach the 32nd, 32 the 33rd, whatever
+        # the innermost holds (an unknown field "deep" is refused as well, but not for its depth).
+        for arrays, too_deep in ((31, False), (32, True), (200000, True)):
+            for innermost in ("", "1"):
+                with self.subTest(arrays=arrays, innermost=innermost):
+                    batch = Batch(H, {"embed": "mean"})
+                    good_step(batch, "before")
+                    batch.run()
+                    deep = "[" * arrays + innermost + "]" * arrays
+                    text = (batch.folder / "batch.json").read_text()
+                    (batch.folder / "batch.json").write_text(text[:-1] + ', "deep": ' + deep + "}")
+                    import subprocess
+                    from batches import TOOL
+                    run = subprocess.run([TOOL, str(batch.folder / "batch.json"), "--out", str(batch.folder / "fresh")],
+                                         capture_output=True, text=True)
+                    self.assertEqual(run.returncode, 2, run.stderr)
+                    self.assertEqual("nested more than 32 deep" in run.stderr, too_deep, run.stderr)
+
+    def test_a_result_that_cannot_be_written_exits_2(self):
+        # Files may hold no byte (a file size limit of 0, its signal ignored): a result small
+        # enough to stay in the stream's buffer until the file closes fails as a large one does.
+        import resource
+        import signal
+
+        def no_file_bytes():
+            signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+            resource.setrlimit(resource.RLIMIT_FSIZE, (0, 0))
+
+        for audit in (False, True):
+            with self.subTest(audit=audit):
+                batch = Batch(H, {"embed": "mean"})
+                good_step(batch, "small")
+                run = batch.run(audit=audit, preexec_fn=no_file_bytes)
+                self.assertEqual(run.returncode, 2, run.stderr)
+                self.assertTrue(run.stderr.startswith("seqpool: error: "), run.stderr)
+                self.assertIn(": cannot write", run.stderr)
+                self.assertFalse((batch.out / "small.npy").exists())
+
+    def test_an_audit_that_cannot_be_written_exits_2(self):
         batch = Batch(H, {"embed": "mean"})
-        good_step(batch, "before")
-        batch.run()
-        deep = "[" * 200000 + "]" * 200000
-        text = (batch.folder / "batch.json").read_text()
-        (batch.folder / "batch.json").write_text(text[:-1] + ', "deep": ' + deep + "}")
-        import subprocess
-        from batches import TOOL
-        run = subprocess.run([TOOL, str(batch.folder / "batch.json"), "--out", str(batch.folder / "fresh")],
-                             capture_output=True, text=True)
+        good_step(batch, "a")
+        (batch.folder / "out" / "audit.jsonl").mkdir(parents=True)  # a folder where the audit must go
+        run = batch.run()
         self.assertEqual(run.returncode, 2, run.stderr)
-        self.assertIn("nested more than 32 deep", run.stderr)
+        self.assertIn("audit.jsonl: cannot write", run.stderr)
+        self.assertFalse((batch.out / "a.npy").exists())
 
     def test_missing_hidden_states(self):
         def edit(batch):
@@ -286,6 +320,35 @@ class Errors(unittest.TestCase):
         self.bad_npy(lambda path: np.save(path, np.ones((2, 1, H), np.float32)),
                      'has shape [2, 1, 4]; it must have shape [T, 4] (rows of all requests, packed), or the step must '
                      'say "padding": "right" or "left"')
+        def with_header(text):
+            def write(path):
+                data = path.read_bytes()
+                length = int.from_bytes(data[8:10], "little")
+                header = text.encode() + b"\n"
+                path.write_bytes(data[:8] + len(header).to_bytes(2, "little") + header + data[10 + length:])
+            return write
+        # NumPy reads a dict of its three keys, each once: the last of two alike would win there.
+        for text, message in (
+                ("{'descr': '<f4', 'fortran_order': False, 'shape': (1, 4), 'shape': (4, 1), }",
+                 "the .npy header has 'shape' twice"),
+                ("'descr': '<f4', 'fortran_order': False, 'shape': (1, 4)", "malformed .npy header"),
+                ("{'descr': \"<f4', 'fortran_order': False, 'shape': (1, 4), }", "malformed descr in the .npy header"),
+                ("{'descr': '<f4', 'fortran_order': False, 'shape': (1, 4), 'extra': 1, }",
+                 "the .npy header has a key 'extra' NumPy does not write"),
+                ("{'descr': '<f4', 'fortran_order': False, 'shape': (1, 4), } and more", "malformed .npy header"),
+                ("{'descr': '<f4', 'fortran_order': false, 'shape': (1, 4), }",
+                 "malformed fortran_order in the .npy header"),
+                ("{'descr': '<f4', 'shape': (1, 4), }", "the .npy header has no 'fortran_order'")):
+            with self.subTest(text):
+                self.bad_npy(with_header(text), message)
+        # Either quote, the keys in any order, no comma after the last: as NumPy reads them.
+        batch = Batch(H, {"embed": "mean"})
+        good_step(batch, "reordered")
+        with_header('{"shape": (1, 4), "fortran_order": False, "descr": "<f4"}')(
+            batch.folder / batch.spec["steps"][-1]["hidden_states"])
+        run = batch.run()
+        self.assertEqual(run.returncode, 0, run.stderr)
+        np.testing.assert_allclose(batch.result("reordered"), ROWS[0] / np.linalg.norm(ROWS[0]), rtol=1e-6)
         for ending in (b"'shape':", b"'shape':   "):
             def cut(path, ending=ending):
                 data = path.read_bytes()

@@ -1,6 +1,7 @@
 // The classify head: classifier, Platt scaling, activation by problem type.
 #pragma once
 
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -28,6 +29,8 @@ class score {
   score() = default;
   score(problem_type problem, std::optional<platt_scaling> platt) : problem_(problem) {
     if (!platt) return;
+    if (!std::isfinite(platt->logit_mean)) detail::fail("logit_mean", "must be finite, got ", platt->logit_mean);
+    if (!std::isfinite(platt->logit_sigma)) detail::fail("logit_sigma", "must be finite, got ", platt->logit_sigma);
     if (platt->logit_sigma == 0.0f) detail::fail("logit_sigma", "must not be 0");
     scaled_ = true;
     logit_mean_ = platt->logit_mean;

@@ -11,6 +11,7 @@
 #include <utility>
 
 #include <cuda/std/bit>
+#include <cuda/std/limits>
 
 #include <seqpool/error.hpp>
 #include <seqpool/method/cls.hpp>
@@ -25,8 +26,8 @@ namespace detail_concat {
 /// it reads (the device's kernels give it every row, the host's passes each
 /// tile's first: rows_read_of). No row read yet is a NaN whose low bits no
 /// 16-bit value widens to (their 13 or 16 low bits are 0) and no arithmetic
-/// makes (it makes the canonical NaN): a float input of exactly these bits
-/// would be taken for no row, and the host and the device may then differ.
+/// makes (it makes the canonical NaN); a float input of exactly these bits is
+/// read as the canonical NaN, so that it is not taken for no row.
 struct first_read {
   static constexpr method_kind kind = method_kind::sequence;
   static constexpr std::string_view name = cls::name;
@@ -38,7 +39,10 @@ struct first_read {
 
   SEQPOOL_HOST_DEVICE static bool unread(float value) { return cuda::std::bit_cast<std::uint32_t>(value) == unread_bits; }
   SEQPOOL_HOST_DEVICE float identity() const { return cuda::std::bit_cast<float>(unread_bits); }
-  SEQPOOL_HOST_DEVICE float accumulate(float first, float row_value) const { return unread(first) ? row_value : first; }
+  SEQPOOL_HOST_DEVICE float accumulate(float first, float row_value) const {
+    if (!unread(first)) return first;
+    return unread(row_value) ? cuda::std::numeric_limits<float>::quiet_NaN() : row_value;
+  }
   SEQPOOL_HOST_DEVICE float merge(float first, float later) const { return unread(first) ? later : first; }
   SEQPOOL_HOST_DEVICE float finish(float first, std::int64_t) const { return first; }
 };
