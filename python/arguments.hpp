@@ -288,7 +288,7 @@ inline result_kind read_heads(engine_config& config, nb::handle projector, nb::h
                               nb::handle classifier, nb::handle classifier_bias, const std::string& problem,
                               std::optional<double> logit_mean, std::optional<double> logit_sigma,
                               const std::string& result_dtype, nb::handle given_ranges,
-                              std::optional<double> given_floor) {
+                              std::optional<double> weight_floor) {
   // Each refused in the order of the arguments.
   std::optional<given_layers> projector_layers = layers_of(projector, "projector");
   const std::optional<any_tensor> projector_biases = optional_tensor_of(projector_bias, "projector_bias");
@@ -302,12 +302,10 @@ inline result_kind read_heads(engine_config& config, nb::handle projector, nb::h
     detail::fail("logit_mean", "and logit_sigma are given together (Platt scaling), or neither");
   if (logit_mean)
     config.platt = head::platt_scaling{float_knob(*logit_mean, "logit_mean"), float_knob(*logit_sigma, "logit_sigma")};
-  const std::optional<float> weight_floor =
-      given_floor ? std::optional<float>(float_knob(*given_floor, "weight_floor")) : std::nullopt;
   const result_kind result = result_named(result_dtype);
   if (weight_floor && result != result_kind::sparse)
     detail::fail("weight_floor", "only sparse results take a weight floor");
-  config.weight_floor = weight_floor.value_or(0.0f);
+  config.weight_floor = weight_floor ? float_knob(*weight_floor, "weight_floor") : 0.0f;
   const bool ranged = result == result_kind::int8 || result == result_kind::uint8;
   if (ranges && !ranged) detail::fail("ranges", "only int8 and uint8 results take calibration ranges");
   if (!ranges && ranged)

@@ -212,11 +212,11 @@ NB_MODULE(_seqpool, m) {
                "num_computed"_a = nb::none(), nb::kw_only(), "ids"_a = nb::none(), "tasks"_a = nb::none(),
                "token_ids"_a = nb::none(), "params"_a = nb::none(), "sequence_length"_a = nb::none(),
                "padding"_a = "right")
-          .def("reserve", &dispatcher_object::reserve, "plan"_a)
-          .def("forward", &dispatcher_object::forward, "hidden"_a, "plan"_a, "out"_a = nb::none())
+          .def("reserve", &dispatcher_object::reserve, "plan"_a.none())
+          .def("forward", &dispatcher_object::forward, "hidden"_a.none(), "plan"_a.none(), "out"_a = nb::none())
           .def_prop_ro("output_capacity", &dispatcher_object::output_capacity)
-          .def("capture", &dispatcher_object::capture, "hidden"_a, "plan"_a, "out"_a, "home"_a)
-          .def("restage", &dispatcher_object::restage, "plan"_a, "home"_a)
+          .def("capture", &dispatcher_object::capture, "hidden"_a.none(), "plan"_a.none(), "out"_a.none(), "home"_a)
+          .def("restage", &dispatcher_object::restage, "plan"_a.none(), "home"_a)
           .def("_native_step_seconds", &dispatcher_object::native_step_seconds, "hidden"_a, "prompt_lens"_a,
                "ids"_a = nb::none(), "tasks"_a = nb::none(), "repeats"_a = 100);
   bind_engine_calls(dispatcher);
@@ -254,19 +254,20 @@ NB_MODULE(_seqpool, m) {
                std::string(seqpool::name(served)) + "\", result_dtype=\"" + part.result_dtype + "\")";
       });
 
-  auto multi = nb::class_<multi_pooler_object>(m, "MultiPooler")
-                   .def(nb::init<std::int64_t, const std::vector<part_object>&, const std::string&, std::uintptr_t>(),
-                        "hidden_size"_a, "parts"_a, nb::kw_only(), "device"_a = "cpu", "stream"_a = 0)
-                   .def_prop_ro("result_dtypes", &multi_pooler_object::result_dtypes)
-                   .def_prop_ro("tasks", &multi_pooler_object::tasks)
-                   .def("plan", &multi_pooler_object::plan, "prompt_lens"_a, "num_scheduled"_a = nb::none(),
-                        "num_computed"_a = nb::none(), nb::kw_only(), "ids"_a = nb::none(), "token_ids"_a = nb::none(),
-                        "params"_a = nb::none(), "sequence_length"_a = nb::none(), "padding"_a = "right")
-                   .def("reserve", &multi_pooler_object::reserve, "plan"_a)
-                   .def("forward", &multi_pooler_object::forward, "hidden"_a, "plan"_a, "out"_a = nb::none())
-                   .def_prop_ro("output_capacity", &multi_pooler_object::output_capacity)
-                   .def("capture", &multi_pooler_object::capture, "hidden"_a, "plan"_a, "out"_a, "home"_a)
-                   .def("restage", &multi_pooler_object::restage, "plan"_a, "home"_a);
+  auto multi =
+      nb::class_<multi_pooler_object>(m, "MultiPooler")
+          .def(nb::init<std::int64_t, const std::vector<part_object>&, const std::string&, std::uintptr_t>(),
+               "hidden_size"_a, "parts"_a, nb::kw_only(), "device"_a = "cpu", "stream"_a = 0)
+          .def_prop_ro("result_dtypes", &multi_pooler_object::result_dtypes)
+          .def_prop_ro("tasks", &multi_pooler_object::tasks)
+          .def("plan", &multi_pooler_object::plan, "prompt_lens"_a, "num_scheduled"_a = nb::none(),
+               "num_computed"_a = nb::none(), nb::kw_only(), "ids"_a = nb::none(), "token_ids"_a = nb::none(),
+               "params"_a = nb::none(), "sequence_length"_a = nb::none(), "padding"_a = "right")
+          .def("reserve", &multi_pooler_object::reserve, "plan"_a.none())
+          .def("forward", &multi_pooler_object::forward, "hidden"_a.none(), "plan"_a.none(), "out"_a = nb::none())
+          .def_prop_ro("output_capacity", &multi_pooler_object::output_capacity)
+          .def("capture", &multi_pooler_object::capture, "hidden"_a.none(), "plan"_a.none(), "out"_a.none(), "home"_a)
+          .def("restage", &multi_pooler_object::restage, "plan"_a.none(), "home"_a);
   bind_engine_calls(multi);
 
   m.def("has_cuda", &has_cuda);

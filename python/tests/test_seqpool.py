@@ -400,8 +400,9 @@ def test_a_plan_of_the_other_kind_is_another_poolers():
 
 
 def test_pooler_takes_its_task_by_position_as_spec_writes_it():
-    scores = seqpool.pooler(4, "cls", "classify")
-    assert seqpool.pool(scores, np.ones((2, 4), np.float32), [2])[0].shape == (1,)
+    scores = seqpool.pooler(4, "cls", "classify")  # no classifier: the pooled row is the logits
+    probabilities = seqpool.pool(scores, np.arange(8, dtype=np.float32).reshape(2, 4), [2])[0]
+    np.testing.assert_allclose(probabilities.sum(), 1.0, rtol=1e-6)  # softmax, a classify task's activation
     assert seqpool.pooler(4, "all", task="token_classify").result_dtype == "float32"
 
 
