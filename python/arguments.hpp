@@ -44,6 +44,12 @@ inline DLTensor describe(const nb::ndarray<Constraints...>& tensor) {
   return view;
 }
 
+/// Whether `given` is Python's bool or NumPy's (whose __index__ gives 0 or 1 as well): no count and no id.
+inline bool is_bool(nb::handle given) {
+  const std::string_view type = Py_TYPE(given.ptr())->tp_name;
+  return PyBool_Check(given.ptr()) || type == "numpy.bool_" || type == "numpy.bool";
+}
+
 /// Integers from a 1-D int32/int64 host tensor or a sequence of Python ints,
 /// as many as iterating the sequence gives: at most `most` (a count per
 /// request: the step's requests), or where none is given, at most its len().
@@ -95,7 +101,8 @@ inline std::vector<std::int64_t> read_integers(nb::handle given, const char* fie
       detail::fail(field, "has more entries than its len() of ", bound);
     }
     std::int64_t value = 0;
-    if (!nb::try_cast(item, value)) detail::fail(field, "must hold ints, got " + nb::cast<std::string>(nb::repr(item)));
+    if (is_bool(item) || !nb::try_cast(item, value))
+      detail::fail(field, "must hold ints, got " + nb::cast<std::string>(nb::repr(item)));
     values.push_back(value);
   }
 }

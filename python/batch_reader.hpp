@@ -88,9 +88,7 @@ class batch_reader {
       detail::fail("ids",
                    "a request id is a str or an int in [-2^63, 2^64), got " + nb::cast<std::string>(nb::repr(given)));
     };
-    // Python's bool, or NumPy's, whose __index__ gives 0 or 1 as well.
-    const std::string_view type = Py_TYPE(given.ptr())->tp_name;
-    if (PyBool_Check(given.ptr()) || type == "numpy.bool_" || type == "numpy.bool") refuse();
+    if (is_bool(given)) refuse();
     const nb::object number = nb::steal(PyNumber_Index(given.ptr()));  // __index__ once
     if (!number.is_valid()) {
       PyErr_Clear();

@@ -420,10 +420,13 @@ def test_split_reads_an_out_of_any_shape_as_the_values_it_holds():
         assert np.shares_memory(found, out)
 
 
-def test_numpys_bool_is_no_id_as_pythons_is_not():
+def test_a_bool_is_no_id_and_no_count():
     dispatcher = seqpool.pooler(4, "mean")
     for flag in (True, np.True_, np.False_):
         refuses("a request id is a str or an int", dispatcher.plan, [2], ids=[flag])
+        refuses("prompt_lens: must hold ints, got", dispatcher.plan, [2, flag])
+        refuses("num_scheduled: must hold ints, got", dispatcher.plan, [2], [flag])
+    refuses("prompt_lens: must hold int64 or int32", dispatcher.plan, np.array([True]))
 
 
 def test_pooling_params_are_equal_by_value_and_unhashable():
