@@ -850,8 +850,7 @@ class planner {
     const std::int64_t pooled_width = d.width;
     const bool keeps = keeps_state || !spans.empty();  // whether the request's state holds a reduction
     std::int64_t held = Algorithms::policy::held_row_floats;
-    for (const row_window window : windows)
-      held = std::min(held, Algorithms::held_width(window, d.out_width, std::min(shape_.hidden_size, d.out_width)));
+    for (const row_window window : windows) held = std::min(held, held_width(window, d.out_width));
     const std::int32_t first = add_records(r.prompt_len, d.knobs, count, -1);
     if (part.chunked()) keep_state(first, index, r, keeps ? count * pooled_width : 0, key, count, pooled_width);
     destination to{target::state, 0, pooled_width, 0, 0};
@@ -883,9 +882,7 @@ class planner {
   [[gnu::flatten]] void add_one_window(const request_decision& d, std::size_t index, const request& r,
                                        const chunk& part, std::int64_t tile_rows) {
     const row_window window = windows_[d.first];
-    const std::int64_t held =
-        std::min(Algorithms::policy::held_row_floats,
-                 Algorithms::held_width(window, d.out_width, std::min(shape_.hidden_size, d.out_width)));
+    const std::int64_t held = held_width(window, d.out_width);
     const auto first = static_cast<std::int32_t>(share_.records.entries.size());
     share_.records.entries.emplace_back();
     request_record owner{};
@@ -920,9 +917,8 @@ class planner {
     if (out_width != model_->out_width) return false;
     const row_window window = method.window(part);
     const std::int64_t loaded = std::min(shape_.hidden_size, out_width);
-    const std::int64_t held =
-        std::min(Algorithms::policy::held_row_floats, Algorithms::held_width(window, out_width, loaded));
-    if (!Algorithms::takes_whole(window, out_width, tile_rows, loaded) || !lands_in_output(out_width, held))
+    if (!Algorithms::takes_whole(window, out_width, tile_rows, loaded) ||
+        !lands_in_output(out_width, held_width(window, out_width)))
       return false;
     // Its entry holds its fields in 32 bits: its prompt's length, its rows' place, and its result's offset (at
     // most 15 values past the output's end).
@@ -1213,6 +1209,14 @@ class planner {
     share_.result_rows += rows;
     output_end_ = slice.offset + rows * slice.cols;
     return slice;
+  }
+
+  /// The widest result row the item that finishes a pooled window holds whole
+  /// (at most held_row_floats), for a result `out_width` wide whose row is
+  /// read up to the columns it keeps.
+  std::int64_t held_width(row_window window, std::int64_t out_width) const {
+    return std::min(Algorithms::policy::held_row_floats,
+                    Algorithms::held_width(window, out_width, std::min(shape_.hidden_size, out_width)));
   }
 
   /// Without a dense layer: whether the method writes a result row of
