@@ -164,14 +164,23 @@ inline task read_task(nb::handle given, const char* field = "tasks") {
 /// The name of `given`'s type, for messages.
 inline std::string type_name_of(nb::handle given) { return nb::cast<std::string>(nb::type_name(given.type())); }
 
+/// What a tensor argument may be, for messages.
+inline constexpr std::string_view tensor_kinds =
+    "an object with __dlpack__ or the buffer protocol, in native byte order";
+
 /// `given` as a tensor: an object with __dlpack__ or the buffer protocol that
 /// nanobind reads (native byte order); anything else is refused as `field`.
 inline any_tensor tensor_of(nb::handle given, const std::string& field) {
   any_tensor tensor;
   if (!nb::try_cast(given, tensor, false))
-    detail::fail(field,
-                 "must be a tensor (an object with __dlpack__ or the buffer protocol, in native byte order), got ",
-                 type_name_of(given));
+    detail::fail(field, "must be a tensor (", tensor_kinds, "), got ", type_name_of(given));
+  return tensor;
+}
+
+/// `given` as a tensor a step writes; anything else is refused as `field`.
+inline nb::ndarray<> writable_tensor_of(nb::handle given, const std::string& field) {
+  nb::ndarray<> tensor;
+  if (!nb::try_cast(given, tensor, false)) detail::fail(field, "must be a writable tensor");
   return tensor;
 }
 
@@ -231,9 +240,7 @@ inline std::optional<given_layers> layers_of(nb::handle given, const std::string
   if (given.is_none()) return std::nullopt;
   given_layers layers;
   if (!nb::try_cast(given, layers, false))
-    detail::fail(what,
-                 "must be a weight tensor [out, in] (an object with __dlpack__ or the buffer protocol, in native "
-                 "byte order), a Dense or a list of them, got ",
+    detail::fail(what, "must be a weight tensor [out, in] (", tensor_kinds, "), a Dense or a list of them, got ",
                  type_name_of(given));
   return layers;
 }

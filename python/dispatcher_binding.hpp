@@ -117,7 +117,7 @@ class dispatcher_object : public engine_binding<engine> {
     std::array<std::int64_t, 2> shape = {planned.plan.output_size, 2};
     nb::ndarray<> given;
     if (!out.is_none()) {
-      if (!nb::try_cast(out, given, false)) detail::fail("output", "must be a writable tensor");
+      given = writable_tensor_of(out, "output");
       written = on_this_device(describe(given), "output");
     } else {
       if (!planned.output)
@@ -143,8 +143,7 @@ class dispatcher_object : public engine_binding<engine> {
     const any_tensor rows = tensor_of(hidden, "hidden states");
     const DLTensor hidden_view = on_this_device(describe(rows), "hidden states");
     check_padded(hidden_view, planned.kept.padded);
-    nb::ndarray<> written_to;
-    if (!nb::try_cast(out, written_to, false)) detail::fail("output", "must be a writable tensor");
+    const nb::ndarray<> written_to = writable_tensor_of(out, "output");
     DLTensor written = on_this_device(describe(written_to), "output");
     engine_->capture(hidden_view, planned.plan, written, *home.home);
   }

@@ -223,16 +223,10 @@ class engine_binding {
     return make_cuda();
   }
 
-  /// A plan is run by the pooler that made it: another's plan describes
-  /// another's parts and outputs.
-  void check_plan(const std::shared_ptr<engine_base>& owner) const {
-    if (owner.get() != static_cast<const engine_base*>(engine_.get()))
-      detail::fail("plan", "was made by another pooler: plan the step with this one");
-  }
-
-  /// `given` as this binding's kind of plan (Planned), made by this pooler:
-  /// another's is refused, a plan of the other kind (a Dispatcher's given to a
-  /// MultiPooler, or back) as another pooler's, and anything else as no plan.
+  /// `given` as this binding's kind of plan (Planned), made by this pooler: a
+  /// plan is run by the pooler that made it (another's describes another's
+  /// parts and outputs), a plan of the other kind (a Dispatcher's given to a
+  /// MultiPooler, or back) is another pooler's, and anything else is no plan.
   template <class Planned>
   Planned& plan_of(nb::handle given) const {
     Planned* planned = nullptr;
@@ -240,11 +234,11 @@ class engine_binding {
       // The module's own classes, a Plan or a PartsPlan, whatever the module is imported as.
       const nb::handle type = given.type();
       const std::string name = nb::cast<std::string>(type.attr("__name__"));
-      if (nb::type_check(type) && (name == "Plan" || name == "PartsPlan"))
-        detail::fail("plan", "was made by another pooler: plan the step with this one");
-      detail::fail("plan", "must be a plan this pooler's plan() made, got ", name);
+      if (!nb::type_check(type) || (name != "Plan" && name != "PartsPlan"))
+        detail::fail("plan", "must be a plan this pooler's plan() made, got ", type_name_of(given));
     }
-    check_plan(planned->owner);
+    if (planned == nullptr || planned->owner.get() != static_cast<const engine_base*>(engine_.get()))
+      detail::fail("plan", "was made by another pooler: plan the step with this one");
     return *planned;
   }
 

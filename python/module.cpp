@@ -116,59 +116,58 @@ NB_MODULE(_seqpool, m) {
                std::string(seqpool::activation_names[static_cast<std::size_t>(layer.activation)]) + "\")";
       });
 
-  auto params =
-      nb::class_<seqpool::pooling_params>(m, "PoolingParams")
-          .def(
-              "__init__",
-              [](seqpool::pooling_params* made, bool use_activation, std::optional<std::int64_t> dimensions,
-                 std::optional<std::int64_t> step_tag_id, std::vector<std::int64_t> returned_token_ids,
-                 std::vector<std::pair<std::int64_t, std::int64_t>> spans, std::int64_t instruction_len,
-                 bool drop_first, bool drop_last, std::vector<std::int64_t> drop_token_ids,
-                 std::optional<std::int64_t> top_k) {
-                new (made) seqpool::pooling_params{};
-                made->use_activation = use_activation;
-                made->dimensions = dimensions;
-                made->step_tag_id = step_tag_id;
-                made->returned_token_ids = std::move(returned_token_ids);
-                for (const auto& [begin, end] : spans) made->spans.push_back({begin, end});
-                made->instruction_len = instruction_len;
-                made->drop_first = drop_first;
-                made->drop_last = drop_last;
-                made->drop_token_ids = std::move(drop_token_ids);
-                made->top_k = top_k;
-              },
-              nb::kw_only(), "use_activation"_a = true, "dimensions"_a = nb::none(), "step_tag_id"_a = nb::none(),
-              "returned_token_ids"_a = std::vector<std::int64_t>{},
-              "spans"_a = std::vector<std::pair<std::int64_t, std::int64_t>>{}, "instruction_len"_a = 0,
-              "drop_first"_a = false, "drop_last"_a = false, "drop_token_ids"_a = std::vector<std::int64_t>{},
-              "top_k"_a = nb::none())
-          .def_rw("use_activation", &seqpool::pooling_params::use_activation)
-          .def_rw("dimensions", &seqpool::pooling_params::dimensions)
-          .def_rw("step_tag_id", &seqpool::pooling_params::step_tag_id)
-          .def_rw("returned_token_ids", &seqpool::pooling_params::returned_token_ids)
-          .def_prop_ro("spans", &spans_of)
-          .def_rw("instruction_len", &seqpool::pooling_params::instruction_len)
-          .def_rw("drop_first", &seqpool::pooling_params::drop_first)
-          .def_rw("drop_last", &seqpool::pooling_params::drop_last)
-          .def_rw("drop_token_ids", &seqpool::pooling_params::drop_token_ids)
-          .def_rw("top_k", &seqpool::pooling_params::top_k)
-          .def("__eq__", [](const seqpool::pooling_params& a, const seqpool::pooling_params& b) { return a == b; })
-          .def("__repr__", [](const seqpool::pooling_params& params) {
-            std::string text = "PoolingParams(use_activation=" + std::string(params.use_activation ? "True" : "False");
-            if (params.dimensions) text += ", dimensions=" + std::to_string(*params.dimensions);
-            if (params.step_tag_id) text += ", step_tag_id=" + std::to_string(*params.step_tag_id);
-            if (!params.returned_token_ids.empty())
-              text += ", returned_token_ids=[" + std::to_string(params.returned_token_ids.size()) + " ids]";
-            if (!params.spans.empty()) text += ", spans=[" + std::to_string(params.spans.size()) + " spans]";
-            if (params.instruction_len != 0) text += ", instruction_len=" + std::to_string(params.instruction_len);
-            if (params.drop_first) text += ", drop_first=True";
-            if (params.drop_last) text += ", drop_last=True";
-            if (!params.drop_token_ids.empty())
-              text += ", drop_token_ids=[" + std::to_string(params.drop_token_ids.size()) + " ids]";
-            if (params.top_k) text += ", top_k=" + std::to_string(*params.top_k);
-            return text + ")";
-          });
-  params.attr("__hash__") = nb::none();  // equal by value, and mutable: unhashable, as a list is
+  nb::class_<seqpool::pooling_params>(m, "PoolingParams")
+      .def(
+          "__init__",
+          [](seqpool::pooling_params* made, bool use_activation, std::optional<std::int64_t> dimensions,
+             std::optional<std::int64_t> step_tag_id, std::vector<std::int64_t> returned_token_ids,
+             std::vector<std::pair<std::int64_t, std::int64_t>> spans, std::int64_t instruction_len, bool drop_first,
+             bool drop_last, std::vector<std::int64_t> drop_token_ids, std::optional<std::int64_t> top_k) {
+            new (made) seqpool::pooling_params{};
+            made->use_activation = use_activation;
+            made->dimensions = dimensions;
+            made->step_tag_id = step_tag_id;
+            made->returned_token_ids = std::move(returned_token_ids);
+            for (const auto& [begin, end] : spans) made->spans.push_back({begin, end});
+            made->instruction_len = instruction_len;
+            made->drop_first = drop_first;
+            made->drop_last = drop_last;
+            made->drop_token_ids = std::move(drop_token_ids);
+            made->top_k = top_k;
+          },
+          nb::kw_only(), "use_activation"_a = true, "dimensions"_a = nb::none(), "step_tag_id"_a = nb::none(),
+          "returned_token_ids"_a = std::vector<std::int64_t>{},
+          "spans"_a = std::vector<std::pair<std::int64_t, std::int64_t>>{}, "instruction_len"_a = 0,
+          "drop_first"_a = false, "drop_last"_a = false, "drop_token_ids"_a = std::vector<std::int64_t>{},
+          "top_k"_a = nb::none())
+      .def_rw("use_activation", &seqpool::pooling_params::use_activation)
+      .def_rw("dimensions", &seqpool::pooling_params::dimensions)
+      .def_rw("step_tag_id", &seqpool::pooling_params::step_tag_id)
+      .def_rw("returned_token_ids", &seqpool::pooling_params::returned_token_ids)
+      .def_prop_ro("spans", &spans_of)
+      .def_rw("instruction_len", &seqpool::pooling_params::instruction_len)
+      .def_rw("drop_first", &seqpool::pooling_params::drop_first)
+      .def_rw("drop_last", &seqpool::pooling_params::drop_last)
+      .def_rw("drop_token_ids", &seqpool::pooling_params::drop_token_ids)
+      .def_rw("top_k", &seqpool::pooling_params::top_k)
+      .def("__eq__", [](const seqpool::pooling_params& a, const seqpool::pooling_params& b) { return a == b; })
+      .def("__repr__", [](const seqpool::pooling_params& params) {
+        std::string text = "PoolingParams(use_activation=" + std::string(params.use_activation ? "True" : "False");
+        if (params.dimensions) text += ", dimensions=" + std::to_string(*params.dimensions);
+        if (params.step_tag_id) text += ", step_tag_id=" + std::to_string(*params.step_tag_id);
+        if (!params.returned_token_ids.empty())
+          text += ", returned_token_ids=[" + std::to_string(params.returned_token_ids.size()) + " ids]";
+        if (!params.spans.empty()) text += ", spans=[" + std::to_string(params.spans.size()) + " spans]";
+        if (params.instruction_len != 0) text += ", instruction_len=" + std::to_string(params.instruction_len);
+        if (params.drop_first) text += ", drop_first=True";
+        if (params.drop_last) text += ", drop_last=True";
+        if (!params.drop_token_ids.empty())
+          text += ", drop_token_ids=[" + std::to_string(params.drop_token_ids.size()) + " ids]";
+        if (params.top_k) text += ", top_k=" + std::to_string(*params.top_k);
+        return text + ")";
+      });
+  // Equal by value, and mutable: unhashable, as a list is.
+  m.attr("PoolingParams").attr("__hash__") = nb::none();
 
   nb::class_<plan_object>(m, "Plan")
       .def_prop_ro("output_size", [](const plan_object& p) { return p.plan.output_size; })
