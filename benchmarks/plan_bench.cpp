@@ -54,9 +54,11 @@ seqpool::batch requests(std::int64_t count, task pooling_task, Rows rows_of, con
   return step;
 }
 
-/// `step` with integer ids, as TensorRT-LLM's and llama.cpp's requests come.
-seqpool::batch with_integer_ids(seqpool::batch step) {
-  for (std::size_t i = 0; i < step.requests.size(); ++i) step.requests[i].id = 1'000'000 + i;
+/// `step` with integer ids, as TensorRT-LLM's and llama.cpp's requests come: rising through the
+/// step (distinct without the id table), or falling, which the table checks.
+seqpool::batch with_integer_ids(seqpool::batch step, bool falling = false) {
+  const std::size_t n = step.requests.size();
+  for (std::size_t i = 0; i < n; ++i) step.requests[i].id = 1'000'000 + (falling ? n - 1 - i : i);
   return step;
 }
 
@@ -70,7 +72,7 @@ record measure(const std::string& name, const char* space_name, Space& space, co
   const double into = bench::median_seconds(repeats, [&] { pooler.plan(step, state, reused); });
   std::int64_t rows = 0;
   for (const seqpool::request& r : step.requests) rows += r.num_scheduled;
-  std::printf("%-28s %-6s %6zu requests %8lld rows   fresh %9.1f us   reused %9.1f us   %5.2fx\n", name.c_str(),
+  std::printf("%-32s %-6s %6zu requests %8lld rows   fresh %9.1f us   reused %9.1f us   %5.2fx\n", name.c_str(),
               space_name, step.requests.size(), static_cast<long long>(rows), fresh * 1e6, into * 1e6, fresh / into);
   return {name, space_name, static_cast<std::int64_t>(step.requests.size()), rows, fresh, into};
 }
@@ -91,6 +93,8 @@ void run_space(const char* space_name, int repeats, std::vector<record>& records
       measure("cls, 4096 one-row requests", space_name, space, cls, requests(4096, task::embed, one, {}), repeats));
   records.push_back(measure("cls, 4096, integer ids", space_name, space, cls,
                             with_integer_ids(requests(4096, task::embed, one, {})), repeats));
+  records.push_back(measure("cls, 4096, integer ids falling", space_name, space, cls,
+                            with_integer_ids(requests(4096, task::embed, one, {}), true), repeats));
   seqpool::pooler<method::mean, head::embed, Space> mean(space, hidden_size);
   records.push_back(measure("mean, 4096 prompts of 8-24", space_name, space, mean,
                             requests(4096, task::embed, short_prompt, {}), repeats));

@@ -228,6 +228,26 @@ TEST_CASE("a step's integer ids are checked without text: a repeat is found, giv
   }
 }
 
+TEST_CASE("integer ids that rise through a step are distinct; in any other order a repeat is still found") {
+  // Rising ids skip the table; an equal or falling id, or a text one, sends the step through it.
+  for (const seqpool::batch& step : {seqpool::batch{{whole(0, task::embed, 1), whole(1, task::embed, 1)}},
+                                     seqpool::batch{{whole(3, task::embed, 1), whole("9", task::embed, 1)}},
+                                     seqpool::batch{{whole(4, task::embed, 1), whole(2, task::embed, 1)}},
+                                     seqpool::batch{{whole("x", task::embed, 1), whole(0, task::embed, 1)}},
+                                     seqpool::batch{{whole(1, task::embed, 1), whole("1x", task::embed, 1)}}})
+    CHECK(seqpool::lay_out(step).chunks.size() == 2);
+  check_rejected({{whole(5, task::embed, 1), whole(5, task::embed, 1)}},
+                 "request 1 (id \"5\"): id: appears twice in one step (first as request 0)");
+  check_rejected(
+      {{whole(1, task::embed, 1), whole(2, task::embed, 1), whole(3, task::embed, 1), whole(2, task::embed, 1)}},
+      "request 3 (id \"2\"): id: appears twice in one step (first as request 1)");
+  check_rejected(
+      {{whole(1, task::embed, 1), whole(2, task::embed, 1), whole("x", task::embed, 1), whole("x", task::embed, 1)}},
+      "request 3 (id \"x\"): id: appears twice in one step (first as request 2)");
+  check_rejected({{whole(0, task::embed, 1), whole("0", task::embed, 1)}},
+                 "request 1 (id \"0\"): id: appears twice in one step (first as request 0)");
+}
+
 TEST_CASE("a padded layout's padding is right or left") {
   seqpool::batch step{{whole("a", task::embed, 2)}};
   step.padded = seqpool::padded_rows{.sequence_length = 4, .padding = static_cast<seqpool::padding>(7)};
