@@ -1,5 +1,6 @@
 // A step's result files, written all or none (SPEC section 9): each to a
-// hidden name first, renamed once every one of the step's is written.
+// hidden name first, renamed once every one of the step's is written, and
+// the renames undone where one fails.
 #pragma once
 
 #include <cstdint>
@@ -28,7 +29,7 @@ class result_files {
   /// Files written and not published are removed.
   ~result_files() {
     std::error_code ignored;
-    for (const auto& [hidden_name, final_name] : written_) std::filesystem::remove(hidden_name, ignored);
+    for (const named& file : written_) std::filesystem::remove(file.hidden, ignored);
   }
 
   /// Writes, under hidden names in `folder`, the result of every request that
@@ -58,12 +59,12 @@ class result_files {
       } else if (seqpool::is_token_task(pooled_for.value_or(r.task)) || !r.params.spans.empty()) {
         shape.insert(shape.begin(), slice->rows);
       }
-      const std::filesystem::path final_name = folder / (id + ".npy");
-      const std::filesystem::path hidden_name = folder / ("." + id + ".npy.partial");
-      written_.emplace_back(hidden_name, final_name);
+      written_.push_back(
+          {folder / ("." + id + ".npy.partial"), folder / (id + ".npy"), folder / ("." + id + ".npy.previous")});
+      const named& file = written_.back();
       try {
-        write_npy(hidden_name, values, shape);
-        if (std::filesystem::is_directory(final_name)) throw input_error(final_name.string() + " is a folder");
+        write_npy(file.hidden, values, shape);
+        if (std::filesystem::is_directory(file.final)) throw input_error(file.final.string() + " is a folder");
       } catch (const std::exception& failure) {
         throw input_error(where + ": request " + std::to_string(i) + " (id \"" + id +
                           "\"): cannot write its result: " + failure.what());
@@ -71,14 +72,42 @@ class result_files {
     }
   }
 
-  /// Gives every file written its final name.
+  /// Gives every file written its final name, all or none: a file an earlier
+  /// run left under a final name is set aside first, and where a rename
+  /// fails, the names published are removed and what was set aside is given
+  /// its name back before the error is thrown.
   void publish() {
-    for (const auto& [hidden_name, final_name] : written_) std::filesystem::rename(hidden_name, final_name);
+    std::size_t published = 0;
+    try {
+      for (named& file : written_)
+        if (std::filesystem::exists(file.final)) {
+          std::filesystem::rename(file.final, file.previous);
+          file.set_aside = true;
+        }
+      for (; published < written_.size(); ++published)
+        std::filesystem::rename(written_[published].hidden, written_[published].final);
+    } catch (...) {
+      std::error_code ignored;
+      for (std::size_t k = 0; k < published; ++k) std::filesystem::remove(written_[k].final, ignored);
+      for (const named& file : written_)
+        if (file.set_aside) std::filesystem::rename(file.previous, file.final, ignored);
+      throw;
+    }
+    std::error_code ignored;
+    for (const named& file : written_)
+      if (file.set_aside) std::filesystem::remove(file.previous, ignored);
     written_.clear();
   }
 
  private:
-  std::vector<std::pair<std::filesystem::path, std::filesystem::path>> written_;  ///< hidden name, final name
+  /// A result file's names: written to `hidden`, published as `final`, and
+  /// `previous` for what an earlier run left under `final` (`set_aside`)
+  /// while the step is published.
+  struct named {
+    std::filesystem::path hidden, final, previous;
+    bool set_aside = false;
+  };
+  std::vector<named> written_;
 };
 
 }  // namespace seqpool::tool

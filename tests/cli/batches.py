@@ -113,13 +113,13 @@ class Batch:
         save_hidden(self.folder / name, padded, self.dtype)
         self.spec["steps"].append({"hidden_states": name, "padding": padding, "requests": requests})
 
-    def run(self, space="host", audit=True, preexec_fn=None):
+    def run(self, space="host", audit=True, preexec_fn=None, env=None):
         (self.folder / "batch.json").write_text(json.dumps(self.spec))
         self.out = self.folder / "out"
         args = [TOOL, str(self.folder / "batch.json"), "--out", str(self.out), "--space", space]
         if audit:
             args.append("--audit")
-        return subprocess.run(args, capture_output=True, text=True, timeout=300, preexec_fn=preexec_fn)
+        return subprocess.run(args, capture_output=True, text=True, timeout=300, preexec_fn=preexec_fn, env=env)
 
     def result(self, request_id, part=None):
         """A request's result: the batch's, or, for a batch with parts, part `part`'s."""

@@ -284,6 +284,40 @@ class Errors(unittest.TestCase):
                 self.assertIn(": cannot write", run.stderr)
                 self.assertFalse((batch.out / "small.npy").exists())
 
+    def test_a_step_whose_files_cannot_all_be_published_publishes_none(self):
+        # A rename that fails partway (failing_rename.c, preloaded, fails the one to a name) takes back the step's
+        # files renamed before it and gives back what an earlier run left under their names.
+        import os
+        import pathlib
+        import shutil
+        import subprocess
+        import tempfile
+
+        compiler = shutil.which("cc") or shutil.which("gcc")
+        self.assertIsNotNone(compiler, "a C compiler builds the preloaded rename")
+        with tempfile.TemporaryDirectory() as built:
+            preload = pathlib.Path(built) / "failing_rename.so"
+            subprocess.run([compiler, "-shared", "-fPIC", "-o", str(preload),
+                            str(pathlib.Path(__file__).parent / "failing_rename.c"), "-ldl"], check=True)
+            earlier = np.array([7.0, 7.0], np.float32)
+            batch = Batch(H, {"embed": "mean"})
+            batch.step(ROWS[:2], [request("first", "embed", 1), request("second", "embed", 1)])
+            (batch.folder / "out").mkdir()
+            np.save(batch.folder / "out" / "first.npy", earlier)
+            run = batch.run(audit=False, env=dict(os.environ, LD_PRELOAD=str(preload), FAILING_RENAME="/second.npy"))
+            self.assertEqual(run.returncode, 2, run.stderr)
+            self.assertTrue(run.stderr.startswith("seqpool: error: step 0: "), run.stderr)
+            self.assertEqual(sorted(path.name for path in batch.out.iterdir()), ["first.npy"])
+            np.testing.assert_array_equal(np.load(batch.out / "first.npy"), earlier)
+            # A batch with parts: neither part's file is published where the other's cannot be.
+            parts = Batch(H, None)
+            parts.parts({"name": "d", "task": "embed", "method": "mean"},
+                        {"name": "t", "task": "token_embed", "method": "all"})
+            parts.step(ROWS[:2], [request("a", "embed", 2)])
+            run = parts.run(audit=False, env=dict(os.environ, LD_PRELOAD=str(preload), FAILING_RENAME="/t/a.npy"))
+            self.assertEqual(run.returncode, 2, run.stderr)
+            self.assertEqual(sorted(str(path.relative_to(parts.out)) for path in parts.out.rglob("*")), ["d", "t"])
+
     def test_an_audit_that_cannot_be_written_exits_2(self):
         batch = Batch(H, {"embed": "mean"})
         good_step(batch, "a")

@@ -1,0 +1,18 @@
+// Makes rename() to a path that ends in $FAILING_RENAME fail with EIO, as a full or failing
+// disk, a quota or a network file system may, for seqpool-run's tests (LD_PRELOAD).
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+int rename(const char* from, const char* to) {
+  const char* ending = getenv("FAILING_RENAME");
+  const size_t length = ending != NULL ? strlen(ending) : 0, to_length = strlen(to);
+  if (length > 0 && to_length >= length && strcmp(to + to_length - length, ending) == 0) {
+    errno = EIO;
+    return -1;
+  }
+  int (*const renamed)(const char*, const char*) = (int (*)(const char*, const char*))dlsym(RTLD_NEXT, "rename");
+  return renamed(from, to);
+}
