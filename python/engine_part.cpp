@@ -34,10 +34,9 @@ using result_type = ubinary;
 #if defined(__CUDACC__)
 template <class Result>
 std::unique_ptr<engine> make_cuda_engine_of(const engine_config& config, std::uintptr_t stream) {
-  int device = 0;
-  if (cudaGetDevice(&device) != cudaSuccess) throw device_error("cudaGetDevice failed: no usable CUDA device");
-  return std::make_unique<engine_of<device_space<cuda_backend>, Result>>(
-      config, device, cuda_backend(reinterpret_cast<cudaStream_t>(stream)));
+  cuda_backend backend(reinterpret_cast<cudaStream_t>(stream));
+  const int device = backend.device();
+  return std::make_unique<engine_of<device_space<cuda_backend>, Result>>(config, device, std::move(backend));
 }
 template std::unique_ptr<engine> make_cuda_engine_of<result_type>(const engine_config&, std::uintptr_t);
 template std::unique_ptr<part_engine<device_space<cuda_backend>>>

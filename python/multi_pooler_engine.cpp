@@ -114,10 +114,9 @@ class multi_pooler_engine_of final : public engine_core<Space, runtime_multi_poo
 #if defined(__CUDACC__)
 std::unique_ptr<multi_pooler_engine> make_cuda_multi_pooler_engine(const std::vector<part_config>& parts,
                                                                    std::uintptr_t stream) {
-  int device = 0;
-  if (cudaGetDevice(&device) != cudaSuccess) throw device_error("cudaGetDevice failed: no usable CUDA device");
-  return std::make_unique<multi_pooler_engine_of<device_space<cuda_backend>>>(
-      parts, device, cuda_backend(reinterpret_cast<cudaStream_t>(stream)));
+  cuda_backend backend(reinterpret_cast<cudaStream_t>(stream));
+  const int device = backend.device();
+  return std::make_unique<multi_pooler_engine_of<device_space<cuda_backend>>>(parts, device, std::move(backend));
 }
 #else
 std::unique_ptr<multi_pooler_engine> make_host_multi_pooler_engine(const std::vector<part_config>& parts) {

@@ -119,6 +119,17 @@ TEST_CASE("hidden states: every rejected tensor says what it found and what it n
   CHECK_THROWS_WITH_AS((dlpack::visit_hidden<host>(lanes.dl, [](auto) {})),
                        "hidden states: the tensor holds float32x2; seqpool reads float32, float16 and bfloat16",
                        seqpool::error);
+  // A bool tensor (DLPack 0.8's kDLBool, code 6) and a complex one are named as DLPack names them.
+  for (const auto& [type, name] :
+       {std::pair{DLDataType{6, 8, 1}, "bool"}, std::pair{DLDataType{6, 8, 4}, "boolx4"},
+        std::pair{DLDataType{kDLComplex, 64, 1}, "complex64"}, std::pair{DLDataType{9, 8, 1}, "type code 9 of 8"}}) {
+    tensor other(rows.data(), type, {3, 4});
+    CHECK_THROWS_WITH_AS(
+        (dlpack::visit_hidden<host>(other.dl, [](auto) {})),
+        (std::string("hidden states: the tensor holds ") + name + "; seqpool reads float32, float16 and bfloat16")
+            .c_str(),
+        seqpool::error);
+  }
   tensor four_d(rows.data(), float32, {1, 1, 3, 8});
   CHECK_THROWS_WITH_AS((dlpack::hidden<float, host>(four_d.dl)),
                        "hidden states: the tensor has 4 dimensions, needs 2 ([rows, H]) or 3 (padded [B, S, H])",

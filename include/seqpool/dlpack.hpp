@@ -54,6 +54,13 @@ template <>
 struct memory<device_space<cuda_backend>> {
   static constexpr const char* space = "device_space<cuda_backend>";
   static constexpr DLDeviceType devices[] = {kDLCUDA, kDLCUDAManaged};
+  /// The device whose kDLCUDA memory it reads: the current one, its stream's (cuda_backend).
+  static int device() {
+    int current = 0;
+    if (const cudaError_t status = cudaGetDevice(&current); status != cudaSuccess)
+      throw device_error(seqpool::detail::concat("cudaGetDevice: ", cudaGetErrorString(status)));
+    return current;
+  }
 };
 #endif
 
@@ -76,8 +83,10 @@ inline std::string device_name(DLDeviceType type) {
   }
 }
 
-/// float32, bfloat16, int64, uint8x4, …: as DLPack's type names are written.
+/// float32, bfloat16, int64, uint8x4, bool, …: as DLPack's type names are
+/// written, a byte-wide bool (PyTorch's and NumPy's) without its bits.
 inline std::string dtype_name(DLDataType type) {
+  constexpr std::uint8_t bool_code = 6;  // kDLBool, since DLPack 0.8 (Debian's header is 0.6)
   std::string name;
   switch (type.code) {
     case kDLFloat:
@@ -92,11 +101,17 @@ inline std::string dtype_name(DLDataType type) {
     case kDLUInt:
       name = "uint";
       break;
+    case kDLComplex:
+      name = "complex";
+      break;
+    case bool_code:
+      name = "bool";
+      break;
     default:
       name = "type code " + std::to_string(type.code) + " of ";
       break;
   }
-  name += std::to_string(type.bits);
+  if (type.code != bool_code || type.bits != 8) name += std::to_string(type.bits);
   if (type.lanes != 1) name += "x" + std::to_string(type.lanes);
   return name;
 }
@@ -110,8 +125,16 @@ inline std::string shape_name(const DLTensor& tensor) {
 
 template <class Space>
 void check_device(const DLTensor& tensor, const char* what) {
-  for (const DLDeviceType device : memory<Space>::devices)
-    if (tensor.device.device_type == device) return;
+  if (std::ranges::find(memory<Space>::devices, tensor.device.device_type) !=
+      std::ranges::end(memory<Space>::devices)) {
+    // The kernels run on the current device, which another's memory may not be open to (no peer access).
+    if constexpr (requires { memory<Space>::device(); })
+      if (tensor.device.device_type == kDLCUDA)
+        if (const int device = memory<Space>::device(); tensor.device.device_id != device)
+          seqpool::detail::fail(what, "the tensor is on CUDA device ", tensor.device.device_id, "; ",
+                                memory<Space>::space, " reads the current device's, ", device);
+    return;
+  }
   std::string accepted;
   for (const DLDeviceType device : memory<Space>::devices)
     accepted += (accepted.empty() ? "" : " or ") + device_name(device);

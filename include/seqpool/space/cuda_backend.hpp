@@ -59,19 +59,30 @@ class cuda_backend {
   using event = cudaEvent_t;
 
   /// The stream must not be the legacy default stream if steps are to be
-  /// captured. Its device is the current one, whose SMs size every launch's
-  /// wave; `most_blocks`, when positive, cuts waves to that many blocks (tests
-  /// use it to make blocks take several indices under the sanitizers).
+  /// captured. Its device must be the current one — CUDA launches and records
+  /// on a stream only with its device current, here and whenever the space is
+  /// used — and its SMs size every launch's wave; a stream of another device
+  /// is refused here rather than failing at the first step. `most_blocks`,
+  /// when positive, cuts waves to that many blocks (tests use it to make
+  /// blocks take several indices under the sanitizers).
   explicit cuda_backend(cudaStream_t stream = nullptr, std::int64_t most_blocks = 0)
       : stream_(stream), current_(stream), most_blocks_(most_blocks) {
-    int device = 0;
-    check(cudaGetDevice(&device), "cudaGetDevice");
-    check(cudaDeviceGetAttribute(&multiprocessors_, cudaDevAttrMultiProcessorCount, device), "cudaDeviceGetAttribute");
+    check(cudaGetDevice(&device_), "cudaGetDevice");
+    // The default streams' handles name the current device's.
+    if (stream != nullptr && stream != cudaStreamLegacy && stream != cudaStreamPerThread) {
+      int streams = 0;
+      check(cudaStreamGetDevice(stream, &streams), "cudaStreamGetDevice");
+      if (streams != device_)
+        throw device_error(detail::concat("cuda_backend: the stream is on device ", streams, ", the current device is ",
+                                          device_, ": make the stream's device current (cudaSetDevice) to use it"));
+    }
+    check(cudaDeviceGetAttribute(&multiprocessors_, cudaDevAttrMultiProcessorCount, device_), "cudaDeviceGetAttribute");
   }
   cuda_backend(const cuda_backend& other)
       : stream_(other.stream_),
         current_(other.stream_),
         most_blocks_(other.most_blocks_),
+        device_(other.device_),
         multiprocessors_(other.multiprocessors_) {}
   cuda_backend& operator=(const cuda_backend& other) {
     if (this != &other) *this = cuda_backend(other);
@@ -81,6 +92,8 @@ class cuda_backend {
   cuda_backend& operator=(cuda_backend&&) noexcept = default;
 
   cudaStream_t stream() const { return stream_; }
+  /// The device the stream is on, the current one when the backend was made.
+  int device() const { return device_; }
 
   void* allocate(std::size_t bytes) {
     void* memory = nullptr;
@@ -247,6 +260,7 @@ class cuda_backend {
   cudaStream_t stream_;
   cudaStream_t current_;  ///< where work goes: the stream, or a branch of it while forked
   std::int64_t most_blocks_;
+  int device_ = 0;
   int multiprocessors_ = 0;
   std::unique_ptr<branch_streams> branches_;
   int forked_ = 0;  ///< the branches forked and not yet joined
