@@ -50,11 +50,41 @@ inline bool is_bool(nb::handle given) {
   return PyBool_Check(given.ptr()) || type == "numpy.bool_" || type == "numpy.bool";
 }
 
-/// Integers from a 1-D int32/int64 host tensor or a sequence of Python ints,
-/// as many as iterating the sequence gives: at most `most` (a count per
-/// request: the step's requests), or where none is given, at most its len().
+inline void check_count(std::size_t found, std::size_t expected, const char* field) {
+  if (found != expected)
+    detail::fail(field, "has " + std::to_string(found) + " entries for " + std::to_string(expected) + " requests");
+}
+
+/// Clears the error Python raised converting an argument where it is one
+/// seqpool refuses with its own message — a TypeError (no __index__) or an
+/// OverflowError (past the integer's range) — and throws any other (an
+/// argument's __index__ interrupted, or raising what it raises) as it is.
+inline void clear_conversion_error() {
+  if (PyErr_ExceptionMatches(PyExc_TypeError) == 0 && PyErr_ExceptionMatches(PyExc_OverflowError) == 0)
+    throw nb::python_error();
+  PyErr_Clear();
+}
+
+/// `given` as an int64 through its __index__ (Python's and NumPy's ints, not
+/// their bools); none where it has none or its value is past int64's range.
+inline std::optional<std::int64_t> integer_of(nb::handle given) {
+  if (is_bool(given)) return std::nullopt;
+  const nb::object number = nb::steal(PyNumber_Index(given.ptr()));
+  if (number.is_valid()) {
+    const long long value = PyLong_AsLongLong(number.ptr());
+    if (value != -1 || PyErr_Occurred() == nullptr) return value;
+  }
+  clear_conversion_error();
+  return std::nullopt;
+}
+
+/// Integers from a 1-D int32/int64 host tensor or a sequence of Python ints:
+/// exactly `count` of them where it is given (one a request: a tensor's
+/// length is checked before it is read, and a sequence is iterated one entry
+/// past `count` at most), else as many as iterating the sequence gives, at
+/// most its len().
 inline std::vector<std::int64_t> read_integers(nb::handle given, const char* field,
-                                               std::optional<std::size_t> most = std::nullopt) {
+                                               std::optional<std::size_t> count = std::nullopt) {
   std::vector<std::int64_t> values;
   any_tensor tensor;
   if (nb::try_cast(given, tensor, false)) {
@@ -66,6 +96,8 @@ inline std::vector<std::int64_t> read_integers(nb::handle given, const char* fie
     const bool wide = dlpack::detail::holds<std::int64_t>(view.dtype);
     if (!wide && !dlpack::detail::holds<std::int32_t>(view.dtype))
       detail::fail(field, "must hold int64 or int32, got " + dlpack::detail::dtype_name(view.dtype));
+    // A tensor of any length may take no memory (a stride of 0).
+    if (count) check_count(static_cast<std::size_t>(view.shape[0]), *count, field);
     const std::int64_t stride = view.strides != nullptr ? view.strides[0] : 1;
     values.resize(static_cast<std::size_t>(view.shape[0]));
     // Copied byte by byte: a buffer's integers need not be aligned (NumPy's view of a bytearray at an odd offset).
@@ -86,7 +118,7 @@ inline std::vector<std::int64_t> read_integers(nb::handle given, const char* fie
   if (!nb::isinstance<nb::sequence>(given) || nb::isinstance<nb::str>(given))
     detail::fail(field, "must be a sequence of ints or a 1-D int tensor");
   // Read one entry past the bound at most, so that one whose iteration never ends is refused.
-  const std::size_t bound = most ? *most : nb::len(given);
+  const std::size_t bound = count ? *count : nb::len(given);
   values.reserve(std::min<std::size_t>(bound, std::size_t{1} << 20));  // a len() may say more than it holds
   nb::object iterator = nb::steal(PyObject_GetIter(given.ptr()));
   if (!iterator.is_valid()) throw nb::python_error();
@@ -94,22 +126,17 @@ inline std::vector<std::int64_t> read_integers(nb::handle given, const char* fie
     nb::object item = nb::steal(PyIter_Next(iterator.ptr()));
     if (!item.is_valid()) {
       if (PyErr_Occurred() != nullptr) throw nb::python_error();
+      if (count) check_count(values.size(), *count, field);
       return values;
     }
     if (values.size() == bound) {
-      if (most) detail::fail(field, "has more entries than the step's ", bound, " requests");
+      if (count) detail::fail(field, "has more entries than the step's ", bound, " requests");
       detail::fail(field, "has more entries than its len() of ", bound);
     }
-    std::int64_t value = 0;
-    if (is_bool(item) || !nb::try_cast(item, value))
-      detail::fail(field, "must hold ints, got " + nb::cast<std::string>(nb::repr(item)));
-    values.push_back(value);
+    const std::optional<std::int64_t> value = integer_of(item);
+    if (!value) detail::fail(field, "must hold ints, got " + nb::cast<std::string>(nb::repr(item)));
+    values.push_back(*value);
   }
-}
-
-inline void check_count(std::size_t found, std::size_t expected, const char* field) {
-  if (found != expected)
-    detail::fail(field, "has " + std::to_string(found) + " entries for " + std::to_string(expected) + " requests");
 }
 
 /// A per-request sequence's `count` entries as they are when it is read: a

@@ -46,12 +46,10 @@ class batch_reader {
     std::vector<std::int64_t> computed(count, 0);
     if (!num_computed.is_none()) {
       computed = read_integers(num_computed, "num_computed", count);
-      check_count(computed.size(), count, "num_computed");
     }
     std::vector<std::int64_t> scheduled;
     if (!num_scheduled.is_none()) {
       scheduled = read_integers(num_scheduled, "num_scheduled", count);
-      check_count(scheduled.size(), count, "num_scheduled");
     }
     for (std::size_t i = 0; i < count; ++i) {
       request& r = step.requests[i];
@@ -91,7 +89,7 @@ class batch_reader {
     if (is_bool(given)) refuse();
     const nb::object number = nb::steal(PyNumber_Index(given.ptr()));  // __index__ once
     if (!number.is_valid()) {
-      PyErr_Clear();
+      clear_conversion_error();
       refuse();
     }
     if (std::uint64_t whole = 0; nb::try_cast(number, whole)) {
@@ -112,8 +110,7 @@ class batch_reader {
     }
     any_tensor tensor;
     if (nb::try_cast(ids, tensor, false)) {
-      const std::vector<std::int64_t> numbers = read_integers(ids, "ids");
-      check_count(numbers.size(), count, "ids");
+      const std::vector<std::int64_t> numbers = read_integers(ids, "ids", count);
       for (std::size_t i = 0; i < count; ++i) step.requests[i].id = numbers[i];
       return;
     }

@@ -101,7 +101,7 @@ class dispatcher_object : public engine_binding<engine> {
   void reserve(nb::handle given_plan) {
     const held_engine held = hold();
     plan_object& planned = plan_of<plan_object>(given_plan);
-    planned.output = engine_->reserve(planned.plan);
+    planned.output = without_gil([&] { return engine_->reserve(planned.plan); });
     planned.reserved = true;
   }
 
@@ -124,10 +124,7 @@ class dispatcher_object : public engine_binding<engine> {
         detail::fail("plan", "it ran already (a plan runs once; its output was handed out then): plan the step again");
       written = output_view(planned.output->data(), shape, layout());
     }
-    {
-      nb::gil_scoped_release unlocked;
-      engine_->forward(hidden_view, planned.plan, written);
-    }
+    without_gil([&] { engine_->forward(hidden_view, planned.plan, written); });
     if (!out.is_none()) return nb::borrow(out);
     return hand_out(std::move(planned.output), shape[0], layout());
   }
@@ -151,7 +148,7 @@ class dispatcher_object : public engine_binding<engine> {
   void restage(nb::handle given_plan, graph_upload_object& home) {
     const held_engine held = hold();
     plan_object& planned = plan_of<plan_object>(given_plan);
-    engine_->restage(planned.plan, *home.home);
+    without_gil([&] { engine_->restage(planned.plan, *home.home); });
   }
 
   const std::string& result_dtype() const { return result_dtype_; }

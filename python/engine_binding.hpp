@@ -4,14 +4,12 @@
 #pragma once
 
 #include <array>
-#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
 #include <system_error>
-#include <thread>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -24,12 +22,15 @@
 #include "arguments.hpp"
 #include "batch_reader.hpp"
 #include "engine.hpp"
+#include "engine_lock.hpp"
 
 namespace seqpool::python {
 
-/// A graph_upload as Python holds it (GraphUpload), with its engine.
+/// A graph_upload as Python holds it (GraphUpload), with its engine and the
+/// engine's lock, which mark_launched() holds.
 struct graph_upload_object {
   std::shared_ptr<engine_base> owner;
+  std::shared_ptr<engine_lock> lock;
   std::unique_ptr<graph_upload_handle> home;
 };
 
@@ -115,18 +116,20 @@ class engine_binding {
 
   void reserve_capacity(std::int64_t requests, std::int64_t rows, std::int64_t result_rows, std::int64_t columns) {
     const held_engine held = hold();
-    engine_->reserve_capacity({.requests = requests, .rows = rows, .result_rows = result_rows, .columns = columns});
+    without_gil([&] {
+      engine_->reserve_capacity({.requests = requests, .rows = rows, .result_rows = result_rows, .columns = columns});
+    });
   }
 
   std::unique_ptr<graph_upload_object> reserve_graph() {
     const held_engine held = hold();
-    return std::make_unique<graph_upload_object>(graph_upload_object{engine_, engine_->reserve_graph()});
+    return std::make_unique<graph_upload_object>(
+        graph_upload_object{engine_, lock_, without_gil([&] { return engine_->reserve_graph(); })});
   }
 
   void synchronize() {
     const held_engine held = hold();
-    nb::gil_scoped_release unlocked;
-    engine_->synchronize();
+    without_gil([&] { engine_->synchronize(); });
   }
 
   nb::dict audit() {
@@ -163,40 +166,18 @@ class engine_binding {
  protected:
   engine_binding() = default;  ///< engine_ is the derived class's to make
 
-  /// The engine, held by one call until it returns.
-  class held_engine {
-   public:
-    explicit held_engine(engine_binding& binding) : binding_(binding) {}
-    held_engine(const held_engine&) = delete;
-    held_engine& operator=(const held_engine&) = delete;
-    ~held_engine() {
-      binding_.holder_.store(std::thread::id{});
-      binding_.busy_.unlock();
-    }
+  using held_engine = engine_lock::held;
 
-   private:
-    engine_binding& binding_;
-  };
+  /// The engine, held by one call until it returns (engine_lock).
+  [[nodiscard]] held_engine hold() { return lock_->hold(); }
 
-  /// Waits for the engine, with the GIL let go meanwhile: a thread that holds
-  /// the engine never waits for the GIL while another waits for it holding
-  /// the GIL. One step at a time: the engine, its state store, staging and the
-  /// kept batch are not for two threads at once. A call holds the engine while
-  /// it reads its arguments, which may run the caller's code; that code calling
-  /// this pooler again on the same thread would wait for itself, and is refused
-  /// instead (code that hands the call to another thread and waits for it would
-  /// still wait for itself).
-  [[nodiscard]] held_engine hold() {
-    if (holder_.load() == std::this_thread::get_id())
-      detail::fail("pooler",
-                   "called from code one of its own calls runs while it reads its arguments (an argument's "
-                   "__index__, __len__, __iter__, __dlpack__, …): call it once that call has returned");
-    {
-      nb::gil_scoped_release unlocked;
-      busy_.lock();
-    }
-    holder_.store(std::this_thread::get_id());
-    return held_engine(*this);
+  /// What `call` gives, with the GIL let go while it runs: a call of the
+  /// engine that may wait for the device (reserving, restaging) or runs a
+  /// step, and reads no Python object, holding the engine.
+  template <class Call>
+  static decltype(auto) without_gil(Call&& call) {
+    nb::gil_scoped_release unlocked;
+    return std::forward<Call>(call)();
   }
 
   /// A tensor on a CUDA device must be on the engine's (the DLPack views check the device's kind).
@@ -280,8 +261,7 @@ class engine_binding {
       std::make_shared<spare_plans<typename Engine::plan_type>>();
 
  private:
-  std::mutex busy_;
-  std::atomic<std::thread::id> holder_;  ///< the thread whose call holds busy_, or none
+  std::shared_ptr<engine_lock> lock_ = std::make_shared<engine_lock>();
 };
 
 }  // namespace seqpool::python

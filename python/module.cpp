@@ -192,7 +192,10 @@ NB_MODULE(_seqpool, m) {
 
   nb::class_<graph_upload_object>(m, "GraphUpload")
       .def_prop_ro("bytes", [](const graph_upload_object& g) { return g.home->bytes(); })
-      .def("mark_launched", [](graph_upload_object& g) { g.home->mark_launched(); });
+      .def("mark_launched", [](graph_upload_object& g) {
+        const engine_lock::held held = g.lock->hold();
+        g.home->mark_launched();
+      });
 
   auto dispatcher =
       nb::class_<dispatcher_object>(m, "Dispatcher")

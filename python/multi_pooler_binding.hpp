@@ -114,7 +114,7 @@ class multi_pooler_object : public engine_binding<multi_pooler_engine> {
   void reserve(nb::handle given_plan) {
     const held_engine held = hold();
     parts_plan_object& planned = plan_of<parts_plan_object>(given_plan);
-    planned.outputs = engine_->reserve(planned.plan);
+    planned.outputs = without_gil([&] { return engine_->reserve(planned.plan); });
     planned.reserved = true;
   }
 
@@ -143,10 +143,7 @@ class multi_pooler_object : public engine_binding<multi_pooler_engine> {
         views.push_back(output_view(planned.outputs[k]->data(), shapes[k], layout(k)));
       }
     }
-    {
-      nb::gil_scoped_release unlocked;
-      engine_->forward(hidden_view, planned.plan, views);
-    }
+    without_gil([&] { engine_->forward(hidden_view, planned.plan, views); });
     if (!out.is_none()) return nb::borrow(out);
     std::vector<std::unique_ptr<output_memory>> outputs = std::move(planned.outputs);
     planned.outputs.clear();  // handed out, whatever happens below
@@ -177,7 +174,7 @@ class multi_pooler_object : public engine_binding<multi_pooler_engine> {
   void restage(nb::handle given_plan, graph_upload_object& home) {
     const held_engine held = hold();
     parts_plan_object& planned = plan_of<parts_plan_object>(given_plan);
-    engine_->restage(planned.plan, *home.home);
+    without_gil([&] { engine_->restage(planned.plan, *home.home); });
   }
 
   const std::vector<std::string>& result_dtypes() const { return result_dtypes_; }

@@ -7,6 +7,7 @@ import os
 import pathlib
 import sys
 import threading
+import time
 import tracemalloc
 import weakref
 
@@ -509,6 +510,45 @@ def test_arguments_are_read_within_the_batch_whatever_they_do_meanwhile():
                 "rows in 32 bits)", dispatcher.plan, [rows])
 
 
+def test_a_count_tensor_of_another_length_is_refused_before_it_is_read():
+    """A tensor that says 10^12 entries may take no memory (a stride of 0): its length is
+    checked against the step's requests first, where reading it would fill memory."""
+    dispatcher = seqpool.pooler(4, "mean")
+    vast = np.lib.stride_tricks.as_strided(np.zeros(1, np.int64), shape=(10**12,), strides=(0,))
+    for keyword in ("num_computed", "num_scheduled", "ids"):
+        refuses(f"{keyword}: has 1000000000000 entries for 2 requests", dispatcher.plan, [1, 1], **{keyword: vast})
+        refuses(f"{keyword}: has 3 entries for 2 requests", dispatcher.plan, [1, 1],
+                **{keyword: np.array([0, 1, 2])})
+    assert dispatcher.plan([1, 1], ids=np.array([5, 6])).results == [(0, 1, 4), (4, 1, 4)]
+
+
+class Interrupting:
+    """An int whose __index__ is interrupted (or raises what it raises)."""
+
+    def __init__(self, error):
+        self.error = error
+
+    def __index__(self):
+        raise self.error
+
+
+def test_what_an_argument_s_index_raises_reaches_the_caller():
+    """A KeyboardInterrupt (or any error but the TypeError of no __index__, or the
+    OverflowError of an int past the range) raised while an int is read is the caller's:
+    it propagates, where turning it into seqpool's refusal would lose it."""
+    dispatcher = seqpool.pooler(4, "mean")
+    for error in (KeyboardInterrupt(), RuntimeError("from __index__")):
+        for call in (lambda: dispatcher.plan([Interrupting(error)]),
+                     lambda: dispatcher.plan([1], [Interrupting(error)]),
+                     lambda: dispatcher.plan([1], ids=[Interrupting(error)]),
+                     lambda: dispatcher.release(Interrupting(error))):
+            with pytest.raises(type(error)):
+                call()
+    refuses("prompt_lens: must hold ints, got", dispatcher.plan, [Interrupting(TypeError("no int"))])
+    refuses("prompt_lens: must hold ints, got 36893488147419103232", dispatcher.plan, [2**65])
+    refuses("ids: a request id is a str or an int", dispatcher.plan, [1], ids=[Interrupting(TypeError("no int"))])
+
+
 def test_token_ids_live_as_long_as_the_plan_whoever_exported_them():
     """A DLPack producer whose capsule alone owns the ids: the plan keeps the capsule."""
     exported = []
@@ -822,6 +862,40 @@ def test_threads_pool_at_once():
                 assert np.array_equal(a, b)
 
     run_threads(work)
+
+
+@pytest.mark.parametrize("kind", ["Dispatcher", "MultiPooler"])
+def test_reserve_lets_go_of_the_gil(kind):
+    """reserve() may wait for the device (a staging slot, pinned memory's growth): another
+    thread runs Python meanwhile. Here its wait is growing the state store for 50,000 chunked
+    requests; the other thread's ticks land inside it."""
+    size, count = 1024, 50_000
+    pooler = (seqpool.pooler(size, "mean") if kind == "Dispatcher"
+              else seqpool.MultiPooler(size, [seqpool.Part("mean")]))
+    plan = pooler.plan([2] * count, [1] * count)
+    ticks, stop = [], threading.Event()
+
+    def tick():
+        while not stop.is_set():
+            ticks.append(time.perf_counter())
+
+    switch = sys.getswitchinterval()
+    sys.setswitchinterval(0.0005)
+    ticker = threading.Thread(target=tick)
+    ticker.start()
+    try:
+        while not ticks:
+            time.sleep(0.001)
+        began = time.perf_counter()
+        pooler.reserve(plan)
+        ended = time.perf_counter()
+    finally:
+        stop.set()
+        ticker.join()
+        sys.setswitchinterval(switch)
+    margin = (ended - began) / 4
+    assert ended - began > 0.01, "the reserve was too short to tell"
+    assert any(began + margin < t < ended - margin for t in ticks), (ended - began, len(ticks))
 
 
 def test_spans_pool_each_passage_into_a_row_of_its_own():
