@@ -18,6 +18,7 @@
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
 
+#include <seqpool/detail/records.hpp>
 #include <seqpool/dlpack.hpp>
 #include <seqpool/error.hpp>
 
@@ -78,6 +79,13 @@ inline std::optional<std::int64_t> integer_of(nb::handle given) {
   return std::nullopt;
 }
 
+/// An int argument (`field`), read as integer_of() reads one.
+inline std::int64_t integer_argument(nb::handle given, const char* field) {
+  const std::optional<std::int64_t> value = integer_of(given);
+  if (!value) detail::fail(field, "must be an int in [-2^63, 2^63), got " + nb::cast<std::string>(nb::repr(given)));
+  return *value;
+}
+
 /// Integers from a 1-D int32/int64 host tensor or a sequence of Python ints:
 /// exactly `count` of them where it is given (one a request: a tensor's
 /// length is checked before it is read, and a sequence is iterated one entry
@@ -96,8 +104,13 @@ inline std::vector<std::int64_t> read_integers(nb::handle given, const char* fie
     const bool wide = dlpack::detail::holds<std::int64_t>(view.dtype);
     if (!wide && !dlpack::detail::holds<std::int32_t>(view.dtype))
       detail::fail(field, "must hold int64 or int32, got " + dlpack::detail::dtype_name(view.dtype));
-    // A tensor of any length may take no memory (a stride of 0).
+    // A tensor of any length may take no memory (a stride of 0): its length is checked before it is read, against
+    // the requests' count, or against the most requests a step has (each reads a row, and its records count rows
+    // in 32 bits).
     if (count) check_count(static_cast<std::size_t>(view.shape[0]), *count, field);
+    if (view.shape[0] > detail::most_counted)
+      detail::fail(field, "has ", view.shape[0], " entries; a step has at most ", detail::most_counted,
+                   " requests (each reads a row, and a step reads at most ", detail::most_counted, ")");
     const std::int64_t stride = view.strides != nullptr ? view.strides[0] : 1;
     values.resize(static_cast<std::size_t>(view.shape[0]));
     // Copied byte by byte: a buffer's integers need not be aligned (NumPy's view of a bytearray at an odd offset).

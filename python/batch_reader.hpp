@@ -34,8 +34,8 @@ class batch_reader {
   /// caller's to set), in the batch kept from call to call, so that its
   /// requests (their ids' storage, their knobs) are reused, not rebuilt.
   batch& read(nb::handle prompt_lens, nb::handle num_scheduled, nb::handle num_computed, nb::handle ids,
-              nb::handle token_ids, nb::handle params, std::optional<std::int64_t> sequence_length,
-              const std::string& padding, planned_inputs& kept) {
+              nb::handle token_ids, nb::handle params, nb::handle sequence_length, const std::string& padding,
+              planned_inputs& kept) {
     batch& step = step_;
     const std::vector<std::int64_t> lengths = read_integers(prompt_lens, "prompt_lens");
     const std::size_t count = lengths.size();
@@ -64,8 +64,8 @@ class batch_reader {
     read_ids(ids, step);
     read_params(params, step);
     read_token_ids(token_ids, step, kept.token_ids);
-    if (sequence_length)
-      step.padded = padded_rows{.sequence_length = *sequence_length,
+    if (!sequence_length.is_none())
+      step.padded = padded_rows{.sequence_length = integer_argument(sequence_length, "sequence_length"),
                                 .padding = padding == "right" ? padding::right : padding::left};
     kept.padded = dlpack::padded_extents_of(step);
     return step;

@@ -56,7 +56,7 @@ class dispatcher_object : public engine_binding<engine> {
 
   std::unique_ptr<plan_object> plan(nb::handle prompt_lens, nb::handle num_scheduled, nb::handle num_computed,
                                     nb::handle ids, nb::handle tasks, nb::handle token_ids, nb::handle params,
-                                    std::optional<std::int64_t> sequence_length, const std::string& padding) {
+                                    nb::handle sequence_length, const std::string& padding) {
     const held_engine held = hold();
     auto made = std::make_unique<plan_object>();
     batch& step = steps_.read(prompt_lens, num_scheduled, num_computed, ids, token_ids, params, sequence_length,
@@ -79,7 +79,7 @@ class dispatcher_object : public engine_binding<engine> {
     const held_engine held = hold();
     planned_inputs kept;
     batch& step =
-        steps_.read(prompt_lens, nb::none(), nb::none(), ids, nb::none(), nb::none(), std::nullopt, "right", kept);
+        steps_.read(prompt_lens, nb::none(), nb::none(), ids, nb::none(), nb::none(), nb::none(), "right", kept);
     read_tasks(tasks, step);
     const any_tensor rows = tensor_of(hidden, "hidden states");
     const DLTensor hidden_view = on_this_device(describe(rows), "hidden states");

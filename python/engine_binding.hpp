@@ -114,11 +114,13 @@ class engine_binding {
   std::int64_t hidden_size() const { return engine_->hidden_size(); }
   std::string device() const { return engine_->device_type() == kDLCUDA ? "cuda" : "cpu"; }
 
-  void reserve_capacity(std::int64_t requests, std::int64_t rows, std::int64_t result_rows, std::int64_t columns) {
+  void reserve_capacity(nb::handle requests, nb::handle rows, nb::handle result_rows, nb::handle columns) {
     const held_engine held = hold();
-    without_gil([&] {
-      engine_->reserve_capacity({.requests = requests, .rows = rows, .result_rows = result_rows, .columns = columns});
-    });
+    const capacity limits{.requests = integer_argument(requests, "requests"),
+                          .rows = integer_argument(rows, "rows"),
+                          .result_rows = integer_argument(result_rows, "result_rows"),
+                          .columns = integer_argument(columns, "columns")};
+    without_gil([&] { engine_->reserve_capacity(limits); });
   }
 
   std::unique_ptr<graph_upload_object> reserve_graph() {

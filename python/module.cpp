@@ -57,8 +57,8 @@ template <class Object>
 void bind_engine_calls(nb::class_<Object>& bound) {
   bound.def_prop_ro("hidden_size", &Object::hidden_size)
       .def_prop_ro("device", &Object::device)
-      .def("reserve_capacity", &Object::reserve_capacity, nb::kw_only(), "requests"_a, "rows"_a, "result_rows"_a = 0,
-           "columns"_a = 0)
+      .def("reserve_capacity", &Object::reserve_capacity, nb::kw_only(), "requests"_a.none(), "rows"_a.none(),
+           "result_rows"_a.none() = 0, "columns"_a.none() = 0)
       .def("reserve_graph", &Object::reserve_graph)
       .def("synchronize", &Object::synchronize)
       .def("audit", &Object::audit)

@@ -96,7 +96,7 @@ class multi_pooler_object : public engine_binding<multi_pooler_engine> {
 
   std::unique_ptr<parts_plan_object> plan(nb::handle prompt_lens, nb::handle num_scheduled, nb::handle num_computed,
                                           nb::handle ids, nb::handle token_ids, nb::handle params,
-                                          std::optional<std::int64_t> sequence_length, const std::string& padding) {
+                                          nb::handle sequence_length, const std::string& padding) {
     const held_engine held = hold();
     auto made = std::make_unique<parts_plan_object>();
     const batch& step = steps_.read(prompt_lens, num_scheduled, num_computed, ids, token_ids, params, sequence_length,

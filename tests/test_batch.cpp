@@ -246,6 +246,15 @@ TEST_CASE("integer ids that rise through a step are distinct; in any other order
       "request 3 (id \"x\"): id: appears twice in one step (first as request 2)");
   check_rejected({{whole(0, task::embed, 1), whole("0", task::embed, 1)}},
                  "request 1 (id \"0\"): id: appears twice in one step (first as request 0)");
+  // Rising ids leave the table as it was; others fill it.
+  seqpool::step_layout layout;
+  std::vector<std::uint64_t> table;
+  const seqpool::batch rising{{whole(3, task::embed, 1), whole(8, task::embed, 1), whole(9, task::embed, 1)}};
+  seqpool::detail::lay_out_into(rising.requests, std::nullopt, layout, table);
+  CHECK(table.empty());
+  const seqpool::batch falling{{whole(9, task::embed, 1), whole(8, task::embed, 1)}};
+  seqpool::detail::lay_out_into(falling.requests, std::nullopt, layout, table);
+  CHECK_FALSE(table.empty());
 }
 
 TEST_CASE("a padded layout's padding is right or left") {

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <optional>
 #include <span>
+#include <stdexcept>
 #include <string>
 #include <system_error>
 #include <utility>
@@ -72,40 +73,57 @@ class result_files {
     }
   }
 
-  /// Gives every file written its final name, all or none: a file an earlier
-  /// run left under a final name is set aside first, and where a rename
-  /// fails, the names published are removed and what was set aside is given
-  /// its name back before the error is thrown.
+  /// Gives every file written its final name, all or none. What an earlier
+  /// run left under a final name is kept under a second hidden name first (a
+  /// hard link, or a copy where the file system has none), so that each final
+  /// name is replaced by one rename and names a whole file throughout; where a
+  /// rename fails, the names published are given back what they held (or
+  /// removed), and the error names any that could not be.
   void publish() {
     std::size_t published = 0;
     try {
-      for (named& file : written_)
-        if (std::filesystem::exists(file.final)) {
-          std::filesystem::rename(file.final, file.previous);
-          file.set_aside = true;
+      for (named& file : written_) {
+        std::filesystem::remove(file.previous);  // one a run that stopped midway left
+        // A symbolic link is kept as one, dangling or not.
+        if (std::filesystem::exists(std::filesystem::symlink_status(file.final))) {
+          std::error_code no_link;
+          std::filesystem::create_hard_link(file.final, file.previous, no_link);
+          if (no_link) std::filesystem::copy_file(file.final, file.previous);
+          file.kept = true;
         }
+      }
       for (; published < written_.size(); ++published)
         std::filesystem::rename(written_[published].hidden, written_[published].final);
-    } catch (...) {
-      std::error_code ignored;
-      for (std::size_t k = 0; k < published; ++k) std::filesystem::remove(written_[k].final, ignored);
-      for (const named& file : written_)
-        if (file.set_aside) std::filesystem::rename(file.previous, file.final, ignored);
-      throw;
+    } catch (const std::exception& failure) {
+      std::string not_given_back;
+      for (std::size_t k = 0; k < written_.size(); ++k) {
+        const named& file = written_[k];
+        std::error_code failed;
+        if (k < published && file.kept) {
+          std::filesystem::rename(file.previous, file.final, failed);
+          if (failed) not_given_back += "; what " + file.final.string() + " held is left at " + file.previous.string();
+        } else if (k < published) {
+          std::filesystem::remove(file.final, failed);
+          if (failed) not_given_back += "; " + file.final.string() + " could not be removed";
+        } else if (file.kept) {
+          std::filesystem::remove(file.previous, failed);
+        }
+      }
+      throw std::runtime_error(failure.what() + not_given_back);
     }
     std::error_code ignored;
     for (const named& file : written_)
-      if (file.set_aside) std::filesystem::remove(file.previous, ignored);
+      if (file.kept) std::filesystem::remove(file.previous, ignored);
     written_.clear();
   }
 
  private:
   /// A result file's names: written to `hidden`, published as `final`, and
-  /// `previous` for what an earlier run left under `final` (`set_aside`)
-  /// while the step is published.
+  /// `previous` for what an earlier run left under `final` (`kept`) while the
+  /// step is published.
   struct named {
     std::filesystem::path hidden, final, previous;
-    bool set_aside = false;
+    bool kept = false;
   };
   std::vector<named> written_;
 };

@@ -54,7 +54,8 @@ template <>
 struct memory<device_space<cuda_backend>> {
   static constexpr const char* space = "device_space<cuda_backend>";
   static constexpr DLDeviceType devices[] = {kDLCUDA, kDLCUDAManaged};
-  /// The device whose kDLCUDA memory it reads: the current one, its stream's (cuda_backend).
+  /// The device whose kDLCUDA memory it reads: the current one, which must be
+  /// its stream's whenever it is used (cuda_backend).
   static int device() {
     int current = 0;
     if (const cudaError_t status = cudaGetDevice(&current); status != cudaSuccess)
@@ -131,8 +132,10 @@ void check_device(const DLTensor& tensor, const char* what) {
     if constexpr (requires { memory<Space>::device(); })
       if (tensor.device.device_type == kDLCUDA)
         if (const int device = memory<Space>::device(); tensor.device.device_id != device)
-          seqpool::detail::fail(what, "the tensor is on CUDA device ", tensor.device.device_id, "; ",
-                                memory<Space>::space, " reads the current device's, ", device);
+          seqpool::detail::fail(
+              what, "the tensor is on CUDA device ", tensor.device.device_id, "; ", memory<Space>::space,
+              " reads the current device's, ", device,
+              ", which must be its stream's (cudaSetDevice or torch.cuda.set_device before using it)");
     return;
   }
   std::string accepted;

@@ -520,6 +520,8 @@ def test_a_count_tensor_of_another_length_is_refused_before_it_is_read():
         refuses(f"{keyword}: has 3 entries for 2 requests", dispatcher.plan, [1, 1],
                 **{keyword: np.array([0, 1, 2])})
     assert dispatcher.plan([1, 1], ids=np.array([5, 6])).results == [(0, 1, 4), (4, 1, 4)]
+    # prompt_lens says how many requests there are: no more than a step's rows.
+    refuses("prompt_lens: has 1000000000000 entries; a step has at most 2147483647 requests", dispatcher.plan, vast)
 
 
 class Interrupting:
@@ -541,12 +543,16 @@ def test_what_an_argument_s_index_raises_reaches_the_caller():
         for call in (lambda: dispatcher.plan([Interrupting(error)]),
                      lambda: dispatcher.plan([1], [Interrupting(error)]),
                      lambda: dispatcher.plan([1], ids=[Interrupting(error)]),
+                     lambda: dispatcher.plan([1], sequence_length=Interrupting(error)),
+                     lambda: dispatcher.reserve_capacity(requests=Interrupting(error), rows=1),
                      lambda: dispatcher.release(Interrupting(error))):
             with pytest.raises(type(error)):
                 call()
     refuses("prompt_lens: must hold ints, got", dispatcher.plan, [Interrupting(TypeError("no int"))])
     refuses("prompt_lens: must hold ints, got 36893488147419103232", dispatcher.plan, [2**65])
     refuses("ids: a request id is a str or an int", dispatcher.plan, [1], ids=[Interrupting(TypeError("no int"))])
+    refuses("sequence_length: must be an int in [-2^63, 2^63), got '4'", dispatcher.plan, [1], sequence_length="4")
+    refuses("rows: must be an int in [-2^63, 2^63), got None", dispatcher.reserve_capacity, requests=1, rows=None)
 
 
 def test_token_ids_live_as_long_as_the_plan_whoever_exported_them():

@@ -285,8 +285,8 @@ class Errors(unittest.TestCase):
                 self.assertFalse((batch.out / "small.npy").exists())
 
     def test_a_step_whose_files_cannot_all_be_published_publishes_none(self):
-        # A rename that fails partway (failing_rename.c, preloaded, fails the one to a name) takes back the step's
-        # files renamed before it and gives back what an earlier run left under their names.
+        # Renames that fail (failing_rename.c, preloaded: the one to a name, or every one from the n-th) take back
+        # the step's files published before them, and give back what an earlier run left under their names.
         import os
         import pathlib
         import shutil
@@ -299,22 +299,50 @@ class Errors(unittest.TestCase):
             preload = pathlib.Path(built) / "failing_rename.so"
             subprocess.run([compiler, "-shared", "-fPIC", "-o", str(preload),
                             str(pathlib.Path(__file__).parent / "failing_rename.c"), "-ldl"], check=True)
+            preloaded = ":".join(filter(None, [str(preload), os.environ.get("LD_PRELOAD")]))
             earlier = np.array([7.0, 7.0], np.float32)
+
+            def run_failing(earlier_files, **failing):
+                batch = Batch(H, {"embed": "mean"})
+                batch.step(ROWS[:2], [request("first", "embed", 1), request("second", "embed", 1)])
+                (batch.folder / "out").mkdir()
+                for name in earlier_files:
+                    np.save(batch.folder / "out" / name, earlier)
+                run = batch.run(audit=False, env=dict(os.environ, LD_PRELOAD=preloaded, **failing))
+                self.assertEqual(run.returncode, 2, run.stderr)
+                self.assertTrue(run.stderr.startswith("seqpool: error: step 0: "), run.stderr)
+                return batch, run
+
+            # The second rename fails: the first is taken back, and first.npy holds the earlier run's file.
+            batch, _ = run_failing(["first.npy"], FAILING_RENAME="/second.npy")
+            self.assertEqual(sorted(path.name for path in batch.out.iterdir()), ["first.npy"])
+            np.testing.assert_array_equal(np.load(batch.out / "first.npy"), earlier)
+            # The first fails: nothing was published, and the earlier files are as they were.
+            batch, _ = run_failing(["first.npy", "second.npy"], FAILING_RENAME="/first.npy")
+            self.assertEqual(sorted(path.name for path in batch.out.iterdir()), ["first.npy", "second.npy"])
+            for name in ("first.npy", "second.npy"):
+                np.testing.assert_array_equal(np.load(batch.out / name), earlier)
+            # Every rename from the second fails, giving first.npy back too: the error says where its file is.
+            batch, run = run_failing(["first.npy", "second.npy"], FAILING_RENAME_FROM="2")
+            self.assertIn(f"what {batch.out / 'first.npy'} held is left at {batch.out / '.first.npy.previous'}",
+                          run.stderr)
+            np.testing.assert_array_equal(np.load(batch.out / ".first.npy.previous"), earlier)
+            np.testing.assert_array_equal(np.load(batch.out / "second.npy"), earlier)
+            # A symbolic link left under a final name, dangling, is a file too.
             batch = Batch(H, {"embed": "mean"})
             batch.step(ROWS[:2], [request("first", "embed", 1), request("second", "embed", 1)])
             (batch.folder / "out").mkdir()
-            np.save(batch.folder / "out" / "first.npy", earlier)
-            run = batch.run(audit=False, env=dict(os.environ, LD_PRELOAD=str(preload), FAILING_RENAME="/second.npy"))
+            (batch.folder / "out" / "first.npy").symlink_to("nowhere")
+            run = batch.run(audit=False, env=dict(os.environ, LD_PRELOAD=preloaded, FAILING_RENAME="/second.npy"))
             self.assertEqual(run.returncode, 2, run.stderr)
-            self.assertTrue(run.stderr.startswith("seqpool: error: step 0: "), run.stderr)
-            self.assertEqual(sorted(path.name for path in batch.out.iterdir()), ["first.npy"])
-            np.testing.assert_array_equal(np.load(batch.out / "first.npy"), earlier)
+            self.assertEqual([path.name for path in batch.out.iterdir()], ["first.npy"])
+            self.assertEqual(os.readlink(batch.out / "first.npy"), "nowhere")
             # A batch with parts: neither part's file is published where the other's cannot be.
             parts = Batch(H, None)
             parts.parts({"name": "d", "task": "embed", "method": "mean"},
                         {"name": "t", "task": "token_embed", "method": "all"})
             parts.step(ROWS[:2], [request("a", "embed", 2)])
-            run = parts.run(audit=False, env=dict(os.environ, LD_PRELOAD=str(preload), FAILING_RENAME="/t/a.npy"))
+            run = parts.run(audit=False, env=dict(os.environ, LD_PRELOAD=preloaded, FAILING_RENAME="/t/a.npy"))
             self.assertEqual(run.returncode, 2, run.stderr)
             self.assertEqual(sorted(str(path.relative_to(parts.out)) for path in parts.out.rglob("*")), ["d", "t"])
 

@@ -43,7 +43,8 @@ TEST_CASE("a DLPack tensor of another CUDA device than the current one, the stre
   CHECK(seqpool::dlpack::output<space>(tensor).size() == 8);
   tensor.device.device_id = current + 1;
   const std::string found = "the tensor is on CUDA device " + std::to_string(current + 1) +
-                            "; device_space<cuda_backend> reads the current device's, " + std::to_string(current);
+                            "; device_space<cuda_backend> reads the current device's, " + std::to_string(current) +
+                            ", which must be its stream's (cudaSetDevice or torch.cuda.set_device before using it)";
   CHECK_THROWS_WITH_AS((seqpool::dlpack::hidden<float, space>(tensor)), ("hidden states: " + found).c_str(),
                        seqpool::error);
   CHECK_THROWS_WITH_AS(seqpool::dlpack::output<space>(tensor), ("output: " + found).c_str(), seqpool::error);

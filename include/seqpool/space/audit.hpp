@@ -6,6 +6,7 @@
 // without a GPU assert the contract for the very code path the GPU runs.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 
@@ -34,21 +35,32 @@ constexpr bool keeps_sync_contract(const audit_counts& step) {
   return step.uploads <= 1 && step.downloads == 0 && step.waits == 0 && step.allocations == 0;
 }
 
+/// Each count a relaxed atomic: a space's memory may be freed on another
+/// thread than the one its steps run on (Python frees an output on whichever
+/// thread lets it go), and every free is counted, as cheaply as a plain count.
 class audit {
  public:
   void count_upload(std::size_t bytes) {
-    ++counts_.uploads;
-    counts_.upload_bytes += static_cast<std::int64_t>(bytes);
+    add(uploads_, 1);
+    add(upload_bytes_, static_cast<std::int64_t>(bytes));
   }
-  void count_download() { ++counts_.downloads; }
-  void count_wait() { ++counts_.waits; }
-  void count_allocation() { ++counts_.allocations; }
-  void count_launch() { ++counts_.launches; }
+  void count_download() { add(downloads_, 1); }
+  void count_wait() { add(waits_, 1); }
+  void count_allocation() { add(allocations_, 1); }
+  void count_launch() { add(launches_, 1); }
 
-  audit_counts counts() const { return counts_; }
+  audit_counts counts() const {
+    constexpr auto relaxed = std::memory_order_relaxed;
+    return {uploads_.load(relaxed), upload_bytes_.load(relaxed), downloads_.load(relaxed),
+            waits_.load(relaxed),   allocations_.load(relaxed),  launches_.load(relaxed)};
+  }
 
  private:
-  audit_counts counts_;
+  static void add(std::atomic<std::int64_t>& count, std::int64_t more) {
+    count.fetch_add(more, std::memory_order_relaxed);
+  }
+
+  std::atomic<std::int64_t> uploads_{0}, upload_bytes_{0}, downloads_{0}, waits_{0}, allocations_{0}, launches_{0};
 };
 
 /// What a space counted between this object's construction and a call to counts().

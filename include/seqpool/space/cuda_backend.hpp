@@ -59,23 +59,20 @@ class cuda_backend {
   using event = cudaEvent_t;
 
   /// The stream must not be the legacy default stream if steps are to be
-  /// captured. Its device must be the current one — CUDA launches and records
-  /// on a stream only with its device current, here and whenever the space is
-  /// used — and its SMs size every launch's wave; a stream of another device
-  /// is refused here rather than failing at the first step. `most_blocks`,
-  /// when positive, cuts waves to that many blocks (tests use it to make
-  /// blocks take several indices under the sanitizers).
+  /// captured. Its device must be the current one, here and whenever the
+  /// space is used: CUDA launches a kernel on a stream only with the stream's
+  /// device current, so a stream of another device is refused here rather
+  /// than failing at the first step; its SMs size every launch's wave.
+  /// `most_blocks`, when positive, cuts waves to that many blocks (tests use
+  /// it to make blocks take several indices under the sanitizers).
   explicit cuda_backend(cudaStream_t stream = nullptr, std::int64_t most_blocks = 0)
       : stream_(stream), current_(stream), most_blocks_(most_blocks) {
-    check(cudaGetDevice(&device_), "cudaGetDevice");
-    // The default streams' handles name the current device's.
-    if (stream != nullptr && stream != cudaStreamLegacy && stream != cudaStreamPerThread) {
-      int streams = 0;
-      check(cudaStreamGetDevice(stream, &streams), "cudaStreamGetDevice");
-      if (streams != device_)
-        throw device_error(detail::concat("cuda_backend: the stream is on device ", streams, ", the current device is ",
-                                          device_, ": make the stream's device current (cudaSetDevice) to use it"));
-    }
+    int current = 0;
+    check(cudaGetDevice(&current), "cudaGetDevice");
+    check(cudaStreamGetDevice(stream, &device_), "cudaStreamGetDevice");  // a default stream's: the current one
+    if (device_ != current)
+      throw device_error(detail::concat("cuda_backend: the stream is on device ", device_, ", the current device is ",
+                                        current, ": make the stream's device current (cudaSetDevice) to use it"));
     check(cudaDeviceGetAttribute(&multiprocessors_, cudaDevAttrMultiProcessorCount, device_), "cudaDeviceGetAttribute");
   }
   cuda_backend(const cuda_backend& other)
@@ -92,7 +89,7 @@ class cuda_backend {
   cuda_backend& operator=(cuda_backend&&) noexcept = default;
 
   cudaStream_t stream() const { return stream_; }
-  /// The device the stream is on, the current one when the backend was made.
+  /// The device the stream is on.
   int device() const { return device_; }
 
   void* allocate(std::size_t bytes) {
