@@ -107,8 +107,9 @@ inline std::vector<std::int64_t> read_integers(nb::handle given, const char* fie
     // A tensor of any length may take no memory (a stride of 0): its length is checked before it is read, against
     // the requests' count, or against the most requests a step has (each reads a row, and its records count rows
     // in 32 bits).
-    if (count) check_count(static_cast<std::size_t>(view.shape[0]), *count, field);
-    if (view.shape[0] > detail::most_counted)
+    if (count)
+      check_count(static_cast<std::size_t>(view.shape[0]), *count, field);
+    else if (view.shape[0] > detail::most_counted)
       detail::fail(field, "has ", view.shape[0], " entries; a step has at most ", detail::most_counted,
                    " requests (each reads a row, and a step reads at most ", detail::most_counted, ")");
     const std::int64_t stride = view.strides != nullptr ? view.strides[0] : 1;

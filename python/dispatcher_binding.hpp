@@ -81,9 +81,7 @@ class dispatcher_object : public engine_binding<engine> {
     batch& step =
         steps_.read(prompt_lens, nb::none(), nb::none(), ids, nb::none(), nb::none(), nb::none(), "right", kept);
     read_tasks(tasks, step);
-    const any_tensor rows = tensor_of(hidden, "hidden states");
-    const DLTensor hidden_view = on_this_device(describe(rows), "hidden states");
-    check_padded(hidden_view, kept.padded);
+    const hidden_tensor rows = hidden_of(hidden, kept.padded);
     nb::gil_scoped_release unlocked;
     step_plan planned;  // as an engine plans: into the last step's plan
     const auto start = std::chrono::steady_clock::now();
@@ -92,7 +90,7 @@ class dispatcher_object : public engine_binding<engine> {
       const std::unique_ptr<output_memory> output = engine_->reserve(planned);
       std::array<std::int64_t, 2> shape = {planned.output_size, 2};
       DLTensor written = output_view(output->data(), shape, layout());
-      engine_->forward(hidden_view, planned, written);
+      engine_->forward(rows.view, planned, written);
     }
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() /
            static_cast<double>(repeats);
@@ -110,9 +108,7 @@ class dispatcher_object : public engine_binding<engine> {
     const held_engine held = hold();
     plan_object& planned = plan_of<plan_object>(given_plan);
     if (!planned.reserved) detail::fail("reserve", "call reserve(plan) before forward(hidden, plan)");
-    const any_tensor rows = tensor_of(hidden, "hidden states");
-    const DLTensor hidden_view = on_this_device(describe(rows), "hidden states");
-    check_padded(hidden_view, planned.kept.padded);
+    const hidden_tensor rows = hidden_of(hidden, planned.kept.padded);
     DLTensor written{};
     std::array<std::int64_t, 2> shape = {planned.plan.output_size, 2};
     nb::ndarray<> given;
@@ -124,7 +120,7 @@ class dispatcher_object : public engine_binding<engine> {
         detail::fail("plan", "it ran already (a plan runs once; its output was handed out then): plan the step again");
       written = output_view(planned.output->data(), shape, layout());
     }
-    without_gil([&] { engine_->forward(hidden_view, planned.plan, written); });
+    without_gil([&] { engine_->forward(rows.view, planned.plan, written); });
     if (!out.is_none()) return nb::borrow(out);
     return hand_out(std::move(planned.output), shape[0], layout());
   }
@@ -137,12 +133,10 @@ class dispatcher_object : public engine_binding<engine> {
   void capture(nb::handle hidden, nb::handle given_plan, nb::handle out, graph_upload_object& home) {
     const held_engine held = hold();
     plan_object& planned = plan_of<plan_object>(given_plan);
-    const any_tensor rows = tensor_of(hidden, "hidden states");
-    const DLTensor hidden_view = on_this_device(describe(rows), "hidden states");
-    check_padded(hidden_view, planned.kept.padded);
+    const hidden_tensor rows = hidden_of(hidden, planned.kept.padded);
     const nb::ndarray<> written_to = writable_tensor_of(out, "output");
     DLTensor written = on_this_device(describe(written_to), "output");
-    engine_->capture(hidden_view, planned.plan, written, *home.home);
+    engine_->capture(rows.view, planned.plan, written, *home.home);
   }
 
   void restage(nb::handle given_plan, graph_upload_object& home) {

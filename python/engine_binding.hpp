@@ -189,11 +189,21 @@ class engine_binding {
     return view;
   }
 
-  /// A [B, S, H] tensor is the hidden states of the padded batch its plan was
-  /// read with; a packed batch's are [T, H].
-  static void check_padded(const DLTensor& view, const std::optional<dlpack::padded_extents>& padded) {
-    dlpack::detail::check_sequences(view, "hidden", padded,
+  /// Hidden states as a step reads them: the tensor, and its view, which points into it.
+  struct hidden_tensor {
+    any_tensor tensor;
+    DLTensor view;
+  };
+
+  /// `given` as the hidden states of the batch a plan was read with, on this
+  /// engine's device: a [B, S, H] tensor is a padded batch's (`padded`), a
+  /// packed batch's are [T, H].
+  hidden_tensor hidden_of(nb::handle given, const std::optional<dlpack::padded_extents>& padded) const {
+    hidden_tensor hidden{tensor_of(given, "hidden states"), {}};
+    hidden.view = on_this_device(describe(hidden.tensor), "hidden states");
+    dlpack::detail::check_sequences(hidden.view, "hidden", padded,
                                     "plan it with sequence_length=S, or give the packed rows as [T, H]");
+    return hidden;
   }
 
   /// The engine `make_host()` or `make_cuda()` makes, as `device` names ("cpu" or "cuda").

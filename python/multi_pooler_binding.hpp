@@ -124,9 +124,7 @@ class multi_pooler_object : public engine_binding<multi_pooler_engine> {
     const held_engine held = hold();
     parts_plan_object& planned = plan_of<parts_plan_object>(given_plan);
     if (!planned.reserved) detail::fail("reserve", "call reserve(plan) before forward(hidden, plan)");
-    const any_tensor rows = tensor_of(hidden, "hidden states");
-    const DLTensor hidden_view = on_this_device(describe(rows), "hidden states");
-    check_padded(hidden_view, planned.kept.padded);
+    const hidden_tensor rows = hidden_of(hidden, planned.kept.padded);
     const std::size_t parts = tasks_.size();
     std::vector<DLTensor> views;
     std::vector<std::array<std::int64_t, 2>> shapes(parts);  // sized once: the views point into it
@@ -143,7 +141,7 @@ class multi_pooler_object : public engine_binding<multi_pooler_engine> {
         views.push_back(output_view(planned.outputs[k]->data(), shapes[k], layout(k)));
       }
     }
-    without_gil([&] { engine_->forward(hidden_view, planned.plan, views); });
+    without_gil([&] { engine_->forward(rows.view, planned.plan, views); });
     if (!out.is_none()) return nb::borrow(out);
     std::vector<std::unique_ptr<output_memory>> outputs = std::move(planned.outputs);
     planned.outputs.clear();  // handed out, whatever happens below
@@ -162,13 +160,11 @@ class multi_pooler_object : public engine_binding<multi_pooler_engine> {
   void capture(nb::handle hidden, nb::handle given_plan, nb::handle out, graph_upload_object& home) {
     const held_engine held = hold();
     parts_plan_object& planned = plan_of<parts_plan_object>(given_plan);
-    const any_tensor rows = tensor_of(hidden, "hidden states");
-    const DLTensor hidden_view = on_this_device(describe(rows), "hidden states");
-    check_padded(hidden_view, planned.kept.padded);
+    const hidden_tensor rows = hidden_of(hidden, planned.kept.padded);
     const std::vector<nb::ndarray<>> given = read_outputs(out);
     std::vector<DLTensor> views;
     for (const nb::ndarray<>& tensor : given) views.push_back(on_this_device(describe(tensor), "out"));
-    engine_->capture(hidden_view, planned.plan, views, *home.home);
+    engine_->capture(rows.view, planned.plan, views, *home.home);
   }
 
   void restage(nb::handle given_plan, graph_upload_object& home) {
