@@ -7,6 +7,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <limits>
 #include <span>
 #include <sstream>
@@ -95,28 +96,27 @@ inline npy_header parse_header(std::string_view text, const std::string& file) {
   if (text.size() < 2 || text.front() != '{' || text.back() != '}') throw input_error(malformed);
   text = trim(text.substr(1, text.size() - 2));
   npy_header header;
-  bool seen[3] = {};
+  constexpr std::string_view keys[] = {"descr", "fortran_order", "shape"};
+  bool seen[std::size(keys)] = {};
   while (!text.empty()) {
     const std::string_view key = take_quoted(text, malformed);
     if (text.empty() || text.front() != ':') throw input_error(malformed);
     text = trim(text.substr(1));
-    std::size_t which = 0;
-    if (key == "descr") {
+    const auto which = static_cast<std::size_t>(std::ranges::find(keys, key) - std::begin(keys));
+    if (which == std::size(keys))
+      throw input_error(file + ": the .npy header has a key '" + std::string(key) + "' NumPy does not write");
+    if (which == 0) {
       header.descr = take_quoted(text, file + ": malformed descr in the .npy header");
-    } else if (key == "fortran_order") {
-      which = 1;
+    } else if (which == 1) {
       const std::string_view value = text.substr(0, text.find_first_of(",} \t\n"));
       if (value != "True" && value != "False") throw input_error(file + ": malformed fortran_order in the .npy header");
       header.fortran_order = value == "True";
       text = trim(text.substr(value.size()));
-    } else if (key == "shape") {
-      which = 2;
+    } else {
       const auto end = text.find(')');
       if (end == std::string_view::npos) throw input_error(file + ": malformed shape in the .npy header");
       header.shape = parse_shape(text.substr(0, end + 1), file);
       text = trim(text.substr(end + 1));
-    } else {
-      throw input_error(file + ": the .npy header has a key '" + std::string(key) + "' NumPy does not write");
     }
     if (seen[which]) throw input_error(file + ": the .npy header has '" + std::string(key) + "' twice");
     seen[which] = true;
@@ -124,9 +124,8 @@ inline npy_header parse_header(std::string_view text, const std::string& file) {
     if (text.front() != ',') throw input_error(malformed);
     text = trim(text.substr(1));
   }
-  const char* const keys[3] = {"descr", "fortran_order", "shape"};
-  for (std::size_t k = 0; k < 3; ++k)
-    if (!seen[k]) throw input_error(file + ": the .npy header has no '" + keys[k] + "'");
+  for (std::size_t k = 0; k < std::size(keys); ++k)
+    if (!seen[k]) throw input_error(file + ": the .npy header has no '" + std::string(keys[k]) + "'");
   return header;
 }
 
