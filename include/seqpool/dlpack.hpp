@@ -55,13 +55,8 @@ struct memory<device_space<cuda_backend>> {
   static constexpr const char* space = "device_space<cuda_backend>";
   static constexpr DLDeviceType devices[] = {kDLCUDA, kDLCUDAManaged};
   /// The device whose kDLCUDA memory it reads: the current one, which must be
-  /// its stream's whenever it is used (cuda_backend).
-  static int device() {
-    int current = 0;
-    if (const cudaError_t status = cudaGetDevice(&current); status != cudaSuccess)
-      throw device_error(seqpool::detail::concat("cudaGetDevice: ", cudaGetErrorString(status)));
-    return current;
-  }
+  /// its stream's whenever it is used.
+  static int device() { return cuda_backend::current_device(); }
 };
 #endif
 

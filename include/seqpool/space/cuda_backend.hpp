@@ -67,8 +67,7 @@ class cuda_backend {
   /// it to make blocks take several indices under the sanitizers).
   explicit cuda_backend(cudaStream_t stream = nullptr, std::int64_t most_blocks = 0)
       : stream_(stream), current_(stream), most_blocks_(most_blocks) {
-    int current = 0;
-    check(cudaGetDevice(&current), "cudaGetDevice");
+    const int current = current_device();
     check(cudaStreamGetDevice(stream, &device_), "cudaStreamGetDevice");  // a default stream's: the current one
     if (device_ != current)
       throw device_error(detail::concat("cuda_backend: the stream is on device ", device_, ", the current device is ",
@@ -91,6 +90,12 @@ class cuda_backend {
   cudaStream_t stream() const { return stream_; }
   /// The device the stream is on.
   int device() const { return device_; }
+  /// The calling thread's current device, which must be the stream's whenever the space is used.
+  static int current_device() {
+    int current = 0;
+    check(cudaGetDevice(&current), "cudaGetDevice");
+    return current;
+  }
 
   void* allocate(std::size_t bytes) {
     void* memory = nullptr;
