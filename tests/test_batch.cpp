@@ -177,6 +177,46 @@ TEST_CASE("an integer id is the id of its decimal text, held as the integer") {
   CHECK(assigned == request_id("forty-two"));
 }
 
+TEST_CASE("a text id's hash, made with its text, is its text's however the id was made or changed") {
+  using seqpool::request_id;
+  const auto text_hash = [](const std::string& text) { return request_id(text).hash(); };
+  CHECK(text_hash("a") != text_hash("b"));
+  CHECK(request_id().hash() == text_hash(""));
+  CHECK(request_id(std::string_view("cmpl-7")).hash() == text_hash("cmpl-7"));
+  CHECK(request_id("cmpl-7").hash() == text_hash("cmpl-7"));
+  CHECK(request_id(-3).hash() == text_hash("-3"));
+  CHECK(request_id(~std::uint64_t{0}).hash() == text_hash("18446744073709551615"));
+  request_id changed(42);
+  for (const std::string text : {"forty-two", "42", "a text longer than a short string's storage", "", "07"}) {
+    CAPTURE(text);
+    changed.assign(text);
+    CHECK(changed.hash() == text_hash(text));
+    const request_id copied = changed;
+    CHECK(copied.hash() == text_hash(text));
+    request_id assigned("before");
+    assigned = copied;
+    CHECK(assigned.hash() == text_hash(text));
+  }
+  // A moved-from id is the empty text, its hash the empty text's; the id moved to keeps the text's.
+  for (const request_id& given :
+       {request_id("a text longer than a short string's storage"), request_id("7"), request_id("cmpl-7")}) {
+    CAPTURE(given);
+    request_id from = given;
+    const request_id to(std::move(from));
+    CHECK(to == given);
+    CHECK(to.hash() == given.hash());
+    CHECK(from == request_id());
+    CHECK(from.hash() == text_hash(""));
+    request_id assigned_from = given;
+    request_id assigned_to("before");
+    assigned_to = std::move(assigned_from);
+    CHECK(assigned_to == given);
+    CHECK(assigned_to.hash() == given.hash());
+    CHECK(assigned_from == request_id());
+    CHECK(assigned_from.hash() == text_hash(""));
+  }
+}
+
 // Integers of up to 64 bits are ids; bool, characters and floating point are not.
 static_assert(std::is_convertible_v<int, seqpool::request_id> &&
               std::is_convertible_v<long long, seqpool::request_id> &&
