@@ -128,6 +128,7 @@ class request_id {
     return h ^ (h >> 32);
   }
 
+  /// Makes it the empty text, as a moved-from id is.
   void become_empty() noexcept {
     text_.clear();
     held_ = 0;
