@@ -303,7 +303,7 @@ inline std::vector<layer_weights> read_stack(std::optional<given_layers> given, 
 
 inline activation_function activation_of(const std::string& name) {
   if (const std::optional<activation_function> found = activation_named(name)) return *found;
-  detail::fail("activation", "expected " + activation_name_list() + ", got \"" + name + "\"");
+  detail::fail("activation", "expected " + activation_name_list() + ", got " + detail::quoted(name));
 }
 
 inline result_kind result_named(const std::string& name) {
@@ -317,15 +317,15 @@ inline result_kind result_named(const std::string& name) {
   if (name == "ubinary") return result_kind::ubinary;
   detail::fail("result_dtype",
                "expected \"float32\", \"float16\", \"bfloat16\", \"int8\", \"uint8\", \"binary\", \"ubinary\" or "
-               "\"sparse\", got \"" +
-                   name + "\"");
+               "\"sparse\", got " +
+                   detail::quoted(name));
 }
 
 inline head::problem_type problem_named(const std::string& name) {
   if (name == "single_label") return head::problem_type::single_label;
   if (name == "multi_label") return head::problem_type::multi_label;
   if (name == "regression") return head::problem_type::regression;
-  detail::fail("problem", "expected \"single_label\", \"multi_label\" or \"regression\", got \"" + name + "\"");
+  detail::fail("problem", "expected \"single_label\", \"multi_label\" or \"regression\", got " + detail::quoted(name));
 }
 
 /// A float knob given as a Python float (a double): finite and within float's

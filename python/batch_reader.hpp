@@ -42,7 +42,7 @@ class batch_reader {
     step.requests.resize(count);
     step.padded.reset();
     if (padding != "right" && padding != "left")
-      detail::fail("padding", "expected \"right\" or \"left\", got \"", padding, "\"");
+      detail::fail("padding", "expected \"right\" or \"left\", got ", detail::quoted(padding));
     std::vector<std::int64_t> computed(count, 0);
     if (!num_computed.is_none()) {
       computed = read_integers(num_computed, "num_computed", count);
@@ -71,10 +71,10 @@ class batch_reader {
     return step;
   }
 
-  /// A request id from a list entry: a str (into the storage of the text the
-  /// id holds), or an int (anything with __index__ but a bool), which is the
-  /// id of its decimal text.
-  static void read_id(request_id& id, nb::handle given) {
+  /// A request id (`field`, or an entry of it): a str (into the storage of the
+  /// text the id holds), or an int (anything with __index__ but a bool), which
+  /// is the id of its decimal text.
+  static void read_id(request_id& id, nb::handle given, const char* field) {
     if (nb::isinstance<nb::str>(given)) {
       Py_ssize_t size = 0;
       const char* text = PyUnicode_AsUTF8AndSize(given.ptr(), &size);
@@ -83,7 +83,7 @@ class batch_reader {
       return;
     }
     const auto refuse = [&] {
-      detail::fail("ids",
+      detail::fail(field,
                    "a request id is a str or an int in [-2^63, 2^64), got " + nb::cast<std::string>(nb::repr(given)));
     };
     if (is_bool(given)) refuse();
@@ -115,7 +115,7 @@ class batch_reader {
       return;
     }
     const nb::tuple entries = entries_of(ids, count, "ids", "a sequence of str or int ids, or a 1-D int tensor");
-    for (std::size_t i = 0; i < count; ++i) read_id(step.requests[i].id, entries[i]);
+    for (std::size_t i = 0; i < count; ++i) read_id(step.requests[i].id, entries[i], "ids");
   }
 
   static void read_params(nb::handle params, batch& step) {

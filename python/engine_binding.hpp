@@ -151,14 +151,14 @@ class engine_binding {
 
   void release(nb::handle id) {
     request_id given;
-    batch_reader::read_id(given, id);
+    batch_reader::read_id(given, id, "id");
     const held_engine held = hold();
     engine_->release(given);
   }
 
   std::int64_t num_computed(nb::handle id) {
     request_id given;
-    batch_reader::read_id(given, id);
+    batch_reader::read_id(given, id, "id");
     const held_engine held = hold();
     return engine_->num_computed(given);
   }
@@ -210,7 +210,7 @@ class engine_binding {
   template <class Host, class Cuda>
   static std::shared_ptr<Engine> made_on(const std::string& device, Host make_host, Cuda make_cuda) {
     if (device == "cpu") return make_host();
-    if (device != "cuda") detail::fail("device", "expected \"cpu\" or \"cuda\", got \"" + device + "\"");
+    if (device != "cuda") detail::fail("device", "expected \"cpu\" or \"cuda\", got " + detail::quoted(device));
     if (!has_cuda())
       detail::fail("device", "this build of seqpool has no CUDA module (install it where nvcc is found)");
     return make_cuda();

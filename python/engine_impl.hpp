@@ -28,8 +28,8 @@ namespace seqpool::python {
 template <class Runtime>
 Runtime method_named(const std::string& name, task pooling_task) {
   if (std::optional<Runtime> found = Runtime::from_name(name)) return *found;
-  detail::fail(seqpool::name(pooling_task), "method \"", name, "\" cannot serve it (expected ", Runtime::listed_names(),
-               ")");
+  detail::fail(seqpool::name(pooling_task), "method ", detail::quoted(name), " cannot serve it (expected ",
+               Runtime::listed_names(), ")");
 }
 
 /// A dense layer's weights in the space's memory, and its activation function.

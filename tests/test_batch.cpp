@@ -5,6 +5,7 @@
 #include <string>
 #include <type_traits>
 #include <unordered_set>
+#include <utility>
 
 #include <doctest/doctest.h>
 
@@ -108,6 +109,19 @@ TEST_CASE("among thousands of requests, every repeated id is found and no distin
     twice.requests.push_back(whole("cmpl-" + std::to_string(repeated), task::embed, 1));
     check_rejected(twice, "request 5000 (id \"cmpl-" + std::to_string(repeated) +
                               "\"): id: appears twice in one step (first as request " + std::to_string(repeated) + ")");
+  }
+}
+
+TEST_CASE("a message quotes an id as JSON may: a NUL, a quote, a backslash and a control character escaped") {
+  // A NUL written as it is would end the message where it is read as a C string (Python's exception).
+  using namespace std::string_literals;
+  for (const auto& [id, written] :
+       {std::pair{"a\0b"s, R"("a\u0000b")"s}, std::pair{"say \"hi\"\\"s, R"("say \"hi\"\\")"s},
+        std::pair{"line\nnext\x7f"s, R"("line\u000anext\u007f")"s}, std::pair{"caf\xc3\xa9"s, "\"caf\xc3\xa9\""s}}) {
+    CAPTURE(written);
+    CHECK(seqpool::detail::quoted(id) == written);
+    check_rejected({{whole(id, task::embed, 1), whole(id, task::embed, 1)}},
+                   "request 1 (id " + written + "): id: appears twice in one step (first as request 0)");
   }
 }
 

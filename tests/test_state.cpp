@@ -3,6 +3,7 @@
 
 #include <doctest/doctest.h>
 
+#include <seqpool/pooler.hpp>
 #include <seqpool/space/device.hpp>
 #include <seqpool/space/host.hpp>
 #include <seqpool/state.hpp>
@@ -107,6 +108,52 @@ TEST_CASE("a token method's request keeps the rows its chunks chose and its prom
   state.release("t");
 }
 
+TEST_CASE("a step's reservations are kept whole or undone whole") {
+  seqpool::host_space space;
+  seqpool::state_store<seqpool::host_space> state(space);
+  const seqpool::state_key four{.rows_total = 4};
+  const seqpool::state_key eight{.rows_total = 8};
+  const seqpool::request made = part("made", task::token_embed, 10, 0, 2);
+  const seqpool::request grown = part("grown", task::token_embed, 10, 0, 2);
+  const seqpool::request same = part("same", task::token_embed, 10, 0, 2);
+  // "grown" and "same" reserved by an earlier plan, not run.
+  float* const grown_before = state.reserve(0, grown, 8, four);
+  float* const same_before = state.reserve(0, same, 8, four);
+  const auto reserve_step = [&] {
+    state.begin_reservations(3);
+    state.reserve(0, made, 8, eight);
+    CHECK(state.reserve(1, grown, 64, eight) != grown_before);  // begun anew in more memory
+    CHECK(state.reserve(2, same, 8, eight) == same_before);     // begun anew where it was
+  };
+  reserve_step();
+  state.undo_reservations();
+  CHECK_FALSE(state.contains("made"));
+  CHECK(state.size() == 2);
+  CHECK(state.data("grown") == grown_before);
+  CHECK_FALSE(state.holds("grown", 64));
+  CHECK(state.data("same") == same_before);
+  for (const seqpool::request& r : {grown, same}) {
+    state.check_current(0, r, four);
+    CHECK_THROWS_AS(state.check_current(0, r, eight), seqpool::error);
+  }
+  CHECK(state.cached_allocations() == 2);  // the two states the undone step took, given back
+
+  reserve_step();
+  const std::size_t cached = state.cached_allocations();
+  state.keep_reservations();
+  CHECK(state.size() == 3);
+  CHECK(state.holds("grown", 64));
+  CHECK(state.data("same") == same_before);
+  for (const seqpool::request& r : {made, grown, same}) state.check_current(0, r, eight);
+  CHECK(state.cached_allocations() == cached + 1);  // "grown"'s memory before
+
+  // Closed, a reserve() notes nothing: a later undo has nothing to undo.
+  state.reserve(0, part("after", task::token_embed, 10, 0, 2), 8, four);
+  state.begin_reservations(0);
+  state.undo_reservations();
+  CHECK(state.contains("after"));
+}
+
 TEST_CASE("a plan's state is the one it was planned against: begun alike, with the rows chosen so far") {
   seqpool::host_space space;
   seqpool::state_store<seqpool::host_space> state(space);
@@ -209,18 +256,21 @@ TEST_CASE("a state too large to allocate is an error that names the request, and
 namespace {
 
 /// The device stand-in, with allocations that fail when the test says so, as
-/// cudaMallocAsync does when the device is out of memory.
+/// cudaMallocAsync does when the device is out of memory: all of them, or
+/// those of more than `most_bytes`.
 class failing_backend : public seqpool::omp_backend {
  public:
-  explicit failing_backend(std::shared_ptr<bool> fail) : fail_(std::move(fail)) {}
+  explicit failing_backend(std::shared_ptr<bool> fail, std::size_t most_bytes = 0)
+      : fail_(std::move(fail)), most_bytes_(most_bytes) {}
 
   void* allocate(std::size_t bytes) {
-    if (*fail_) throw seqpool::device_error("cudaMallocAsync: out of memory");
+    if (*fail_ && bytes > most_bytes_) throw seqpool::device_error("cudaMallocAsync: out of memory");
     return seqpool::omp_backend::allocate(bytes);
   }
 
  private:
   std::shared_ptr<bool> fail_;
+  std::size_t most_bytes_;
 };
 
 }  // namespace
@@ -251,4 +301,21 @@ TEST_CASE("a device allocation that fails in reserve leaves the state store exac
   CHECK(state.holds("fresh", 8));
   *fail = false;
   state.check(0, fresh, {});
+}
+
+TEST_CASE("a device allocation that fails in a pooler's reserve leaves every request's state as it was") {
+  // The first request's state fits, the second's does not: the first is not begun either.
+  auto fail = std::make_shared<bool>(true);
+  seqpool::device_space<failing_backend> space{failing_backend(fail, 4096)};
+  seqpool::state_store<seqpool::device_space<failing_backend>> state(space);
+  seqpool::pooler<seqpool::method::all, seqpool::head::embed, seqpool::device_space<failing_backend>> all(space, 4);
+  const seqpool::step_plan step = all.plan(
+      seqpool::batch{{part("small", task::token_embed, 10, 0, 2), part("large", task::token_embed, 1000, 0, 2)}},
+      state);
+  CHECK_THROWS_WITH_AS(all.reserve(step, state), "cudaMallocAsync: out of memory", seqpool::device_error);
+  CHECK(state.size() == 0);
+  CHECK_FALSE(state.contains("small"));
+  *fail = false;
+  all.reserve(step, state);
+  CHECK(state.size() == 2);
 }

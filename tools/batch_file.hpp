@@ -19,6 +19,7 @@
 #include <nlohmann/json.hpp>
 
 #include <seqpool/batch.hpp>
+#include <seqpool/error.hpp>
 #include <seqpool/head/classify.hpp>
 #include <seqpool/method/builtin.hpp>
 #include <seqpool/part.hpp>
@@ -214,8 +215,8 @@ template <class Runtime>
 Runtime method_named(const object_reader& object, std::string_view key, task served) {
   const std::string wanted = object.string(key);
   if (std::optional<Runtime> found = Runtime::from_name(wanted)) return *found;
-  object.fail_at(key, "method \"" + wanted + "\" cannot serve " + std::string(name(served)) + " (expected " +
-                          Runtime::listed_names() + ")");
+  object.fail_at(key, "method " + seqpool::detail::quoted(wanted) + " cannot serve " + std::string(name(served)) +
+                          " (expected " + Runtime::listed_names() + ")");
 }
 
 /// The method `object`.<key> names for task `served`, into its entry of `into`.
@@ -263,7 +264,7 @@ inline std::optional<layer_file> read_layer(const object_reader& layer, const st
   if (layer.has("activation")) {
     const std::string wanted = layer.string("activation");
     const std::optional<activation_function> found = activation_named(wanted);
-    if (!found) layer.fail_at("activation", "\"" + wanted + "\" is not " + activation_name_list());
+    if (!found) layer.fail_at("activation", seqpool::detail::quoted(wanted) + " is not " + activation_name_list());
     read.activation = *found;
   }
   if (read.weight.descr != "<f4" || read.weight.shape.size() != 2 || read.weight.shape[0] < 1 ||
@@ -322,9 +323,8 @@ inline results_file read_results(const object_reader& object, const std::filesys
   if (object.has("result_dtype")) {
     read.result_dtype = object.string("result_dtype");
     if (std::ranges::find(result_dtypes, read.result_dtype) == result_dtypes.end())
-      object.fail_at(
-          "result_dtype",
-          "\"" + read.result_dtype + "\" is not float32, float16, bfloat16, int8, uint8, binary, ubinary or sparse");
+      object.fail_at("result_dtype", seqpool::detail::quoted(read.result_dtype) +
+                                         " is not float32, float16, bfloat16, int8, uint8, binary, ubinary or sparse");
   }
   const bool ranged = read.result_dtype == "int8" || read.result_dtype == "uint8";
   if (object.has("ranges")) {
@@ -363,7 +363,8 @@ inline results_file read_results(const object_reader& object, const std::filesys
       else if (problem == "regression")
         read.problem = head::problem_type::regression;
       else
-        classifier.fail_at("problem_type", "\"" + problem + "\" is not single_label, multi_label or regression");
+        classifier.fail_at("problem_type",
+                           seqpool::detail::quoted(problem) + " is not single_label, multi_label or regression");
     }
   }
   return read;
@@ -386,13 +387,14 @@ inline std::vector<part_file> read_parts(const object_reader& top, const std::fi
       entry.fail_at("name", "must be a plain file name of at most " + std::to_string(longest_id) +
                                 " bytes (it names the folder of the part's results)");
     for (const part_file& earlier : parts)
-      if (earlier.name == read.name) entry.fail_at("name", "\"" + read.name + "\" names an earlier part too");
+      if (earlier.name == read.name)
+        entry.fail_at("name", seqpool::detail::quoted(read.name) + " names an earlier part too");
     if (read.name == "audit.jsonl") entry.fail_at("name", "\"audit.jsonl\" names --audit's file");
     const std::string task_name = entry.string("task");
     const std::optional<task> served = parse_task(task_name);
     if (!served)
-      entry.fail_at("task",
-                    "unknown task \"" + task_name + "\" (expected embed, classify, token_embed or token_classify)");
+      entry.fail_at("task", "unknown task " + seqpool::detail::quoted(task_name) +
+                                " (expected embed, classify, token_embed or token_classify)");
     read.served = *served;
     // A part's head is its task's: an embed task's projector, a classify task's classifier.
     const bool embeds = read.served == task::embed || read.served == task::token_embed;
@@ -441,7 +443,8 @@ inline batch_file read_batch_file(const std::filesystem::path& path) {
   if (top.has("hidden_dtype")) {
     batch.hidden_dtype = top.string("hidden_dtype");
     if (*batch.hidden_dtype != "float32" && *batch.hidden_dtype != "float16" && *batch.hidden_dtype != "bfloat16")
-      top.fail_at("hidden_dtype", "\"" + *batch.hidden_dtype + "\" is not float32, float16 or bfloat16");
+      top.fail_at("hidden_dtype",
+                  seqpool::detail::quoted(*batch.hidden_dtype) + " is not float32, float16 or bfloat16");
   }
   if (top.has("parts")) {
     for (const std::string_view key : {"poolers", "result_dtype", "ranges", "weight_floor", "projector", "classifier"})
@@ -472,7 +475,8 @@ inline step_file read_step(const batch_file& batch, std::size_t index) {
   read.hidden_states = batch.folder / step.string("hidden_states");
   if (step.has("padding")) {
     const std::string side = step.string("padding");
-    if (side != "right" && side != "left") step.fail_at("padding", "\"" + side + "\" is not right or left");
+    if (side != "right" && side != "left")
+      step.fail_at("padding", seqpool::detail::quoted(side) + " is not right or left");
     read.padding = side == "right" ? seqpool::padding::right : seqpool::padding::left;
   }
   const json& requests = step.at("requests");
@@ -482,7 +486,7 @@ inline step_file read_step(const batch_file& batch, std::size_t index) {
     const json& entry = requests[i];
     std::string request_where = where + ": request " + std::to_string(i);
     if (entry.is_object() && entry.contains("id") && entry.at("id").is_string())
-      request_where += " (id \"" + entry.at("id").get<std::string>() + "\")";
+      request_where += " (id " + seqpool::detail::quoted(entry.at("id").get<std::string>()) + ")";
     const detail::object_reader fields(entry, request_where);
     fields.only({"id", "task", "prompt_len", "num_computed", "num_scheduled", "prompt_token_ids", "params"});
     request r;
@@ -493,7 +497,7 @@ inline step_file read_step(const batch_file& batch, std::size_t index) {
     r.id = id;
     const std::string task_name = fields.string("task");
     const std::optional<task> parsed = detail::parse_task(task_name);
-    if (!parsed) fields.fail_at("task", "unknown task \"" + task_name + "\"");
+    if (!parsed) fields.fail_at("task", "unknown task " + seqpool::detail::quoted(task_name));
     r.task = *parsed;
     r.prompt_len = fields.integer("prompt_len");
     r.num_computed = fields.has("num_computed") ? fields.integer("num_computed") : 0;

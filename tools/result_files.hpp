@@ -15,6 +15,7 @@
 #include <vector>
 
 #include <seqpool/batch.hpp>
+#include <seqpool/error.hpp>
 #include <seqpool/result_slice.hpp>
 #include <seqpool/sparse.hpp>
 
@@ -52,8 +53,8 @@ class result_files {
       if constexpr (seqpool::sparse_element<Result>) {
         const std::int32_t pairs = values.front().id;  // the list's count
         if (pairs < 0 || std::cmp_greater_equal(pairs, values.size()))
-          throw input_error(where + ": request " + std::to_string(i) + " (id \"" + id +
-                            "\"): internal error: its list counts " + std::to_string(pairs) + " pairs in room for " +
+          throw input_error(where + ": request " + std::to_string(i) + " (id " + seqpool::detail::quoted(id) +
+                            "): internal error: its list counts " + std::to_string(pairs) + " pairs in room for " +
                             std::to_string(values.size() - 1));
         values = values.subspan(1, static_cast<std::size_t>(pairs));
         shape = {pairs};
@@ -67,8 +68,8 @@ class result_files {
         write_npy(file.hidden, values, shape);
         if (std::filesystem::is_directory(file.final)) throw input_error(file.final.string() + " is a folder");
       } catch (const std::exception& failure) {
-        throw input_error(where + ": request " + std::to_string(i) + " (id \"" + id +
-                          "\"): cannot write its result: " + failure.what());
+        throw input_error(where + ": request " + std::to_string(i) + " (id " + seqpool::detail::quoted(id) +
+                          "): cannot write its result: " + failure.what());
       }
     }
   }

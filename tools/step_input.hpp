@@ -11,6 +11,7 @@
 #include <vector>
 
 #include <seqpool/batch.hpp>
+#include <seqpool/error.hpp>
 #include <seqpool/float16.hpp>
 #include <seqpool/space/buffer.hpp>
 #include <seqpool/state.hpp>
@@ -89,8 +90,8 @@ inline element_type element_of(const batch_file& batch, const std::string& where
   if (declared == "float16" && dtype == "<f2") return element_type::float16;
   if (declared == "bfloat16" && (dtype == "<u2" || dtype == "<i2")) return element_type::bfloat16;
   const char* expected = declared == "float32" ? "<f4" : declared == "float16" ? "<f2" : "<u2 or <i2 (bfloat16 bits)";
-  throw input_error(where + ": hidden_states: " + file + " has dtype " + dtype + ", but hidden_dtype \"" + declared +
-                    "\" is saved as " + expected);
+  throw input_error(where + ": hidden_states: " + file + " has dtype " + dtype + ", but hidden_dtype " +
+                    seqpool::detail::quoted(declared) + " is saved as " + expected);
 }
 
 }  // namespace detail
@@ -163,8 +164,8 @@ void check_restarts(const step_input& step, const seqpool::state_store<Space>& s
     if (r.num_computed != 0 || pooled == 0) continue;
     const std::string tokens = std::to_string(pooled);
     const std::string id = r.id.str();
-    throw input_error(step.where + ": request " + std::to_string(i) + " (id \"" + id +
-                      "\"): num_computed: 0 starts over a prompt whose earlier steps pooled " + tokens +
+    throw input_error(step.where + ": request " + std::to_string(i) + " (id " + seqpool::detail::quoted(id) +
+                      "): num_computed: 0 starts over a prompt whose earlier steps pooled " + tokens +
                       " tokens; continue it with num_computed " + tokens + ", or give the new prompt another id");
   }
 }

@@ -37,10 +37,33 @@ std::string concat(const Parts&... parts) {
   return text.str();
 }
 
+/// `text` in double quotes, for a message, as JSON may write a string: a quote
+/// and a backslash escaped, each control character as \u00XX — NUL among them, which
+/// would end the message where it is read as a C string (Python's exception,
+/// a terminal's line) — and any other byte as it is (UTF-8 stays readable).
+inline std::string quoted(std::string_view text) {
+  std::string out = "\"";
+  for (const char c : text) {
+    const auto byte = static_cast<unsigned char>(c);
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if (byte < 0x20 || byte == 0x7f) {
+      constexpr char digits[] = "0123456789abcdef";
+      out += "\\u00";
+      out += digits[byte >> 4];
+      out += digits[byte & 0xf];
+    } else {
+      out += c;
+    }
+  }
+  return out + '"';
+}
+
 /// Throws seqpool::error worded as `request 3 (id "r7"): num_scheduled: must be at least 1, got 0`.
 template <class... Parts>
 [[noreturn]] void fail_request(std::size_t index, const request_id& id, std::string_view field, const Parts&... what) {
-  throw error(concat("request ", index, " (id \"", id, "\"): ", field, ": ", what...));
+  throw error(concat("request ", index, " (id ", quoted(id.str()), "): ", field, ": ", what...));
 }
 
 /// Throws seqpool::error for a problem that belongs to no single request.

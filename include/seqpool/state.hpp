@@ -11,6 +11,7 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <vector>
 
 #include <seqpool/batch.hpp>
 #include <seqpool/detail/allocation_cache.hpp>
@@ -75,48 +76,77 @@ class state_store {
   /// arrives in chunks, begun with `key`. Allocates (and the audit counts it)
   /// only when no cached allocation fits. A first chunk reserved again before it
   /// ran (planned anew, perhaps with other knobs) begins with what this call
-  /// says. If the allocation fails, the store is exactly as it was. `index` is
-  /// the request's place in its batch; `before`, the rows a later chunk's plan
-  /// found its chunks had chosen (check_current()).
+  /// says. If it throws, the store is exactly as it was. `index` is the
+  /// request's place in its batch; `before`, the rows a later chunk's plan
+  /// found its chunks had chosen (check_current()). Between
+  /// begin_reservations() and keep_reservations() or undo_reservations(), it
+  /// notes what it changes, and `r` must outlive the note.
   float* reserve(std::size_t index, const request& r, std::size_t floats, const state_key& key, std::uint32_t part = 0,
                  chosen_rows before = {}) {
     const auto found = entries_.find(held_at{r.id, part});
+    const bool held = found != entries_.end();
     // A first chunk reserved again before it ran begins anew, whatever its state was begun with.
-    if (r.num_computed > 0 || (found != entries_.end() && found->second.num_computed > 0))
-      check_current(index, r, key, part, before);
-    if (found != entries_.end() && found->second.num_computed > 0) return found->second.data;
-    if (found != entries_.end() && found->second.floats >= floats) {
-      begin(found->second, r, key);
-      return found->second.data;
-    }
-    float* data = nullptr;
-    if (floats > 0) {
-      const auto refused = [&] {
-        return error(detail::concat("request ", index, " (id \"", r.id, "\"): prompt_len: keeping ", r.prompt_len,
-                                    " tokens' state needs ", floats, " floats, more than can be allocated"));
-      };
-      if (floats > std::numeric_limits<std::size_t>::max() / sizeof(float)) throw refused();
-      try {
-        data = static_cast<float*>(cache_.take(floats * sizeof(float)));
-      } catch (const std::bad_alloc&) {
-        throw refused();
+    if (r.num_computed > 0 || (held && found->second.num_computed > 0)) check_current(index, r, key, part, before);
+    if (held && found->second.num_computed > 0) return found->second.data;
+    // The state begun anew, in the memory held where it is large enough.
+    const bool keeps_memory = held && found->second.floats >= floats;
+    entry begun;
+    begun.data = keeps_memory ? found->second.data : take(index, r, floats);
+    begun.floats = keeps_memory ? found->second.floats : floats;
+    bool noted = false;
+    try {
+      begin(begun, r, key);  // copies the key: may allocate
+      if (noting_) {
+        notes_.push_back({&r.id, part, held, {}});
+        noted = true;
       }
+      entry& place = held ? found->second : entries_.try_emplace(held_key{r.id, part}).first->second;
+      parts_ = std::max(parts_, part + 1);
+      // Nothing from here on throws.
+      if (noted)
+        notes_.back().before = std::move(place);
+      else if (held && !keeps_memory)
+        give_back(place);
+      place = std::move(begun);
+      return place.data;
+    } catch (...) {
+      if (noted) notes_.pop_back();
+      if (!keeps_memory) give_back(begun);
+      throw;
     }
-    entry* held = found != entries_.end() ? &found->second : nullptr;
-    if (held == nullptr) {
-      try {
-        held = &entries_.try_emplace(held_key{r.id, part}).first->second;
-        parts_ = std::max(parts_, part + 1);
-      } catch (...) {
-        if (data != nullptr) cache_.give_back(data, floats * sizeof(float));
-        throw;
-      }
+  }
+
+  /// Opens a step's reservations, at most `count` of them, each of a distinct
+  /// request (and part): the reserve() calls until keep_reservations() or
+  /// undo_reservations() note what they change, in room made here, before
+  /// anything changes.
+  void begin_reservations(std::size_t count) {
+    notes_.clear();
+    notes_.reserve(count);
+    noting_ = true;
+  }
+
+  /// Closes the step's reservations as they are: the memory of each state they began anew elsewhere goes back.
+  void keep_reservations() noexcept {
+    for (note& change : notes_)
+      if (change.held && change.before.data != entries_.find(held_at{*change.id, change.part})->second.data)
+        give_back(change.before);
+    close_reservations();
+  }
+
+  /// Closes the step's reservations undone, last first: a state they made is
+  /// removed and its memory goes back, one they began anew gets back what it
+  /// held. The store is as it was before them (its cache may keep memory).
+  void undo_reservations() noexcept {
+    for (auto change = notes_.rbegin(); change != notes_.rend(); ++change) {
+      const auto found = entries_.find(held_at{*change->id, change->part});
+      if (found->second.data != change->before.data) give_back(found->second);
+      if (change->held)
+        found->second = std::move(change->before);
+      else
+        entries_.erase(found);
     }
-    give_back(*held);
-    begin(*held, r, key);
-    held->data = data;
-    held->floats = floats;
-    return data;
+    close_reservations();
   }
 
   /// Whether reserve() made room for at least `floats` floats of the request's state.
@@ -129,7 +159,8 @@ class state_store {
   float* data(const request_id& id, std::uint32_t part = 0) const {
     const auto found = entries_.find(held_at{id, part});
     if (found == entries_.end())
-      detail::fail("state", "no state is held for id \"", id, "\": reserve() makes it for a chunked request");
+      detail::fail("state", "no state is held for id ", detail::quoted(id.str()),
+                   ": reserve() makes it for a chunked request");
     return found->second.data;
   }
 
@@ -276,9 +307,42 @@ class state_store {
     held.floats = 0;
   }
 
+  /// `floats` floats for request `r`'s state (none for 0), or seqpool::error where they cannot be had.
+  float* take(std::size_t index, const request& r, std::size_t floats) {
+    if (floats == 0) return nullptr;
+    const auto refused = [&] {
+      return error(detail::concat("request ", index, " (id ", detail::quoted(r.id.str()), "): prompt_len: keeping ",
+                                  r.prompt_len, " tokens' state needs ", floats,
+                                  " floats, more than can be allocated"));
+    };
+    if (floats > std::numeric_limits<std::size_t>::max() / sizeof(float)) throw refused();
+    try {
+      return static_cast<float*>(cache_.take(floats * sizeof(float)));
+    } catch (const std::bad_alloc&) {
+      throw refused();
+    }
+  }
+
+  void close_reservations() noexcept {
+    notes_.clear();
+    noting_ = false;
+  }
+
+  /// What a reserve() between begin_reservations() and its close changed: the
+  /// state of request `*id`'s `part` it made, or the one it began anew (`held`),
+  /// which was `before`.
+  struct note {
+    const request_id* id;
+    std::uint32_t part;
+    bool held;
+    entry before;
+  };
+
   detail::allocation_cache<Space> cache_;
   std::unordered_map<held_key, entry, key_hash, key_equal> entries_;
   std::uint32_t parts_ = 1;  ///< 1 + the highest part a state was reserved for
+  std::vector<note> notes_;
+  bool noting_ = false;
 };
 
 }  // namespace seqpool

@@ -178,19 +178,31 @@ class step_runner {
     program.maker.id = id_;
   }
 
-  /// Outside the step: the state of chunked requests, room for the one upload,
-  /// and every entry's workspace and arrival counters. Everything it allocates,
-  /// and any wait for a staging slot still being copied from, the audit counts.
+  /// Outside the step: room for the one upload, every entry's workspace and
+  /// arrival counters, and the state of chunked requests. Everything it
+  /// allocates, and any wait for a staging slot still being copied from, the
+  /// audit counts. If it throws, every request's state is as it was: the
+  /// states come last, all or none.
   void reserve(const plan_type& plan, state_store<Space>& state) {
     const detail::step_program& program = detail::plan_access::program(plan);
     check_maker(program);
-    for (const detail::share& planned : program.shares)
-      for (const detail::state_use& use : planned.stateful)
-        state.reserve(use.batch_index, use.owner, use.floats, use.key, use.part, use.before);
     space_->reserve_upload(program.image_bytes);
     if constexpr (branched) space_->reserve_branches(static_cast<int>(entry_count()));
-    for (const detail::share& planned : program.shares)
+    std::size_t states = 0;
+    for (const detail::share& planned : program.shares) {
       with_unit(planned.entry, [&](auto, auto& unit) { unit.reserve(planned); });
+      states += planned.stateful.size();
+    }
+    state.begin_reservations(states);
+    try {
+      for (const detail::share& planned : program.shares)
+        for (const detail::state_use& use : planned.stateful)
+          state.reserve(use.batch_index, use.owner, use.floats, use.key, use.part, use.before);
+    } catch (...) {
+      state.undo_reservations();
+      throw;
+    }
+    state.keep_reservations();
     reserved_ = program.serial;
   }
 

@@ -271,6 +271,39 @@ TEST_CASE_TEMPLATE_DEFINE("a plan runs once, against the state it was planned wi
   CHECK_FALSE(state.contains("r"));
 }
 
+TEST_CASE_TEMPLATE_DEFINE("a reserve() refused for one request leaves every request's state as it was", Space,
+                          refused_reserves) {
+  using namespace misuse_cases;
+  Space space;
+  seqpool::state_store<Space> state(space);
+  seqpool::pooler<method::mean, head::embed, Space> pooler(space, 4);
+  seqpool::pooler<method::mean, head::embed, Space> other(space, 4);
+  const char* const released =
+      "request 2 (id \"b\"): plan: planned when the state held 3 tokens, it holds none: plan each step once, against "
+      "the state it runs with";
+  // "b" has run a chunk; "f"'s first chunk is reserved with raw results, not run.
+  run(space, pooler, state, pooler.plan(seqpool::batch{{test::part("b", task::embed, 9, 0, 3, raw)}}, state));
+  const seqpool::step_plan first_of_f =
+      pooler.plan(seqpool::batch{{test::part("f", task::embed, 9, 0, 3, raw)}}, state);
+  pooler.reserve(first_of_f, state);
+  // A step that would begin "n", begin "f" anew with other knobs, and continue "b", which is released before
+  // its reserve().
+  const seqpool::step_plan step =
+      other.plan(seqpool::batch{{test::part("n", task::embed, 9, 0, 3, {}), test::part("f", task::embed, 9, 0, 3, {}),
+                                 test::part("b", task::embed, 9, 3, 3, raw)}},
+                 state);
+  state.release("b");
+  CHECK_THROWS_WITH_AS(other.reserve(step, state), released, seqpool::error);
+  CHECK_FALSE(state.contains("n"));
+  CHECK(state.size() == 1);
+  // "f" holds the state its own plan reserved: that plan runs.
+  const auto rows = test::to_space(space, std::vector<float>(12, 1.0f));
+  seqpool::buffer<float, Space> pooled(space, 4);
+  pooler.forward(seqpool::make_hidden_view(rows.data(), 3, 4), first_of_f, state, pooled.span());
+  CHECK(state.num_computed("f") == 3);
+  CHECK(state.size() == 1);
+}
+
 TEST_CASE_TEMPLATE_DEFINE("what a caller or a user method hands the pooler is checked", Space, checked_inputs) {
   using namespace misuse_cases;
   Space space;
