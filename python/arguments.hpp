@@ -86,6 +86,12 @@ inline std::int64_t integer_argument(nb::handle given, const char* field) {
   return *value;
 }
 
+/// An optional int argument (`field`): None, or an int as integer_of() reads one.
+inline std::optional<std::int64_t> optional_integer(nb::handle given, const char* field) {
+  if (given.is_none()) return std::nullopt;
+  return integer_argument(given, field);
+}
+
 /// Integers from a 1-D int32/int64 host tensor or a sequence of Python ints:
 /// exactly `count` of them where it is given (one a request: a tensor's
 /// length is checked before it is read, and a sequence is iterated one entry
@@ -186,6 +192,31 @@ inline nb::tuple entries_of(nb::handle given, std::size_t count, const char* fie
   for (std::size_t k = 0; k < count; ++k)
     PyTuple_SET_ITEM(read.ptr(), static_cast<Py_ssize_t>(k), taken[k].release().ptr());
   return read;
+}
+
+/// Token spans (`field`): a sequence of (begin, end) pairs of ints, each as
+/// integer_of() reads one; whether they lie in order within the prompt the
+/// planner checks.
+inline std::vector<token_span> read_spans(nb::handle given, const char* field) {
+  constexpr const char* expected = "a sequence of (begin, end) pairs of ints";
+  if (!nb::isinstance<nb::sequence>(given) || nb::isinstance<nb::str>(given)) detail::fail(field, "must be ", expected);
+  // Iterated one entry past its len() at most, so that one whose iteration never ends is refused.
+  const std::size_t bound = nb::len(given);
+  std::vector<token_span> spans;
+  for (const nb::handle entry : given) {
+    if (spans.size() == bound) detail::fail(field, "has more entries than its len() of ", bound);
+    const auto refuse = [&] {
+      detail::fail(field, "must be ", expected, ", got ", nb::cast<std::string>(nb::repr(entry)));
+    };
+    if (!nb::isinstance<nb::sequence>(entry) || nb::isinstance<nb::str>(entry) || nb::len(entry) != 2) refuse();
+    const nb::object first = entry[0];
+    const nb::object second = entry[1];
+    const std::optional<std::int64_t> begin = integer_of(first);
+    const std::optional<std::int64_t> end = integer_of(second);
+    if (!begin || !end) refuse();
+    spans.push_back({*begin, *end});
+  }
+  return spans;
 }
 
 inline std::optional<task> task_named(std::string_view text) {

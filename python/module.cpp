@@ -62,8 +62,8 @@ void bind_engine_calls(nb::class_<Object>& bound) {
       .def("reserve_graph", &Object::reserve_graph)
       .def("synchronize", &Object::synchronize)
       .def("audit", &Object::audit)
-      .def("release", &Object::release, "id"_a)
-      .def("num_computed", &Object::num_computed, "id"_a)
+      .def("release", &Object::release, "id"_a.none())
+      .def("num_computed", &Object::num_computed, "id"_a.none())
       .def_prop_ro("_spare_plans", &Object::spare_plan_count,
                    "Dropped plans whose storage the next plan() plans into (two at most).");
 }
@@ -116,41 +116,70 @@ NB_MODULE(_seqpool, m) {
                std::string(seqpool::activation_names[static_cast<std::size_t>(layer.activation)]) + "\")";
       });
 
+  // Ints are read as seqpool reads them (integer_of(): not a bool), so that a knob given True (a JSON
+  // request's true, say) is refused rather than taken as 1.
   nb::class_<seqpool::pooling_params>(m, "PoolingParams")
       .def(
           "__init__",
-          [](seqpool::pooling_params* made, bool use_activation, std::optional<std::int64_t> dimensions,
-             std::optional<std::int64_t> step_tag_id, std::vector<std::int64_t> returned_token_ids,
-             std::vector<std::pair<std::int64_t, std::int64_t>> spans, std::int64_t instruction_len, bool drop_first,
-             bool drop_last, std::vector<std::int64_t> drop_token_ids, std::optional<std::int64_t> top_k) {
-            new (made) seqpool::pooling_params{};
-            made->use_activation = use_activation;
-            made->dimensions = dimensions;
-            made->step_tag_id = step_tag_id;
-            made->returned_token_ids = std::move(returned_token_ids);
-            for (const auto& [begin, end] : spans) made->spans.push_back({begin, end});
-            made->instruction_len = instruction_len;
-            made->drop_first = drop_first;
-            made->drop_last = drop_last;
-            made->drop_token_ids = std::move(drop_token_ids);
-            made->top_k = top_k;
+          [](seqpool::pooling_params* made, bool use_activation, nb::handle dimensions, nb::handle step_tag_id,
+             nb::handle returned_token_ids, nb::handle spans, nb::handle instruction_len, bool drop_first,
+             bool drop_last, nb::handle drop_token_ids, nb::handle top_k) {
+            // Everything that may throw before the object is made: nanobind frees none that throws after.
+            seqpool::pooling_params params{
+                .use_activation = use_activation,
+                .dimensions = optional_integer(dimensions, "dimensions"),
+                .step_tag_id = optional_integer(step_tag_id, "step_tag_id"),
+                .returned_token_ids = read_integers(returned_token_ids, "returned_token_ids"),
+                .spans = read_spans(spans, "spans"),
+                .instruction_len = integer_argument(instruction_len, "instruction_len"),
+                .drop_first = drop_first,
+                .drop_last = drop_last,
+                .drop_token_ids = read_integers(drop_token_ids, "drop_token_ids"),
+                .top_k = optional_integer(top_k, "top_k")};
+            new (made) seqpool::pooling_params(std::move(params));
           },
           nb::kw_only(), "use_activation"_a = true, "dimensions"_a = nb::none(), "step_tag_id"_a = nb::none(),
-          "returned_token_ids"_a = std::vector<std::int64_t>{},
-          "spans"_a = std::vector<std::pair<std::int64_t, std::int64_t>>{}, "instruction_len"_a = 0,
-          "drop_first"_a = false, "drop_last"_a = false, "drop_token_ids"_a = std::vector<std::int64_t>{},
-          "top_k"_a = nb::none())
+          "returned_token_ids"_a = nb::tuple(), "spans"_a = nb::tuple(), "instruction_len"_a = 0,
+          "drop_first"_a = false, "drop_last"_a = false, "drop_token_ids"_a = nb::tuple(), "top_k"_a = nb::none())
       .def_rw("use_activation", &seqpool::pooling_params::use_activation)
-      .def_rw("dimensions", &seqpool::pooling_params::dimensions)
-      .def_rw("step_tag_id", &seqpool::pooling_params::step_tag_id)
-      .def_rw("returned_token_ids", &seqpool::pooling_params::returned_token_ids)
+      .def_prop_rw(
+          "dimensions", [](const seqpool::pooling_params& params) { return params.dimensions; },
+          [](seqpool::pooling_params& params, nb::handle given) {
+            params.dimensions = optional_integer(given, "dimensions");
+          },
+          nb::for_setter(nb::arg("value").none()))
+      .def_prop_rw(
+          "step_tag_id", [](const seqpool::pooling_params& params) { return params.step_tag_id; },
+          [](seqpool::pooling_params& params, nb::handle given) {
+            params.step_tag_id = optional_integer(given, "step_tag_id");
+          },
+          nb::for_setter(nb::arg("value").none()))
+      .def_prop_rw(
+          "returned_token_ids", [](const seqpool::pooling_params& params) { return params.returned_token_ids; },
+          [](seqpool::pooling_params& params, nb::handle given) {
+            params.returned_token_ids = read_integers(given, "returned_token_ids");
+          })
       .def_prop_ro("spans", &spans_of)
-      .def_rw("instruction_len", &seqpool::pooling_params::instruction_len)
+      .def_prop_rw(
+          "instruction_len", [](const seqpool::pooling_params& params) { return params.instruction_len; },
+          [](seqpool::pooling_params& params, nb::handle given) {
+            params.instruction_len = integer_argument(given, "instruction_len");
+          })
       .def_rw("drop_first", &seqpool::pooling_params::drop_first)
       .def_rw("drop_last", &seqpool::pooling_params::drop_last)
-      .def_rw("drop_token_ids", &seqpool::pooling_params::drop_token_ids)
-      .def_rw("top_k", &seqpool::pooling_params::top_k)
-      .def("__eq__", [](const seqpool::pooling_params& a, const seqpool::pooling_params& b) { return a == b; })
+      .def_prop_rw(
+          "drop_token_ids", [](const seqpool::pooling_params& params) { return params.drop_token_ids; },
+          [](seqpool::pooling_params& params, nb::handle given) {
+            params.drop_token_ids = read_integers(given, "drop_token_ids");
+          })
+      .def_prop_rw(
+          "top_k", [](const seqpool::pooling_params& params) { return params.top_k; },
+          [](seqpool::pooling_params& params, nb::handle given) { params.top_k = optional_integer(given, "top_k"); },
+          nb::for_setter(nb::arg("value").none()))
+      // An operator: against another type nanobind returns NotImplemented, and Python finds them unequal.
+      .def(
+          "__eq__", [](const seqpool::pooling_params& a, const seqpool::pooling_params& b) { return a == b; },
+          nb::is_operator())
       .def("__repr__", [](const seqpool::pooling_params& params) {
         std::string text = "PoolingParams(use_activation=" + std::string(params.use_activation ? "True" : "False");
         if (params.dimensions) text += ", dimensions=" + std::to_string(*params.dimensions);
@@ -230,18 +259,19 @@ NB_MODULE(_seqpool, m) {
              nb::handle projector, nb::handle projector_bias, nb::handle classifier, nb::handle classifier_bias,
              const std::string& problem, std::optional<double> logit_mean, std::optional<double> logit_sigma,
              const std::string& result_dtype, nb::handle ranges, std::optional<double> weight_floor, bool drop_first,
-             bool drop_last, std::vector<std::int64_t> drop_token_ids) {
+             bool drop_last, nb::handle drop_token_ids) {
             // Everything that may throw before the object is made: nanobind frees none that throws after.
-            part_object part = read_part(method, std::move(pooling_task), projector, projector_bias, classifier,
-                                         classifier_bias, problem, logit_mean, logit_sigma, result_dtype, ranges,
-                                         weight_floor, {drop_first, drop_last, std::move(drop_token_ids)});
+            part_object part =
+                read_part(method, std::move(pooling_task), projector, projector_bias, classifier, classifier_bias,
+                          problem, logit_mean, logit_sigma, result_dtype, ranges, weight_floor,
+                          {drop_first, drop_last, read_integers(drop_token_ids, "drop_token_ids")});
             new (made) part_object(std::move(part));
           },
           "method"_a, nb::kw_only(), "task"_a = nb::none(), "projector"_a = nb::none(), "projector_bias"_a = nb::none(),
           "classifier"_a = nb::none(), "classifier_bias"_a = nb::none(), "problem"_a = "single_label",
           "logit_mean"_a = nb::none(), "logit_sigma"_a = nb::none(), "result_dtype"_a = "float32",
           "ranges"_a = nb::none(), "weight_floor"_a = nb::none(), "drop_first"_a = false, "drop_last"_a = false,
-          "drop_token_ids"_a = std::vector<std::int64_t>{},
+          "drop_token_ids"_a = nb::tuple(),
           "One output of a MultiPooler: `method` for `task` (token_embed for a token method, embed otherwise), "
           "with a Dispatcher's head keywords, and the token filters a token part adds to each request's.")
       .def_prop_ro("task", [](const part_object& part) { return std::string(seqpool::name(part.config.served)); })

@@ -13,6 +13,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <system_error>
 #include <utility>
 #include <vector>
 
@@ -416,6 +417,9 @@ inline std::vector<part_file> read_parts(const object_reader& top, const std::fi
 
 /// Reads the batch file's configuration and the weights it names; steps are read by read_step().
 inline batch_file read_batch_file(const std::filesystem::path& path) {
+  // A folder opens as a stream on Linux, and its first read fails.
+  if (std::error_code ignored; std::filesystem::is_directory(path, ignored))
+    throw input_error(path.string() + ": is a folder, not a batch file");
   std::ifstream in(path);
   if (!in) throw input_error(path.string() + ": cannot open");
   batch_file batch;
@@ -433,6 +437,8 @@ inline batch_file read_batch_file(const std::filesystem::path& path) {
     throw input_error(path.string() + ": malformed JSON: " + deep.what());
   } catch (const json::exception& malformed) {  // a syntax error, or a number too large to hold
     throw input_error(path.string() + ": malformed JSON: " + malformed.what());
+  } catch (const std::ios_base::failure& unread) {  // the file's stream buffer failed to read
+    throw input_error(path.string() + ": cannot read: " + unread.what());
   }
   const std::string where = path.filename().string();
   const detail::object_reader top(root, where);

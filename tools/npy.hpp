@@ -14,6 +14,7 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <system_error>
 #include <type_traits>
 #include <vector>
 
@@ -51,22 +52,29 @@ inline std::string_view trim(std::string_view text) {
   return text.substr(first, text.find_last_not_of(" \t\n") - first + 1);
 }
 
+/// A shape as Python writes a tuple of ints: `()`, `(3,)`, `(2, 3)` or `(2, 3,)`
+/// — a tuple of one needs its comma (`(3)` is an int) — each a decimal whose
+/// digits do not start with a zero, or zeros alone, as Python's literals are.
 inline std::vector<std::int64_t> parse_shape(std::string_view text, const std::string& file) {
-  if (text.size() < 2 || text.front() != '(' || text.back() != ')')
-    throw input_error(file + ": malformed shape in the .npy header");
+  const auto malformed = [&] { return input_error(file + ": malformed shape in the .npy header"); };
+  if (text.size() < 2 || text.front() != '(' || text.back() != ')') throw malformed();
   std::vector<std::int64_t> shape;
   std::string_view inside = text.substr(1, text.size() - 2);
+  bool ends_in_comma = false;
   while (!trim(inside).empty()) {
     const auto comma = inside.find(',');
     const std::string_view item = trim(inside.substr(0, comma));
     std::int64_t extent = 0;
-    if (item.empty() || item.size() > 18 || item.find_first_not_of("0123456789") != std::string_view::npos)
-      throw input_error(file + ": malformed shape in the .npy header");
+    if (item.empty() || item.size() > 18 || item.find_first_not_of("0123456789") != std::string_view::npos ||
+        (item.front() == '0' && item.find_first_not_of('0') != std::string_view::npos))
+      throw malformed();
     for (const char digit : item) extent = extent * 10 + (digit - '0');
     shape.push_back(extent);
-    if (comma == std::string_view::npos) break;
+    ends_in_comma = comma != std::string_view::npos;
+    if (!ends_in_comma) break;
     inside = inside.substr(comma + 1);
   }
+  if (shape.size() == 1 && !ends_in_comma) throw malformed();
   return shape;
 }
 
@@ -147,13 +155,18 @@ inline const npy_dtypes range_dtypes{{"<f4"}, "calibration ranges are <f4"};
 /// than the shape says, before allocating anything the file does not back.
 inline npy_array read_npy(const std::filesystem::path& path, const npy_dtypes& dtypes) {
   const std::string file = path.string();
+  if (std::error_code ignored; std::filesystem::is_directory(path, ignored))
+    throw input_error(file + ": is a folder, not an .npy file");
   std::ifstream in(path, std::ios::binary);
   if (!in) throw input_error(file + ": cannot open");
   char magic[8];
   if (!in.read(magic, sizeof magic) || std::memcmp(magic, "\x93NUMPY", 6) != 0)
     throw input_error(file + ": not an .npy file");
   const int major = static_cast<unsigned char>(magic[6]);
-  if (major < 1 || major > 3) throw input_error(file + ": unsupported .npy format version " + std::to_string(major));
+  const int minor = static_cast<unsigned char>(magic[7]);
+  if (major < 1 || major > 3 || minor != 0)
+    throw input_error(file + ": unsupported .npy format version " + std::to_string(major) + "." +
+                      std::to_string(minor) + " (1.0, 2.0 and 3.0 are read)");
   unsigned char length_bytes[4] = {};
   const int length_size = major == 1 ? 2 : 4;
   if (!in.read(reinterpret_cast<char*>(length_bytes), length_size)) throw input_error(file + ": truncated .npy header");
@@ -212,9 +225,12 @@ constexpr const char* npy_descr() {
     return "'|u1'";
 }
 
-/// Writes `values` as an array of `shape`, of npy_descr<T>(), in format 1.0.
+/// Writes `values` as an array of `shape`, of npy_descr<T>(), in format 1.0,
+/// into a new file at `path`: what the name held before (a symbolic link
+/// among them, which the write would follow out of the folder) is removed first.
 template <class T>
 void write_npy(const std::filesystem::path& path, std::span<const T> values, const std::vector<std::int64_t>& shape) {
+  std::filesystem::remove(path);
   std::string dims;
   for (const std::int64_t extent : shape) dims += std::to_string(extent) + (shape.size() == 1 ? "," : ", ");
   if (shape.size() > 1) dims.resize(dims.size() - 2);

@@ -94,7 +94,7 @@ def pool(pooler, hidden, prompt_lens=None, **step):
     prompt_lens (each request's is S unless given) and says its sequence length
     itself; `step` takes plan()'s other arguments (num_scheduled, num_computed,
     ids, tasks, token_ids, params, padding)."""
-    shape = tuple(hidden.shape)
+    shape = tuple(getattr(hidden, "shape", ()))  # what has none, forward() refuses
     if len(shape) == 3:
         step.setdefault("sequence_length", shape[1])
         if prompt_lens is None:

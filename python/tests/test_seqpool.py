@@ -354,6 +354,10 @@ def test_refusals_raise_value_error_with_seqpools_message():
     del out
     refuses("capture", dispatcher.reserve_graph)
     assert issubclass(seqpool.DeviceError, RuntimeError)
+    # A message quotes an id escaped: a NUL would end it where Python reads it as a C string.
+    refuses('request 1 (id "a\\u0000b"): id: appears twice in one step', dispatcher.plan, [1, 1], ids=["a\0b"] * 2)
+    # pool() reads a shape only where the hidden states have one: a list is refused as forward() refuses it.
+    refuses("hidden states: must be a tensor", seqpool.pool, dispatcher, [[0.0] * 4] * 2, [2])
 
 
 def test_arguments_of_the_wrong_kind_raise_value_error_too():
@@ -433,8 +437,43 @@ def test_a_bool_is_no_id_and_no_count():
 def test_pooling_params_are_equal_by_value_and_unhashable():
     a, b = seqpool.PoolingParams(dimensions=2), seqpool.PoolingParams(dimensions=2)
     assert a == b
+    assert not a != b
+    assert a != seqpool.PoolingParams(dimensions=3)
     with pytest.raises(TypeError):
         hash(a)
+    # Against another type they are unequal, as Python's values are: lists and None-checks work.
+    for other in (None, 2, "x", [a]):
+        assert a != other and not a == other
+        assert other != a and not other == a
+    assert [None, a].index(b) == 1
+    assert a in [None, b]
+
+
+def test_knobs_are_ints_not_bools():
+    """A knob given True (a JSON request's true passed on, say) is refused, not taken as 1."""
+    for field in ("dimensions", "step_tag_id", "instruction_len", "top_k"):
+        for flag in (True, np.True_):
+            refuses(f"{field}: must be an int", seqpool.PoolingParams, **{field: flag})
+            refuses(f"{field}: must be an int", setattr, seqpool.PoolingParams(), field, flag)
+        refuses(f"{field}: must be an int", seqpool.PoolingParams, **{field: "2"})
+    for field in ("returned_token_ids", "drop_token_ids"):
+        refuses(f"{field}: must hold ints, got True", seqpool.PoolingParams, **{field: [1, True]})
+        refuses(f"{field}: must hold ints, got False", setattr, seqpool.PoolingParams(), field, [False])
+    refuses("spans: must be a sequence of (begin, end) pairs of ints, got (0, True)", seqpool.PoolingParams,
+            spans=[(0, True)])
+    refuses("spans: must be a sequence of (begin, end) pairs of ints, got (0, 1, 2)", seqpool.PoolingParams,
+            spans=[(0, 1, 2)])
+    refuses("spans: has more entries than its len() of 1", seqpool.PoolingParams, spans=Lying([(0, 1), (1, 2)]))
+    refuses("drop_token_ids: must hold ints, got True", seqpool.Part, "all", drop_token_ids=[True])
+    # What they take: Python's and NumPy's ints, lists and arrays of them, None where a knob is optional.
+    params = seqpool.PoolingParams(dimensions=np.int64(2), top_k=None, spans=[[0, 2], (2, 3)],
+                                   drop_token_ids=np.array([1, 2]), instruction_len=np.int32(1))
+    assert (params.dimensions, params.top_k, params.instruction_len) == (2, None, 1)
+    assert params.spans == [(0, 2), (2, 3)] and params.drop_token_ids == [1, 2]
+    params.dimensions = None
+    params.returned_token_ids = (4, np.int64(5))
+    assert params.dimensions is None and params.returned_token_ids == [4, 5]
+    assert seqpool.PoolingParams() == seqpool.PoolingParams(returned_token_ids=[], spans=(), drop_token_ids=[])
 
 
 class Lying:
@@ -553,6 +592,10 @@ def test_what_an_argument_s_index_raises_reaches_the_caller():
     refuses("ids: a request id is a str or an int", dispatcher.plan, [1], ids=[Interrupting(TypeError("no int"))])
     refuses("sequence_length: must be an int in [-2^63, 2^63), got '4'", dispatcher.plan, [1], sequence_length="4")
     refuses("rows: must be an int in [-2^63, 2^63), got None", dispatcher.reserve_capacity, requests=1, rows=None)
+    # An id asked about alone is the argument `id`, not an entry of `ids`.
+    for bad in (True, 7.0, None):
+        refuses("id: a request id is a str or an int", dispatcher.release, bad)
+        refuses("id: a request id is a str or an int", dispatcher.num_computed, bad)
 
 
 def test_token_ids_live_as_long_as_the_plan_whoever_exported_them():

@@ -2,6 +2,7 @@
 error that begins `seqpool: error:` and names the step, the request and the field;
 earlier steps' outputs stay, the failing step writes nothing, later steps never run."""
 import json
+import tempfile
 import unittest
 
 import numpy as np
@@ -204,6 +205,13 @@ class Errors(unittest.TestCase):
                 self.file_error(lambda b, bad=bad: b.step(ROWS[:1], [request(bad, "embed", 1)]),
                                 "step 1: request 0")
 
+    def test_an_id_is_quoted_escaped(self):
+        # A NUL written as it is would end the error line where it is read as a C string.
+        self.file_error(lambda b: b.step(ROWS[:1], [request("a\0b", "embed", 1)]),
+                        'step 1: request 0 (id "a\\u0000b"): id: must be a plain file name')
+        self.file_error(lambda b: b.step(ROWS[:1], [request('say "hi"', "embed", 1, 0)]),
+                        'step 1: request 0 (id "say \\"hi\\""): num_scheduled: must be at least 1')
+
     def test_ids_too_long_for_a_file_name(self):
         self.file_error(lambda b: b.step(ROWS[:1], [request("x" * 201, "embed", 1)]),
                         'step 1: request 0 (id "' + "x" * 201 + '"): id: at most 200 bytes')
@@ -291,7 +299,6 @@ class Errors(unittest.TestCase):
         import pathlib
         import shutil
         import subprocess
-        import tempfile
 
         compiler = shutil.which("cc") or shutil.which("gcc")
         self.assertIsNotNone(compiler, "a C compiler builds the preloaded rename")
@@ -345,6 +352,29 @@ class Errors(unittest.TestCase):
             run = parts.run(audit=False, env=dict(os.environ, LD_PRELOAD=preloaded, FAILING_RENAME="/t/a.npy"))
             self.assertEqual(run.returncode, 2, run.stderr)
             self.assertEqual(sorted(str(path.relative_to(parts.out)) for path in parts.out.rglob("*")), ["d", "t"])
+
+    def test_a_link_under_a_hidden_name_is_not_followed(self):
+        # What an earlier run left at a result's hidden name, a symbolic link out of the folder among
+        # them, is replaced: the file the link names is not written.
+        batch = Batch(H, {"embed": "mean"})
+        good_step(batch, "a")
+        victim = batch.folder / "victim.txt"
+        victim.write_text("untouched")
+        (batch.folder / "out").mkdir()
+        (batch.folder / "out" / ".a.npy.partial").symlink_to(victim)
+        run = batch.run()
+        self.assertEqual(run.returncode, 0, run.stderr)
+        self.assertEqual(victim.read_text(), "untouched")
+        self.assertFalse((batch.out / "a.npy").is_symlink())
+        np.testing.assert_allclose(batch.result("a"), ROWS[0] / np.linalg.norm(ROWS[0]), rtol=1e-6)
+        # A folder there cannot be replaced: the step names the request and the file.
+        batch = Batch(H, {"embed": "mean"})
+        good_step(batch, "a")
+        (batch.folder / "out" / ".a.npy.partial" / "inside").mkdir(parents=True)
+        run = batch.run()
+        self.assertEqual(run.returncode, 2, run.stderr)
+        self.assertIn('step 0: request 0 (id "a"): cannot write its result: ', run.stderr)
+        self.assertIn(".a.npy.partial", run.stderr)
 
     def test_an_audit_that_cannot_be_written_exits_2(self):
         batch = Batch(H, {"embed": "mean"})
@@ -400,17 +430,32 @@ class Errors(unittest.TestCase):
                 ("{'descr': '<f4', 'fortran_order': False, 'shape': (1, 4), } and more", "malformed .npy header"),
                 ("{'descr': '<f4', 'fortran_order': false, 'shape': (1, 4), }",
                  "malformed fortran_order in the .npy header"),
-                ("{'descr': '<f4', 'shape': (1, 4), }", "the .npy header has no 'fortran_order'")):
+                ("{'descr': '<f4', 'shape': (1, 4), }", "the .npy header has no 'fortran_order'"),
+                # A shape is a tuple of ints as Python writes one: (4) is an int, 04 no literal.
+                ("{'descr': '<f4', 'fortran_order': False, 'shape': (4), }", "malformed shape in the .npy header"),
+                ("{'descr': '<f4', 'fortran_order': False, 'shape': (1, 04), }", "malformed shape in the .npy header"),
+                ("{'descr': '<f4', 'fortran_order': False, 'shape': (1, 4,,), }",
+                 "malformed shape in the .npy header")):
             with self.subTest(text):
                 self.bad_npy(with_header(text), message)
-        # Either quote, the keys in any order, no comma after the last: as NumPy reads them.
-        batch = Batch(H, {"embed": "mean"})
-        good_step(batch, "reordered")
-        with_header('{"shape": (1, 4), "fortran_order": False, "descr": "<f4"}')(
-            batch.folder / batch.spec["steps"][-1]["hidden_states"])
-        run = batch.run()
-        self.assertEqual(run.returncode, 0, run.stderr)
-        np.testing.assert_allclose(batch.result("reordered"), ROWS[0] / np.linalg.norm(ROWS[0]), rtol=1e-6)
+        # NumPy reads format versions 1.0, 2.0 and 3.0 alone.
+        def version(minor):
+            def write(path):
+                data = bytearray(path.read_bytes())
+                data[7] = minor
+                path.write_bytes(bytes(data))
+            return write
+        self.bad_npy(version(7), "unsupported .npy format version 1.7 (1.0, 2.0 and 3.0 are read)")
+        # Either quote, the keys in any order, no comma after the last, a comma after a shape's last
+        # extent: as NumPy reads them.
+        for header in ('{"shape": (1, 4), "fortran_order": False, "descr": "<f4"}',
+                       "{'descr': '<f4', 'fortran_order': False, 'shape': (1, 4,), }"):
+            batch = Batch(H, {"embed": "mean"})
+            good_step(batch, "reordered")
+            with_header(header)(batch.folder / batch.spec["steps"][-1]["hidden_states"])
+            run = batch.run()
+            self.assertEqual(run.returncode, 0, run.stderr)
+            np.testing.assert_allclose(batch.result("reordered"), ROWS[0] / np.linalg.norm(ROWS[0]), rtol=1e-6)
         for ending in (b"'shape':", b"'shape':   "):
             def cut(path, ending=ending):
                 data = path.read_bytes()
@@ -686,6 +731,17 @@ class Errors(unittest.TestCase):
             run = subprocess.run([TOOL, *args], capture_output=True, text=True)
             self.assertEqual(run.returncode, 2, args)
             self.assertTrue(run.stderr.startswith("seqpool: error: "), run.stderr)
+        # A folder where a file is named: the error names it.
+        with tempfile.TemporaryDirectory() as folder:
+            run = subprocess.run([TOOL, folder, "--out", folder + "/out"], capture_output=True, text=True)
+            self.assertEqual(run.returncode, 2)
+            self.assertEqual(run.stderr, f"seqpool: error: {folder}: is a folder, not a batch file\n")
+        batch = Batch(H, {"embed": "mean"})
+        batch.step(ROWS[:1], [request("a", "embed", 1)])
+        hidden = batch.folder / batch.spec["steps"][-1]["hidden_states"]
+        hidden.unlink()
+        hidden.mkdir()
+        self.check_refused(batch, f"step 0: hidden_states: {hidden}: is a folder, not an .npy file")
 
     # Inputs that must not crash, hang or allocate without bound
 
