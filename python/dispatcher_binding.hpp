@@ -35,7 +35,7 @@ struct plan_object : owned_plan<step_plan> {
 /// The Python-facing dispatcher: a dispatcher engine and the GIL rules around it.
 class dispatcher_object : public engine_binding<engine> {
  public:
-  dispatcher_object(std::int64_t hidden_size, std::optional<std::string> embed, std::optional<std::string> classify,
+  dispatcher_object(nb::handle hidden_size, std::optional<std::string> embed, std::optional<std::string> classify,
                     std::optional<std::string> token_embed, std::optional<std::string> token_classify,
                     nb::handle projector, nb::handle projector_bias, nb::handle classifier, nb::handle classifier_bias,
                     const std::string& problem, std::optional<double> logit_mean, std::optional<double> logit_sigma,
@@ -43,7 +43,7 @@ class dispatcher_object : public engine_binding<engine> {
                     const std::string& device, std::uintptr_t stream)
       : result_dtype_(result_dtype) {
     engine_config config;
-    config.hidden_size = hidden_size;
+    config.hidden_size = integer_argument(hidden_size, "hidden_size");
     config.methods = {std::move(embed), std::move(classify), std::move(token_embed), std::move(token_classify)};
     const result_kind result = read_heads(config, projector, projector_bias, classifier, classifier_bias, problem,
                                           logit_mean, logit_sigma, result_dtype, ranges, weight_floor);

@@ -228,10 +228,10 @@ NB_MODULE(_seqpool, m) {
 
   auto dispatcher =
       nb::class_<dispatcher_object>(m, "Dispatcher")
-          .def(nb::init<std::int64_t, std::optional<std::string>, std::optional<std::string>,
-                        std::optional<std::string>, std::optional<std::string>, nb::handle, nb::handle, nb::handle,
-                        nb::handle, const std::string&, std::optional<double>, std::optional<double>,
-                        const std::string&, nb::handle, std::optional<double>, const std::string&, std::uintptr_t>(),
+          .def(nb::init<nb::handle, std::optional<std::string>, std::optional<std::string>, std::optional<std::string>,
+                        std::optional<std::string>, nb::handle, nb::handle, nb::handle, nb::handle, const std::string&,
+                        std::optional<double>, std::optional<double>, const std::string&, nb::handle,
+                        std::optional<double>, const std::string&, std::uintptr_t>(),
                "hidden_size"_a, nb::kw_only(), "embed"_a = nb::none(), "classify"_a = nb::none(),
                "token_embed"_a = nb::none(), "token_classify"_a = nb::none(), "projector"_a = nb::none(),
                "projector_bias"_a = nb::none(), "classifier"_a = nb::none(), "classifier_bias"_a = nb::none(),
@@ -288,7 +288,7 @@ NB_MODULE(_seqpool, m) {
 
   auto multi =
       nb::class_<multi_pooler_object>(m, "MultiPooler")
-          .def(nb::init<std::int64_t, const std::vector<part_object>&, const std::string&, std::uintptr_t>(),
+          .def(nb::init<nb::handle, const std::vector<part_object>&, const std::string&, std::uintptr_t>(),
                "hidden_size"_a, "parts"_a, nb::kw_only(), "device"_a = "cpu", "stream"_a = 0)
           .def_prop_ro("result_dtypes", &multi_pooler_object::result_dtypes)
           .def_prop_ro("tasks", &multi_pooler_object::tasks)

@@ -80,12 +80,13 @@ inline std::vector<part_plan_view> part_views(const parts_plan_object& planned) 
 
 class multi_pooler_object : public engine_binding<multi_pooler_engine> {
  public:
-  multi_pooler_object(std::int64_t hidden_size, const std::vector<part_object>& parts, const std::string& device,
+  multi_pooler_object(nb::handle hidden_size, const std::vector<part_object>& parts, const std::string& device,
                       std::uintptr_t stream) {
+    const std::int64_t width = integer_argument(hidden_size, "hidden_size");
     std::vector<part_config> configs;
     for (const part_object& part : parts) {
       configs.push_back(part.config);
-      configs.back().pooler.hidden_size = hidden_size;
+      configs.back().pooler.hidden_size = width;
       result_dtypes_.push_back(part.result_dtype);
       tasks_.push_back(part.config.served);
     }

@@ -449,8 +449,11 @@ def test_pooling_params_are_equal_by_value_and_unhashable():
     assert a in [None, b]
 
 
-def test_knobs_are_ints_not_bools():
-    """A knob given True (a JSON request's true passed on, say) is refused, not taken as 1."""
+def test_knobs_and_widths_are_ints_not_bools():
+    """A knob given True (a JSON request's true passed on, say) is refused, not taken as 1; so is a width."""
+    refuses("hidden_size: must be an int", seqpool.Dispatcher, True, embed="mean")
+    refuses("hidden_size: must be an int", seqpool.MultiPooler, np.True_, [seqpool.Part("mean")])
+    assert seqpool.Dispatcher(np.int64(4), embed="mean").hidden_size == 4
     for field in ("dimensions", "step_tag_id", "instruction_len", "top_k"):
         for flag in (True, np.True_):
             refuses(f"{field}: must be an int", seqpool.PoolingParams, **{field: flag})
