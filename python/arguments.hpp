@@ -92,13 +92,27 @@ inline std::optional<std::int64_t> optional_integer(nb::handle given, const char
   return integer_argument(given, field);
 }
 
+/// What a list of integers read without a count holds: a step's requests
+/// (prompt_lens), or token ids (a knob's list).
+enum class listed { requests, token_ids };
+
+/// A CUDA stream's handle (`stream`, as torch's `cuda_stream` gives it; 0 the
+/// default stream), an int as integer_of() reads one.
+inline std::uintptr_t stream_of(nb::handle given) {
+  const std::int64_t handle = integer_argument(given, "stream");
+  if (handle < 0) detail::fail("stream", "must be a CUDA stream's handle, at least 0, got ", handle);
+  return static_cast<std::uintptr_t>(handle);
+}
+
 /// Integers from a 1-D int32/int64 host tensor or a sequence of Python ints:
 /// exactly `count` of them where it is given (one a request: a tensor's
 /// length is checked before it is read, and a sequence is iterated one entry
 /// past `count` at most), else as many as iterating the sequence gives, at
-/// most its len().
+/// most its len(), and a tensor's at most as many as a step or a knob's list
+/// holds (`what`).
 inline std::vector<std::int64_t> read_integers(nb::handle given, const char* field,
-                                               std::optional<std::size_t> count = std::nullopt) {
+                                               std::optional<std::size_t> count = std::nullopt,
+                                               listed what = listed::requests) {
   std::vector<std::int64_t> values;
   any_tensor tensor;
   if (nb::try_cast(given, tensor, false)) {
@@ -115,9 +129,12 @@ inline std::vector<std::int64_t> read_integers(nb::handle given, const char* fie
     // in 32 bits).
     if (count)
       check_count(static_cast<std::size_t>(view.shape[0]), *count, field);
-    else if (view.shape[0] > detail::most_counted)
+    else if (view.shape[0] > detail::most_counted && what == listed::requests)
       detail::fail(field, "has ", view.shape[0], " entries; a step has at most ", detail::most_counted,
                    " requests (each reads a row, and a step reads at most ", detail::most_counted, ")");
+    else if (view.shape[0] > detail::most_counted)
+      detail::fail(field, "has ", view.shape[0], " entries, more than the ", detail::most_counted,
+                   " a knob's list may hold");
     const std::int64_t stride = view.strides != nullptr ? view.strides[0] : 1;
     values.resize(static_cast<std::size_t>(view.shape[0]));
     // Copied byte by byte: a buffer's integers need not be aligned (NumPy's view of a bytearray at an odd offset).
@@ -208,7 +225,10 @@ inline std::vector<token_span> read_spans(nb::handle given, const char* field) {
     const auto refuse = [&] {
       detail::fail(field, "must be ", expected, ", got ", nb::cast<std::string>(nb::repr(entry)));
     };
-    if (!nb::isinstance<nb::sequence>(entry) || nb::isinstance<nb::str>(entry) || nb::len(entry) != 2) refuse();
+    // A str or a bytes is a sequence too, of characters or small ints: no pair.
+    if (!nb::isinstance<nb::sequence>(entry) || nb::isinstance<nb::str>(entry) || nb::isinstance<nb::bytes>(entry) ||
+        PyByteArray_Check(entry.ptr()) || nb::len(entry) != 2)
+      refuse();
     const nb::object first = entry[0];
     const nb::object second = entry[1];
     const std::optional<std::int64_t> begin = integer_of(first);

@@ -40,16 +40,17 @@ class dispatcher_object : public engine_binding<engine> {
                     nb::handle projector, nb::handle projector_bias, nb::handle classifier, nb::handle classifier_bias,
                     const std::string& problem, std::optional<double> logit_mean, std::optional<double> logit_sigma,
                     const std::string& result_dtype, nb::handle ranges, std::optional<double> weight_floor,
-                    const std::string& device, std::uintptr_t stream)
+                    const std::string& device, nb::handle stream)
       : result_dtype_(result_dtype) {
     engine_config config;
     config.hidden_size = integer_argument(hidden_size, "hidden_size");
     config.methods = {std::move(embed), std::move(classify), std::move(token_embed), std::move(token_classify)};
     const result_kind result = read_heads(config, projector, projector_bias, classifier, classifier_bias, problem,
                                           logit_mean, logit_sigma, result_dtype, ranges, weight_floor);
+    const std::uintptr_t cuda_stream = stream_of(stream);
     engine_ = made_on(
         device, [&] { return make_host_engine(config, result); },
-        [&] { return make_cuda_engine(config, result, stream); });
+        [&] { return make_cuda_engine(config, result, cuda_stream); });
     for (const task t : every_task)
       if (engine_->serves(t)) served_.push_back(t);
   }

@@ -129,12 +129,12 @@ NB_MODULE(_seqpool, m) {
                 .use_activation = use_activation,
                 .dimensions = optional_integer(dimensions, "dimensions"),
                 .step_tag_id = optional_integer(step_tag_id, "step_tag_id"),
-                .returned_token_ids = read_integers(returned_token_ids, "returned_token_ids"),
+                .returned_token_ids = read_integers(returned_token_ids, "returned_token_ids", {}, listed::token_ids),
                 .spans = read_spans(spans, "spans"),
                 .instruction_len = integer_argument(instruction_len, "instruction_len"),
                 .drop_first = drop_first,
                 .drop_last = drop_last,
-                .drop_token_ids = read_integers(drop_token_ids, "drop_token_ids"),
+                .drop_token_ids = read_integers(drop_token_ids, "drop_token_ids", {}, listed::token_ids),
                 .top_k = optional_integer(top_k, "top_k")};
             new (made) seqpool::pooling_params(std::move(params));
           },
@@ -157,7 +157,7 @@ NB_MODULE(_seqpool, m) {
       .def_prop_rw(
           "returned_token_ids", [](const seqpool::pooling_params& params) { return params.returned_token_ids; },
           [](seqpool::pooling_params& params, nb::handle given) {
-            params.returned_token_ids = read_integers(given, "returned_token_ids");
+            params.returned_token_ids = read_integers(given, "returned_token_ids", {}, listed::token_ids);
           })
       .def_prop_ro("spans", &spans_of)
       .def_prop_rw(
@@ -170,7 +170,7 @@ NB_MODULE(_seqpool, m) {
       .def_prop_rw(
           "drop_token_ids", [](const seqpool::pooling_params& params) { return params.drop_token_ids; },
           [](seqpool::pooling_params& params, nb::handle given) {
-            params.drop_token_ids = read_integers(given, "drop_token_ids");
+            params.drop_token_ids = read_integers(given, "drop_token_ids", {}, listed::token_ids);
           })
       .def_prop_rw(
           "top_k", [](const seqpool::pooling_params& params) { return params.top_k; },
@@ -231,7 +231,7 @@ NB_MODULE(_seqpool, m) {
           .def(nb::init<nb::handle, std::optional<std::string>, std::optional<std::string>, std::optional<std::string>,
                         std::optional<std::string>, nb::handle, nb::handle, nb::handle, nb::handle, const std::string&,
                         std::optional<double>, std::optional<double>, const std::string&, nb::handle,
-                        std::optional<double>, const std::string&, std::uintptr_t>(),
+                        std::optional<double>, const std::string&, nb::handle>(),
                "hidden_size"_a, nb::kw_only(), "embed"_a = nb::none(), "classify"_a = nb::none(),
                "token_embed"_a = nb::none(), "token_classify"_a = nb::none(), "projector"_a = nb::none(),
                "projector_bias"_a = nb::none(), "classifier"_a = nb::none(), "classifier_bias"_a = nb::none(),
@@ -261,10 +261,10 @@ NB_MODULE(_seqpool, m) {
              const std::string& result_dtype, nb::handle ranges, std::optional<double> weight_floor, bool drop_first,
              bool drop_last, nb::handle drop_token_ids) {
             // Everything that may throw before the object is made: nanobind frees none that throws after.
-            part_object part =
-                read_part(method, std::move(pooling_task), projector, projector_bias, classifier, classifier_bias,
-                          problem, logit_mean, logit_sigma, result_dtype, ranges, weight_floor,
-                          {drop_first, drop_last, read_integers(drop_token_ids, "drop_token_ids")});
+            part_object part = read_part(
+                method, std::move(pooling_task), projector, projector_bias, classifier, classifier_bias, problem,
+                logit_mean, logit_sigma, result_dtype, ranges, weight_floor,
+                {drop_first, drop_last, read_integers(drop_token_ids, "drop_token_ids", {}, listed::token_ids)});
             new (made) part_object(std::move(part));
           },
           "method"_a, nb::kw_only(), "task"_a = nb::none(), "projector"_a = nb::none(), "projector_bias"_a = nb::none(),
@@ -288,8 +288,8 @@ NB_MODULE(_seqpool, m) {
 
   auto multi =
       nb::class_<multi_pooler_object>(m, "MultiPooler")
-          .def(nb::init<nb::handle, const std::vector<part_object>&, const std::string&, std::uintptr_t>(),
-               "hidden_size"_a, "parts"_a, nb::kw_only(), "device"_a = "cpu", "stream"_a = 0)
+          .def(nb::init<nb::handle, const std::vector<part_object>&, const std::string&, nb::handle>(), "hidden_size"_a,
+               "parts"_a, nb::kw_only(), "device"_a = "cpu", "stream"_a = 0)
           .def_prop_ro("result_dtypes", &multi_pooler_object::result_dtypes)
           .def_prop_ro("tasks", &multi_pooler_object::tasks)
           .def("plan", &multi_pooler_object::plan, "prompt_lens"_a, "num_scheduled"_a = nb::none(),

@@ -81,8 +81,9 @@ inline std::vector<part_plan_view> part_views(const parts_plan_object& planned) 
 class multi_pooler_object : public engine_binding<multi_pooler_engine> {
  public:
   multi_pooler_object(nb::handle hidden_size, const std::vector<part_object>& parts, const std::string& device,
-                      std::uintptr_t stream) {
+                      nb::handle stream) {
     const std::int64_t width = integer_argument(hidden_size, "hidden_size");
+    const std::uintptr_t cuda_stream = stream_of(stream);
     std::vector<part_config> configs;
     for (const part_object& part : parts) {
       configs.push_back(part.config);
@@ -92,7 +93,7 @@ class multi_pooler_object : public engine_binding<multi_pooler_engine> {
     }
     engine_ = made_on(
         device, [&] { return make_host_multi_pooler_engine(configs); },
-        [&] { return make_cuda_multi_pooler_engine(configs, stream); });
+        [&] { return make_cuda_multi_pooler_engine(configs, cuda_stream); });
   }
 
   std::unique_ptr<parts_plan_object> plan(nb::handle prompt_lens, nb::handle num_scheduled, nb::handle num_computed,

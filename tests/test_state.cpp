@@ -1,5 +1,6 @@
 // The chunked-prefill state store.
 #include <memory>
+#include <vector>
 
 #include <doctest/doctest.h>
 
@@ -108,50 +109,60 @@ TEST_CASE("a token method's request keeps the rows its chunks chose and its prom
   state.release("t");
 }
 
-TEST_CASE("a step's reservations are kept whole or undone whole") {
+TEST_CASE("a step's states are reserved whole or not at all") {
+  // Through ALL, whose state grows with the prompt: a step that makes one state, begins one anew in
+  // more memory and one where it was, then is refused at a state released since its plan.
   seqpool::host_space space;
   seqpool::state_store<seqpool::host_space> state(space);
-  const seqpool::state_key four{.rows_total = 4};
-  const seqpool::state_key eight{.rows_total = 8};
-  const seqpool::request made = part("made", task::token_embed, 10, 0, 2);
-  const seqpool::request grown = part("grown", task::token_embed, 10, 0, 2);
-  const seqpool::request same = part("same", task::token_embed, 10, 0, 2);
-  // "grown" and "same" reserved by an earlier plan, not run.
-  float* const grown_before = state.reserve(0, grown, 8, four);
-  float* const same_before = state.reserve(0, same, 8, four);
-  const auto reserve_step = [&] {
-    state.begin_reservations(3);
-    state.reserve(0, made, 8, eight);
-    CHECK(state.reserve(1, grown, 64, eight) != grown_before);  // begun anew in more memory
-    CHECK(state.reserve(2, same, 8, eight) == same_before);     // begun anew where it was
+  seqpool::pooler<seqpool::method::all, seqpool::head::embed, seqpool::host_space> all(space, 4);
+  const auto run = [&](const seqpool::step_plan& plan) {
+    all.reserve(plan, state);
+    const std::vector<float> rows(static_cast<std::size_t>(plan.num_rows * 4), 1.0f);
+    seqpool::buffer<float, seqpool::host_space> output(space, static_cast<std::size_t>(plan.output_size));
+    all.forward(seqpool::make_hidden_view(rows.data(), plan.num_rows, 4), plan, state, output.span());
   };
-  reserve_step();
-  state.undo_reservations();
-  CHECK_FALSE(state.contains("made"));
+  run(all.plan(seqpool::batch{{part("b", task::token_embed, 10, 0, 2)}}, state));
+  // "grown" and "same" reserved by a plan not run yet.
+  const seqpool::step_plan first = all.plan(
+      seqpool::batch{{part("grown", task::token_embed, 10, 0, 2), part("same", task::token_embed, 10, 0, 2)}}, state);
+  all.reserve(first, state);
+  float* const grown_before = state.data("grown");
+  float* const same_before = state.data("same");
+  const auto step = [&](bool with_b) {
+    seqpool::batch planned{{part("made", task::token_embed, 10, 0, 2), part("grown", task::token_embed, 1000, 0, 2),
+                            part("same", task::token_embed, 10, 0, 2, {.drop_first = true})}};
+    if (with_b) planned.requests.push_back(part("b", task::token_embed, 10, 2, 2));
+    return all.plan(planned, state);
+  };
+  const seqpool::step_plan refused = step(true);
+  state.release("b");
+  const std::size_t cached_before = state.cached_allocations();  // "b"'s
+  CHECK_THROWS_WITH_AS(
+      all.reserve(refused, state),
+      doctest::Contains("request 3 (id \"b\"): plan: planned when the state held 2 tokens, it holds none"),
+      seqpool::error);
   CHECK(state.size() == 2);
+  CHECK_FALSE(state.contains("made"));
   CHECK(state.data("grown") == grown_before);
-  CHECK_FALSE(state.holds("grown", 64));
   CHECK(state.data("same") == same_before);
-  for (const seqpool::request& r : {grown, same}) {
-    state.check_current(0, r, four);
-    CHECK_THROWS_AS(state.check_current(0, r, eight), seqpool::error);
-  }
-  CHECK(state.cached_allocations() == 2);  // the two states the undone step took, given back
+  // The step took "b"'s memory from the cache for "made" and new memory for "grown": both are back.
+  CHECK(state.cached_allocations() == cached_before + 1);
+  run(first);  // its states are the ones it reserved
+  CHECK(state.num_computed("grown") == 2);
 
-  reserve_step();
+  // Kept: "grown"'s memory before goes back once the step's states stand.
+  state.release("grown");
+  state.release("same");
+  all.reserve(
+      all.plan(seqpool::batch{{part("grown", task::token_embed, 10, 0, 2), part("same", task::token_embed, 10, 0, 2)}},
+               state),
+      state);
+  float* const grown_small = state.data("grown");
   const std::size_t cached = state.cached_allocations();
-  state.keep_reservations();
+  all.reserve(step(false), state);
   CHECK(state.size() == 3);
-  CHECK(state.holds("grown", 64));
-  CHECK(state.data("same") == same_before);
-  for (const seqpool::request& r : {made, grown, same}) state.check_current(0, r, eight);
-  CHECK(state.cached_allocations() == cached + 1);  // "grown"'s memory before
-
-  // Closed, a reserve() notes nothing: a later undo has nothing to undo.
-  state.reserve(0, part("after", task::token_embed, 10, 0, 2), 8, four);
-  state.begin_reservations(0);
-  state.undo_reservations();
-  CHECK(state.contains("after"));
+  CHECK(state.data("grown") != grown_small);
+  CHECK(state.cached_allocations() == cached - 2 + 1);  // "made" and "grown" took two, "grown" gave one back
 }
 
 TEST_CASE("a plan's state is the one it was planned against: begun alike, with the rows chosen so far") {
@@ -315,6 +326,7 @@ TEST_CASE("a device allocation that fails in a pooler's reserve leaves every req
   CHECK_THROWS_WITH_AS(all.reserve(step, state), "cudaMallocAsync: out of memory", seqpool::device_error);
   CHECK(state.size() == 0);
   CHECK_FALSE(state.contains("small"));
+  CHECK(state.cached_allocations() == 1);  // "small"'s, taken back
   *fail = false;
   all.reserve(step, state);
   CHECK(state.size() == 2);

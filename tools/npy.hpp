@@ -112,7 +112,7 @@ inline npy_header parse_header(std::string_view text, const std::string& file) {
     text = trim(text.substr(1));
     const auto which = static_cast<std::size_t>(std::ranges::find(keys, key) - std::begin(keys));
     if (which == std::size(keys))
-      throw input_error(file + ": the .npy header has a key '" + std::string(key) + "' NumPy does not write");
+      throw input_error(file + ": the .npy header has a key " + seqpool::detail::quoted(key) + " NumPy does not write");
     if (which == 0) {
       header.descr = take_quoted(text, file + ": malformed descr in the .npy header");
     } else if (which == 1) {
@@ -182,7 +182,8 @@ inline npy_array read_npy(const std::filesystem::path& path, const npy_dtypes& d
   npy_array array;
   array.descr = std::move(said.descr);
   if (std::find(dtypes.accepted.begin(), dtypes.accepted.end(), array.descr) == dtypes.accepted.end())
-    throw input_error(file + ": dtype " + array.descr + " is not supported (" + std::string(dtypes.described) + ")");
+    throw input_error(file + ": dtype " + seqpool::detail::quoted(array.descr) + " is not supported (" +
+                      std::string(dtypes.described) + ")");
   if (said.fortran_order) throw input_error(file + ": Fortran-order arrays are not supported; save in C order");
   array.shape = std::move(said.shape);
 
@@ -226,10 +227,13 @@ constexpr const char* npy_descr() {
 }
 
 /// Writes `values` as an array of `shape`, of npy_descr<T>(), in format 1.0,
-/// into a new file at `path`: what the name held before (a symbolic link
-/// among them, which the write would follow out of the folder) is removed first.
+/// into a new file at `path`: a file or a symbolic link the name held (which
+/// the write would follow out of the folder) is removed first; a folder is
+/// refused. Where the write fails, what it wrote is removed.
 template <class T>
 void write_npy(const std::filesystem::path& path, std::span<const T> values, const std::vector<std::int64_t>& shape) {
+  if (std::filesystem::is_directory(std::filesystem::symlink_status(path)))
+    throw input_error(path.string() + " is a folder");
   std::filesystem::remove(path);
   std::string dims;
   for (const std::int64_t extent : shape) dims += std::to_string(extent) + (shape.size() == 1 ? "," : ", ");
@@ -247,7 +251,11 @@ void write_npy(const std::filesystem::path& path, std::span<const T> values, con
   out << header;
   out.write(reinterpret_cast<const char*>(values.data()), static_cast<std::streamsize>(values.size_bytes()));
   out.close();  // what the stream still buffers fails here, where it is seen, not in its destructor
-  if (!out) throw input_error(path.string() + ": cannot write");
+  if (!out) {
+    std::error_code ignored;
+    std::filesystem::remove(path, ignored);
+    throw input_error(path.string() + ": cannot write");
+  }
 }
 
 }  // namespace seqpool::tool

@@ -61,11 +61,14 @@ class result_files {
       } else if (seqpool::is_token_task(pooled_for.value_or(r.task)) || !r.params.spans.empty()) {
         shape.insert(shape.begin(), slice->rows);
       }
-      written_.push_back(
-          {folder / ("." + id + ".npy.partial"), folder / (id + ".npy"), folder / ("." + id + ".npy.previous")});
-      const named& file = written_.back();
+      const named file{folder / ("." + id + ".npy.partial"), folder / (id + ".npy"),
+                       folder / ("." + id + ".npy.previous")};
+      written_.reserve(written_.size() + 1);
       try {
+        // A file it cannot write whole it leaves unmade, and a folder under the hidden name untouched: only a
+        // file written is this run's to remove.
         write_npy(file.hidden, values, shape);
+        written_.push_back(file);
         if (std::filesystem::is_directory(file.final)) throw input_error(file.final.string() + " is a folder");
       } catch (const std::exception& failure) {
         throw input_error(where + ": request " + std::to_string(i) + " (id " + seqpool::detail::quoted(id) +

@@ -21,6 +21,9 @@
 
 namespace seqpool {
 
+template <memory_space Space, class Result, class... Units>
+class step_runner;
+
 /// One entry per request that arrives in chunks, keyed by id: how far the request
 /// has come, and its state, floats in the space's memory for what its method
 /// keeps (a running sum, a latched row, the rows seen so far). A request that
@@ -76,11 +79,10 @@ class state_store {
   /// arrives in chunks, begun with `key`. Allocates (and the audit counts it)
   /// only when no cached allocation fits. A first chunk reserved again before it
   /// ran (planned anew, perhaps with other knobs) begins with what this call
-  /// says. If it throws, the store is exactly as it was. `index` is the
-  /// request's place in its batch; `before`, the rows a later chunk's plan
-  /// found its chunks had chosen (check_current()). Between
-  /// begin_reservations() and keep_reservations() or undo_reservations(), it
-  /// notes what it changes, and `r` must outlive the note.
+  /// says. If it throws, every state is as it was (the cache may keep memory).
+  /// `index` is the request's place in its batch; `before`, the rows a later
+  /// chunk's plan found its chunks had chosen (check_current()). In a step's
+  /// reserve(), it notes what it changes (begin_reservations()).
   float* reserve(std::size_t index, const request& r, std::size_t floats, const state_key& key, std::uint32_t part = 0,
                  chosen_rows before = {}) {
     const auto found = entries_.find(held_at{r.id, part});
@@ -97,15 +99,17 @@ class state_store {
     try {
       begin(begun, r, key);  // copies the key: may allocate
       if (noting_) {
-        notes_.push_back({&r.id, part, held, {}});
+        notes_.push_back({nullptr, held, {}});
         noted = true;
       }
-      entry& place = held ? found->second : entries_.try_emplace(held_key{r.id, part}).first->second;
+      const auto placed = held ? found : entries_.try_emplace(held_key{r.id, part}).first;
       parts_ = std::max(parts_, part + 1);
       // Nothing from here on throws.
-      if (noted)
+      entry& place = placed->second;
+      if (noted) {
+        notes_.back().key = &placed->first;
         notes_.back().before = std::move(place);
-      else if (held && !keeps_memory)
+      } else if (held && !keeps_memory)
         give_back(place);
       place = std::move(begun);
       return place.data;
@@ -114,39 +118,6 @@ class state_store {
       if (!keeps_memory) give_back(begun);
       throw;
     }
-  }
-
-  /// Opens a step's reservations, at most `count` of them, each of a distinct
-  /// request (and part): the reserve() calls until keep_reservations() or
-  /// undo_reservations() note what they change, in room made here, before
-  /// anything changes.
-  void begin_reservations(std::size_t count) {
-    notes_.clear();
-    notes_.reserve(count);
-    noting_ = true;
-  }
-
-  /// Closes the step's reservations as they are: the memory of each state they began anew elsewhere goes back.
-  void keep_reservations() noexcept {
-    for (note& change : notes_)
-      if (change.held && change.before.data != entries_.find(held_at{*change.id, change.part})->second.data)
-        give_back(change.before);
-    close_reservations();
-  }
-
-  /// Closes the step's reservations undone, last first: a state they made is
-  /// removed and its memory goes back, one they began anew gets back what it
-  /// held. The store is as it was before them (its cache may keep memory).
-  void undo_reservations() noexcept {
-    for (auto change = notes_.rbegin(); change != notes_.rend(); ++change) {
-      const auto found = entries_.find(held_at{*change->id, change->part});
-      if (found->second.data != change->before.data) give_back(found->second);
-      if (change->held)
-        found->second = std::move(change->before);
-      else
-        entries_.erase(found);
-    }
-    close_reservations();
   }
 
   /// Whether reserve() made room for at least `floats` floats of the request's state.
@@ -301,7 +272,7 @@ class state_store {
     held.before = {};
   }
 
-  void give_back(entry& held) {
+  void give_back(entry& held) noexcept {
     if (held.data != nullptr) cache_.give_back(held.data, held.floats * sizeof(float));
     held.data = nullptr;
     held.floats = 0;
@@ -323,20 +294,56 @@ class state_store {
     }
   }
 
+  // A step's reserve() (step_runner's) reserves its states all or none: between
+  // begin_reservations() and keep_reservations() or undo_reservations(), each
+  // reserve() notes the state it made or began anew, which the undo takes back.
+
+  /// Opens a step's reservations, with room made for `count` notes before anything changes.
+  void begin_reservations(std::size_t count) {
+    notes_.clear();
+    notes_.reserve(count);
+    noting_ = true;
+  }
+
+  /// Closes the step's reservations as they are: the memory of each state they began anew elsewhere goes back.
+  void keep_reservations() noexcept {
+    for (note& change : notes_)
+      if (change.held && change.before.data != entries_.find(held_at{change.key->id, change.key->part})->second.data)
+        give_back(change.before);
+    close_reservations();
+  }
+
+  /// Closes the step's reservations undone, last first: a state they made is
+  /// removed and its memory goes back, one they began anew gets back what it
+  /// held. The store is as it was before them (its cache may keep memory).
+  void undo_reservations() noexcept {
+    for (auto change = notes_.rbegin(); change != notes_.rend(); ++change) {
+      const auto found = entries_.find(held_at{change->key->id, change->key->part});
+      if (found->second.data != change->before.data) give_back(found->second);
+      if (change->held)
+        found->second = std::move(change->before);
+      else
+        entries_.erase(found);
+    }
+    close_reservations();
+  }
+
   void close_reservations() noexcept {
     notes_.clear();
     noting_ = false;
   }
 
   /// What a reserve() between begin_reservations() and its close changed: the
-  /// state of request `*id`'s `part` it made, or the one it began anew (`held`),
-  /// which was `before`.
+  /// state under `*key` (the map's own, which stays in place) it made, or the
+  /// one it began anew (`held`), which was `before`.
   struct note {
-    const request_id* id;
-    std::uint32_t part;
+    const held_key* key;
     bool held;
     entry before;
   };
+
+  template <memory_space, class, class...>
+  friend class step_runner;
 
   detail::allocation_cache<Space> cache_;
   std::unordered_map<held_key, entry, key_hash, key_equal> entries_;

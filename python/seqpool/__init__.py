@@ -94,7 +94,10 @@ def pool(pooler, hidden, prompt_lens=None, **step):
     prompt_lens (each request's is S unless given) and says its sequence length
     itself; `step` takes plan()'s other arguments (num_scheduled, num_computed,
     ids, tasks, token_ids, params, padding)."""
-    shape = tuple(getattr(hidden, "shape", ()))  # what has none, forward() refuses
+    # Refused before anything is planned or reserved: a tensor (NumPy's, torch's, ...) says its shape.
+    if not hasattr(hidden, "shape"):
+        raise ValueError(f"hidden states: must be a tensor with a shape, got {type(hidden).__name__}")
+    shape = tuple(hidden.shape)
     if len(shape) == 3:
         step.setdefault("sequence_length", shape[1])
         if prompt_lens is None:

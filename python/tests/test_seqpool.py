@@ -454,6 +454,11 @@ def test_knobs_and_widths_are_ints_not_bools():
     refuses("hidden_size: must be an int", seqpool.Dispatcher, True, embed="mean")
     refuses("hidden_size: must be an int", seqpool.MultiPooler, np.True_, [seqpool.Part("mean")])
     assert seqpool.Dispatcher(np.int64(4), embed="mean").hidden_size == 4
+    refuses("stream: must be an int", seqpool.Dispatcher, 4, embed="mean", stream=True)
+    refuses("stream: must be a CUDA stream's handle, at least 0, got -1", seqpool.MultiPooler, 4,
+            [seqpool.Part("mean")], stream=-1)
+    refuses("spans: must be a sequence of (begin, end) pairs of ints, got b'\\x01\\x05'", seqpool.PoolingParams,
+            spans=[b"\x01\x05"])
     for field in ("dimensions", "step_tag_id", "instruction_len", "top_k"):
         for flag in (True, np.True_):
             refuses(f"{field}: must be an int", seqpool.PoolingParams, **{field: flag})
@@ -564,6 +569,10 @@ def test_a_count_tensor_of_another_length_is_refused_before_it_is_read():
     assert dispatcher.plan([1, 1], ids=np.array([5, 6])).results == [(0, 1, 4), (4, 1, 4)]
     # prompt_lens says how many requests there are: no more than a step's rows.
     refuses("prompt_lens: has 1000000000000 entries; a step has at most 2147483647 requests", dispatcher.plan, vast)
+    # So is a knob's list of ids, against its own bound.
+    for keyword in ("drop_token_ids", "returned_token_ids"):
+        refuses(f"{keyword}: has 1000000000000 entries, more than the 2147483647 a knob's list may hold",
+                seqpool.PoolingParams, **{keyword: vast})
 
 
 class Interrupting:

@@ -2,6 +2,7 @@
 error that begins `seqpool: error:` and names the step, the request and the field;
 earlier steps' outputs stay, the failing step writes nothing, later steps never run."""
 import json
+import pathlib
 import tempfile
 import unittest
 
@@ -296,7 +297,6 @@ class Errors(unittest.TestCase):
         # Renames that fail (failing_rename.c, preloaded: the one to a name, or every one from the n-th) take back
         # the step's files published before them, and give back what an earlier run left under their names.
         import os
-        import pathlib
         import shutil
         import subprocess
 
@@ -367,14 +367,16 @@ class Errors(unittest.TestCase):
         self.assertEqual(victim.read_text(), "untouched")
         self.assertFalse((batch.out / "a.npy").is_symlink())
         np.testing.assert_allclose(batch.result("a"), ROWS[0] / np.linalg.norm(ROWS[0]), rtol=1e-6)
-        # A folder there cannot be replaced: the step names the request and the file.
-        batch = Batch(H, {"embed": "mean"})
-        good_step(batch, "a")
-        (batch.folder / "out" / ".a.npy.partial" / "inside").mkdir(parents=True)
-        run = batch.run()
-        self.assertEqual(run.returncode, 2, run.stderr)
-        self.assertIn('step 0: request 0 (id "a"): cannot write its result: ', run.stderr)
-        self.assertIn(".a.npy.partial", run.stderr)
+        # A folder there, empty or not, is not removed: the step names the request and the folder.
+        for inside in ((), ("inside",)):
+            batch = Batch(H, {"embed": "mean"})
+            good_step(batch, "a")
+            (batch.folder / "out" / ".a.npy.partial" / pathlib.Path(*inside)).mkdir(parents=True)
+            run = batch.run()
+            self.assertEqual(run.returncode, 2, run.stderr)
+            self.assertIn(f'step 0: request 0 (id "a"): cannot write its result: {batch.out / ".a.npy.partial"} '
+                          'is a folder', run.stderr)
+            self.assertTrue((batch.out / ".a.npy.partial").is_dir())
 
     def test_an_audit_that_cannot_be_written_exits_2(self):
         batch = Batch(H, {"embed": "mean"})
@@ -406,8 +408,8 @@ class Errors(unittest.TestCase):
         self.bad_npy(lambda path: np.save(path, np.asfortranarray(np.ones((3, H), np.float32))[:, :].T.T.copy(order="F")),
                      "Fortran-order")
         self.bad_npy(lambda path: np.save(path, np.ones((1, H), np.float64)),
-                     "dtype <f8 is not supported (hidden states are <f4, <f2, or bfloat16 bits as <u2 or <i2)")
-        self.bad_npy(lambda path: np.save(path, np.ones((1, H), ">f4")), "dtype >f4 is not supported")
+                     'dtype "<f8" is not supported (hidden states are <f4, <f2, or bfloat16 bits as <u2 or <i2)')
+        self.bad_npy(lambda path: np.save(path, np.ones((1, H), ">f4")), 'dtype ">f4" is not supported')
         self.bad_npy(lambda path: path.write_bytes(path.read_bytes()[:-3]), "the shape needs 16 bytes of data")
         self.bad_npy(lambda path: np.save(path, np.ones((2, 1, H), np.float32)),
                      'has shape [2, 1, 4]; it must have shape [T, 4] (rows of all requests, packed), or the step must '
@@ -426,16 +428,14 @@ class Errors(unittest.TestCase):
                 ("'descr': '<f4', 'fortran_order': False, 'shape': (1, 4)", "malformed .npy header"),
                 ("{'descr': \"<f4', 'fortran_order': False, 'shape': (1, 4), }", "malformed descr in the .npy header"),
                 ("{'descr': '<f4', 'fortran_order': False, 'shape': (1, 4), 'extra': 1, }",
-                 "the .npy header has a key 'extra' NumPy does not write"),
+                 'the .npy header has a key "extra" NumPy does not write'),
                 ("{'descr': '<f4', 'fortran_order': False, 'shape': (1, 4), } and more", "malformed .npy header"),
                 ("{'descr': '<f4', 'fortran_order': false, 'shape': (1, 4), }",
                  "malformed fortran_order in the .npy header"),
                 ("{'descr': '<f4', 'shape': (1, 4), }", "the .npy header has no 'fortran_order'"),
                 # A shape is a tuple of ints as Python writes one: (4) is an int, 04 no literal.
                 ("{'descr': '<f4', 'fortran_order': False, 'shape': (4), }", "malformed shape in the .npy header"),
-                ("{'descr': '<f4', 'fortran_order': False, 'shape': (1, 04), }", "malformed shape in the .npy header"),
-                ("{'descr': '<f4', 'fortran_order': False, 'shape': (1, 4,,), }",
-                 "malformed shape in the .npy header")):
+                ("{'descr': '<f4', 'fortran_order': False, 'shape': (1, 04), }", "malformed shape in the .npy header")):
             with self.subTest(text):
                 self.bad_npy(with_header(text), message)
         # NumPy reads format versions 1.0, 2.0 and 3.0 alone.
@@ -568,7 +568,7 @@ class Errors(unittest.TestCase):
         batch.spec.update(projector={"weight": "w.npy"})
         write(batch.folder)
         run = batch.run()
-        self.assertIn("dtype <f2 is not supported (weights are <f4)", run.stderr)
+        self.assertIn('dtype "<f2" is not supported (weights are <f4)', run.stderr)
 
     def test_padded_steps_that_do_not_fit(self):
         for shape, padding, message in (((2, 3, H), "right", "has shape [2, 3, 4]; a padded step must have shape [1, S, 4] "
@@ -619,7 +619,7 @@ class Errors(unittest.TestCase):
         wide.spec.update(result_dtype="uint8", ranges="r.npy")
         np.save(wide.folder / "r.npy", ranges.astype("<f8"))
         wide.step(ROWS[:1], [request("a", "embed", 1)])
-        self.check_refused(wide, "r.npy: dtype <f8 is not supported (calibration ranges are <f4)")
+        self.check_refused(wide, 'r.npy: dtype "<f8" is not supported (calibration ranges are <f4)')
         missing = Batch(H, {"embed": "mean"})
         missing.spec.update(result_dtype="uint8", ranges="missing.npy")
         missing.step(ROWS[:1], [request("a", "embed", 1)])

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <bit>
 #include <cstddef>
+#include <iterator>
 #include <map>
 #include <new>
 #include <vector>
@@ -31,25 +32,39 @@ class allocation_cache {
   void* take(std::size_t bytes) {
     if (bytes > largest) throw std::bad_alloc();
     const std::size_t size = size_class(bytes);
-    std::vector<void*>& spare = free_[size];
-    if (spare.empty()) return space_->allocate_bytes(size);
-    void* memory = spare.back();
-    spare.pop_back();
+    size_class_list& list = classes_[size];
+    if (list.spare.empty()) {
+      // Room for every allocation of the class to come back, made before it is taken: give_back() cannot fail.
+      list.spare.reserve(list.taken + 1);
+      void* memory = space_->allocate_bytes(size);
+      ++list.taken;
+      return memory;
+    }
+    void* memory = list.spare.back();
+    list.spare.pop_back();
+    ++list.taken;
     return memory;
   }
 
-  void give_back(void* memory, std::size_t bytes) { free_[size_class(bytes)].push_back(memory); }
+  /// Takes back an allocation take() gave, into room take() made.
+  void give_back(void* memory, std::size_t bytes) noexcept {
+    size_class_list& list = classes_.find(size_class(bytes))->second;
+    list.spare.push_back(memory);
+    --list.taken;
+  }
 
   /// Returns every cached allocation to the space.
   void trim() {
-    for (auto& [size, cached] : free_)
-      for (void* memory : cached) space_->deallocate_bytes(memory, size);
-    free_.clear();
+    for (auto list = classes_.begin(); list != classes_.end();) {
+      for (void* memory : list->second.spare) space_->deallocate_bytes(memory, list->first);
+      list->second.spare.clear();
+      list = list->second.taken == 0 ? classes_.erase(list) : std::next(list);
+    }
   }
 
   std::size_t cached_allocations() const {
     std::size_t count = 0;
-    for (const auto& entry : free_) count += entry.second.size();
+    for (const auto& entry : classes_) count += entry.second.spare.size();
     return count;
   }
 
@@ -59,8 +74,14 @@ class allocation_cache {
 
   static std::size_t size_class(std::size_t bytes) { return std::bit_ceil(std::max(bytes, smallest)); }
 
+  /// A size class's allocations: those cached, in room for all it has taken out.
+  struct size_class_list {
+    std::vector<void*> spare;
+    std::size_t taken = 0;  ///< given by take() and not given back
+  };
+
   Space* space_;
-  std::map<std::size_t, std::vector<void*>> free_;
+  std::map<std::size_t, size_class_list> classes_;
 };
 
 }  // namespace seqpool::detail
