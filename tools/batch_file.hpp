@@ -490,9 +490,10 @@ inline step_file read_step(const batch_file& batch, std::size_t index) {
   read.token_ids.reserve(requests.size());
   for (std::size_t i = 0; i < requests.size(); ++i) {
     const json& entry = requests[i];
-    std::string request_where = where + ": request " + std::to_string(i);
-    if (entry.is_object() && entry.contains("id") && entry.at("id").is_string())
-      request_where += " (id " + seqpool::detail::quoted(entry.at("id").get<std::string>()) + ")";
+    const bool named = entry.is_object() && entry.contains("id") && entry.at("id").is_string();
+    const std::string request_where =
+        where + ": " +
+        (named ? seqpool::detail::request_named(i, entry.at("id").get<std::string>()) : "request " + std::to_string(i));
     const detail::object_reader fields(entry, request_where);
     fields.only({"id", "task", "prompt_len", "num_computed", "num_scheduled", "prompt_token_ids", "params"});
     request r;

@@ -53,8 +53,8 @@ class result_files {
       if constexpr (seqpool::sparse_element<Result>) {
         const std::int32_t pairs = values.front().id;  // the list's count
         if (pairs < 0 || std::cmp_greater_equal(pairs, values.size()))
-          throw input_error(where + ": request " + std::to_string(i) + " (id " + seqpool::detail::quoted(id) +
-                            "): internal error: its list counts " + std::to_string(pairs) + " pairs in room for " +
+          throw input_error(where + ": " + seqpool::detail::request_named(i, id) +
+                            ": internal error: its list counts " + std::to_string(pairs) + " pairs in room for " +
                             std::to_string(values.size() - 1));
         values = values.subspan(1, static_cast<std::size_t>(pairs));
         shape = {pairs};
@@ -71,8 +71,8 @@ class result_files {
         written_.push_back(file);
         if (std::filesystem::is_directory(file.final)) throw input_error(file.final.string() + " is a folder");
       } catch (const std::exception& failure) {
-        throw input_error(where + ": request " + std::to_string(i) + " (id " + seqpool::detail::quoted(id) +
-                          "): cannot write its result: " + failure.what());
+        throw input_error(where + ": " + seqpool::detail::request_named(i, id) +
+                          ": cannot write its result: " + failure.what());
       }
     }
   }

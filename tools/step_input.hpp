@@ -164,8 +164,8 @@ void check_restarts(const step_input& step, const seqpool::state_store<Space>& s
     if (r.num_computed != 0 || pooled == 0) continue;
     const std::string tokens = std::to_string(pooled);
     const std::string id = r.id.str();
-    throw input_error(step.where + ": request " + std::to_string(i) + " (id " + seqpool::detail::quoted(id) +
-                      "): num_computed: 0 starts over a prompt whose earlier steps pooled " + tokens +
+    throw input_error(step.where + ": " + seqpool::detail::request_named(i, id) +
+                      ": num_computed: 0 starts over a prompt whose earlier steps pooled " + tokens +
                       " tokens; continue it with num_computed " + tokens + ", or give the new prompt another id");
   }
 }

@@ -60,10 +60,15 @@ inline std::string quoted(std::string_view text) {
   return out + '"';
 }
 
+/// How a message names a request: `request 3 (id "r7")`.
+inline std::string request_named(std::size_t index, std::string_view id) {
+  return concat("request ", index, " (id ", quoted(id), ")");
+}
+
 /// Throws seqpool::error worded as `request 3 (id "r7"): num_scheduled: must be at least 1, got 0`.
 template <class... Parts>
 [[noreturn]] void fail_request(std::size_t index, const request_id& id, std::string_view field, const Parts&... what) {
-  throw error(concat("request ", index, " (id ", quoted(id.str()), "): ", field, ": ", what...));
+  throw error(concat(request_named(index, id.str()), ": ", field, ": ", what...));
 }
 
 /// Throws seqpool::error for a problem that belongs to no single request.

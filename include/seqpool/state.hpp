@@ -282,9 +282,8 @@ class state_store {
   float* take(std::size_t index, const request& r, std::size_t floats) {
     if (floats == 0) return nullptr;
     const auto refused = [&] {
-      return error(detail::concat("request ", index, " (id ", detail::quoted(r.id.str()), "): prompt_len: keeping ",
-                                  r.prompt_len, " tokens' state needs ", floats,
-                                  " floats, more than can be allocated"));
+      return error(detail::concat(detail::request_named(index, r.id.str()), ": prompt_len: keeping ", r.prompt_len,
+                                  " tokens' state needs ", floats, " floats, more than can be allocated"));
     };
     if (floats > std::numeric_limits<std::size_t>::max() / sizeof(float)) throw refused();
     try {
