@@ -2,6 +2,7 @@
 #pragma once
 
 #include <algorithm>
+#include <cerrno>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -17,6 +18,9 @@
 #include <system_error>
 #include <type_traits>
 #include <vector>
+
+#include <fcntl.h>
+#include <unistd.h>
 
 #include <seqpool/error.hpp>
 #include <seqpool/float16.hpp>
@@ -228,8 +232,10 @@ constexpr const char* npy_descr() {
 
 /// Writes `values` as an array of `shape`, of npy_descr<T>(), in format 1.0,
 /// into a new file at `path`: a file or a symbolic link the name held (which
-/// the write would follow out of the folder) is removed first; a folder is
-/// refused. Where the write fails, what it wrote is removed.
+/// the write would follow out of the folder) is removed first, and the file is
+/// made only where nothing holds the name (O_EXCL), so that a link made there
+/// after the removal is refused, not followed; a folder is refused. Where the
+/// write fails, what it wrote is removed.
 template <class T>
 void write_npy(const std::filesystem::path& path, std::span<const T> values, const std::vector<std::int64_t>& shape) {
   if (std::filesystem::is_directory(std::filesystem::symlink_status(path)))
@@ -243,18 +249,32 @@ void write_npy(const std::filesystem::path& path, std::span<const T> values, con
   // Magic, version, length and header together are a multiple of 64 bytes, ending in a newline.
   header.append(63 - (10 + header.size()) % 64, ' ');
   header += '\n';
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  const unsigned char length[2] = {static_cast<unsigned char>(header.size() & 0xff),
-                                   static_cast<unsigned char>(header.size() >> 8)};
-  out.write("\x93NUMPY\x01\x00", 8);
-  out.write(reinterpret_cast<const char*>(length), 2);
-  out << header;
-  out.write(reinterpret_cast<const char*>(values.data()), static_cast<std::streamsize>(values.size_bytes()));
-  out.close();  // what the stream still buffers fails here, where it is seen, not in its destructor
-  if (!out) {
+  std::string preamble("\x93NUMPY\x01\x00", 8);
+  preamble += static_cast<char>(header.size() & 0xff);
+  preamble += static_cast<char>(header.size() >> 8);
+  preamble += header;
+
+  const int file = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666);
+  if (file < 0) throw input_error(path.string() + ": cannot make it: " + std::strerror(errno));
+  const auto write_all = [file](const char* bytes, std::size_t size) {
+    while (size > 0) {
+      const ::ssize_t written = ::write(file, bytes, size);
+      if (written < 0 && errno == EINTR) continue;
+      if (written == 0) errno = EIO;  // no progress and no reason given
+      if (written <= 0) return false;
+      bytes += written;
+      size -= static_cast<std::size_t>(written);
+    }
+    return true;
+  };
+  const bool whole = write_all(preamble.data(), preamble.size()) &&
+                     write_all(reinterpret_cast<const char*>(values.data()), values.size_bytes());
+  const int failure = errno;
+  // A failing close is a failed write too (NFS reports some only there).
+  if (::close(file) != 0 || !whole) {
     std::error_code ignored;
     std::filesystem::remove(path, ignored);
-    throw input_error(path.string() + ": cannot write");
+    throw input_error(path.string() + ": cannot write: " + std::strerror(whole ? errno : failure));
   }
 }
 

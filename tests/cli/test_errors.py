@@ -293,20 +293,26 @@ class Errors(unittest.TestCase):
                 self.assertIn(": cannot write", run.stderr)
                 self.assertFalse((batch.out / "small.npy").exists())
 
-    def test_a_step_whose_files_cannot_all_be_published_publishes_none(self):
-        # Renames that fail (failing_rename.c, preloaded: the one to a name, or every one from the n-th) take back
-        # the step's files published before them, and give back what an earlier run left under their names.
+    def preloaded_faults(self, built):
+        """LD_PRELOAD's value with file_system_faults.c, built in the folder `built`, first."""
         import os
         import shutil
         import subprocess
 
         compiler = shutil.which("cc") or shutil.which("gcc")
-        self.assertIsNotNone(compiler, "a C compiler builds the preloaded rename")
+        self.assertIsNotNone(compiler, "a C compiler builds the preloaded faults")
+        preload = pathlib.Path(built) / "file_system_faults.so"
+        subprocess.run([compiler, "-shared", "-fPIC", "-o", str(preload),
+                        str(pathlib.Path(__file__).parent / "file_system_faults.c"), "-ldl"], check=True)
+        return ":".join(filter(None, [str(preload), os.environ.get("LD_PRELOAD")]))
+
+    def test_a_step_whose_files_cannot_all_be_published_publishes_none(self):
+        # Renames that fail (file_system_faults.c, preloaded: the one to a name, or every one from the n-th) take
+        # back the step's files published before them, and give back what an earlier run left under their names.
+        import os
+
         with tempfile.TemporaryDirectory() as built:
-            preload = pathlib.Path(built) / "failing_rename.so"
-            subprocess.run([compiler, "-shared", "-fPIC", "-o", str(preload),
-                            str(pathlib.Path(__file__).parent / "failing_rename.c"), "-ldl"], check=True)
-            preloaded = ":".join(filter(None, [str(preload), os.environ.get("LD_PRELOAD")]))
+            preloaded = self.preloaded_faults(built)
             earlier = np.array([7.0, 7.0], np.float32)
 
             def run_failing(earlier_files, **failing):
@@ -352,6 +358,26 @@ class Errors(unittest.TestCase):
             run = parts.run(audit=False, env=dict(os.environ, LD_PRELOAD=preloaded, FAILING_RENAME="/t/a.npy"))
             self.assertEqual(run.returncode, 2, run.stderr)
             self.assertEqual(sorted(str(path.relative_to(parts.out)) for path in parts.out.rglob("*")), ["d", "t"])
+
+    def test_a_link_made_at_a_hidden_name_after_its_removal_is_not_followed(self):
+        # A symbolic link that appears at a result's hidden name between the tool's removal of what the name held
+        # and its write (file_system_faults.c makes one there, as a process racing for the name might) is refused:
+        # the step fails naming the request, and the file the link names is not written.
+        import os
+
+        with tempfile.TemporaryDirectory() as built:
+            preloaded = self.preloaded_faults(built)
+            batch = Batch(H, {"embed": "mean"})
+            good_step(batch, "a")
+            victim = batch.folder / "victim.txt"
+            victim.write_text("untouched")
+            run = batch.run(audit=False, env=dict(os.environ, LD_PRELOAD=preloaded, LINK_AFTER_REMOVE="/.a.npy.partial",
+                                                  LINK_TARGET=str(victim)))
+            self.assertEqual(run.returncode, 2, run.stderr)
+            self.assertIn('step 0: request 0 (id "a"): cannot write its result: ', run.stderr)
+            self.assertIn(".a.npy.partial: cannot make it: File exists", run.stderr)
+            self.assertEqual(victim.read_text(), "untouched")
+            self.assertFalse((batch.out / "a.npy").exists())
 
     def test_a_link_under_a_hidden_name_is_not_followed(self):
         # What an earlier run left at a result's hidden name, a symbolic link out of the folder among
