@@ -267,14 +267,16 @@ void write_npy(const std::filesystem::path& path, std::span<const T> values, con
     }
     return true;
   };
-  const bool whole = write_all(preamble.data(), preamble.size()) &&
-                     write_all(reinterpret_cast<const char*>(values.data()), values.size_bytes());
-  const int failure = errno;
+  int failure = 0;
+  if (!write_all(preamble.data(), preamble.size()) ||
+      !write_all(reinterpret_cast<const char*>(values.data()), values.size_bytes()))
+    failure = errno;
   // A failing close is a failed write too (NFS reports some only there).
-  if (::close(file) != 0 || !whole) {
+  if (::close(file) != 0 && failure == 0) failure = errno;
+  if (failure != 0) {
     std::error_code ignored;
     std::filesystem::remove(path, ignored);
-    throw input_error(path.string() + ": cannot write: " + std::strerror(whole ? errno : failure));
+    throw input_error(path.string() + ": cannot write: " + std::strerror(failure));
   }
 }
 

@@ -3,9 +3,9 @@
 // - rename() fails with EIO, as a full or failing disk, a quota or a network file system may:
 //   a rename to a path that ends in $FAILING_RENAME, and, where $FAILING_RENAME_FROM is n, the
 //   n-th rename and every one after it;
-// - remove() of a path that ends in $LINK_AFTER_REMOVE leaves a symbolic link to
-//   $LINK_TARGET there once it has removed what the path held, as another process racing the
-//   tool for the name might.
+// - remove() of a path that ends in $LINK_AFTER_REMOVE makes a symbolic link to $LINK_TARGET
+//   there after the real remove(), whatever it returned, as another process racing the tool
+//   for the name might.
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <errno.h>

@@ -274,8 +274,8 @@ class Errors(unittest.TestCase):
                     self.assertEqual("nested more than 32 deep" in run.stderr, too_deep, run.stderr)
 
     def test_a_result_that_cannot_be_written_exits_2(self):
-        # Files may hold no byte (a file size limit of 0, its signal ignored): a result small
-        # enough to stay in the stream's buffer until the file closes fails as a large one does.
+        # Files may hold no byte (a file size limit of 0, its signal ignored): a write refused
+        # (EFBIG) fails the result, small or large, and what was made is removed.
         import resource
         import signal
 
