@@ -445,7 +445,8 @@ inline batch_file read_batch_file(const std::filesystem::path& path) {
   top.only({"hidden_size", "hidden_dtype", "result_dtype", "ranges", "weight_floor", "poolers", "projector",
             "classifier", "parts", "steps"});
   batch.hidden_size = top.integer("hidden_size");
-  if (batch.hidden_size < 1) top.fail_at("hidden_size", "must be at least 1");
+  if (batch.hidden_size < 1 || batch.hidden_size > std::numeric_limits<std::int32_t>::max())
+    top.fail_at("hidden_size", "must be in [1, 2147483647], got " + std::to_string(batch.hidden_size));
   if (top.has("hidden_dtype")) {
     batch.hidden_dtype = top.string("hidden_dtype");
     if (*batch.hidden_dtype != "float32" && *batch.hidden_dtype != "float16" && *batch.hidden_dtype != "bfloat16")

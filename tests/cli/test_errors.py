@@ -746,7 +746,10 @@ class Errors(unittest.TestCase):
                           'classifier.problem_type: "ranking" is not single_label, multi_label or regression')
 
     def test_hidden_size(self):
-        self.config_error(lambda s: s.update(hidden_size=0), "hidden_size: must be at least 1")
+        self.config_error(lambda s: s.update(hidden_size=0), "hidden_size: must be in [1, 2147483647], got 0")
+        # Too wide for any pooler: the batch's field is named, not the first pooler's.
+        self.config_error(lambda s: s.update(hidden_size=10**18),
+                          "hidden_size: must be in [1, 2147483647], got 1000000000000000000")
         self.config_error(lambda s: s.update(hidden_size="4"), "hidden_size: expected an integer")
         self.config_error(lambda s: s.pop("hidden_size"), "hidden_size: missing")
 
