@@ -11,6 +11,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <utility>
 #include <variant>
 #include <vector>
@@ -43,6 +44,47 @@ inline DLTensor describe(const nb::ndarray<Constraints...>& tensor) {
   view.shape = const_cast<std::int64_t*>(tensor.shape_ptr());
   view.strides = const_cast<std::int64_t*>(tensor.stride_ptr());
   return view;
+}
+
+/// Where nanobind imports no tensor from `given` and it has __dlpack__, why
+/// its producer refused: nanobind cleared what __dlpack__ raised (it tries the
+/// buffer protocol next), so that is called once more — for a versioned
+/// capsule, and plainly where a producer that predates max_version refuses
+/// that with a TypeError. A BufferError, DLPack's refusal to export, is
+/// refused as `field` with the producer's reason (a stream, a gradient, a
+/// byte order); any other error propagates, the caller's as what an
+/// __index__ raises is (a KeyboardInterrupt, a bug in the producer). Returns
+/// where nothing is raised: a tensor nanobind does not take, which the caller
+/// refuses with its own message.
+inline void refuse_what_export_refuses(nb::handle given, std::string_view field) {
+  if (!nb::hasattr(given, "__dlpack__")) return;
+  const nb::object dlpack = given.attr("__dlpack__");
+  try {
+    try {
+      dlpack(nb::arg("max_version") = nb::make_tuple(1, 0));
+    } catch (const nb::python_error& versioned) {
+      if (!versioned.matches(PyExc_TypeError)) throw;
+      dlpack();
+    }
+  } catch (const nb::python_error& refused) {
+    if (!refused.matches(PyExc_BufferError)) throw;
+    detail::fail(field,
+                 "its producer refused to export it (__dlpack__ raised BufferError: ", nb::str(refused.value()).c_str(),
+                 ")");
+  }
+}
+
+/// nb::try_cast of `given` to a tensor, what its producer refuses refused as
+/// `field` (refuse_what_export_refuses()). A tensor asked for writable that
+/// is exported read-only is not refused here (NumPy before 2.1 refuses a
+/// plain export of a read-only array): the caller says it must be writable.
+template <class Tensor>
+bool try_tensor(nb::handle given, Tensor& tensor, std::string_view field) {
+  if (nb::try_cast(given, tensor, false)) return true;
+  if constexpr (!std::is_same_v<Tensor, any_tensor>)
+    if (any_tensor readable; nb::try_cast(given, readable, false)) return false;
+  refuse_what_export_refuses(given, field);
+  return false;
 }
 
 /// Whether `given` is Python's bool or NumPy's (whose __index__ gives 0 or 1 as well): no count and no id.
@@ -115,7 +157,7 @@ inline std::vector<std::int64_t> read_integers(nb::handle given, const char* fie
                                                listed what = listed::requests) {
   std::vector<std::int64_t> values;
   any_tensor tensor;
-  if (nb::try_cast(given, tensor, false)) {
+  if (try_tensor(given, tensor, field)) {
     const DLTensor view = describe(tensor);
     if (view.device.device_type != kDLCPU && view.device.device_type != kDLCUDAHost)
       detail::fail(field, "must be in host memory (the plan is made on the host), not on " +
@@ -264,7 +306,7 @@ inline constexpr std::string_view tensor_kinds =
 /// nanobind reads (native byte order); anything else is refused as `field`.
 inline any_tensor tensor_of(nb::handle given, const std::string& field) {
   any_tensor tensor;
-  if (!nb::try_cast(given, tensor, false))
+  if (!try_tensor(given, tensor, field))
     detail::fail(field, "must be a tensor (", tensor_kinds, "), got ", type_name_of(given));
   return tensor;
 }
@@ -272,7 +314,7 @@ inline any_tensor tensor_of(nb::handle given, const std::string& field) {
 /// `given` as a tensor a step writes; anything else is refused as `field`.
 inline nb::ndarray<> writable_tensor_of(nb::handle given, const std::string& field) {
   nb::ndarray<> tensor;
-  if (!nb::try_cast(given, tensor, false)) detail::fail(field, "must be a writable tensor");
+  if (!try_tensor(given, tensor, field)) detail::fail(field, "must be a writable tensor");
   return tensor;
 }
 
@@ -331,9 +373,11 @@ using given_layers = std::variant<any_tensor, layer_weights, std::vector<layer_w
 inline std::optional<given_layers> layers_of(nb::handle given, const std::string& what) {
   if (given.is_none()) return std::nullopt;
   given_layers layers;
-  if (!nb::try_cast(given, layers, false))
+  if (!nb::try_cast(given, layers, false)) {
+    refuse_what_export_refuses(given, what);
     detail::fail(what, "must be a weight tensor [out, in] (", tensor_kinds, "), a Dense or a list of them, got ",
                  type_name_of(given));
+  }
   return layers;
 }
 

@@ -109,7 +109,7 @@ class batch_reader {
       return;
     }
     any_tensor tensor;
-    if (nb::try_cast(ids, tensor, false)) {
+    if (try_tensor(ids, tensor, "ids")) {
       const std::vector<std::int64_t> numbers = read_integers(ids, "ids", count);
       for (std::size_t i = 0; i < count; ++i) step.requests[i].id = numbers[i];
       return;
@@ -143,7 +143,7 @@ class batch_reader {
   static void read_token_ids(nb::handle token_ids, batch& step, std::vector<any_tensor>& kept) {
     if (token_ids.is_none()) return;
     any_tensor rows;
-    if (nb::try_cast(token_ids, rows, false)) {
+    if (try_tensor(token_ids, rows, "token_ids")) {
       dlpack::assign_token_ids(describe(rows), step);
       kept.push_back(std::move(rows));
       return;
@@ -152,7 +152,7 @@ class batch_reader {
                    "a [B, L] int tensor, or a sequence of 1-D int tensors (None where a request has none)",
                    [&](std::size_t i, nb::handle item) {
                      any_tensor tensor;
-                     if (!nb::try_cast(item, tensor, false))
+                     if (!try_tensor(item, tensor, "token_ids"))
                        detail::fail("token_ids", "entry ", i, " is not a tensor (an int32 or int64 array)");
                      step.requests[i].prompt_token_ids = dlpack::token_ids(describe(tensor));
                      kept.push_back(std::move(tensor));

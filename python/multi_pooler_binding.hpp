@@ -190,14 +190,13 @@ class multi_pooler_object : public engine_binding<multi_pooler_engine> {
   /// there is one a part).
   std::vector<nb::ndarray<>> read_outputs(nb::handle out) const {
     any_tensor one;  // a tensor is a sequence too, of its rows
-    if (nb::try_cast(out, one, false) || !nb::isinstance<nb::sequence>(out) || nb::isinstance<nb::str>(out))
+    if (try_tensor(out, one, "out") || !nb::isinstance<nb::sequence>(out) || nb::isinstance<nb::str>(out))
       detail::fail("out", "must be a sequence of tensors, one a part");
     const nb::sequence items = nb::borrow<nb::sequence>(out);
     std::vector<nb::ndarray<>> tensors;
     for (nb::handle item : items) {
       nb::ndarray<> tensor;
-      if (!nb::try_cast(item, tensor, false))
-        detail::fail("out", "entry ", tensors.size(), " is not a writable tensor");
+      if (!try_tensor(item, tensor, "out")) detail::fail("out", "entry ", tensors.size(), " is not a writable tensor");
       tensors.push_back(std::move(tensor));
       if (tensors.size() > tasks_.size()) break;
     }

@@ -364,21 +364,22 @@ def test_arguments_of_the_wrong_kind_raise_value_error_too():
     """What nanobind cannot read as the argument's type is seqpool's refusal as well: a
     ValueError naming the field, not nanobind's TypeError listing the signatures."""
     dispatcher = seqpool.pooler(4, "mean")
-    big_endian = np.ones((5, 4), ">f4")  # the buffer protocol, but no DLPack dtype holds it
+    big_endian = np.ones((5, 4), ">f4")  # NumPy refuses to export it, and no DLPack dtype holds its buffer
     plan = dispatcher.plan([2, 3])
     dispatcher.reserve(plan)
-    refuses("hidden states: must be a tensor", dispatcher.forward, big_endian, plan)
+    refuses("hidden states: its producer refused to export it (__dlpack__ raised BufferError: DLPack only supports "
+            "native byte order.)", dispatcher.forward, big_endian, plan)
     refuses("hidden states: must be a tensor", dispatcher.forward, [[1.0] * 4] * 5, plan)
     refuses("plan: must be a plan this pooler's plan() made, got int", dispatcher.forward, np.ones((5, 4), np.float32), 7)
     refuses("plan: must be a plan this pooler's plan() made", dispatcher.reserve, None)
-    refuses("projector: must be a weight tensor [out, in]", seqpool.Dispatcher, 4, embed="cls",
+    refuses("projector: its producer refused to export it", seqpool.Dispatcher, 4, embed="cls",
             projector=np.ones((2, 4), ">f4"))
     refuses("projector_bias: must be a tensor", seqpool.Dispatcher, 4, embed="cls",
             projector=np.ones((2, 4), np.float32), projector_bias="zeros")
     refuses("ranges: must be a tensor", seqpool.Dispatcher, 4, embed="mean", result_dtype="int8", ranges=[[0.0] * 4])
-    refuses("weight: must be a tensor", seqpool.Dense, np.ones((2, 4), ">f4"))
+    refuses("weight: its producer refused to export it", seqpool.Dense, np.ones((2, 4), ">f4"))
     refuses("bias: must be a tensor", seqpool.Dense, np.ones((2, 4), np.float32), 3)
-    refuses("projector: must be a weight tensor", seqpool.Part, "cls", projector=np.ones((2, 4), ">f4"))
+    refuses("projector: its producer refused to export it", seqpool.Part, "cls", projector=np.ones((2, 4), ">f4"))
     # A Python float becomes a C++ float: one past float's range, or not a number, is refused
     # (seqpool-run refuses the same values), not taken as inf or NaN.
     for field, value in (("logit_mean", 1e39), ("logit_mean", float("nan")), ("logit_sigma", float("inf")),
@@ -398,6 +399,8 @@ def test_a_plan_of_the_other_kind_is_another_poolers():
     dispatcher = seqpool.pooler(4, "mean")
     multi = seqpool.MultiPooler(4, [seqpool.Part("mean"), seqpool.Part("cls")])
     plan, parts_plan = dispatcher.plan([2]), multi.plan([2])
+    dispatcher.reserve(plan)
+    multi.reserve(parts_plan)
     hidden = np.ones((2, 4), np.float32)
     for call, args in ((multi.reserve, (plan,)), (multi.forward, (hidden, plan)), (dispatcher.reserve, (parts_plan,)),
                        (dispatcher.forward, (hidden, parts_plan))):
@@ -608,6 +611,77 @@ def test_what_an_argument_s_index_raises_reaches_the_caller():
     for bad in (True, 7.0, None):
         refuses("id: a request id is a str or an int", dispatcher.release, bad)
         refuses("id: a request id is a str or an int", dispatcher.num_computed, bad)
+
+
+class Refusing:
+    """A tensor whose producer refuses to export it: its __dlpack__ raises what it raises."""
+
+    shape = (2, 4)
+
+    def __init__(self, error):
+        self.error = error
+
+    def __dlpack__(self, *args, **kwargs):
+        raise self.error
+
+    def __dlpack_device__(self):
+        return (1, 0)
+
+
+class Unversioned:
+    """A producer that predates max_version: asked for a versioned capsule, it raises
+    a TypeError; asked plainly, it gives its reason."""
+
+    shape = (2, 4)
+
+    def __dlpack__(self, stream=None):
+        raise BufferError("asked plainly")
+
+    def __dlpack_device__(self):
+        return (1, 0)
+
+
+def test_what_a_tensor_s_producer_raises_reaches_the_caller():
+    """nanobind clears what __dlpack__ raises (it tries the buffer protocol next). A
+    BufferError, DLPack's refusal to export, is refused naming the field, with the
+    producer's reason; any other error (a KeyboardInterrupt, a bug in the producer)
+    propagates, as what an __index__ raises does. A tensor exported but not of a kind
+    the argument takes is refused with seqpool's message, as before."""
+    dispatcher = seqpool.pooler(4, "mean")
+    multi = seqpool.MultiPooler(4, [seqpool.Part("mean")])
+    plan, parts_plan = dispatcher.plan([2]), multi.plan([2])
+    dispatcher.reserve(plan)
+    multi.reserve(parts_plan)
+    hidden = np.zeros((2, 4), np.float32)
+    for error in (KeyboardInterrupt(), BufferError("the producer's reason"), RuntimeError("a bug of its own")):
+        refusing = Refusing(error)
+        for field, call in (("hidden states", lambda: dispatcher.forward(refusing, plan)),
+                            ("output", lambda: dispatcher.forward(hidden, plan, out=refusing)),
+                            ("out", lambda: multi.forward(hidden, parts_plan, out=[refusing])),
+                            ("out", lambda: multi.forward(hidden, parts_plan, out=refusing)),
+                            ("prompt_lens", lambda: dispatcher.plan(refusing)),
+                            ("ids", lambda: dispatcher.plan([2], ids=refusing)),
+                            ("token_ids", lambda: dispatcher.plan([2], token_ids=refusing)),
+                            ("token_ids", lambda: dispatcher.plan([2], token_ids=[refusing])),
+                            ("projector", lambda: seqpool.Dispatcher(4, embed="mean", projector=refusing)),
+                            ("ranges", lambda: seqpool.Dispatcher(4, embed="mean", ranges=refusing,
+                                                                  result_dtype="int8")),
+                            ("weight", lambda: seqpool.Dense(refusing))):
+            if isinstance(error, BufferError):
+                refuses(f"{field}: its producer refused to export it (__dlpack__ raised BufferError: the "
+                        "producer's reason)", call)
+                continue
+            with pytest.raises(type(error)) as raised:
+                call()
+            assert raised.value is error
+    refuses("hidden states: its producer refused to export it (__dlpack__ raised BufferError: asked plainly)",
+            dispatcher.forward, Unversioned(), plan)
+    # Exported, but not what the argument takes: seqpool's refusal.
+    refuses("hidden states: the tensor has 4 dimensions, needs 2 ([rows, H]) or 3", dispatcher.forward,
+            np.zeros((2, 4, 1, 1), np.float32), plan)
+    read_only = np.zeros(plan.output_size, np.float32)
+    read_only.flags.writeable = False
+    refuses("output: must be a writable tensor", dispatcher.forward, hidden, plan, out=read_only)
 
 
 def test_token_ids_live_as_long_as_the_plan_whoever_exported_them():
