@@ -74,6 +74,12 @@ inline void refuse_what_export_refuses(nb::handle given, std::string_view field)
   }
 }
 
+/// Whether `given` is read entry by entry: a sequence, but not a str (one id
+/// or name, not its characters).
+inline bool is_entries(nb::handle given) {
+  return nb::isinstance<nb::sequence>(given) && !nb::isinstance<nb::str>(given);
+}
+
 /// nb::try_cast of `given` to a tensor, what its producer refuses refused as
 /// `field` (refuse_what_export_refuses()). A tensor asked for writable that
 /// is exported read-only is not refused here (NumPy before 2.1 refuses a
@@ -146,6 +152,14 @@ inline std::uintptr_t stream_of(nb::handle given) {
   return static_cast<std::uintptr_t>(handle);
 }
 
+/// Where a host tensor's values begin, to be copied byte by byte (they need not
+/// be aligned); its data must not be null where it has `elements`, as
+/// dlpack::detail::first_element() says.
+inline const std::byte* values_of(const DLTensor& view, std::int64_t elements, std::string_view field) {
+  if (view.data == nullptr && elements > 0) detail::fail(field, "data is null; the tensor has ", elements, " elements");
+  return static_cast<const std::byte*>(view.data);
+}
+
 /// Integers from a 1-D int32/int64 host tensor or a sequence of Python ints:
 /// exactly `count` of them where it is given (one a request: a tensor's
 /// length is checked before it is read, and a sequence is iterated one entry
@@ -157,7 +171,7 @@ inline std::vector<std::int64_t> read_integers(nb::handle given, const char* fie
                                                listed what = listed::requests) {
   std::vector<std::int64_t> values;
   any_tensor tensor;
-  if (try_tensor(given, tensor, field)) {
+  if (nb::try_cast(given, tensor, false)) {
     const DLTensor view = describe(tensor);
     if (view.device.device_type != kDLCPU && view.device.device_type != kDLCUDAHost)
       detail::fail(field, "must be in host memory (the plan is made on the host), not on " +
@@ -166,6 +180,7 @@ inline std::vector<std::int64_t> read_integers(nb::handle given, const char* fie
     const bool wide = dlpack::detail::holds<std::int64_t>(view.dtype);
     if (!wide && !dlpack::detail::holds<std::int32_t>(view.dtype))
       detail::fail(field, "must hold int64 or int32, got " + dlpack::detail::dtype_name(view.dtype));
+    dlpack::detail::check_extents(view, field);
     // A tensor of any length may take no memory (a stride of 0): its length is checked before it is read, against
     // the requests' count, or against the most requests a step has (each reads a row, and its records count rows
     // in 32 bits).
@@ -180,7 +195,7 @@ inline std::vector<std::int64_t> read_integers(nb::handle given, const char* fie
     const std::int64_t stride = view.strides != nullptr ? view.strides[0] : 1;
     values.resize(static_cast<std::size_t>(view.shape[0]));
     // Copied byte by byte: a buffer's integers need not be aligned (NumPy's view of a bytearray at an odd offset).
-    const auto* first = static_cast<const std::byte*>(view.data);
+    const std::byte* first = values_of(view, view.shape[0], field);
     const std::int64_t step = stride * (wide ? 8 : 4);
     for (std::size_t i = 0; i < values.size(); ++i) {
       const std::byte* at = first + static_cast<std::int64_t>(i) * step;
@@ -194,8 +209,10 @@ inline std::vector<std::int64_t> read_integers(nb::handle given, const char* fie
     }
     return values;
   }
-  if (!nb::isinstance<nb::sequence>(given) || nb::isinstance<nb::str>(given))
+  if (!is_entries(given)) {
+    refuse_what_export_refuses(given, field);
     detail::fail(field, "must be a sequence of ints or a 1-D int tensor");
+  }
   // Read one entry past the bound at most, so that one whose iteration never ends is refused.
   const std::size_t bound = count ? *count : nb::len(given);
   values.reserve(std::min<std::size_t>(bound, std::size_t{1} << 20));  // a len() may say more than it holds
@@ -226,7 +243,7 @@ inline std::vector<std::int64_t> read_integers(nb::handle given, const char* fie
 /// requests at most, so that one whose iteration never ends is refused.
 /// `expected` says what `field` must be.
 inline nb::tuple entries_of(nb::handle given, std::size_t count, const char* field, const char* expected) {
-  if (!nb::isinstance<nb::sequence>(given) || nb::isinstance<nb::str>(given)) detail::fail(field, "must be ", expected);
+  if (!is_entries(given)) detail::fail(field, "must be ", expected);
   if (PyList_CheckExact(given.ptr()) || PyTuple_CheckExact(given.ptr())) {
     nb::tuple read = nb::steal<nb::tuple>(PySequence_Tuple(given.ptr()));
     if (!read.is_valid()) throw nb::python_error();
@@ -258,7 +275,7 @@ inline nb::tuple entries_of(nb::handle given, std::size_t count, const char* fie
 /// planner checks.
 inline std::vector<token_span> read_spans(nb::handle given, const char* field) {
   constexpr const char* expected = "a sequence of (begin, end) pairs of ints";
-  if (!nb::isinstance<nb::sequence>(given) || nb::isinstance<nb::str>(given)) detail::fail(field, "must be ", expected);
+  if (!is_entries(given)) detail::fail(field, "must be ", expected);
   // Iterated one entry past its len() at most, so that one whose iteration never ends is refused.
   const std::size_t bound = nb::len(given);
   std::vector<token_span> spans;
@@ -287,12 +304,14 @@ inline std::optional<task> task_named(std::string_view text) {
   return std::nullopt;
 }
 
+/// A task named by a str; a name is quoted as section 8 of SPEC says, anything else as repr() gives it.
 inline task read_task(nb::handle given, const char* field = "tasks") {
   std::string text;
-  if (nb::try_cast(given, text))
+  const bool named = nb::try_cast(given, text);
+  if (named)
     if (const std::optional<task> found = task_named(text)) return *found;
-  detail::fail(field, "expected \"embed\", \"classify\", \"token_embed\" or \"token_classify\", got " +
-                          nb::cast<std::string>(nb::repr(given)));
+  detail::fail(field, "expected \"embed\", \"classify\", \"token_embed\" or \"token_classify\", got ",
+               named ? detail::quoted(text) : nb::cast<std::string>(nb::repr(given)));
 }
 
 /// The name of `given`'s type, for messages.
@@ -343,7 +362,7 @@ inline std::vector<float> read_floats(const any_tensor& tensor, std::int32_t ndi
     stride *= view.shape[d];
   }
   std::vector<float> values(static_cast<std::size_t>(size));  // copied byte by byte: they need not be aligned
-  if (size > 0) std::memcpy(values.data(), view.data, values.size() * sizeof(float));
+  if (size > 0) std::memcpy(values.data(), values_of(view, size, field), values.size() * sizeof(float));
   return values;
 }
 
@@ -355,6 +374,10 @@ inline layer_weights read_layer(const any_tensor& weight, const std::optional<an
   layer.weight = read_floats(weight, 2, weight_field, "[out, in]");
   layer.rows = static_cast<std::int64_t>(weight.shape(0));
   layer.cols = static_cast<std::int64_t>(weight.shape(1));
+  // Refused here, where the weight is read: an empty one would be copied into no memory, and refused as null.
+  if (layer.rows < 1 || layer.cols < 1)
+    detail::fail(weight_field, "must have shape [out, in] of at least [1, 1], got [", layer.rows, ", ", layer.cols,
+                 "]");
   if (bias) {
     layer.bias = read_floats(*bias, 1, bias_field, "[out]");
     if (std::cmp_not_equal(layer.bias.size(), layer.rows))

@@ -78,7 +78,12 @@ class batch_reader {
     if (nb::isinstance<nb::str>(given)) {
       Py_ssize_t size = 0;
       const char* text = PyUnicode_AsUTF8AndSize(given.ptr(), &size);
-      if (text == nullptr) throw nb::python_error();
+      if (text == nullptr) {  // a lone surrogate, which UTF-8 does not encode
+        if (!PyErr_ExceptionMatches(PyExc_UnicodeEncodeError)) throw nb::python_error();
+        PyErr_Clear();
+        detail::fail(field,
+                     "a str id must be UTF-8 text (no lone surrogates), got " + nb::cast<std::string>(nb::repr(given)));
+      }
       id.assign(std::string_view(text, static_cast<std::size_t>(size)));
       return;
     }
@@ -109,11 +114,13 @@ class batch_reader {
       return;
     }
     any_tensor tensor;
-    if (try_tensor(ids, tensor, "ids")) {
+    if (nb::try_cast(ids, tensor, false)) {
       const std::vector<std::int64_t> numbers = read_integers(ids, "ids", count);
       for (std::size_t i = 0; i < count; ++i) step.requests[i].id = numbers[i];
       return;
     }
+    // A NumPy array of str ids is no tensor but a sequence of them; a tensor refused is neither.
+    if (!is_entries(ids)) refuse_what_export_refuses(ids, "ids");
     const nb::tuple entries = entries_of(ids, count, "ids", "a sequence of str or int ids, or a 1-D int tensor");
     for (std::size_t i = 0; i < count; ++i) read_id(step.requests[i].id, entries[i], "ids");
   }
@@ -143,11 +150,12 @@ class batch_reader {
   static void read_token_ids(nb::handle token_ids, batch& step, std::vector<any_tensor>& kept) {
     if (token_ids.is_none()) return;
     any_tensor rows;
-    if (try_tensor(token_ids, rows, "token_ids")) {
+    if (nb::try_cast(token_ids, rows, false)) {
       dlpack::assign_token_ids(describe(rows), step);
       kept.push_back(std::move(rows));
       return;
     }
+    if (!is_entries(token_ids)) refuse_what_export_refuses(token_ids, "token_ids");
     for_each_given(token_ids, step.requests.size(), "token_ids",
                    "a [B, L] int tensor, or a sequence of 1-D int tensors (None where a request has none)",
                    [&](std::size_t i, nb::handle item) {

@@ -32,8 +32,16 @@ def pooler(hidden_size, method, task=None, **heads):
     if task is None:
         task = Part(method).task  # a Part's default: token_embed for a token method, embed otherwise
     if task not in ("embed", "classify", "token_embed", "token_classify"):
-        raise ValueError(f'task: expected "embed", "classify", "token_embed" or "token_classify", got {task!r}')
+        raise ValueError('task: expected "embed", "classify", "token_embed" or "token_classify", got '
+                         + (_quoted(task) if isinstance(task, str) else repr(task)))
     return Dispatcher(hidden_size, **{task: method}, **heads)
+
+
+def _quoted(name):
+    """A name as seqpool's messages quote it (SPEC section 8): in double quotes, a quote
+    or backslash escaped, a control character as \\u00XX."""
+    return '"' + "".join("\\" + c if c in '"\\' else f"\\u{ord(c):04x}" if ord(c) < 0x20 or ord(c) == 0x7f else c
+                         for c in name) + '"'
 
 
 def _framework_of(tensor):
@@ -61,6 +69,22 @@ def _as_float32(bits, framework):
     return bits.view(framework.float32)
 
 
+def _viewed(output):
+    """`output` as a framework's tensor where it is one forward() made (a DLPack
+    tensor with no methods of its own): NumPy's on the host, PyTorch's where NumPy
+    holds no such dtype (bfloat16) and on a GPU."""
+    if hasattr(output, "reshape"):
+        return output
+    if output.__dlpack_device__()[0] == 1:  # kDLCPU
+        import numpy
+        try:
+            return numpy.from_dlpack(output)
+        except RuntimeError:  # "Unsupported dtype in DLTensor"
+            pass
+    import torch
+    return torch.from_dlpack(output)
+
+
 def split(output, plan):
     """Per request, in batch order: a view of its result in `output` (a tensor the
     step wrote, `plan` its Plan, or for a MultiPooler's part k `plan.parts[k]`: a vector, or a [rows, cols] matrix for token tasks and spans), or
@@ -68,6 +92,7 @@ def split(output, plan):
     [entries, 2] output) give a pair (ids, weights) of views a request: its list's
     entries after the count, ascending by id, ids -1 (weights 0) past the ids it
     lists — `ids[ids >= 0]` keeps those without reading the count."""
+    output = _viewed(output)
     framework = _framework_of(output) if plan.sparse else None
     # The offsets count values (a sparse output's entries) from the start: an `out` of any shape
     # (contiguous, as forward() takes it) is read as the vector (the [entries, 2] pairs) it holds.

@@ -202,7 +202,7 @@ def test_refusals_raise_value_error_with_seqpools_message():
     refuses('parts[1]: embed: method "all" cannot serve it', seqpool.MultiPooler, 4,
             [seqpool.Part("cls"), seqpool.Part("all", task="embed")])
     refuses('task: expected "embed"', seqpool.Part, "cls", task="pool")
-    refuses('task: expected "embed", "classify", "token_embed" or "token_classify", got \'embed\\x00junk\'',
+    refuses('task: expected "embed", "classify", "token_embed" or "token_classify", got "embed\\u0000junk"',
             seqpool.Part, "cls", task="embed\x00junk")
     refuses("weight_floor: only sparse results take a weight floor", seqpool.Part, "cls", weight_floor=0.5)
     refuses("ranges: int8 results need calibration ranges", seqpool.Part, "cls", result_dtype="int8")

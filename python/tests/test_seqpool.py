@@ -658,7 +658,6 @@ def test_what_a_tensor_s_producer_raises_reaches_the_caller():
         for field, call in (("hidden states", lambda: dispatcher.forward(refusing, plan)),
                             ("output", lambda: dispatcher.forward(hidden, plan, out=refusing)),
                             ("out", lambda: multi.forward(hidden, parts_plan, out=[refusing])),
-                            ("out", lambda: multi.forward(hidden, parts_plan, out=refusing)),
                             ("prompt_lens", lambda: dispatcher.plan(refusing)),
                             ("ids", lambda: dispatcher.plan([2], ids=refusing)),
                             ("token_ids", lambda: dispatcher.plan([2], token_ids=refusing)),
@@ -682,6 +681,138 @@ def test_what_a_tensor_s_producer_raises_reaches_the_caller():
     read_only = np.zeros(plan.output_size, np.float32)
     read_only.flags.writeable = False
     refuses("output: must be a writable tensor", dispatcher.forward, hidden, plan, out=read_only)
+
+
+class Exporting:
+    """A producer whose capsule says what it is told: `shape` over `data` (an address,
+    0 for null) of int64, or float32 with `floats`; the capsule's memory lives as long
+    as the producer."""
+
+    def __init__(self, shape, data=0, floats=False):
+        import ctypes
+        self.shape = tuple(shape)
+
+        class DLTensor(ctypes.Structure):
+            _fields_ = [("data", ctypes.c_void_p), ("device_type", ctypes.c_int32), ("device_id", ctypes.c_int32),
+                        ("ndim", ctypes.c_int32), ("code", ctypes.c_uint8), ("bits", ctypes.c_uint8),
+                        ("lanes", ctypes.c_uint16), ("shape", ctypes.POINTER(ctypes.c_int64)),
+                        ("strides", ctypes.c_void_p), ("byte_offset", ctypes.c_uint64)]
+
+        class DLManagedTensor(ctypes.Structure):
+            _fields_ = [("dl_tensor", DLTensor), ("manager_ctx", ctypes.c_void_p), ("deleter", ctypes.c_void_p)]
+
+        self.extents = (ctypes.c_int64 * len(shape))(*shape)
+        self.managed = DLManagedTensor(DLTensor(data or None, 1, 0, len(shape), 2 if floats else 0, 32 if floats else 64,
+                                                1, self.extents, None, 0), None, None)
+        self.new_capsule = ctypes.pythonapi.PyCapsule_New
+        self.new_capsule.restype = ctypes.py_object
+        self.new_capsule.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
+        self.address = ctypes.addressof(self.managed)
+
+    def __dlpack__(self, *args, **kwargs):
+        return self.new_capsule(self.address, b"dltensor", None)
+
+    def __dlpack_device__(self):
+        return (1, 0)
+
+
+def test_a_producer_s_null_data_or_negative_extent_is_refused_not_read():
+    """A tensor of elements whose data is null, or of a negative extent, read as counts,
+    ids, a knob's list, a weight or ranges: refused as the views of section 11 refuse them
+    (it was read: a segfault, or the vector's own error)."""
+    dispatcher = seqpool.pooler(2, "mean")
+    null_ids, null_rows = Exporting([2]), Exporting([3, 2], floats=True)
+    for field, call in (("prompt_lens", lambda: dispatcher.plan(null_ids)),
+                        ("num_scheduled", lambda: dispatcher.plan([3, 4], null_ids)),
+                        ("num_computed", lambda: dispatcher.plan([3, 4], None, null_ids)),
+                        ("ids", lambda: dispatcher.plan([3, 4], ids=null_ids)),
+                        ("returned_token_ids", lambda: seqpool.PoolingParams(returned_token_ids=null_ids)),
+                        ("drop_token_ids", lambda: seqpool.Part("all", drop_token_ids=null_ids))):
+        refuses(f"{field}: data is null; the tensor has 2 elements", call)
+    for field, call in (("projector", lambda: seqpool.Dispatcher(2, embed="mean", projector=null_rows)),
+                        ("weight", lambda: seqpool.Dense(null_rows)),
+                        ("ranges", lambda: seqpool.Dispatcher(2, embed="mean", result_dtype="int8",
+                                                              ranges=Exporting([2, 2], floats=True)))):
+        refuses(f"{field}: data is null; the tensor has", call)
+    values = np.array([3, 4], np.int64)
+    negative = Exporting([-2], data=values.ctypes.data)
+    refuses("prompt_lens: shape[0] is negative: -2", dispatcher.plan, negative)
+    refuses("ids: shape[0] is negative: -2", dispatcher.plan, [3, 4], ids=negative)
+    refuses("drop_token_ids: shape[0] is negative: -2", seqpool.PoolingParams, drop_token_ids=negative)
+    # Told the truth, the same producer is read.
+    assert dispatcher.plan(Exporting([2], data=values.ctypes.data)).results == dispatcher.plan([3, 4]).results
+
+
+def test_numpy_arrays_of_str_or_objects_are_sequences_of_ids_and_counts():
+    """NumPy exports no array of str or of objects (nor a big-endian one): such an array is
+    read entry by entry, as the sequence it is."""
+    dispatcher = seqpool.Dispatcher(2, embed="mean", classify="cls")
+    wanted = dispatcher.plan([1, 2], tasks="embed").results
+    ids = np.array(["req-a", "req-b"])
+    for given in (ids, np.array(["req-a", "req-b"], dtype=object), np.array([7, "b"], dtype=object)):
+        assert dispatcher.plan([1, 2], ids=given, tasks="embed").results == wanted
+    refuses('request 1 (id "req-a")', dispatcher.plan, [1, 2], ids=np.array(["req-a", "req-a"]), tasks="embed")
+    for counts in (np.array([1, 2], dtype=object), np.array([1, 2], ">i8")):
+        assert dispatcher.plan(counts, tasks="embed").results == wanted
+
+
+def test_names_are_quoted_as_section_8_quotes_them_and_ids_are_utf_8():
+    bad = 'x"\x00'
+    quoted = '"x\\"\\u0000"'
+    refuses(f"embed: method {quoted}", seqpool.Dispatcher, 4, embed=bad)
+    refuses(f"tasks: expected \"embed\", \"classify\", \"token_embed\" or \"token_classify\", got {quoted}",
+            seqpool.Dispatcher(4, embed="mean").plan, [1], tasks=[bad])
+    refuses(f"task: expected \"embed\", \"classify\", \"token_embed\" or \"token_classify\", got {quoted}",
+            seqpool.Part, "all", task=bad)
+    refuses(f"task: expected \"embed\", \"classify\", \"token_embed\" or \"token_classify\", got {quoted}",
+            seqpool.pooler, 4, "all", task=bad)
+    refuses("task: expected \"embed\", \"classify\", \"token_embed\" or \"token_classify\", got 5", seqpool.pooler,
+            4, "all", task=5)
+    dispatcher = seqpool.pooler(4, "mean")
+    refuses("ids: a str id must be UTF-8 text (no lone surrogates), got 'a\\ud800'", dispatcher.plan, [1],
+            ids=["a\ud800"])
+    refuses("id: a str id must be UTF-8 text (no lone surrogates)", dispatcher.release, "\udfff")
+    refuses("id: a str id must be UTF-8 text (no lone surrogates)", dispatcher.num_computed, "\udfff")
+
+
+def test_an_empty_weight_is_refused_by_its_shape():
+    for shape in ((0, 4), (4, 0)):
+        refuses(f"projector: must have shape [out, in] of at least [1, 1], got [{shape[0]}, {shape[1]}]",
+                seqpool.Dispatcher, 4, embed="mean", projector=np.zeros(shape, np.float32))
+        refuses("projector: must have shape [out, in] of at least [1, 1]", seqpool.Part, "mean",
+                projector=np.zeros(shape, np.float32))
+        refuses("weight: must have shape [out, in] of at least [1, 1]", seqpool.Dense, np.zeros(shape, np.float32))
+
+
+def test_split_takes_the_outputs_forward_made():
+    """forward() returns what reserve() made as objects with __dlpack__ alone; split() views
+    them as NumPy's (PyTorch's for bfloat16) itself."""
+    rng = np.random.default_rng(3)
+    hidden = rng.normal(size=(5, 4)).astype(np.float32)
+    dispatcher = seqpool.Dispatcher(4, embed="mean", token_embed="all")
+    plan = dispatcher.plan([2, 3], tasks=["embed", "token_embed"])
+    dispatcher.reserve(plan)
+    made = dispatcher.forward(hidden, plan)
+    assert not hasattr(made, "reshape")
+    mean, rows = seqpool.split(made, plan)
+    close(mean, expected("mean", "embed", hidden[:2], {}))
+    close(rows, expected("all", "token_embed", hidden[2:], {}))
+    multi = seqpool.MultiPooler(4, [seqpool.Part("mean"), seqpool.Part("cls", result_dtype="float16")])
+    parts_plan = multi.plan([2, 3])
+    multi.reserve(parts_plan)
+    outputs = multi.forward(hidden, parts_plan)
+    for k, method in enumerate(("mean", "cls")):
+        found = seqpool.split(outputs[k], parts_plan.parts[k])
+        for i, (begin, end) in enumerate(((0, 2), (2, 5))):
+            close(found[i], stored(expected(method, "embed", hidden[begin:end], {}), ["float32", "float16"][k]),
+                  ["float32", "float16"][k])
+    torch = pytest.importorskip("torch")
+    brain = seqpool.pooler(4, "mean", result_dtype="bfloat16")
+    plan = brain.plan([5])
+    brain.reserve(plan)
+    (found,) = seqpool.split(brain.forward(hidden, plan), plan)
+    assert found.dtype == torch.bfloat16
+    close(found.float().numpy(), stored(expected("mean", "embed", hidden, {}), "bfloat16"), "bfloat16")
 
 
 def test_token_ids_live_as_long_as_the_plan_whoever_exported_them():
