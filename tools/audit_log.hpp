@@ -2,46 +2,78 @@
 // JSON object a line in DIR/audit.jsonl (SPEC section 9).
 #pragma once
 
+#include <cerrno>
 #include <cstddef>
+#include <cstring>
+#include <exception>
 #include <filesystem>
-#include <fstream>
+#include <optional>
 #include <string>
 
 #include <nlohmann/json.hpp>
 
 #include <seqpool/space/audit.hpp>
 
-#include "npy.hpp"
+#include "input_error.hpp"
+#include "new_file.hpp"
 
 namespace seqpool::tool {
 
 /// Throws input_error (status 2) where the file cannot be made or written.
 class audit_log {
  public:
-  /// Writes nothing unless `wanted`.
+  /// Writes nothing unless `wanted`; the file is made new (new_file).
   audit_log(bool wanted, const std::filesystem::path& out) : path_(out / "audit.jsonl") {
     if (!wanted) return;
-    file_.open(path_, std::ios::trunc);
-    if (!file_) throw input_error(path_.string() + ": cannot write");
+    try {
+      file_.emplace(path_, true);
+    } catch (const std::exception& unmade) {
+      throw input_error(std::string("--audit: ") + unmade.what());
+    }
   }
 
-  /// Step `step`'s line; `where` ("step N") begins the message of a line that cannot be written.
-  void record(const std::string& where, std::size_t step, const seqpool::audit_counts& counts) {
-    if (!file_.is_open()) return;
-    file_ << nlohmann::ordered_json{{"step", step},
-                                    {"uploads", counts.uploads},
-                                    {"upload_bytes", counts.upload_bytes},
-                                    {"downloads", counts.downloads},
-                                    {"waits", counts.waits},
-                                    {"allocations", counts.allocations}}
-                 .dump()
-          << std::endl;
-    if (!file_) throw input_error(where + ": " + path_.string() + ": cannot write");
+  /// Step `step`'s line, and its results published by `publish()`, all or
+  /// none: the line is written first, so that a step that cannot be audited
+  /// publishes nothing, and cut off again where `publish()` throws, so that a
+  /// step whose results are not published leaves no line. `where` ("step N")
+  /// begins the message of a line that cannot be written or cut off.
+  template <class Publish>
+  void record(const std::string& where, std::size_t step, const seqpool::audit_counts& counts, Publish&& publish) {
+    if (!file_) {
+      publish();
+      return;
+    }
+    const std::string line = nlohmann::ordered_json{{"step", step},
+                                                    {"uploads", counts.uploads},
+                                                    {"upload_bytes", counts.upload_bytes},
+                                                    {"downloads", counts.downloads},
+                                                    {"waits", counts.waits},
+                                                    {"allocations", counts.allocations}}
+                                 .dump() +
+                             '\n';
+    if (!file_->write(line.data(), line.size())) {
+      const int why = errno;
+      file_->truncate(size_);  // a part of the line written, cut off where it can be
+      errno = why;
+      fail(where, "cannot write");
+    }
+    try {
+      publish();
+    } catch (...) {
+      if (!file_->truncate(size_)) fail(where, "cannot take back the step's line");
+      throw;
+    }
+    size_ += line.size();
   }
 
  private:
+  [[noreturn]] void fail(const std::string& where, const char* what) const {
+    throw input_error(where + ": " + path_.string() + ": " + what + ": " + std::strerror(errno));
+  }
+
   std::filesystem::path path_;
-  std::ofstream file_;
+  std::optional<new_file> file_;
+  std::size_t size_ = 0;  ///< the bytes of the lines of steps published
 };
 
 }  // namespace seqpool::tool

@@ -57,6 +57,8 @@ struct results_file {
   std::optional<npy_array> ranges;
   /// Sparse results: the weight an id's must be above to be listed (the poolers' 0 where absent).
   std::optional<float> weight_floor;
+  /// What an error about these fields begins with: "batch.json: ", or "batch.json: parts[1]." for a part's.
+  std::string fields_named;
   std::vector<layer_file> projector;   ///< the embed head's dense layers, one after another; none when empty
   std::vector<layer_file> classifier;  ///< the classify head's
   head::problem_type problem = head::problem_type::single_label;
@@ -106,9 +108,7 @@ class object_reader {
  public:
   object_reader(const json& object, std::string where, std::string prefix = "")
       : object_(object), where_(std::move(where)), prefix_(std::move(prefix)) {
-    if (!object_.is_object())  // named by its own field, which the prefix ends with
-      throw input_error(where_ + ": " + (prefix_.empty() ? "" : prefix_.substr(0, prefix_.size() - 1) + ": ") +
-                        "expected an object");
+    if (!object_.is_object()) throw input_error(where_ + ": " + named() + "expected an object");
   }
 
   /// Rejects keys the format does not have: a misspelt field must not pass silently.
@@ -116,7 +116,7 @@ class object_reader {
     for (const auto& [key, value] : object_.items()) {
       bool listed = false;
       for (const std::string_view name : known) listed = listed || key == name;
-      if (!listed) fail_at(key, "unknown field");
+      if (!listed) fail_on_key(key, "unknown field");
     }
   }
 
@@ -136,6 +136,16 @@ class object_reader {
     const json& value = at(key);
     if (!value.is_string()) fail_at(key, "expected a string");
     return value.get<std::string>();
+  }
+
+  /// The file `key` names, relative to `folder` (the batch file's); a name
+  /// holding a NUL, which no file name can hold (the system would read it only
+  /// up to the NUL), is refused.
+  std::filesystem::path file(std::string_view key, const std::filesystem::path& folder) const {
+    const std::string name = string(key);
+    if (name.find('\0') != std::string::npos)
+      fail_at(key, seqpool::detail::quoted(name) + " holds a NUL: no file has that name");
+    return folder / name;
   }
 
   bool boolean(std::string_view key, bool otherwise) const {
@@ -190,7 +200,20 @@ class object_reader {
     throw input_error(where_ + ": " + (field.empty() ? "" : field + ": ") + std::string(problem));
   }
 
+  /// What an error about one of this object's fields begins with: "batch.json: params.".
+  std::string fields_named() const { return where_ + ": " + prefix_; }
+
+  /// Fails at this object for `key`, a name the file gave (not one the format
+  /// has), quoted as SPEC section 8 quotes names: `params: unknown field "x"`.
+  [[noreturn]] void fail_on_key(std::string_view key, std::string_view problem, std::string_view after = "") const {
+    throw input_error(where_ + ": " + named() + std::string(problem) + " " + seqpool::detail::quoted(key) +
+                      std::string(after));
+  }
+
  private:
+  /// This object as a message names it, by its own field (which the prefix ends with): "params: ", or "" at the top.
+  std::string named() const { return prefix_.empty() ? "" : prefix_.substr(0, prefix_.size() - 1) + ": "; }
+
   std::int64_t as_integer(const json& value, std::string_view key) const {
     if (value.is_number_unsigned() && value.get<std::uint64_t>() > std::numeric_limits<std::int64_t>::max())
       fail_at(key, "integer out of range");
@@ -245,8 +268,9 @@ inline constexpr std::array<std::string_view, 8> result_dtypes{"float32", "float
 /// The .npy file `key` of `object` names, of one of `dtypes`; an error names the key.
 inline npy_array read_named_array(const object_reader& object, std::string_view key,
                                   const std::filesystem::path& folder, const npy_dtypes& dtypes) {
+  const std::filesystem::path file = object.file(key, folder);
   try {
-    return read_npy(folder / object.string(key), dtypes);
+    return read_npy(file, dtypes);
   } catch (const input_error& unreadable) {
     object.fail_at(key, unreadable.what());
   }
@@ -321,6 +345,7 @@ inline bool is_plain_file_name(std::string_view id) {
 /// take, projector and classifier.
 inline results_file read_results(const object_reader& object, const std::filesystem::path& folder) {
   results_file read;
+  read.fields_named = object.fields_named();
   if (object.has("result_dtype")) {
     read.result_dtype = object.string("result_dtype");
     if (std::ranges::find(result_dtypes, read.result_dtype) == result_dtypes.end())
@@ -463,7 +488,8 @@ inline batch_file read_batch_file(const std::filesystem::path& path) {
     if (root.at("poolers").empty()) top.fail_at("poolers", "name a method for at least one task");
     for (const auto& [key, value] : root.at("poolers").items()) {
       const std::optional<task> served = detail::parse_task(key);
-      if (!served) poolers.fail_at(key, "unknown task (expected embed, classify, token_embed or token_classify)");
+      if (!served)
+        poolers.fail_on_key(key, "unknown task", " (expected embed, classify, token_embed or token_classify)");
       detail::read_method(poolers, key, *served, batch.poolers);
     }
   }
@@ -479,7 +505,7 @@ inline step_file read_step(const batch_file& batch, std::size_t index) {
   const detail::object_reader step(batch.steps.at(index), where);
   step.only({"hidden_states", "padding", "requests"});
   step_file read;
-  read.hidden_states = batch.folder / step.string("hidden_states");
+  read.hidden_states = step.file("hidden_states", batch.folder);
   if (step.has("padding")) {
     const std::string side = step.string("padding");
     if (side != "right" && side != "left")

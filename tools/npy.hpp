@@ -12,28 +12,21 @@
 #include <limits>
 #include <span>
 #include <sstream>
-#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <system_error>
 #include <type_traits>
 #include <vector>
 
-#include <fcntl.h>
-#include <unistd.h>
-
 #include <seqpool/error.hpp>
 #include <seqpool/float16.hpp>
 #include <seqpool/quantized.hpp>
 #include <seqpool/sparse.hpp>
 
-namespace seqpool::tool {
+#include "input_error.hpp"
+#include "new_file.hpp"
 
-/// A problem with the tool's input; main() prints it after "seqpool: error: ".
-class input_error : public std::runtime_error {
- public:
-  using std::runtime_error::runtime_error;
-};
+namespace seqpool::tool {
 
 /// A C-order array: its dtype as NumPy writes it ("<f4", "<f2", "<u2", "<i2"), shape and bytes.
 struct npy_array {
@@ -50,10 +43,13 @@ struct npy_array {
 
 namespace detail {
 
+/// `text` without the whitespace Python's tokenizer skips around it (a header
+/// written on Windows ends in "\r\n").
 inline std::string_view trim(std::string_view text) {
-  const auto first = text.find_first_not_of(" \t\n");
+  constexpr std::string_view blank = " \t\f\r\n";
+  const auto first = text.find_first_not_of(blank);
   if (first == std::string_view::npos) return {};
-  return text.substr(first, text.find_last_not_of(" \t\n") - first + 1);
+  return text.substr(first, text.find_last_not_of(blank) - first + 1);
 }
 
 /// A shape as Python writes a tuple of ints: `()`, `(3,)`, `(2, 3)` or `(2, 3,)`
@@ -69,9 +65,13 @@ inline std::vector<std::int64_t> parse_shape(std::string_view text, const std::s
     const auto comma = inside.find(',');
     const std::string_view item = trim(inside.substr(0, comma));
     std::int64_t extent = 0;
-    if (item.empty() || item.size() > 18 || item.find_first_not_of("0123456789") != std::string_view::npos ||
+    if (item.empty() || item.find_first_not_of("0123456789") != std::string_view::npos ||
         (item.front() == '0' && item.find_first_not_of('0') != std::string_view::npos))
       throw malformed();
+    // 18 digits hold any extent a file's bytes can (2^63 bytes at the most).
+    if (item.size() > 18)
+      throw input_error(file + ": the .npy header's shape has an extent of " + std::to_string(item.size()) +
+                        " digits, more than any file holds");
     for (const char digit : item) extent = extent * 10 + (digit - '0');
     shape.push_back(extent);
     ends_in_comma = comma != std::string_view::npos;
@@ -231,16 +231,10 @@ constexpr const char* npy_descr() {
 }
 
 /// Writes `values` as an array of `shape`, of npy_descr<T>(), in format 1.0,
-/// into a new file at `path`: a file or a symbolic link the name held (which
-/// the write would follow out of the folder) is removed first, and the file is
-/// made only where nothing holds the name (O_EXCL), so that a link made there
-/// after the removal is refused, not followed; a folder is refused. Where the
-/// write fails, what it wrote is removed.
+/// into a new file at `path` (new_file: never through what the name held).
+/// Where the write fails, what it wrote is removed.
 template <class T>
 void write_npy(const std::filesystem::path& path, std::span<const T> values, const std::vector<std::int64_t>& shape) {
-  if (std::filesystem::is_directory(std::filesystem::symlink_status(path)))
-    throw input_error(path.string() + " is a folder");
-  std::filesystem::remove(path);
   std::string dims;
   for (const std::int64_t extent : shape) dims += std::to_string(extent) + (shape.size() == 1 ? "," : ", ");
   if (shape.size() > 1) dims.resize(dims.size() - 2);
@@ -254,25 +248,10 @@ void write_npy(const std::filesystem::path& path, std::span<const T> values, con
   preamble += static_cast<char>(header.size() >> 8);
   preamble += header;
 
-  const int file = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666);
-  if (file < 0) throw input_error(path.string() + ": cannot make it: " + std::strerror(errno));
-  const auto write_all = [file](const char* bytes, std::size_t size) {
-    while (size > 0) {
-      const ::ssize_t written = ::write(file, bytes, size);
-      if (written < 0 && errno == EINTR) continue;
-      if (written == 0) errno = EIO;  // no progress and no reason given
-      if (written <= 0) return false;
-      bytes += written;
-      size -= static_cast<std::size_t>(written);
-    }
-    return true;
-  };
+  new_file file(path);
   int failure = 0;
-  if (!write_all(preamble.data(), preamble.size()) ||
-      !write_all(reinterpret_cast<const char*>(values.data()), values.size_bytes()))
-    failure = errno;
-  // A failing close is a failed write too (NFS reports some only there).
-  if (::close(file) != 0 && failure == 0) failure = errno;
+  if (!file.write(preamble.data(), preamble.size()) || !file.write(values.data(), values.size_bytes())) failure = errno;
+  if (!file.close() && failure == 0) failure = errno;
   if (failure != 0) {
     std::error_code ignored;
     std::filesystem::remove(path, ignored);

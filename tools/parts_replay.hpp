@@ -73,8 +73,7 @@ class parts_replay {
         with_element(step.element, [&]<class T>() { return forward<T>(step, outputs); });
     result_files files;
     for (std::size_t k = 0; k < parts_.size(); ++k) parts_[k]->write(step, plan_.parts[k], files);
-    audit_.record(step.where, index, counts);  // before the results: a step that cannot be audited writes none
-    files.publish();
+    audit_.record(step.where, index, counts, [&] { files.publish(step.where); });
   }
 
   /// The step itself, with what the space counted while it ran.

@@ -80,14 +80,18 @@ class pooler_factory {
     } catch (const seqpool::error& refused) {
       throw input_error(field + ": " + refused.what());
     }
-    if constexpr (seqpool::ranged_element<Result>) {
-      const npy_array& ranges = *results_->ranges;
-      const auto columns = static_cast<std::size_t>(ranges.shape[1]);
-      const std::span<const float> bounds(reinterpret_cast<const float*>(ranges.data.data()), 2 * columns);
-      made->set_ranges({bounds.first(columns), bounds.last(columns)});
+    try {  // the ranges and the floor are the results' fields (the batch's or a part's), not this pooler's
+      if constexpr (seqpool::ranged_element<Result>) {
+        const npy_array& ranges = *results_->ranges;
+        const auto columns = static_cast<std::size_t>(ranges.shape[1]);
+        const std::span<const float> bounds(reinterpret_cast<const float*>(ranges.data.data()), 2 * columns);
+        made->set_ranges({bounds.first(columns), bounds.last(columns)});
+      }
+      if constexpr (seqpool::sparse_element<Result>)
+        if (results_->weight_floor) made->set_weight_floor(*results_->weight_floor);
+    } catch (const seqpool::error& refused) {
+      throw input_error(results_->fields_named + refused.what());
     }
-    if constexpr (seqpool::sparse_element<Result>)
-      if (results_->weight_floor) made->set_weight_floor(*results_->weight_floor);
     return made;
   }
 

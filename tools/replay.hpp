@@ -62,8 +62,7 @@ class replay {
     space_.copy_out(cuda::std::span<const Result>(output.data(), output.size()), std::span<Result>(results));
     result_files files;
     files.write(step.where, step.requests, plan.results, std::span<const Result>(results), options_.out);
-    audit_.record(step.where, index, counts);  // before the results: a step that cannot be audited writes none
-    files.publish();
+    audit_.record(step.where, index, counts, [&] { files.publish(step.where); });
   }
 
   /// The step itself, with what the space counted while it ran: defined in

@@ -61,8 +61,8 @@ class result_files {
       } else if (seqpool::is_token_task(pooled_for.value_or(r.task)) || !r.params.spans.empty()) {
         shape.insert(shape.begin(), slice->rows);
       }
-      const named file{folder / ("." + id + ".npy.partial"), folder / (id + ".npy"),
-                       folder / ("." + id + ".npy.previous")};
+      const named file{seqpool::detail::request_named(i, id), folder / ("." + id + ".npy.partial"),
+                       folder / (id + ".npy"), folder / ("." + id + ".npy.previous")};
       written_.reserve(written_.size() + 1);
       try {
         // A file it cannot write whole it leaves unmade, and a folder under the hidden name untouched: only a
@@ -71,8 +71,7 @@ class result_files {
         written_.push_back(file);
         if (std::filesystem::is_directory(file.final)) throw input_error(file.final.string() + " is a folder");
       } catch (const std::exception& failure) {
-        throw input_error(where + ": " + seqpool::detail::request_named(i, id) +
-                          ": cannot write its result: " + failure.what());
+        throw input_error(where + ": " + file.request + ": cannot write its result: " + failure.what());
       }
     }
   }
@@ -82,11 +81,14 @@ class result_files {
   /// hard link, or a copy where the file system has none), so that each final
   /// name is replaced by one rename and names a whole file throughout; where a
   /// rename fails, the names published are given back what they held (or
-  /// removed), and the error names any that could not be.
-  void publish() {
+  /// removed), and the error, which begins with `where` ("step N"), names any
+  /// that could not be.
+  void publish(const std::string& where) {
     std::size_t published = 0;
+    std::size_t at = 0;  // the file at hand, which an error names
     try {
-      for (named& file : written_) {
+      for (; at < written_.size(); ++at) {
+        named& file = written_[at];
         std::filesystem::remove(file.previous);  // one a run that stopped midway left
         // A symbolic link is kept as one, dangling or not.
         if (std::filesystem::exists(std::filesystem::symlink_status(file.final))) {
@@ -96,7 +98,7 @@ class result_files {
           file.kept = true;
         }
       }
-      for (; published < written_.size(); ++published)
+      for (at = 0; published < written_.size(); at = ++published)
         std::filesystem::rename(written_[published].hidden, written_[published].final);
     } catch (const std::exception& failure) {
       std::string not_given_back;
@@ -113,7 +115,8 @@ class result_files {
           std::filesystem::remove(file.previous, failed);
         }
       }
-      throw std::runtime_error(failure.what() + not_given_back);
+      throw input_error(where + ": " + written_[at].request + ": cannot publish its result: " + failure.what() +
+                        not_given_back);
     }
     std::error_code ignored;
     for (const named& file : written_)
@@ -126,6 +129,7 @@ class result_files {
   /// `previous` for what an earlier run left under `final` (`kept`) while the
   /// step is published.
   struct named {
+    std::string request;  ///< how an error names the request: `request 3 (id "r7")`
     std::filesystem::path hidden, final, previous;
     bool kept = false;
   };

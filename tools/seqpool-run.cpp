@@ -12,6 +12,7 @@
 #include <seqpool/method/builtin.hpp>
 
 #include "batch_file.hpp"
+#include "new_file.hpp"
 #include "replay_batch.hpp"
 
 namespace {
@@ -89,7 +90,7 @@ int main(int argc, char** argv) {
 
   try {
     const tool::batch_file batch = tool::read_batch_file(chosen.batch);
-    std::filesystem::create_directories(chosen.out);
+    tool::make_folder(chosen.out, "--out");
     if (chosen.space == "host")
       replay_in<seqpool::host_space>(batch, chosen);
     else

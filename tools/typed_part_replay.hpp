@@ -16,6 +16,7 @@
 #include <seqpool/seqpool.hpp>
 
 #include "batch_file.hpp"
+#include "new_file.hpp"
 #include "part_replay.hpp"
 #include "pooler_factory.hpp"
 #include "replay_batch.hpp"
@@ -65,7 +66,7 @@ class typed_part_replay final : public part_replay<Space> {
   void write(const step_input& step, const part_results& results, result_files& files) override {
     std::vector<Result> values(output_.size());
     space_->copy_out(cuda::std::span<const Result>(output_.data(), output_.size()), std::span<Result>(values));
-    std::filesystem::create_directories(folder_);
+    make_folder(folder_, step.where + ": part " + seqpool::detail::quoted(part_->name));
     files.write(step.where, step.requests, results.results, std::span<const Result>(values), folder_, part_->served);
   }
 

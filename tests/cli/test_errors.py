@@ -193,8 +193,16 @@ class Errors(unittest.TestCase):
 
     def test_unknown_and_missing_fields(self):
         self.file_error(lambda b: b.step(ROWS[:1], [dict(request("a", "embed", 1), num_schedueld=1)]),
-                        'step 1: request 0 (id "a"): num_schedueld: unknown field')
+                        'step 1: request 0 (id "a"): unknown field "num_schedueld"')
         self.file_error(lambda b: b.spec["steps"].append({"requests": []}), "step 1: hidden_states: missing")
+        # A name the file gives is quoted (SPEC section 8): a NUL or an escape in it cuts nothing short.
+        for key in ("x\u0000y", "x\u001b[31my", 'x"y'):
+            with self.subTest(key=key):
+                self.config_error(lambda s, key=key: s.update({key: 1}), f"unknown field {json.dumps(key)}")
+                self.config_error(lambda s, key=key: s["poolers"].update({key: "mean"}),
+                                  f"poolers: unknown task {json.dumps(key)} (expected embed")
+                self.file_error(lambda b, key=key: b.step(ROWS[:1], [request("a", "embed", 1, **{key: 1})]),
+                                f'step 1: request 0 (id "a"): params: unknown field {json.dumps(key)}')
 
     def test_unknown_task_name(self):
         self.file_error(lambda b: b.step(ROWS[:1], [request("a", "rerank", 1)]),
@@ -410,8 +418,72 @@ class Errors(unittest.TestCase):
         (batch.folder / "out" / "audit.jsonl").mkdir(parents=True)  # a folder where the audit must go
         run = batch.run()
         self.assertEqual(run.returncode, 2, run.stderr)
-        self.assertIn("audit.jsonl: cannot write", run.stderr)
+        self.assertIn(f"--audit: {batch.out / 'audit.jsonl'} is a folder", run.stderr)
         self.assertFalse((batch.out / "a.npy").exists())
+
+    def test_a_step_that_cannot_be_published_leaves_no_audit_line(self):
+        # The step's line is written before its files are published (a step that cannot be audited publishes
+        # nothing) and cut off again where they cannot all be published; the error names the request.
+        import os
+
+        with tempfile.TemporaryDirectory() as built:
+            preloaded = self.preloaded_faults(built)
+            batch = Batch(H, {"embed": "mean"})
+            good_step(batch, "before")
+            batch.step(ROWS[:2], [request("first", "embed", 1), request("second", "embed", 1)])
+            run = batch.run(env=dict(os.environ, LD_PRELOAD=preloaded, FAILING_RENAME="/second.npy"))
+            self.assertEqual(run.returncode, 2, run.stderr)
+            self.assertIn('seqpool: error: step 1: request 1 (id "second"): cannot publish its result: ', run.stderr)
+            self.assertEqual(sorted(path.name for path in batch.out.iterdir()), ["audit.jsonl", "before.npy"])
+            lines = (batch.out / "audit.jsonl").read_text().splitlines()
+            self.assertEqual([json.loads(line)["step"] for line in lines], [0])
+
+    def test_the_audit_is_made_new_not_through_what_its_name_held(self):
+        # A symbolic link left at DIR/audit.jsonl is replaced, not followed out of the folder; a FIFO there,
+        # whose open would wait for a reader, is replaced too.
+        import os
+
+        for kind in ("link", "fifo"):
+            with self.subTest(kind=kind):
+                batch = Batch(H, {"embed": "mean"})
+                good_step(batch, "a")
+                victim = batch.folder / "victim.txt"
+                victim.write_text("untouched")
+                (batch.folder / "out").mkdir()
+                if kind == "link":
+                    (batch.folder / "out" / "audit.jsonl").symlink_to(victim)
+                else:
+                    os.mkfifo(batch.folder / "out" / "audit.jsonl")
+                run = batch.run()
+                self.assertEqual(run.returncode, 0, run.stderr)
+                self.assertEqual(victim.read_text(), "untouched")
+                audit = batch.out / "audit.jsonl"
+                self.assertTrue(audit.is_file() and not audit.is_symlink())
+                self.assertEqual([json.loads(line)["step"] for line in audit.read_text().splitlines()], [0])
+
+    def test_a_file_name_holding_a_nul_names_no_file(self):
+        # The system would read the name up to the NUL: another file, silently.
+        def edit(batch):
+            batch.step(ROWS[:1], [request("a", "embed", 1)])
+            batch.spec["steps"][-1]["hidden_states"] += "\u0000.npy"
+        self.file_error(edit, 'step 1: hidden_states: "step1.npy\\u0000.npy" holds a NUL: no file has that name')
+        def write(folder):
+            np.save(folder / "w.npy", np.ones((2, H), np.float32))
+        self.config_error(lambda s: s.update(projector={"weight": "w.npy\u0000"}),
+                          'projector.weight: "w.npy\\u0000" holds a NUL: no file has that name', write)
+
+    def test_a_file_field_that_is_no_string_is_named_once(self):
+        for edit, field in ((lambda s: s.update(result_dtype="int8", ranges=5), "ranges"),
+                            (lambda s: s.update(projector={"weight": 5}), "projector.weight"),
+                            (lambda s: s.update(classifier={"layers": [{"weight": ["w.npy"]}]}),
+                             "classifier.layers[0].weight")):
+            with self.subTest(field=field):
+                batch = Batch(H, {"embed": "mean"})
+                good_step(batch, "before")
+                edit(batch.spec)
+                run = batch.run()
+                self.assertEqual(run.returncode, 2, run.stderr)
+                self.assertEqual(run.stderr, f"seqpool: error: batch.json: {field}: expected a string\n")
 
     def test_missing_hidden_states(self):
         def edit(batch):
@@ -461,9 +533,21 @@ class Errors(unittest.TestCase):
                 ("{'descr': '<f4', 'shape': (1, 4), }", "the .npy header has no 'fortran_order'"),
                 # A shape is a tuple of ints as Python writes one: (4) is an int, 04 no literal.
                 ("{'descr': '<f4', 'fortran_order': False, 'shape': (4), }", "malformed shape in the .npy header"),
-                ("{'descr': '<f4', 'fortran_order': False, 'shape': (1, 04), }", "malformed shape in the .npy header")):
+                ("{'descr': '<f4', 'fortran_order': False, 'shape': (1, 04), }", "malformed shape in the .npy header"),
+                ("{'descr': '<f4', 'fortran_order': False, 'shape': (1, 4611686018427387904), }",
+                 "the .npy header's shape has an extent of 19 digits, more than any file holds")):
             with self.subTest(text):
                 self.bad_npy(with_header(text), message)
+        # Whitespace as Python's tokenizer skips it: a header written with "\r\n", a form feed.
+        for text in ("{'descr': '<f4', 'fortran_order': False, 'shape': (1, 4), }\r",
+                     "{'descr':\f'<f4', 'fortran_order': False, 'shape': (1,\r\n4), }"):
+            with self.subTest(text):
+                batch = Batch(H, {"embed": "mean"})
+                good_step(batch, "a")
+                with_header(text)(batch.folder / batch.spec["steps"][-1]["hidden_states"])
+                run = batch.run()
+                self.assertEqual(run.returncode, 0, run.stderr)
+                np.testing.assert_allclose(batch.result("a"), ROWS[0] / np.linalg.norm(ROWS[0]), rtol=1e-6)
         # NumPy reads format versions 1.0, 2.0 and 3.0 alone.
         def version(minor):
             def write(path):
@@ -534,7 +618,7 @@ class Errors(unittest.TestCase):
         self.config_error(lambda s: s["poolers"].update(embed="median"), 'poolers.embed: method "median" cannot serve')
         self.config_error(lambda s: s["poolers"].update(token_embed="STEP"),
                           'poolers.token_embed: method "STEP" cannot serve token_embed (expected all or step)')
-        self.config_error(lambda s: s["poolers"].update(rerank="cls"), "poolers.rerank: unknown task")
+        self.config_error(lambda s: s["poolers"].update(rerank="cls"), 'poolers: unknown task "rerank" (expected embed, classify, token_embed or token_classify)')
         self.config_error(lambda s: s.update(poolers={}), "poolers: name a method for at least one task")
 
     def test_layers_that_do_not_fit(self):
@@ -568,7 +652,7 @@ class Errors(unittest.TestCase):
         self.config_error(lambda s: s.update(projector={"layers": [layer, {"bias": "w.npy"}]}),
                           "projector.layers[1].weight: missing", write)
         self.config_error(lambda s: s.update(projector={"layers": [{"weight": "w.npy", "scale": 2}]}),
-                          "projector.layers[0].scale: unknown field", write)
+                          'projector.layers[0]: unknown field "scale"', write)
         self.config_error(lambda s: s.update(projector={"layers": [layer, 1]}),
                           "projector.layers[1]: expected an object", write)
         self.config_error(lambda s: s.update(classifier=3), "classifier: expected an object", write)
@@ -601,7 +685,9 @@ class Errors(unittest.TestCase):
                                                              "(a sequence per request)"),
                                         ((1, 3, H), "middle", 'padding: "middle" is not right or left'),
                                         ((1, 1, H), "left", 'request 0 (id "a"): num_scheduled: 2 exceeds the padded '
-                                                            'sequence length 1')):
+                                                            'sequence length 1'),
+                                        ((1, 0, H), "right", "has shape [1, 0, 4]; a padded step's sequences need "
+                                                             "S ≥ 1 rows")):
             with self.subTest(padding=padding, shape=shape):
                 batch = Batch(H, {"embed": "mean"})
                 good_step(batch, "before")
@@ -655,8 +741,19 @@ class Errors(unittest.TestCase):
         crossed.spec.update(result_dtype="int8", ranges="r.npy")
         np.save(crossed.folder / "r.npy", np.array([[-1, 1, -1, -1], [1, 1, 1, 1]], "<f4"))
         crossed.step(ROWS[:1], [request("a", "embed", 1)])
-        self.check_refused(crossed, "ranges: each column needs lower < upper, both finite and a step above 0; "
-                                    "column 1 has lower 1 and upper 1")
+        self.check_refused(crossed, "batch.json: ranges: each column needs lower < upper, both finite and a step "
+                                    "above 0; column 1 has lower 1 and upper 1")
+        # A part's ranges are named as the part's field.
+        parts = Batch(H, None)
+        np.save(parts.folder / "good.npy", ranges)
+        np.save(parts.folder / "bad.npy", np.array([[-1, 0, -1, -1], [1, 0, 1, 1]], "<f4"))
+        parts.parts({"name": "a", "task": "embed", "method": "mean", "result_dtype": "int8", "ranges": "good.npy"},
+                    {"name": "b", "task": "embed", "method": "max", "result_dtype": "int8", "ranges": "bad.npy"})
+        parts.step(ROWS[:1], [request("r", "embed", 1)])
+        run = parts.run()
+        self.assertEqual(run.returncode, 2, run.stderr)
+        self.assertEqual(run.stderr, "seqpool: error: batch.json: parts[1].ranges: each column needs lower < upper, "
+                                     "both finite and a step above 0; column 1 has lower 0 and upper 0\n")
         narrow = Batch(H, {"embed": "mean"})
         narrow.spec.update(result_dtype="int8", ranges="r.npy")
         np.save(narrow.folder / "r.npy", np.array([[-1, -1], [1, 1]], "<f4"))
@@ -705,7 +802,7 @@ class Errors(unittest.TestCase):
         self.config_error(with_parts(dict(dense, method="all")), 'parts[0].method: method "all" cannot serve embed')
         self.config_error(with_parts(dict(dense, result_dtype="int8")),
                           'parts[0].result_dtype: int8 results need "ranges"')
-        self.config_error(with_parts(dict(dense, pooler="x")), "parts[0].pooler: unknown field")
+        self.config_error(with_parts(dict(dense, pooler="x")), 'parts[0]: unknown field "pooler"')
         self.config_error(with_parts(dict(dense, name="audit.jsonl")),
                           'parts[0].name: "audit.jsonl" names --audit\'s file')
         self.config_error(with_parts(dict(dense, classifier={})),
@@ -765,6 +862,28 @@ class Errors(unittest.TestCase):
             run = subprocess.run([TOOL, folder, "--out", folder + "/out"], capture_output=True, text=True)
             self.assertEqual(run.returncode, 2)
             self.assertEqual(run.stderr, f"seqpool: error: {folder}: is a folder, not a batch file\n")
+        # --out that cannot be made a folder: the error names --out.
+        batch = Batch(H, {"embed": "mean"})
+        good_step(batch, "a")
+        batch.run()
+        (batch.folder / "file").write_text("x")
+        (batch.folder / "dangling").symlink_to(batch.folder / "nowhere")
+        for out, reason in ((batch.folder / "file", "Not a directory"), (batch.folder / "dangling", "File exists"),
+                            ("", None)):
+            run = subprocess.run([TOOL, str(batch.folder / "batch.json"), "--out", str(out)], capture_output=True,
+                                 text=True)
+            self.assertEqual(run.returncode, 2, run.stderr)
+            self.assertEqual(run.stderr, "seqpool: error: --out: names no folder\n" if reason is None else
+                             f"seqpool: error: --out: cannot make the folder {out}: {reason}\n")
+        # A part's folder taken by a file: the error names the step and the part.
+        parts = Batch(H, None)
+        parts.parts({"name": "d", "task": "embed", "method": "mean"})
+        good_step(parts, "a")
+        (parts.folder / "out").mkdir()
+        (parts.folder / "out" / "d").write_text("x")
+        run = parts.run()
+        self.assertEqual(run.returncode, 2, run.stderr)
+        self.assertIn('seqpool: error: step 0: part "d": cannot make the folder', run.stderr)
         batch = Batch(H, {"embed": "mean"})
         batch.step(ROWS[:1], [request("a", "embed", 1)])
         hidden = batch.folder / batch.spec["steps"][-1]["hidden_states"]
