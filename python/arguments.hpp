@@ -50,11 +50,11 @@ inline DLTensor describe(const nb::ndarray<Constraints...>& tensor) {
 /// its producer refused: nanobind cleared what __dlpack__ raised (it tries the
 /// buffer protocol next), so that is called once more — for a versioned
 /// capsule, and plainly where a producer that predates max_version refuses
-/// that with a TypeError. A BufferError, DLPack's refusal to export, is
-/// refused as `field` with the producer's reason (a stream, a gradient, a
-/// byte order); any other error propagates, the caller's as what an
-/// __index__ raises is (a KeyboardInterrupt, a bug in the producer). Returns
-/// where nothing is raised: a tensor nanobind does not take, which the caller
+/// that with a TypeError. An Exception — DLPack's BufferError, or what a
+/// producer raises in its place (PyTorch's RuntimeError for a meta or a
+/// sparse tensor) — is refused as `field` with the producer's reason; what is
+/// no Exception (a KeyboardInterrupt, a SystemExit) propagates. Returns where
+/// nothing is raised: a tensor nanobind does not take, which the caller
 /// refuses with its own message.
 inline void refuse_what_export_refuses(nb::handle given, std::string_view field) {
   if (!nb::hasattr(given, "__dlpack__")) return;
@@ -67,10 +67,9 @@ inline void refuse_what_export_refuses(nb::handle given, std::string_view field)
       dlpack();
     }
   } catch (const nb::python_error& refused) {
-    if (!refused.matches(PyExc_BufferError)) throw;
-    detail::fail(field,
-                 "its producer refused to export it (__dlpack__ raised BufferError: ", nb::str(refused.value()).c_str(),
-                 ")");
+    if (!refused.matches(PyExc_Exception)) throw;
+    detail::fail(field, "its producer refused to export it (__dlpack__ raised ",
+                 nb::cast<std::string>(nb::type_name(refused.type())), ": ", nb::str(refused.value()).c_str(), ")");
   }
 }
 
@@ -152,14 +151,6 @@ inline std::uintptr_t stream_of(nb::handle given) {
   return static_cast<std::uintptr_t>(handle);
 }
 
-/// Where a host tensor's values begin, to be copied byte by byte (they need not
-/// be aligned); its data must not be null where it has `elements`, as
-/// dlpack::detail::first_element() says.
-inline const std::byte* values_of(const DLTensor& view, std::int64_t elements, std::string_view field) {
-  if (view.data == nullptr && elements > 0) detail::fail(field, "data is null; the tensor has ", elements, " elements");
-  return static_cast<const std::byte*>(view.data);
-}
-
 /// Integers from a 1-D int32/int64 host tensor or a sequence of Python ints:
 /// exactly `count` of them where it is given (one a request: a tensor's
 /// length is checked before it is read, and a sequence is iterated one entry
@@ -195,7 +186,7 @@ inline std::vector<std::int64_t> read_integers(nb::handle given, const char* fie
     const std::int64_t stride = view.strides != nullptr ? view.strides[0] : 1;
     values.resize(static_cast<std::size_t>(view.shape[0]));
     // Copied byte by byte: a buffer's integers need not be aligned (NumPy's view of a bytearray at an odd offset).
-    const std::byte* first = values_of(view, view.shape[0], field);
+    const auto* first = dlpack::detail::first_element<const std::byte>(view, field, view.shape[0]);
     const std::int64_t step = stride * (wide ? 8 : 4);
     for (std::size_t i = 0; i < values.size(); ++i) {
       const std::byte* at = first + static_cast<std::int64_t>(i) * step;
@@ -362,7 +353,9 @@ inline std::vector<float> read_floats(const any_tensor& tensor, std::int32_t ndi
     stride *= view.shape[d];
   }
   std::vector<float> values(static_cast<std::size_t>(size));  // copied byte by byte: they need not be aligned
-  if (size > 0) std::memcpy(values.data(), values_of(view, size, field), values.size() * sizeof(float));
+  if (size > 0)
+    std::memcpy(values.data(), dlpack::detail::first_element<const std::byte>(view, field.c_str(), size),
+                values.size() * sizeof(float));
   return values;
 }
 

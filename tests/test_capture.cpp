@@ -71,6 +71,53 @@ TEST_CASE_TEMPLATE("a dispatcher's step puts each pooler it runs on a branch of 
   CHECK(device.space.backend().busiest_fork() == (branched ? 4 : 0));
 }
 
+TEST_CASE("a captured STEP step whose rows return more columns than H writes within output_capacity()") {
+  // returned_token_ids may repeat a column: 8 columns a row of H = 2, within the capacity's 8 columns.
+  constexpr std::int64_t width = 2;
+  const seqpool::capacity limits{.requests = 1, .rows = 4, .result_rows = 4, .columns = 8};
+  device_omp space;
+  seqpool::state_store<device_omp> state(space);
+  seqpool::pooler<method::step, head::embed, device_omp> pooler(space, width);
+  pooler.reserve_capacity(limits);
+  const std::vector<std::int64_t> ids{5, 5, 5, 5};
+  seqpool::request r = test::whole("s", task::token_embed, 4);
+  r.prompt_token_ids = ids;
+  r.params.use_activation = false;
+  r.params.returned_token_ids = {0, 1, 0, 1, 1, 0, 0, 1};
+  const seqpool::batch step{{r}};
+  const seqpool::step_plan plan = pooler.plan(step, state);
+  CHECK(plan.output_size <= pooler.output_capacity());
+  const std::vector<float> rows = test::drawn_values(4 * width, 3);
+  seqpool::buffer<float, device_omp> hidden = test::to_space(space, rows);
+  seqpool::buffer<float, device_omp> output(space, static_cast<std::size_t>(pooler.output_capacity()));
+  test::graph_replay<device_omp, decltype(pooler)> graph(pooler);
+  graph.run(space, seqpool::make_hidden_view(hidden.data(), 4, width), plan, state, output.span());
+  const test::results found = test::slice(plan, test::to_host(space, output));
+  REQUIRE(found.size() == 1);
+  REQUIRE(found[0].has_value());
+  REQUIRE(found[0]->rows == 4);
+  REQUIRE(found[0]->cols == 8);
+  for (std::int64_t row = 0; row < 4; ++row)
+    for (std::int64_t c = 0; c < 8; ++c)
+      CHECK(found[0]->at(row, c) ==
+            rows[static_cast<std::size_t>(row * width + r.params.returned_token_ids[static_cast<std::size_t>(c)])]);
+}
+
+TEST_CASE("a step beyond the capacity's result rows is refused naming the limit") {
+  const seqpool::capacity limits{.requests = 1, .rows = 4, .result_rows = 4};
+  device_omp space;
+  seqpool::state_store<device_omp> state(space);
+  const seqpool::buffer<float, device_omp> dense = test::to_space(space, test::drawn_values(3 * hidden_size, 7));
+  seqpool::pooler<method::all, head::embed, device_omp> pooler(
+      space, hidden_size, method::all{}, head::embed(seqpool::linear_layer{dense.data(), nullptr, 3, hidden_size}));
+  pooler.reserve_capacity(limits);
+  const seqpool::batch first{{test::part("p", task::token_embed, 8, 0, 4)}};
+  test::run_step(space, pooler, state, first, test::drawn_values(4 * hidden_size, 5));
+  const seqpool::batch last{{test::part("p", task::token_embed, 8, 4, 4)}};
+  CHECK_THROWS_WITH_AS(pooler.plan(last, state), "capacity: the step has 8 result_rows, more than the capacity's 4",
+                       seqpool::error);
+}
+
 TEST_CASE("capture and replay refuse what would break the graph, before anything is queued") {
   const seqpool::capacity limits{.requests = 2, .rows = 16};
   device_omp space;

@@ -427,6 +427,16 @@ TEST_CASE("null data: refused where the tensor has elements and taken where it h
   CHECK(dlpack::output<host>(no_columns.dl).empty());
   tensor no_ids(nullptr, int64, {0});
   CHECK(dlpack::token_ids(no_ids.dl).size() == 0);
+  // Nor are its strides read: torch.empty(0, 8)[:, ::2] has (8, 2), as the output's and the ids' may.
+  tensor strided_rows(nullptr, float32, {0, 4}, {8, 2});
+  CHECK(dlpack::hidden<float, host>(strided_rows.dl).extent(0) == 0);
+  tensor crossed_columns(nullptr, float32, {3, 0}, {-1, 1});
+  CHECK(dlpack::hidden<float, host>(crossed_columns.dl).extent(1) == 0);
+  tensor strided_sequences(nullptr, float32, {2, 0, 4}, {0, 4, 2});
+  CHECK(dlpack::hidden<float, host>(strided_sequences.dl).extent(0) == 0);
+  seqpool::batch none;
+  tensor strided_ids(nullptr, int64, {0, 3}, {3, 2});
+  dlpack::assign_token_ids(strided_ids.dl, none);
 }
 
 TEST_CASE("ndim: the output has 0 dimensions or more, hidden states 2 or 3, token ids 1") {

@@ -59,11 +59,20 @@ class audit_log {
     }
     try {
       publish();
-    } catch (...) {
-      if (!file_->truncate(size_)) fail(where, "cannot take back the step's line");
+    } catch (const std::exception& unpublished) {
+      // What publish() says (the request, where an earlier run's file is left) is kept either way.
+      if (!file_->truncate(size_))
+        throw input_error(unpublished.what() + std::string("; and ") + path_.string() +
+                          ": cannot take back the step's line: " + std::strerror(errno));
       throw;
     }
     size_ += line.size();
+  }
+
+  /// Closes the file after the last step: a failing close is a failed write
+  /// (NFS reports some only there).
+  void finish() {
+    if (file_ && !file_->close()) fail("--audit", "cannot write");
   }
 
  private:

@@ -58,7 +58,7 @@ struct results_file {
   /// Sparse results: the weight an id's must be above to be listed (the poolers' 0 where absent).
   std::optional<float> weight_floor;
   /// What an error about these fields begins with: "batch.json: ", or "batch.json: parts[1]." for a part's.
-  std::string fields_named;
+  std::string error_prefix;
   std::vector<layer_file> projector;   ///< the embed head's dense layers, one after another; none when empty
   std::vector<layer_file> classifier;  ///< the classify head's
   head::problem_type problem = head::problem_type::single_label;
@@ -108,7 +108,7 @@ class object_reader {
  public:
   object_reader(const json& object, std::string where, std::string prefix = "")
       : object_(object), where_(std::move(where)), prefix_(std::move(prefix)) {
-    if (!object_.is_object()) throw input_error(where_ + ": " + named() + "expected an object");
+    if (!object_.is_object()) throw input_error(where_ + ": " + object_prefix() + "expected an object");
   }
 
   /// Rejects keys the format does not have: a misspelt field must not pass silently.
@@ -201,18 +201,18 @@ class object_reader {
   }
 
   /// What an error about one of this object's fields begins with: "batch.json: params.".
-  std::string fields_named() const { return where_ + ": " + prefix_; }
+  std::string field_prefix() const { return where_ + ": " + prefix_; }
 
   /// Fails at this object for `key`, a name the file gave (not one the format
   /// has), quoted as SPEC section 8 quotes names: `params: unknown field "x"`.
   [[noreturn]] void fail_on_key(std::string_view key, std::string_view problem, std::string_view after = "") const {
-    throw input_error(where_ + ": " + named() + std::string(problem) + " " + seqpool::detail::quoted(key) +
+    throw input_error(where_ + ": " + object_prefix() + std::string(problem) + " " + seqpool::detail::quoted(key) +
                       std::string(after));
   }
 
  private:
   /// This object as a message names it, by its own field (which the prefix ends with): "params: ", or "" at the top.
-  std::string named() const { return prefix_.empty() ? "" : prefix_.substr(0, prefix_.size() - 1) + ": "; }
+  std::string object_prefix() const { return prefix_.empty() ? "" : prefix_.substr(0, prefix_.size() - 1) + ": "; }
 
   std::int64_t as_integer(const json& value, std::string_view key) const {
     if (value.is_number_unsigned() && value.get<std::uint64_t>() > std::numeric_limits<std::int64_t>::max())
@@ -345,7 +345,7 @@ inline bool is_plain_file_name(std::string_view id) {
 /// take, projector and classifier.
 inline results_file read_results(const object_reader& object, const std::filesystem::path& folder) {
   results_file read;
-  read.fields_named = object.fields_named();
+  read.error_prefix = object.field_prefix();
   if (object.has("result_dtype")) {
     read.result_dtype = object.string("result_dtype");
     if (std::ranges::find(result_dtypes, read.result_dtype) == result_dtypes.end())

@@ -70,7 +70,7 @@ class new_file {
 };
 
 /// Makes the folder `path`, and those above it, where they are missing; an
-/// error begins with `what`, which names the folder as the user gave it.
+/// error begins with `what`, which says whose folder it is (`--out`, a part's).
 inline void make_folder(const std::filesystem::path& path, const std::string& what) {
   if (path.empty()) throw input_error(what + ": names no folder");
   std::error_code failed;

@@ -68,11 +68,10 @@ inline std::vector<std::int64_t> parse_shape(std::string_view text, const std::s
     if (item.empty() || item.find_first_not_of("0123456789") != std::string_view::npos ||
         (item.front() == '0' && item.find_first_not_of('0') != std::string_view::npos))
       throw malformed();
-    // 18 digits hold any extent a file's bytes can (2^63 bytes at the most).
-    if (item.size() > 18)
-      throw input_error(file + ": the .npy header's shape has an extent of " + std::to_string(item.size()) +
-                        " digits, more than any file holds");
-    for (const char digit : item) extent = extent * 10 + (digit - '0');
+    // Past int64 no array has the extent (whether the file's bytes hold the shape is read_npy's to check).
+    for (const char digit : item)
+      if (__builtin_mul_overflow(extent, 10, &extent) || __builtin_add_overflow(extent, digit - '0', &extent))
+        throw input_error(file + ": the .npy header's shape has an extent past int64: " + std::string(item));
     shape.push_back(extent);
     ends_in_comma = comma != std::string_view::npos;
     if (!ends_in_comma) break;

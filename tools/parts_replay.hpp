@@ -35,6 +35,7 @@ class parts_replay {
 
   void run() {
     for_each_step(batch_, [&](std::size_t step) { run_step(step); });
+    audit_.finish();
   }
 
  private:

@@ -90,7 +90,7 @@ class pooler_factory {
       if constexpr (seqpool::sparse_element<Result>)
         if (results_->weight_floor) made->set_weight_floor(*results_->weight_floor);
     } catch (const seqpool::error& refused) {
-      throw input_error(results_->fields_named + refused.what());
+      throw input_error(results_->error_prefix + refused.what());
     }
     return made;
   }

@@ -36,6 +36,7 @@ class replay {
 
   void run() {
     for_each_step(batch_, [&](std::size_t step) { run_step(step); });
+    audit_.finish();
   }
 
  private:

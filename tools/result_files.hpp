@@ -48,28 +48,30 @@ class result_files {
       if (!slice) continue;
       const seqpool::request& r = requests.requests[i];
       const std::string id = r.id.str();
+      const std::string request = seqpool::detail::request_named(i, id);
       std::span<const Result> values = results.subspan(slice->offset, slice->rows * slice->cols);
       std::vector<std::int64_t> shape{slice->cols};
       if constexpr (seqpool::sparse_element<Result>) {
         const std::int32_t pairs = values.front().id;  // the list's count
         if (pairs < 0 || std::cmp_greater_equal(pairs, values.size()))
-          throw input_error(where + ": " + seqpool::detail::request_named(i, id) +
-                            ": internal error: its list counts " + std::to_string(pairs) + " pairs in room for " +
-                            std::to_string(values.size() - 1));
+          throw input_error(where + ": " + request + ": internal error: its list counts " + std::to_string(pairs) +
+                            " pairs in room for " + std::to_string(values.size() - 1));
         values = values.subspan(1, static_cast<std::size_t>(pairs));
         shape = {pairs};
       } else if (seqpool::is_token_task(pooled_for.value_or(r.task)) || !r.params.spans.empty()) {
         shape.insert(shape.begin(), slice->rows);
       }
-      const named file{seqpool::detail::request_named(i, id), folder / ("." + id + ".npy.partial"),
-                       folder / (id + ".npy"), folder / ("." + id + ".npy.previous")};
+      const named file{request, folder / ("." + id + ".npy.partial"), folder / (id + ".npy"),
+                       folder / ("." + id + ".npy.previous")};
       written_.reserve(written_.size() + 1);
       try {
         // A file it cannot write whole it leaves unmade, and a folder under the hidden name untouched: only a
         // file written is this run's to remove.
         write_npy(file.hidden, values, shape);
         written_.push_back(file);
-        if (std::filesystem::is_directory(file.final)) throw input_error(file.final.string() + " is a folder");
+        // A link there, to a folder too, is the rename's to replace.
+        if (std::filesystem::is_directory(std::filesystem::symlink_status(file.final)))
+          throw input_error(file.final.string() + " is a folder");
       } catch (const std::exception& failure) {
         throw input_error(where + ": " + file.request + ": cannot write its result: " + failure.what());
       }

@@ -120,7 +120,7 @@ inline step_input read_step_input(const batch_file& batch, std::size_t index) {
         hidden.shape[2] != batch.hidden_size)
       throw input_error(found + "a padded step must have shape [" + requests_count + ", S, " + width +
                         "] (a sequence per request)");
-    if (hidden.shape[1] < 1) throw input_error(found + "a padded step's sequences need S ≥ 1 rows");
+    if (hidden.shape[1] < 1) throw input_error(found + "a padded step's sequences need S of at least 1 row");
     step.requests.padded = seqpool::padded_rows{.sequence_length = hidden.shape[1], .padding = *step.file.padding};
   } else if (hidden.shape.size() != 2 || hidden.shape[1] != batch.hidden_size) {
     throw input_error(found + "it must have shape [T, " + width + "] (rows of all requests, packed)" +

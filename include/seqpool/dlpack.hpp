@@ -258,7 +258,8 @@ hidden_view<T> hidden(const DLTensor& tensor) {
   if (tensor.ndim == 3 && __builtin_mul_overflow(tensor.shape[0], tensor.shape[1], &rows))
     seqpool::detail::fail(what, "shape ", detail::shape_name(tensor), ": B·S overflows int64");
   std::int64_t row_stride = hidden_size;
-  if (tensor.strides) {
+  // A tensor of no elements may have any strides: nothing reads it.
+  if (tensor.strides && rows > 0 && hidden_size > 0) {
     if (hidden_size > 1 && tensor.strides[column_dim] != 1)
       seqpool::detail::fail(what, "strides[", column_dim, "] is ", tensor.strides[column_dim],
                             "; a row's elements must be adjacent (1)");
@@ -446,7 +447,7 @@ inline void assign_token_ids(const DLTensor& tensor, batch& step) {
   if (rows != static_cast<std::int64_t>(step.requests.size()))
     seqpool::detail::fail(what, "the tensor has ", rows, " rows; the batch has ", step.requests.size(), " requests");
   std::int64_t row_stride = length;
-  if (tensor.strides) {
+  if (tensor.strides && rows > 0 && length > 0) {  // a tensor of no ids may have any strides: nothing reads it
     if (length > 1 && tensor.strides[1] != 1)
       seqpool::detail::fail(what, "strides[1] is ", tensor.strides[1], "; a row's ids must be adjacent (1)");
     if (rows > 1) row_stride = tensor.strides[0];

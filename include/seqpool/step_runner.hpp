@@ -534,20 +534,23 @@ class step_runner {
       const auto states = detail::part_states<state_store<Space>>{state, part_of(entry)};
       unit.plan(batch_of(entry, step, scratch), layout.chunks, chosen, states, output_begin, capacity_.has_value(),
                 planned, results_of(into, entry), scratch.planner);
-      if (capacity_) unit.check_fits(planned);
+      if (unit.token_wise) count_share(result_rows, planned.result_rows);
+      count_share(columns, static_cast<std::int64_t>(planned.records.column_table.size()));
+      if (capacity_) {  // the limits first, whose refusal names what the step has too much of
+        detail::check_limit("result_rows", result_rows, capacity_->result_rows);
+        detail::check_limit("columns", columns, capacity_->columns);
+        unit.check_fits(planned);
+      }
       for (detail::state_use& use : planned.stateful) use.part = part_of(entry);
       planned.entry = entry;
       planned.image_offset = capacity_ ? regions_[entry] : detail::align_bytes(program.image_bytes);
       program.image_bytes = std::max(program.image_bytes, planned.image_offset + planned.image_bytes);
       output_size = output_begin + planned.output_values;
-      if (unit.token_wise) count_share(result_rows, planned.result_rows);
-      count_share(columns, static_cast<std::int64_t>(planned.records.column_table.size()));
+      // What size_for() sized the output by holds any step within the limits; checked, as a captured step
+      // writes an output of output_capacity() values.
+      if (capacity_) detail::check_limit("output values", output_size, output_capacities_[output_of(entry)]);
     });
-    if (capacity_) {
-      detail::check_limit("result_rows", result_rows, capacity_->result_rows);
-      detail::check_limit("columns", columns, capacity_->columns);
-      program.image_bytes = capacity_image_bytes_;  // every entry's region, each with a header to write
-    }
+    if (capacity_) program.image_bytes = capacity_image_bytes_;  // every entry's region, each with a header to write
     if constexpr (per_part) {
       for (std::size_t entry = 0; entry < entry_count(); ++entry)
         into.parts[entry].output_size = program.output_sizes[entry];

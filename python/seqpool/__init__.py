@@ -76,10 +76,10 @@ def _viewed(output):
     if hasattr(output, "reshape"):
         return output
     if output.__dlpack_device__()[0] == 1:  # kDLCPU
-        import numpy
         try:
+            import numpy
             return numpy.from_dlpack(output)
-        except RuntimeError:  # "Unsupported dtype in DLTensor"
+        except (ImportError, RuntimeError):  # no NumPy, or "Unsupported dtype in DLTensor"
             pass
     import torch
     return torch.from_dlpack(output)

@@ -642,18 +642,19 @@ class Unversioned:
 
 
 def test_what_a_tensor_s_producer_raises_reaches_the_caller():
-    """nanobind clears what __dlpack__ raises (it tries the buffer protocol next). A
-    BufferError, DLPack's refusal to export, is refused naming the field, with the
-    producer's reason; any other error (a KeyboardInterrupt, a bug in the producer)
-    propagates, as what an __index__ raises does. A tensor exported but not of a kind
-    the argument takes is refused with seqpool's message, as before."""
+    """nanobind clears what __dlpack__ raises (it tries the buffer protocol next). An
+    Exception — DLPack's BufferError, or what a producer raises in its place (PyTorch's
+    RuntimeError for a meta tensor) — is refused naming the field, with the producer's
+    reason; what is no Exception (a KeyboardInterrupt) propagates. A tensor exported but not
+    of a kind the argument takes is refused with seqpool's message, as before."""
     dispatcher = seqpool.pooler(4, "mean")
     multi = seqpool.MultiPooler(4, [seqpool.Part("mean")])
     plan, parts_plan = dispatcher.plan([2]), multi.plan([2])
     dispatcher.reserve(plan)
     multi.reserve(parts_plan)
     hidden = np.zeros((2, 4), np.float32)
-    for error in (KeyboardInterrupt(), BufferError("the producer's reason"), RuntimeError("a bug of its own")):
+    for error in (KeyboardInterrupt(), SystemExit(3), BufferError("the producer's reason"),
+                  RuntimeError("Cannot pack tensors on meta")):
         refusing = Refusing(error)
         for field, call in (("hidden states", lambda: dispatcher.forward(refusing, plan)),
                             ("output", lambda: dispatcher.forward(hidden, plan, out=refusing)),
@@ -666,9 +667,9 @@ def test_what_a_tensor_s_producer_raises_reaches_the_caller():
                             ("ranges", lambda: seqpool.Dispatcher(4, embed="mean", ranges=refusing,
                                                                   result_dtype="int8")),
                             ("weight", lambda: seqpool.Dense(refusing))):
-            if isinstance(error, BufferError):
-                refuses(f"{field}: its producer refused to export it (__dlpack__ raised BufferError: the "
-                        "producer's reason)", call)
+            if isinstance(error, Exception):
+                refuses(f"{field}: its producer refused to export it (__dlpack__ raised {type(error).__name__}: "
+                        f"{error})", call)
                 continue
             with pytest.raises(type(error)) as raised:
                 call()
@@ -751,7 +752,9 @@ def test_numpy_arrays_of_str_or_objects_are_sequences_of_ids_and_counts():
     ids = np.array(["req-a", "req-b"])
     for given in (ids, np.array(["req-a", "req-b"], dtype=object), np.array([7, "b"], dtype=object)):
         assert dispatcher.plan([1, 2], ids=given, tasks="embed").results == wanted
+    # Read as ids: two alike are refused (7 is the id "7").
     refuses('request 1 (id "req-a")', dispatcher.plan, [1, 2], ids=np.array(["req-a", "req-a"]), tasks="embed")
+    refuses('request 1 (id "7")', dispatcher.plan, [1, 2], ids=np.array([7, "7"], dtype=object), tasks="embed")
     for counts in (np.array([1, 2], dtype=object), np.array([1, 2], ">i8")):
         assert dispatcher.plan(counts, tasks="embed").results == wanted
 

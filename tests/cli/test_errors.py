@@ -301,6 +301,26 @@ class Errors(unittest.TestCase):
                 self.assertIn(": cannot write", run.stderr)
                 self.assertFalse((batch.out / "small.npy").exists())
 
+    def test_a_step_whose_audit_line_cannot_be_written_publishes_nothing(self):
+        # Files of at most 150 bytes: each result file (144) fits, and the first audit line, but not the second,
+        # of which a part is written and cut off again; step 1's result is not published.
+        import resource
+        import signal
+
+        def small_files():
+            signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+            resource.setrlimit(resource.RLIMIT_FSIZE, (150, 150))
+
+        batch = Batch(H, {"embed": "mean"})
+        good_step(batch, "first")
+        good_step(batch, "second")
+        run = batch.run(preexec_fn=small_files)
+        self.assertEqual(run.returncode, 2, run.stderr)
+        self.assertIn(f"seqpool: error: step 1: {batch.out / 'audit.jsonl'}: cannot write: File too large", run.stderr)
+        self.assertEqual(sorted(path.name for path in batch.out.iterdir()), ["audit.jsonl", "first.npy"])
+        lines = (batch.out / "audit.jsonl").read_text().splitlines()
+        self.assertEqual([json.loads(line)["step"] for line in lines], [0])
+
     def preloaded_faults(self, built):
         """LD_PRELOAD's value with file_system_faults.c, built in the folder `built`, first."""
         import os
@@ -400,6 +420,17 @@ class Errors(unittest.TestCase):
         self.assertEqual(run.returncode, 0, run.stderr)
         self.assertEqual(victim.read_text(), "untouched")
         self.assertFalse((batch.out / "a.npy").is_symlink())
+        np.testing.assert_allclose(batch.result("a"), ROWS[0] / np.linalg.norm(ROWS[0]), rtol=1e-6)
+        # A link to a folder under the result's own name is replaced by the rename, not taken for the folder.
+        batch = Batch(H, {"embed": "mean"})
+        good_step(batch, "a")
+        (batch.folder / "elsewhere").mkdir()
+        (batch.folder / "out").mkdir()
+        (batch.folder / "out" / "a.npy").symlink_to(batch.folder / "elsewhere")
+        run = batch.run()
+        self.assertEqual(run.returncode, 0, run.stderr)
+        self.assertFalse((batch.out / "a.npy").is_symlink())
+        self.assertEqual(list((batch.folder / "elsewhere").iterdir()), [])
         np.testing.assert_allclose(batch.result("a"), ROWS[0] / np.linalg.norm(ROWS[0]), rtol=1e-6)
         # A folder there, empty or not, is not removed: the step names the request and the folder.
         for inside in ((), ("inside",)):
@@ -534,8 +565,10 @@ class Errors(unittest.TestCase):
                 # A shape is a tuple of ints as Python writes one: (4) is an int, 04 no literal.
                 ("{'descr': '<f4', 'fortran_order': False, 'shape': (4), }", "malformed shape in the .npy header"),
                 ("{'descr': '<f4', 'fortran_order': False, 'shape': (1, 04), }", "malformed shape in the .npy header"),
+                ("{'descr': '<f4', 'fortran_order': False, 'shape': (1, 9223372036854775808), }",
+                 "the .npy header's shape has an extent past int64: 9223372036854775808"),
                 ("{'descr': '<f4', 'fortran_order': False, 'shape': (1, 4611686018427387904), }",
-                 "the .npy header's shape has an extent of 19 digits, more than any file holds")):
+                 "the shape is too large")):
             with self.subTest(text):
                 self.bad_npy(with_header(text), message)
         # NumPy reads format versions 1.0, 2.0 and 3.0 alone.
@@ -680,7 +713,7 @@ class Errors(unittest.TestCase):
                                         ((1, 1, H), "left", 'request 0 (id "a"): num_scheduled: 2 exceeds the padded '
                                                             'sequence length 1'),
                                         ((1, 0, H), "right", "has shape [1, 0, 4]; a padded step's sequences need "
-                                                             "S ≥ 1 rows")):
+                                                             "S of at least 1 row")):
             with self.subTest(padding=padding, shape=shape):
                 batch = Batch(H, {"embed": "mean"})
                 good_step(batch, "before")

@@ -165,7 +165,8 @@ class planner {
         most.workspace_floats = limits.result_rows * (gathered + shape.between_floats) + 6 * limits.requests;
       }
       most.output_per_request = align_slack;
-      most.output_per_result_row = widest_result;
+      // A STEP row without a layer is as wide as its returned columns, which may outnumber H (a column may repeat).
+      most.output_per_result_row = std::max(widest_result, limits.columns);
       if (shape.sparse) {
         // A list a request, its count and at most an entry a returned row; a
         // weight a returned row and one a distinct id, and a slot a distinct
