@@ -72,11 +72,12 @@ TEST_CASE("device copies out wait for the copy; host copies have nothing to wait
 TEST_CASE_TEMPLATE("after reserve_upload a staged upload is one upload and nothing else", Space, seqpool::host_space,
                    device_omp) {
   Space space;
-  space.reserve_upload(256);
+  typename Space::upload_reservation reservation;
+  space.reserve_upload(256, reservation);
   const seqpool::audit_scope scope(space.audit());
-  const std::span<std::byte> staged = space.stage(100);
+  const std::span<std::byte> staged = space.stage(reservation, 100);
   std::memset(staged.data(), 7, staged.size());
-  const std::byte* uploaded = space.upload(staged);
+  const std::byte* uploaded = space.upload(reservation, staged);
   CHECK(scope.counts() == seqpool::audit_counts{.uploads = 1, .upload_bytes = 100});
   CHECK(seqpool::keeps_sync_contract(scope.counts()));
   CHECK(std::to_integer<int>(uploaded[99]) == 7);
@@ -86,8 +87,8 @@ TEST_CASE_TEMPLATE("staging without room made first throws before anything is wr
                    device_omp) {
   Space space;
   const seqpool::audit_scope scope(space.audit());
-  CHECK_THROWS_WITH_AS(space.stage(64), doctest::Contains("call reserve() with this step's plan before"),
-                       seqpool::error);
+  CHECK_THROWS_WITH_AS(space.stage(typename Space::upload_reservation{}, 64),
+                       doctest::Contains("call reserve() with this step's plan before"), seqpool::error);
   CHECK(scope.counts() == seqpool::audit_counts{});
 }
 
@@ -137,50 +138,137 @@ class manual_backend : public seqpool::omp_backend {
 
 TEST_CASE("a staging slot is settled outside the step, and only once its copy has completed") {
   auto complete = std::make_shared<std::vector<bool>>();
-  seqpool::device_space<manual_backend> space(manual_backend(complete), 2);
-  space.reserve_upload(64);
-  const std::span<std::byte> first = space.stage(64);
-  space.upload(first);
-  space.reserve_upload(64);
-  const std::span<std::byte> second = space.stage(64);
+  using space_type = seqpool::device_space<manual_backend>;
+  space_type space(manual_backend(complete), 2);
+  space_type::upload_reservation reservation;
+  space.reserve_upload(64, reservation);
+  const std::span<std::byte> first = space.stage(reservation, 64);
+  space.upload(reservation, first);
+  CHECK_FALSE(reservation.held());
+  space.reserve_upload(64, reservation);
+  const std::span<std::byte> second = space.stage(reservation, 64);
   CHECK(second.data() != first.data());  // the first slot's copy is still in flight
-  space.upload(second);
+  space.upload(reservation, second);
   const seqpool::audit_scope scope(space.audit());
 
-  SUBCASE("a step that was not reserved for refuses the slot, whose copy may be pending") {
-    CHECK_THROWS_AS(space.stage(64), seqpool::error);
+  SUBCASE("a step that was not reserved for refuses to stage, whatever the slots' copies") {
+    CHECK_THROWS_AS(space.stage(reservation, 64), seqpool::error);
+    complete->assign(complete->size(), true);
+    CHECK_THROWS_AS(space.stage(reservation, 64), seqpool::error);
     CHECK(scope.counts() == seqpool::audit_counts{});
   }
   SUBCASE("a slot whose copy completed is settled without waiting") {
     complete->assign(complete->size(), true);
-    space.reserve_upload(64);
-    CHECK(space.stage(64).data() == first.data());
+    space.reserve_upload(64, reservation);
+    CHECK(space.stage(reservation, 64).data() == first.data());
     CHECK(scope.counts() == seqpool::audit_counts{});
   }
   SUBCASE("a slot whose copy is pending costs reserve_upload a counted wait, never the step") {
-    space.reserve_upload(64);
+    space.reserve_upload(64, reservation);
     CHECK(scope.counts() == seqpool::audit_counts{.waits = 1});
     const seqpool::audit_scope step(space.audit());
-    space.upload(space.stage(64));
+    space.upload(reservation, space.stage(reservation, 64));
     CHECK(step.counts() == seqpool::audit_counts{.uploads = 1, .upload_bytes = 64});
   }
+  SUBCASE("reserving again before the step keeps the slot held, and waits for nothing more") {
+    space.reserve_upload(64, reservation);
+    const std::byte* held = space.stage(reservation, 64).data();
+    space.reserve_upload(64, reservation);
+    CHECK(space.stage(reservation, 64).data() == held);
+    CHECK(scope.counts() == seqpool::audit_counts{.waits = 1});
+  }
   SUBCASE("growing a slot waits for its copy and frees it, which waits too") {
-    space.reserve_upload(128);
+    space.reserve_upload(128, reservation);
     CHECK(scope.counts().waits >= 2);
     CHECK(scope.counts().allocations == 2 + 2 + 2);  // two slots freed and allocated, and the device's image
   }
 }
 
+TEST_CASE("each reservation holds a slot of its own, so that steps reserved together each stage in theirs") {
+  auto complete = std::make_shared<std::vector<bool>>();
+  using space_type = seqpool::device_space<manual_backend>;
+  space_type space(manual_backend(complete), 3);
+  space_type::upload_reservation first;
+  space_type::upload_reservation second;
+  // Two poolers sharing the space each reserve before either forwards, round
+  // after round, while the device completes every copy: no step is refused,
+  // none waits, and no reservation waits for a copy that has completed.
+  for (int round = 0; round < 6; ++round) {
+    const seqpool::audit_scope reserving(space.audit());
+    space.reserve_upload(64, first);
+    space.reserve_upload(64, second);
+    CHECK(reserving.counts().waits == 0);
+    CHECK(space.stage(first, 64).data() != space.stage(second, 64).data());
+    for (space_type::upload_reservation* pooler : {&second, &first}) {
+      const seqpool::audit_scope step(space.audit());
+      space.upload(*pooler, space.stage(*pooler, 64));
+      CHECK(step.counts() == seqpool::audit_counts{.uploads = 1, .upload_bytes = 64});
+    }
+    complete->assign(complete->size(), true);
+  }
+
+  SUBCASE("a reservation takes the next slot in ring order, waiting only if its copy pends") {
+    space.reserve_upload(64, first);
+    space.reserve_upload(64, second);
+    space.upload(first, space.stage(first, 64));
+    space.upload(second, space.stage(second, 64));  // the copies from two slots pend
+    const seqpool::audit_scope scope(space.audit());
+    space.reserve_upload(64, first);  // the third slot, whose copy completed
+    CHECK(scope.counts() == seqpool::audit_counts{});
+    space.reserve_upload(64, second);  // the first of the two, whose copy pends
+    CHECK(scope.counts() == seqpool::audit_counts{.waits = 1});
+  }
+  SUBCASE("a held slot is passed over, and a reservation dropped unused gives its slot back") {
+    space.reserve_upload(64, first);
+    const std::byte* held = space.stage(first, 64).data();
+    for (int step = 0; step < 4; ++step) {
+      space.reserve_upload(64, second);
+      CHECK(space.stage(second, 64).data() != held);
+      space.upload(second, space.stage(second, 64));
+    }
+    first = space_type::upload_reservation{};
+    CHECK_FALSE(first.held());
+    space.reserve_upload(64, second);  // the ring's order comes round to it
+    CHECK(space.stage(second, 64).data() == held);
+  }
+  SUBCASE("no more reservations are held at once than the ring has slots") {
+    space_type::upload_reservation third;
+    space_type::upload_reservation fourth;
+    space.reserve_upload(64, first);
+    space.reserve_upload(64, second);
+    space.reserve_upload(64, third);
+    const seqpool::audit_scope scope(space.audit());
+    CHECK_THROWS_WITH_AS(space.reserve_upload(64, fourth), doctest::Contains("each of the 3 staging slots is held"),
+                         seqpool::error);
+    CHECK(scope.counts() == seqpool::audit_counts{});
+    CHECK_FALSE(fourth.held());
+    { space_type::upload_reservation moved(std::move(third)); }
+    CHECK_FALSE(third.held());
+    space.reserve_upload(64, fourth);
+    CHECK(fourth.held());
+  }
+  SUBCASE("a reservation stages and uploads only in the space that made it") {
+    space_type other(manual_backend(complete), 1);
+    space.reserve_upload(64, first);
+    CHECK_THROWS_WITH_AS(other.reserve_upload(64, first), doctest::Contains("holds a slot of another space"),
+                         seqpool::error);
+    CHECK_THROWS_AS(other.stage(first, 64), seqpool::error);
+    CHECK_THROWS_AS(other.upload(first, space.stage(first, 64)), seqpool::error);
+  }
+}
+
 TEST_CASE("the capture stand-in refuses what CUDA refuses during a capture, and replays what it recorded") {
   device_omp space;
-  space.reserve_upload(16);
+  device_omp::upload_reservation reservation;
+  space.reserve_upload(16, reservation);
   seqpool::buffer<int, device_omp> value(space, 1);
   space.zero(value.data(), sizeof(int));
   space.backend().begin_capture();
   CHECK(space.capturing());
   CHECK_THROWS_WITH_AS(space.synchronize(), doctest::Contains("cudaStreamSynchronize"), seqpool::device_error);
   CHECK_THROWS_WITH_AS(space.allocate_bytes(8), doctest::Contains("cudaMallocAsync"), seqpool::device_error);
-  CHECK_THROWS_WITH_AS(space.reserve_upload(64), doctest::Contains("outside stream capture"), seqpool::error);
+  CHECK_THROWS_WITH_AS(space.reserve_upload(64, reservation), doctest::Contains("outside stream capture"),
+                       seqpool::error);
   CHECK_THROWS_WITH_AS(space.backend().is_complete({}), doctest::Contains("cudaEventQuery"), seqpool::device_error);
   // A copy is recorded, not run: its source is read when the graph is launched.
   std::vector<int> source{3};
@@ -395,12 +483,14 @@ TEST_CASE("the stand-in's wave: every grid runs every block index once, whatever
   CHECK_THROWS_AS(seqpool::omp_backend(0), seqpool::device_error);
 }
 
-TEST_CASE("upload takes only the image the last stage() handed out") {
+TEST_CASE("upload takes only the image stage() handed out in the reservation's slot") {
   device_omp space;
-  space.reserve_upload(32);
+  device_omp::upload_reservation reservation;
+  space.reserve_upload(32, reservation);
   std::vector<std::byte> elsewhere(32);
-  space.stage(32);
-  CHECK_THROWS_AS(space.upload(elsewhere), seqpool::error);
+  space.stage(reservation, 32);
+  CHECK_THROWS_AS(space.upload(reservation, elsewhere), seqpool::error);
+  CHECK(reservation.held());
   CHECK_THROWS_AS(device_omp(seqpool::omp_backend{}, 0), seqpool::error);
 }
 

@@ -186,7 +186,7 @@ class step_runner {
   void reserve(const plan_type& plan, state_store<Space>& state) {
     const detail::step_program& program = detail::plan_access::program(plan);
     check_maker(program);
-    space_->reserve_upload(program.image_bytes);
+    space_->reserve_upload(program.image_bytes, staging_);
     if constexpr (branched) space_->reserve_branches(static_cast<int>(entry_count()));
     std::size_t states = 0;
     for (const detail::share& planned : program.shares) {
@@ -347,6 +347,7 @@ class step_runner {
     check_for_capacity(program, home);
     check_reserved(program, state);
     encode(program, state, space_->restage(home, pieces_of<Upload>(program)));
+    return_staging();
     advance(program, state);
   }
 
@@ -605,9 +606,9 @@ class step_runner {
                    "the stream is being captured: a captured step goes through capture() and a graph_upload");
     check_reserved(program, state);
     if (!program.shares.empty()) {
-      const std::span<std::byte> staged = space_->stage(program.image_bytes);
+      const std::span<std::byte> staged = space_->stage(staging_, program.image_bytes);
       encode(program, state, staged);
-      const std::byte* image = space_->upload(staged);
+      const std::byte* image = space_->upload(staging_, staged);
       entry_branches branches(*space_, program.shares.size());
       for (const detail::share& planned : program.shares) {
         branches.next();
@@ -617,6 +618,8 @@ class step_runner {
         });
       }
       branches.join();
+    } else {
+      return_staging();
     }
     advance(program, state);
   }
@@ -635,6 +638,7 @@ class step_runner {
     check_reserved(program, state);
     encode(program, state, space_->stage(home, pieces_of<Upload>(program)));
     const std::byte* image = space_->upload(home);
+    return_staging();
     entry_branches branches(*space_, present_units());
     for_each_unit([&](auto entry, auto& unit) {
       branches.next();
@@ -732,6 +736,10 @@ class step_runner {
       detail::fail("graph_upload", "it was made by another pooler's reserve_graph(), for ", home.bytes(),
            " bytes; capture and restage with the graph_upload this one's reserve_graph() made");
   }
+
+  /// Gives back the staging slot the last reserve() set aside to a step that
+  /// uploads nothing from it: an empty one, or one staged in a graph's slot.
+  void return_staging() { staging_ = {}; }
 
   /// Throws seqpool::error, before anything is queued, unless the last
   /// reserve() was for this plan (made by this runner: the caller checked its
@@ -880,6 +888,7 @@ class step_runner {
   std::int64_t hidden_size_ = 0;
   std::uint64_t id_ = detail::next_serial();
   std::uint64_t reserved_ = 0;  ///< the plan the last reserve() was for, until it runs
+  typename Space::upload_reservation staging_;  ///< the staging the last reserve() set aside, until a step uploads
   std::uint64_t last_run_ = 0;  ///< the last plan that ran
   std::optional<capacity> capacity_;
   each_of<std::size_t, packed_entries> regions_{};  ///< each entry's offset in the capacity's image

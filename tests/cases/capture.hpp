@@ -284,6 +284,10 @@ void replay_against(Space& space, Pooler& pooler, seqpool::host_space& host, Ref
     }
   }
   CHECK(state.size() == 0);
+  // A captured step stages in its graph's slot, so the pooler holds none of
+  // the space's staging ring between steps: others may hold every slot.
+  std::vector<typename Space::upload_reservation> others(seqpool::detail::device::staging_policy::slots);
+  for (typename Space::upload_reservation& other : others) space.reserve_upload(16, other);
 }
 
 /// A pooler of Method (MEAN, or a concat, whose requests are all split) and

@@ -246,6 +246,55 @@ TEST_CASE_TEMPLATE_DEFINE("random mixed-task batches over several steps equal po
   dispatch_cases::mixed_batches<Space, __half>();
 }
 
+TEST_CASE_TEMPLATE_DEFINE("poolers sharing a space may each reserve before any forwards, step after step", Space,
+                          shared_space) {
+  using namespace dispatch_cases;
+  constexpr std::int64_t width = 6;
+  Space space;
+  seqpool::state_store<Space> mean_state(space);
+  seqpool::state_store<Space> max_state(space);
+  seqpool::state_store<Space> other_state(space);
+  seqpool::pooler<method::mean, head::embed, Space> means(space, width);
+  seqpool::pooler<method::max, head::embed, Space> maxima(space, width);
+  seqpool::pooler<method::cls, head::embed, Space> refused(space, width);  // its forwards are refused
+  seqpool::pooler<method::cls, head::embed, Space> idle(space, width);     // its steps are empty
+  // Three times as many steps as a device space's staging ring has slots: no
+  // pooler's step, refused or empty, keeps a slot past its next reserve().
+  for (int round = 0; round < 3 * static_cast<int>(seqpool::detail::device::staging_policy::slots); ++round) {
+    const std::int64_t rows = 2 + round % 3;
+    const seqpool::batch step{{test::whole(test::id("r", round), task::embed, rows)}};
+    const auto hidden = test::to_space(space, rows_from(round, rows, width));
+    const seqpool::step_plan mean_plan = means.plan(step, mean_state);
+    const seqpool::step_plan max_plan = maxima.plan(step, max_state);
+    const seqpool::step_plan refused_plan = refused.plan(step, other_state);
+    const seqpool::step_plan idle_plan = idle.plan(seqpool::batch{}, other_state);
+    means.reserve(mean_plan, mean_state);
+    maxima.reserve(max_plan, max_state);
+    refused.reserve(refused_plan, other_state);
+    idle.reserve(idle_plan, other_state);
+    seqpool::buffer<float, Space> mean_out(space, static_cast<std::size_t>(mean_plan.output_size));
+    seqpool::buffer<float, Space> max_out(space, static_cast<std::size_t>(max_plan.output_size));
+    seqpool::buffer<float, Space> refused_out(space, static_cast<std::size_t>(refused_plan.output_size));
+    {
+      const seqpool::audit_scope scope(space.audit());
+      idle.forward(seqpool::make_hidden_view<float>(nullptr, 0, width), idle_plan, other_state, {});
+      CHECK_THROWS_WITH_AS(refused.forward(seqpool::make_hidden_view(hidden.data(), rows - 1, width), refused_plan,
+                                           other_state, refused_out.span()),
+                           doctest::Contains("hidden"), seqpool::error);
+      means.forward(seqpool::make_hidden_view(hidden.data(), rows, width), mean_plan, mean_state, mean_out.span());
+      maxima.forward(seqpool::make_hidden_view(hidden.data(), rows, width), max_plan, max_state, max_out.span());
+      const seqpool::audit_counts counts = scope.counts();
+      CHECK(counts ==
+            seqpool::audit_counts{.uploads = 2, .upload_bytes = counts.upload_bytes, .launches = counts.launches});
+    }
+    const test::results pooled_means = test::slice(mean_plan, test::to_host(space, mean_out));
+    const test::results pooled_maxima = test::slice(max_plan, test::to_host(space, max_out));
+    // Each equals the same pooler's step run on its own, reserved just before it forwards.
+    CHECK(pooled_means == test::run_step(space, means, mean_state, step, rows_from(round, rows, width)));
+    CHECK(pooled_maxima == test::run_step(space, maxima, max_state, step, rows_from(round, rows, width)));
+  }
+}
+
 TEST_CASE("runtime methods are chosen by name") {
   using namespace dispatch_cases;
   CHECK(method::any_sequence::from_name("max")->name() == "max");

@@ -7,3 +7,4 @@ TEST_CASE_TEMPLATE_APPLY(case_21_classify_and_token_classify, test::cuda_spaces)
 TEST_CASE_TEMPLATE_APPLY(case_22_missing_task, test::cuda_spaces);
 TEST_CASE_TEMPLATE_APPLY(empty_table_entry, test::cuda_spaces);
 TEST_CASE_TEMPLATE_APPLY(user_written_method, test::cuda_spaces);
+TEST_CASE_TEMPLATE_APPLY(shared_space, test::cuda_spaces);

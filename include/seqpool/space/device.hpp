@@ -113,6 +113,43 @@ class graph_upload {
   phase phase_ = phase::fresh;
 };
 
+/// A staging slot that reserve_upload() set aside for the next eager step of
+/// one pooler or dispatcher; the step's upload() hands it back to the ring
+/// once the copy from it is queued. While held it is settled (no copy reads
+/// it) and no other reservation gets it; a reservation dropped unused gives it
+/// back as it was. It must not outlive its space.
+template <class Backend>
+class upload_reservation {
+ public:
+  upload_reservation() = default;
+  upload_reservation(upload_reservation&& other) noexcept
+      : space_(std::exchange(other.space_, nullptr)), slot_(other.slot_) {}
+  upload_reservation& operator=(upload_reservation&& other) noexcept {
+    if (this != &other) {
+      drop();
+      space_ = std::exchange(other.space_, nullptr);
+      slot_ = other.slot_;
+    }
+    return *this;
+  }
+  upload_reservation(const upload_reservation&) = delete;
+  upload_reservation& operator=(const upload_reservation&) = delete;
+  ~upload_reservation() { drop(); }
+
+  /// Whether it holds a slot: from reserve_upload() until the upload from it.
+  bool held() const { return space_ != nullptr; }
+
+ private:
+  friend class device_space<Backend>;
+
+  void drop() noexcept {
+    if (space_ != nullptr) std::exchange(space_, nullptr)->ring_[slot_].held = false;
+  }
+
+  device_space<Backend>* space_ = nullptr;
+  std::size_t slot_ = 0;
+};
+
 /// Device memory and device work through a Backend (cuda_backend under nvcc,
 /// omp_backend as the stand-in under g++). The backend is part of the type, so
 /// a CUDA and an OpenMP translation unit can link into one binary without
@@ -121,12 +158,15 @@ class graph_upload {
 /// An eager step's image goes up as one copy from a ring of pinned staging
 /// slots. A slot may be rewritten only once the copy from it has completed; the
 /// step itself never asks (an event query is illegal during capture and costs a
-/// driver call): reserve_upload(), outside the step, settles the slot the next
-/// step will use, and stage() refuses a slot that was not settled.
+/// driver call): reserve_upload(), outside the step, settles a slot and sets it
+/// aside in the caller's upload_reservation, and stage() takes only a slot so
+/// held. Poolers that share the space may each reserve before any of them
+/// forwards, as many as the ring has slots.
 template <class Backend>
 class device_space {
  public:
   using backend_type = Backend;
+  using upload_reservation = seqpool::upload_reservation<Backend>;
   static constexpr algorithm_family family = algorithm_family::device;
 
   explicit device_space(Backend backend = Backend{},
@@ -166,11 +206,14 @@ class device_space {
     if (bytes > 0) backend_.zero(memory, bytes);
   }
 
-  /// Outside a step: grows every staging slot and the device's image to `bytes`,
-  /// and settles the slot the next step stages into, waiting (and counting the
-  /// wait) only if the copy from it, `staging_slots` steps ago, is still pending.
-  void reserve_upload(std::size_t bytes) {
+  /// Outside a step: grows every staging slot and the device's image to
+  /// `bytes`, and, unless `reservation` holds a slot already, sets aside the
+  /// next slot in ring order that none holds, waiting (and counting the wait)
+  /// only if the copy from it, about `staging_slots` steps ago, is still pending.
+  void reserve_upload(std::size_t bytes, upload_reservation& reservation) {
     refuse_in_capture("reserve");
+    if (reservation.held() && reservation.space_ != this)
+      detail::fail("reserve", "the upload_reservation holds a slot of another space");
     for (staging_slot& slot : ring_) grow(slot, bytes);
     if (device_capacity_ < bytes) {
       if (device_image_ != nullptr) deallocate_bytes(device_image_, device_capacity_);
@@ -178,28 +221,45 @@ class device_space {
       device_image_ = static_cast<std::byte*>(allocate_bytes(bytes));
       device_capacity_ = bytes;
     }
-    settle(ring_[next_]);
+    if (reservation.held()) return;
+    std::size_t free = next_;
+    while (ring_[free].held) {
+      free = (free + 1) % ring_.size();
+      if (free == next_)
+        detail::fail("reserve", "each of the ", ring_.size(),
+                     " staging slots is held by a pooler or dispatcher that reserved a step it has not forwarded: "
+                     "a space serves at most that many at once (device_space's staging_slots)");
+    }
+    settle(ring_[free]);
+    ring_[free].held = true;
+    reservation.space_ = this;
+    reservation.slot_ = free;
+    next_ = (free + 1) % ring_.size();
   }
 
-  /// The staging slot this step writes its image into, settled by reserve_upload().
-  std::span<std::byte> stage(std::size_t bytes) {
-    const staging_slot& slot = ring_[next_];
-    if (slot.in_flight || slot.capacity < bytes || device_capacity_ < bytes)
+  /// The staging slot this step writes its image into, which reserve_upload()
+  /// set aside in `reservation`.
+  std::span<std::byte> stage(const upload_reservation& reservation, std::size_t bytes) {
+    if (reservation.space_ != this || ring_[reservation.slot_].capacity < bytes || device_capacity_ < bytes)
       detail::fail("reserve", "the step needs ", bytes,
                    " bytes of staging that reserve() did not make ready: call reserve() with this step's plan before "
                    "every forward()");
+    const staging_slot& slot = ring_[reservation.slot_];
     return {slot.host, bytes};
   }
 
-  /// The step's one upload: an asynchronous copy of the image just staged.
-  const std::byte* upload(std::span<const std::byte> staged) {
-    staging_slot& slot = ring_[next_];
-    if (staged.data() != slot.host) detail::fail("upload", "the image was not staged by the last stage() call");
+  /// The step's one upload: an asynchronous copy of the image just staged in
+  /// `reservation`'s slot, which goes back to the ring.
+  const std::byte* upload(upload_reservation& reservation, std::span<const std::byte> staged) {
+    if (reservation.space_ != this || staged.data() != ring_[reservation.slot_].host)
+      detail::fail("upload", "the image was not staged in the reservation's slot by stage()");
+    staging_slot& slot = ring_[reservation.slot_];
     audit_.count_upload(staged.size());
     backend_.copy_to_device(device_image_, staged.data(), staged.size());
     backend_.record(slot.copied);
     slot.in_flight = true;
-    next_ = (next_ + 1) % ring_.size();
+    slot.held = false;
+    reservation.space_ = nullptr;
     return device_image_;
   }
 
@@ -338,12 +398,14 @@ class device_space {
 
  private:
   friend class graph_upload<Backend>;
+  friend class seqpool::upload_reservation<Backend>;
 
   struct staging_slot {
     std::byte* host = nullptr;
     std::size_t capacity = 0;
     typename Backend::event copied{};
-    bool in_flight = false;
+    bool in_flight = false;  ///< a copy from it was queued since it was last settled
+    bool held = false;       ///< an upload_reservation holds it
   };
 
   void refuse_in_capture(const char* call) const {
@@ -413,7 +475,7 @@ class device_space {
 
   Backend backend_;
   std::vector<staging_slot> ring_;
-  std::size_t next_ = 0;
+  std::size_t next_ = 0;               ///< where reserve_upload() looks for a slot first
   std::byte* device_image_ = nullptr;  ///< where eager steps' images are uploaded to
   std::size_t device_capacity_ = 0;
   seqpool::audit audit_;

@@ -41,6 +41,10 @@ class host_space {
  public:
   static constexpr algorithm_family family = algorithm_family::host;
 
+  /// What reserve_upload() sets aside for a step: nothing here, since every
+  /// step's work is done before the next one stages.
+  struct upload_reservation {};
+
   /// Decides here which of the dense layers' loops the process runs
   /// (detail::host::has_wide_vectors), reading the environment before any
   /// pass runs on a thread of its own.
@@ -72,7 +76,7 @@ class host_space {
   }
 
   /// Grows the staging buffer outside a step so that stage() does not allocate.
-  void reserve_upload(std::size_t bytes) {
+  void reserve_upload(std::size_t bytes, upload_reservation&) {
     if (staging_.size() >= bytes) return;
     audit_.count_allocation();
     staging_.resize(bytes);
@@ -80,7 +84,7 @@ class host_space {
 
   /// The buffer reserve_upload() made room in; a step that finds too little room
   /// throws before it writes anything.
-  std::span<std::byte> stage(std::size_t bytes) {
+  std::span<std::byte> stage(const upload_reservation&, std::size_t bytes) {
     if (staging_.size() < bytes)
       detail::fail("reserve", "the step needs ", bytes, " bytes of staging but ", staging_.size(),
                    " were reserved: call reserve() with this step's plan before forward()");
@@ -88,7 +92,7 @@ class host_space {
   }
 
   /// The step's one upload: host work reads the staged image in place.
-  const std::byte* upload(std::span<const std::byte> staged) {
+  const std::byte* upload(upload_reservation&, std::span<const std::byte> staged) {
     audit_.count_upload(staged.size());
     return staged.data();
   }

@@ -18,17 +18,18 @@ enum class algorithm_family : std::uint8_t { host, device };
 
 /// A place where pooling runs and its memory lives, plus the counting that the
 /// sync contract is checked with (SPEC section 6). Room for a step's image is
-/// made by reserve_upload() outside it; stage() and upload() inside it.
+/// made by reserve_upload() outside it, into the pooler's or dispatcher's
+/// upload_reservation; stage() and upload() use it inside the step.
 template <class Space>
 concept memory_space = requires(Space& space, const Space& view, std::size_t bytes, void* memory,
-                                std::span<const std::byte> staged) {
+                                std::span<const std::byte> staged, typename Space::upload_reservation& reservation) {
   { Space::family } -> std::convertible_to<algorithm_family>;
   { space.allocate_bytes(bytes) } -> std::same_as<void*>;
   space.deallocate_bytes(memory, bytes);
   space.zero(memory, bytes);
-  space.reserve_upload(bytes);
-  { space.stage(bytes) } -> std::same_as<std::span<std::byte>>;
-  { space.upload(staged) } -> std::same_as<const std::byte*>;
+  space.reserve_upload(bytes, reservation);
+  { space.stage(reservation, bytes) } -> std::same_as<std::span<std::byte>>;
+  { space.upload(reservation, staged) } -> std::same_as<const std::byte*>;
   { view.capturing() } -> std::same_as<bool>;
   space.synchronize();
   { view.audit() } -> std::same_as<const audit&>;
