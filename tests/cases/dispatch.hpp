@@ -254,10 +254,12 @@ TEST_CASE_TEMPLATE_DEFINE("poolers sharing a space may each reserve before any f
   seqpool::state_store<Space> mean_state(space);
   seqpool::state_store<Space> max_state(space);
   seqpool::state_store<Space> other_state(space);
-  seqpool::pooler<method::mean, head::embed, Space> means(space, width);
-  seqpool::pooler<method::max, head::embed, Space> maxima(space, width);
-  seqpool::pooler<method::cls, head::embed, Space> refused(space, width);  // its forwards are refused
-  seqpool::pooler<method::cls, head::embed, Space> idle(space, width);     // its steps are empty
+  // The engine's pooler type (above), whose code the other cases compile already.
+  using sequence_pooler = seqpool::pooler<method::any_sequence, head::embed, Space>;
+  sequence_pooler means(space, width, method::mean{});
+  sequence_pooler maxima(space, width, method::max{});
+  sequence_pooler refused(space, width, method::cls{});  // its forwards are refused
+  sequence_pooler idle(space, width, method::cls{});     // its steps are empty
   // Three times as many steps as a device space's staging ring has slots: no
   // pooler's step, refused or empty, keeps a slot past its next reserve().
   for (int round = 0; round < 3 * static_cast<int>(seqpool::detail::device::staging_policy::slots); ++round) {
