@@ -488,8 +488,9 @@ TEST_CASE("upload takes only the image stage() handed out in the reservation's s
   device_omp::upload_reservation reservation;
   space.reserve_upload(32, reservation);
   std::vector<std::byte> elsewhere(32);
-  space.stage(reservation, 32);
+  const std::span<std::byte> staged = space.stage(reservation, 32);
   CHECK_THROWS_AS(space.upload(reservation, elsewhere), seqpool::error);
+  CHECK_THROWS_AS(space.upload(reservation, {staged.data(), 33}), seqpool::error);  // past the slot
   CHECK(reservation.held());
   CHECK_THROWS_AS(device_omp(seqpool::omp_backend{}, 0), seqpool::error);
 }

@@ -79,8 +79,13 @@ class pooler : public step_runner<Space, Result, detail::pooling_unit<Method, He
   template <class S>
   friend class runtime_part;
 
-  /// What a dispatcher, a multi_pooler or a runtime_part takes from the pooler it is given.
-  unit_type&& take_unit() && { return std::move(this->template unit<0>()); }
+  /// What a dispatcher, a multi_pooler or a runtime_part takes from the pooler
+  /// it is given; the staging slot a reserve() of the pooler's set aside goes
+  /// back to the ring, as the pooler that is left runs no step.
+  unit_type&& take_unit() && {
+    this->return_staging();
+    return std::move(this->template unit<0>());
+  }
 };
 
 }  // namespace seqpool

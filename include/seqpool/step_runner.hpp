@@ -178,15 +178,20 @@ class step_runner {
     program.maker.id = id_;
   }
 
-  /// Outside the step: room for the one upload, every entry's workspace and
-  /// arrival counters, and the state of chunked requests. Everything it
-  /// allocates, and any wait for a staging slot still being copied from, the
-  /// audit counts. If it throws, every request's state is as it was: the
-  /// states come last, all or none.
+  /// Outside the step: room for the one upload and a staging slot set aside
+  /// for it (none for an empty step, which uploads nothing), every entry's
+  /// workspace and arrival counters, and the state of chunked requests.
+  /// Everything it allocates, and any wait for a staging slot still being
+  /// copied from, the audit counts. If it throws, every request's state is as
+  /// it was (the states come last, all or none), and a slot it set aside stays
+  /// set aside for the next reserve().
   void reserve(const plan_type& plan, state_store<Space>& state) {
     const detail::step_program& program = detail::plan_access::program(plan);
     check_maker(program);
-    space_->reserve_upload(program.image_bytes, staging_);
+    if (program.shares.empty())
+      return_staging();
+    else
+      space_->reserve_upload(program.image_bytes, staging_);
     if constexpr (branched) space_->reserve_branches(static_cast<int>(entry_count()));
     std::size_t states = 0;
     for (const detail::share& planned : program.shares) {
@@ -352,6 +357,11 @@ class step_runner {
   }
 
  protected:
+  /// Gives the staging slot the last reserve() set aside back to the space's
+  /// ring, for a step that uploads nothing from it (an empty one, or one staged
+  /// in a graph's slot) and for a pooler whose unit leaves it.
+  void return_staging() { staging_ = {}; }
+
   /// The entries the runner has: a pack's, present or not, or the list's.
   std::size_t entry_count() const {
     if constexpr (listed)
@@ -618,8 +628,6 @@ class step_runner {
         });
       }
       branches.join();
-    } else {
-      return_staging();
     }
     advance(program, state);
   }
@@ -736,10 +744,6 @@ class step_runner {
       detail::fail("graph_upload", "it was made by another pooler's reserve_graph(), for ", home.bytes(),
            " bytes; capture and restage with the graph_upload this one's reserve_graph() made");
   }
-
-  /// Gives back the staging slot the last reserve() set aside to a step that
-  /// uploads nothing from it: an empty one, or one staged in a graph's slot.
-  void return_staging() { staging_ = {}; }
 
   /// Throws seqpool::error, before anything is queued, unless the last
   /// reserve() was for this plan (made by this runner: the caller checked its

@@ -275,6 +275,12 @@ void replay_against(Space& space, Pooler& pooler, seqpool::host_space& host, Ref
     const seqpool::step_plan plan = pooler.plan(step, state);
     space.copy_in(std::span<const float>(rows), hidden.span().first(rows.size()));
     graph.run(space, seqpool::make_hidden_view(hidden.data(), limits.rows, hidden_size), plan, state, output.span());
+    {
+      // A captured step stages in its graph's slot, so after capture() and
+      // each restage() the pooler holds none of the space's staging ring.
+      std::vector<typename Space::upload_reservation> others(seqpool::detail::device::staging_policy::slots);
+      for (typename Space::upload_reservation& other : others) space.reserve_upload(16, other);
+    }
     const test::results expected = test::run_step(host, reference, host_state, step, rows);
     const test::results actual = test::slice(plan, test::to_host(space, output));
     REQUIRE(actual.size() == expected.size());
@@ -284,10 +290,6 @@ void replay_against(Space& space, Pooler& pooler, seqpool::host_space& host, Ref
     }
   }
   CHECK(state.size() == 0);
-  // A captured step stages in its graph's slot, so the pooler holds none of
-  // the space's staging ring between steps: others may hold every slot.
-  std::vector<typename Space::upload_reservation> others(seqpool::detail::device::staging_policy::slots);
-  for (typename Space::upload_reservation& other : others) space.reserve_upload(16, other);
 }
 
 /// A pooler of Method (MEAN, or a concat, whose requests are all split) and

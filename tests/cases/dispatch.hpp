@@ -260,9 +260,12 @@ TEST_CASE_TEMPLATE_DEFINE("poolers sharing a space may each reserve before any f
   sequence_pooler maxima(space, width, method::max{});
   sequence_pooler refused(space, width, method::cls{});  // its forwards are refused
   sequence_pooler idle(space, width, method::cls{});     // its steps are empty
-  // Three times as many steps as a device space's staging ring has slots: no
-  // pooler's step, refused or empty, keeps a slot past its next reserve().
-  for (int round = 0; round < 3 * static_cast<int>(seqpool::detail::device::staging_policy::slots); ++round) {
+  constexpr int slots = static_cast<int>(seqpool::detail::device::staging_policy::slots);
+  // Three times as many steps as a device space's staging ring has slots. On
+  // the stand-in every copy completes at once, so this shows that no pooler
+  // is refused and that none holds more than one slot; that each stages in a
+  // slot of its own, test_space.cpp shows on a backend whose copies pend.
+  for (int round = 0; round < 3 * slots; ++round) {
     const std::int64_t rows = 2 + round % 3;
     const seqpool::batch step{{test::whole(test::id("r", round), task::embed, rows)}};
     const auto hidden = test::to_space(space, rows_from(round, rows, width));
@@ -289,6 +292,24 @@ TEST_CASE_TEMPLATE_DEFINE("poolers sharing a space may each reserve before any f
       CHECK(counts ==
             seqpool::audit_counts{.uploads = 2, .upload_bytes = counts.upload_bytes, .launches = counts.launches});
     }
+    // Of the ring only the refused pooler's slot is held (a host space holds
+    // none): the rest may be set aside elsewhere. So, too, once a pooler that
+    // reserved has given its unit to a dispatcher, and once one has ended.
+    const auto rest_of_ring_is_free = [&] {
+      std::vector<typename Space::upload_reservation> rest(slots - 1);
+      for (typename Space::upload_reservation& reservation : rest) space.reserve_upload(16, reservation);
+    };
+    rest_of_ring_is_free();
+    {
+      sequence_pooler giving(space, width, method::mean{});
+      giving.reserve(giving.plan(step, other_state), other_state);
+      const seqpool::dispatcher<seqpool::dispatch_table<seqpool::task_entry<task::embed, sequence_pooler>>> taking(
+          space, std::move(giving));
+      rest_of_ring_is_free();
+      sequence_pooler ending(space, width, method::mean{});
+      ending.reserve(ending.plan(step, other_state), other_state);
+    }
+    rest_of_ring_is_free();
     const test::results pooled_means = test::slice(mean_plan, test::to_host(space, mean_out));
     const test::results pooled_maxima = test::slice(max_plan, test::to_host(space, max_out));
     // Each equals the same pooler's step run on its own, reserved just before it forwards.

@@ -1,8 +1,8 @@
 // 100 eager steady-state steps of a mixed dispatcher on a GPU, with the runtime
 // calls every forward() makes counted by the count_sync.c shim (LD_PRELOAD):
 // waits, synchronous copies and allocations of any kind must all be 0. What
-// reserve() calls between steps (settling the staging slot the next step will
-// use) is reported beside them. Exits 1 if a forward made a counted call, 2 if
+// reserve() calls between steps (settling the staging slot it sets aside for
+// the next step) is reported beside them. Exits 1 if a forward made a counted call, 2 if
 // the shim is not loaded.
 #include <dlfcn.h>
 

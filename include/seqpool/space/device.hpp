@@ -136,7 +136,8 @@ class upload_reservation {
   upload_reservation& operator=(const upload_reservation&) = delete;
   ~upload_reservation() { drop(); }
 
-  /// Whether it holds a slot: from reserve_upload() until the upload from it.
+  /// Whether it holds a slot: from reserve_upload() until the upload from it,
+  /// or until it is dropped.
   bool held() const { return space_ != nullptr; }
 
  private:
@@ -251,7 +252,8 @@ class device_space {
   /// The step's one upload: an asynchronous copy of the image just staged in
   /// `reservation`'s slot, which goes back to the ring.
   const std::byte* upload(upload_reservation& reservation, std::span<const std::byte> staged) {
-    if (reservation.space_ != this || staged.data() != ring_[reservation.slot_].host)
+    if (reservation.space_ != this || staged.data() != ring_[reservation.slot_].host ||
+        staged.size() > ring_[reservation.slot_].capacity || staged.size() > device_capacity_)
       detail::fail("upload", "the image was not staged in the reservation's slot by stage()");
     staging_slot& slot = ring_[reservation.slot_];
     audit_.count_upload(staged.size());

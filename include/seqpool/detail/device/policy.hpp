@@ -208,8 +208,8 @@ struct policy_of<Backend> {
 
 /// How a step's image reaches the device. How far the host may run ahead: the
 /// eager step's upload comes from a ring of this many pinned staging slots, and
-/// reserve() waits only when the copy from the slot it settles, this many steps
-/// ago, is still pending. A captured step's upload in pieces is a kernel that
+/// reserve() waits only when the copy from the slot it sets aside, made when the
+/// ring last came round to it, is still pending. A captured step's upload in pieces is a kernel that
 /// reads the graph's slot over the host link: a block an H200 SM, each thread
 /// with a few 16-byte loads in flight.
 struct staging_policy {
