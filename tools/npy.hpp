@@ -55,7 +55,9 @@ inline std::string_view trim(std::string_view text) {
 /// A shape as Python writes a tuple of ints: `()`, `(3,)`, `(2, 3)` or `(2, 3,)`
 /// — a tuple of one needs its comma (`(3)` is an int) — each a decimal whose
 /// digits do not start with a zero, or zeros alone, as Python's literals are.
-inline std::vector<std::int64_t> parse_shape(std::string_view text, const std::string& file) {
+/// With `python2_longs` (format 1.0 and 2.0, which Python 2 wrote) an extent
+/// may end in Python 2's `L`, `(2L, 3L)`, which NumPy drops there.
+inline std::vector<std::int64_t> parse_shape(std::string_view text, const std::string& file, bool python2_longs) {
   const auto malformed = [&] { return input_error(file + ": malformed shape in the .npy header"); };
   if (text.size() < 2 || text.front() != '(' || text.back() != ')') throw malformed();
   std::vector<std::int64_t> shape;
@@ -63,7 +65,8 @@ inline std::vector<std::int64_t> parse_shape(std::string_view text, const std::s
   bool ends_in_comma = false;
   while (!trim(inside).empty()) {
     const auto comma = inside.find(',');
-    const std::string_view item = trim(inside.substr(0, comma));
+    std::string_view item = trim(inside.substr(0, comma));
+    if (python2_longs && item.size() > 1 && item.back() == 'L') item.remove_suffix(1);
     std::int64_t extent = 0;
     if (item.empty() || item.find_first_not_of("0123456789") != std::string_view::npos ||
         (item.front() == '0' && item.find_first_not_of('0') != std::string_view::npos))
@@ -101,7 +104,8 @@ inline std::string_view take_quoted(std::string_view& text, const std::string& m
   return quoted;
 }
 
-inline npy_header parse_header(std::string_view text, const std::string& file) {
+/// `python2_longs`: as parse_shape() takes it.
+inline npy_header parse_header(std::string_view text, const std::string& file, bool python2_longs) {
   const std::string malformed = file + ": malformed .npy header";
   text = trim(text);
   if (text.size() < 2 || text.front() != '{' || text.back() != '}') throw input_error(malformed);
@@ -126,7 +130,7 @@ inline npy_header parse_header(std::string_view text, const std::string& file) {
     } else {
       const auto end = text.find(')');
       if (end == std::string_view::npos) throw input_error(file + ": malformed shape in the .npy header");
-      header.shape = parse_shape(text.substr(0, end + 1), file);
+      header.shape = parse_shape(text.substr(0, end + 1), file, python2_longs);
       text = trim(text.substr(end + 1));
     }
     if (seen[which]) throw input_error(file + ": the .npy header has '" + std::string(key) + "' twice");
@@ -181,7 +185,7 @@ inline npy_array read_npy(const std::filesystem::path& path, const npy_dtypes& d
   std::string header(header_length, '\0');
   in.read(header.data(), header_length);
 
-  detail::npy_header said = detail::parse_header(header, file);
+  detail::npy_header said = detail::parse_header(header, file, major <= 2);
   npy_array array;
   array.descr = std::move(said.descr);
   if (std::find(dtypes.accepted.begin(), dtypes.accepted.end(), array.descr) == dtypes.accepted.end())

@@ -28,21 +28,30 @@ void replay_in(const tool::batch_file& batch, const options& chosen) {
                          [&]<class Result>() { tool::replay_batch<Space, Result>(batch, chosen); });
 }
 
-
-/// Errors are one line on standard error: every line break a terminal or a
-/// reader of UTF-8 honours (LF, VT, FF, CR, NEL, LS, PS) becomes a space.
+/// Errors are one line on standard error that a terminal prints as it is:
+/// every line break a terminal or a reader of UTF-8 honours (LF, VT, FF, CR,
+/// NEL, LS, PS) becomes a space, and every other control character (C0, DEL,
+/// C1), which a path may hold and a terminal would act on, is written as
+/// section 8 quotes one, `\u00XX`.
 int fail(std::string message) {
   std::string line;
   line.reserve(message.size());
   for (std::size_t i = 0; i < message.size(); ++i) {
     const auto byte = static_cast<unsigned char>(message[i]);
+    const auto next = i + 1 < message.size() ? static_cast<unsigned char>(message[i + 1]) : 0;
     if (byte == '\n' || byte == '\v' || byte == '\f' || byte == '\r') {
       line += ' ';
-    } else if (byte == 0xc2 && i + 1 < message.size() && static_cast<unsigned char>(message[i + 1]) == 0x85) {
+    } else if (byte < 0x20 || byte == 0x7f) {
+      seqpool::detail::append_escaped(line, byte);
+    } else if (byte == 0xc2 && next == 0x85) {
       line += ' ';  // U+0085
       i += 1;
-    } else if (byte == 0xe2 && i + 2 < message.size() && static_cast<unsigned char>(message[i + 1]) == 0x80 &&
-               (static_cast<unsigned char>(message[i + 2]) == 0xa8 || static_cast<unsigned char>(message[i + 2]) == 0xa9)) {
+    } else if (byte == 0xc2 && next >= 0x80 && next <= 0x9f) {
+      seqpool::detail::append_escaped(line, next);  // U+0080 to U+009F
+      i += 1;
+    } else if (byte == 0xe2 && next == 0x80 && i + 2 < message.size() &&
+               (static_cast<unsigned char>(message[i + 2]) == 0xa8 ||
+                static_cast<unsigned char>(message[i + 2]) == 0xa9)) {
       line += ' ';  // U+2028, U+2029
       i += 2;
     } else {

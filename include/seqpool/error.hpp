@@ -37,6 +37,14 @@ std::string concat(const Parts&... parts) {
   return text.str();
 }
 
+/// Appends `code` (below U+0100) as JSON writes it escaped: `\u00XX`.
+inline void append_escaped(std::string& out, unsigned char code) {
+  constexpr char digits[] = "0123456789abcdef";
+  out += "\\u00";
+  out += digits[code >> 4];
+  out += digits[code & 0xf];
+}
+
 /// `text` in double quotes, for a message, as JSON may write a string: a quote
 /// and a backslash escaped, each control character as \u00XX — NUL among them, which
 /// would end the message where it is read as a C string (Python's exception,
@@ -49,10 +57,7 @@ inline std::string quoted(std::string_view text) {
       out += '\\';
       out += c;
     } else if (byte < 0x20 || byte == 0x7f) {
-      constexpr char digits[] = "0123456789abcdef";
-      out += "\\u00";
-      out += digits[byte >> 4];
-      out += digits[byte & 0xf];
+      append_escaped(out, byte);
     } else {
       out += c;
     }

@@ -600,6 +600,32 @@ class Errors(unittest.TestCase):
                 path.write_bytes(data[:8] + len(header).to_bytes(2, "little") + header)
             self.bad_npy(cut, "malformed .npy header")
 
+    def test_python2_long_extents_are_read_where_numpy_reads_them(self):
+        # NumPy drops Python 2's L after an extent in formats 1.0 and 2.0, which Python 2 wrote.
+        header = f"{{'descr': '<f4', 'fortran_order': False, 'shape': (1L, {H}L), }}\n".encode()
+        for major in (1, 2, 3):
+            with self.subTest(major=major):
+                batch = Batch(H, {"embed": "mean"})
+                good_step(batch, "longs")
+                path = batch.folder / batch.spec["steps"][-1]["hidden_states"]
+                length = len(header).to_bytes(2 if major == 1 else 4, "little")
+                path.write_bytes(b"\x93NUMPY" + bytes([major, 0]) + length + header + ROWS[:1].tobytes())
+                run = batch.run()
+                if major == 3:
+                    self.assertEqual(run.returncode, 2, run.stderr)
+                    self.assertIn("malformed shape in the .npy header", run.stderr)
+                    continue
+                self.assertEqual(run.returncode, 0, run.stderr)
+                np.testing.assert_allclose(batch.result("longs"), ROWS[0] / np.linalg.norm(ROWS[0]), rtol=1e-6)
+
+    def test_control_characters_in_a_path_are_escaped(self):
+        # A terminal acts on them (an escape sequence recolours, BEL rings): the line holds
+        # each as \u00XX, as section 8 quotes names, C1's CSI among them; line breaks are spaces.
+        def edit(batch):
+            batch.step(ROWS[:1], [request("a", "embed", 1)])
+            batch.spec["steps"][-1]["hidden_states"] = "in\u001b[31mred\u0007\u009b\t\u007f\u2028x.npy"
+        self.file_error(edit, "in\\u001b[31mred\\u0007\\u009b\\u0009\\u007f x.npy: cannot open")
+
     def config_error(self, spec_edit, message, write=None):
         batch = Batch(H, {"embed": "mean"})
         good_step(batch, "before")
