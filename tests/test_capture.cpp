@@ -152,6 +152,8 @@ TEST_CASE("capture and replay refuse what would break the graph, before anything
                        doctest::Contains("a captured step goes through capture()"), seqpool::error);
   CHECK_THROWS_WITH_AS(pooler.reserve(plan, state), doctest::Contains("must run outside stream capture"),
                        seqpool::error);
+  CHECK_THROWS_WITH_AS(pooler.reserve(pooler.plan(seqpool::batch{}, state), state),
+                       doctest::Contains("must run outside stream capture"), seqpool::error);
   CHECK_THROWS_WITH_AS(pooler.capture(seqpool::make_hidden_view(hidden.data(), 3, 4), plan, state, output.span(), home),
                        doctest::Contains("give it all 16 rows of the capacity, not 3"), seqpool::error);
   CHECK_THROWS_WITH_AS(pooler.capture(view, plan, state, output.span().first(1), home),
@@ -289,8 +291,10 @@ TEST_CASE("forward runs the plan the last reserve() was for, once, and throws be
     const seqpool::step_plan second = pooler.plan(whole, state);
     CHECK_THROWS_WITH_AS(pooler.forward(view, second, state, output.span()),
                          doctest::Contains("call reserve() with this step's plan before"), seqpool::error);
-    // A plan of whole requests runs once, even given a reserve() again.
-    pooler.reserve(first, state);
+    // A plan of whole requests runs once: reserve() refuses it again, and
+    // forward() after the reserve() of another plan.
+    CHECK_THROWS_WITH_AS(pooler.reserve(first, state), doctest::Contains("plan: it ran already"), seqpool::error);
+    pooler.reserve(second, state);
     CHECK_THROWS_WITH_AS(pooler.forward(view, first, state, output.span()), doctest::Contains("plan: it ran already"),
                          seqpool::error);
   };

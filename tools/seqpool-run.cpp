@@ -1,6 +1,7 @@
 // seqpool-run: replays a recorded batch through seqpool, step by step, and
 // writes each finished request's result (SPEC section 9). The way to reproduce
 // a batch outside an engine, and the interface black-box tests drive.
+#include <csignal>
 #include <exception>
 #include <filesystem>
 #include <iostream>
@@ -73,6 +74,10 @@ void print_names(std::string_view kind, const Names& names) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // A write past the file size limit fails (EFBIG) instead of ending the
+  // process, so that the step's results are taken back, all or none, and the
+  // error line names the file.
+  std::signal(SIGXFSZ, SIG_IGN);
   options chosen;
   CLI::App app("Replays a recorded batch through seqpool and writes each finished request's result to DIR/<id>.npy.",
                "seqpool-run");

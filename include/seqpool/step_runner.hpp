@@ -188,6 +188,10 @@ class step_runner {
   void reserve(const plan_type& plan, state_store<Space>& state) {
     const detail::step_program& program = detail::plan_access::program(plan);
     check_maker(program);
+    check_unrun(program);
+    // An empty step's reserve() asks the space for nothing that would refuse.
+    if (space_->capturing())
+      detail::fail("reserve", "must run outside stream capture (it may wait, allocate or query an event)");
     if (program.shares.empty())
       return_staging();
     else
@@ -745,15 +749,22 @@ class step_runner {
            " bytes; capture and restage with the graph_upload this one's reserve_graph() made");
   }
 
-  /// Throws seqpool::error, before anything is queued, unless the last
-  /// reserve() was for this plan (made by this runner: the caller checked its
-  /// maker first) and made the room it needs: the state of its chunked
-  /// requests, and every unit's workspace and arrival counters. A plan runs once.
-  void check_reserved(const detail::step_program& program, const state_store<Space>& state) const {
+  /// Throws seqpool::error unless neither the plan nor one made after it has
+  /// run: a plan runs once, against the state it was planned with, so
+  /// reserve() must not begin its states again either.
+  void check_unrun(const detail::step_program& program) const {
     if (program.serial <= last_run_)
       detail::fail("plan",
                    "it ran already, or a later plan has (a plan runs once, against the state it was planned "
                    "with, and plans run in the order they are made): plan the step again");
+  }
+
+  /// Throws seqpool::error, before anything is queued, unless the plan has not
+  /// run and the last reserve() was for it (made by this runner: the caller
+  /// checked its maker first) and made the room it needs: the state of its
+  /// chunked requests, and every unit's workspace and arrival counters.
+  void check_reserved(const detail::step_program& program, const state_store<Space>& state) const {
+    check_unrun(program);
     if (reserved_ != program.serial)
       detail::fail("reserve", "call reserve() with this step's plan before forward() (it makes the room the step needs "
                       "and settles its staging)");

@@ -166,10 +166,17 @@ TEST_CASE_TEMPLATE_DEFINE("a plan runs once, against the state it was planned wi
   Space space;
   seqpool::state_store<Space> state(space);
   seqpool::pooler<method::mean, head::embed, Space> pooler(space, 4);
+  const char* const ran_already =
+      "plan: it ran already, or a later plan has (a plan runs once, against the state it was planned with, and plans "
+      "run in the order they are made): plan the step again";
   run(space, pooler, state, pooler.plan(seqpool::batch{{test::part("c", task::embed, 9, 0, 3, raw)}}, state));
   const seqpool::step_plan second = pooler.plan(seqpool::batch{{test::part("c", task::embed, 9, 3, 3, raw)}}, state);
+  seqpool::pooler<method::mean, head::embed, Space> sharing(space, 4);  // shares the store
+  const seqpool::step_plan stale = sharing.plan(seqpool::batch{{test::part("c", task::embed, 9, 3, 3, raw)}}, state);
   run(space, pooler, state, second);
-  CHECK_THROWS_WITH_AS(run(space, pooler, state, second),
+  CHECK_THROWS_WITH_AS(run(space, pooler, state, second), ran_already, seqpool::error);
+  // Another pooler's plan of the same chunk, made before it ran, is refused by the state it was planned against.
+  CHECK_THROWS_WITH_AS(run(space, sharing, state, stale),
                        "request 0 (id \"c\"): plan: planned when the state held 3 tokens, it holds 6: plan each step "
                        "once, against the state it runs with",
                        seqpool::error);
@@ -242,10 +249,18 @@ TEST_CASE_TEMPLATE_DEFINE("a plan runs once, against the state it was planned wi
   const seqpool::step_plan earlier = pooler.plan(seqpool::batch{{test::whole("e", task::embed, 2)}}, state);
   const seqpool::step_plan later = pooler.plan(seqpool::batch{{test::whole("l", task::embed, 2)}}, state);
   run(space, pooler, state, later);
-  CHECK_THROWS_WITH_AS(run(space, pooler, state, earlier),
-                       "plan: it ran already, or a later plan has (a plan runs once, against the state it was planned "
-                       "with, and plans run in the order they are made): plan the step again",
-                       seqpool::error);
+  CHECK_THROWS_WITH_AS(run(space, pooler, state, earlier), ran_already, seqpool::error);
+  // reserve() refuses such a plan before it touches the store: a first chunk's
+  // plan that ran, reserved again once its request finished, would begin a
+  // state that no step runs (and that refuses another pooler's first chunk).
+  const seqpool::step_plan begun = pooler.plan(seqpool::batch{{test::part("f", task::embed, 4, 0, 2, raw)}}, state);
+  run(space, pooler, state, begun);
+  run(space, pooler, state, pooler.plan(seqpool::batch{{test::part("f", task::embed, 4, 2, 2, raw)}}, state));
+  CHECK_FALSE(state.contains("f"));
+  const seqpool::audit_counts before_reserve = space.audit().counts();
+  CHECK_THROWS_WITH_AS(pooler.reserve(begun, state), ran_already, seqpool::error);
+  CHECK_FALSE(state.contains("f"));
+  CHECK(space.audit().counts() == before_reserve);
 
   // A plan holds a step only once plan() has planned one into it whole, and until it is moved from.
   const char* const empty =

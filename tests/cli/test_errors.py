@@ -282,13 +282,11 @@ class Errors(unittest.TestCase):
                     self.assertEqual("nested more than 32 deep" in run.stderr, too_deep, run.stderr)
 
     def test_a_result_that_cannot_be_written_exits_2(self):
-        # Files may hold no byte (a file size limit of 0, its signal ignored): a write refused
-        # (EFBIG) fails the result, small or large, and what was made is removed.
+        # Files may hold no byte (a file size limit of 0, whose signal seqpool-run ignores): a write
+        # refused (EFBIG) fails the result, small or large, and what was made is removed.
         import resource
-        import signal
 
         def no_file_bytes():
-            signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
             resource.setrlimit(resource.RLIMIT_FSIZE, (0, 0))
 
         for audit in (False, True):
@@ -305,10 +303,8 @@ class Errors(unittest.TestCase):
         # Files of at most 150 bytes: each result file (144) fits, and the first audit line, but not the second,
         # of which a part is written and cut off again; step 1's result is not published.
         import resource
-        import signal
 
         def small_files():
-            signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
             resource.setrlimit(resource.RLIMIT_FSIZE, (150, 150))
 
         batch = Batch(H, {"embed": "mean"})
