@@ -12,6 +12,7 @@ TEST_CASE_TEMPLATE_APPLY(case_34_three_outputs, both_assemblies);
 TEST_CASE_TEMPLATE_APPLY(parts_match_poolers, both_assemblies);
 TEST_CASE_TEMPLATE_APPLY(parts_refuse_bad_input, test::cpu_spaces);
 TEST_CASE_TEMPLATE_APPLY(parts_release, both_assemblies);
+TEST_CASE_TEMPLATE_APPLY(parts_continue_alike, both_assemblies);
 TEST_CASE_TEMPLATE_APPLY(parts_captured,
                          parts_cases::assemblies<std::tuple<seqpool::device_space<seqpool::omp_backend>>>::type);
 TEST_CASE_TEMPLATE_APPLY(chosen_parts_of_any_type, test::cpu_spaces);

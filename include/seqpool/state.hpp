@@ -30,8 +30,11 @@ class step_runner;
 /// arrives whole never gets an entry. A state lives in memory of its own, never
 /// in a view of a step's hidden states, so no step's buffer is read after that
 /// step. A multi_pooler's parts each keep a request's state of their own, as
-/// `part` 1, 2, ...: the calls that take a `part` default to a pooler's or a
-/// dispatcher's, 0; those that take an id alone see every part.
+/// `part` 0, 1, ... of its `parts`: the calls that take them default to a
+/// pooler's or a dispatcher's, part 0 of 1; those that take an id alone see
+/// every part. A state continues only with a runner of as many parts, so that
+/// a pooler cannot finish a multi_pooler's request and leave its other parts'
+/// states behind.
 template <memory_space Space>
 class state_store {
  public:
@@ -46,9 +49,10 @@ class state_store {
   /// Throws seqpool::error unless the request's chunk continues what the store
   /// holds for its id (SPEC section 8), with the method, width, knobs and token
   /// ids it began with (`key`). `index` is the request's place in its batch.
-  void check(std::size_t index, const request& r, const state_key& key, std::uint32_t part = 0) const {
+  void check(std::size_t index, const request& r, const state_key& key, std::uint32_t part = 0,
+             std::uint32_t parts = 1) const {
     if (entries_.empty() && r.num_computed == 0) return;  // the common step: nothing in progress to collide with
-    check_held(index, r, key, part);
+    check_held(index, r, key, part, parts);
   }
 
   /// Throws seqpool::error unless the store holds what a plan of `planned`'s chunk,
@@ -59,7 +63,7 @@ class state_store {
   /// again by another plan (a pooler that shares the store), is another state
   /// unless it was begun and continued alike.
   void check_current(std::size_t index, const request& planned, const state_key& key, std::uint32_t part = 0,
-                     chosen_rows before = {}) const {
+                     chosen_rows before = {}, std::uint32_t parts = 1) const {
     constexpr std::string_view rule = ": plan each step once, against the state it runs with";
     const auto found = entries_.find(held_at{planned.id, part});
     const bool held = found != entries_.end();
@@ -67,7 +71,7 @@ class state_store {
       detail::fail_request(index, planned.id, "plan", "planned when the state held ", planned.num_computed,
                            " tokens, it holds ", held ? std::to_string(found->second.num_computed) : "none", rule);
     if (held && (found->second.task != planned.task || found->second.prompt_len != planned.prompt_len ||
-                 !(found->second.key == key) || !(found->second.before == before)))
+                 !(found->second.key == key) || !(found->second.before == before) || found->second.parts != parts))
       detail::fail_request(index, planned.id, "plan",
                            "its state was begun again since: for another task or prompt length, with another method, "
                            "width, knobs or ids, or choosing other rows so far (released and begun anew, or reserved "
@@ -84,11 +88,12 @@ class state_store {
   /// chunk's plan found its chunks had chosen (check_current()). In a step's
   /// reserve(), it notes what it changes (begin_reservations()).
   float* reserve(std::size_t index, const request& r, std::size_t floats, const state_key& key, std::uint32_t part = 0,
-                 chosen_rows before = {}) {
+                 chosen_rows before = {}, std::uint32_t parts = 1) {
     const auto found = entries_.find(held_at{r.id, part});
     const bool held = found != entries_.end();
     // A first chunk reserved again before it ran begins anew, whatever its state was begun with.
-    if (r.num_computed > 0 || (held && found->second.num_computed > 0)) check_current(index, r, key, part, before);
+    if (r.num_computed > 0 || (held && found->second.num_computed > 0))
+      check_current(index, r, key, part, before, parts);
     if (held && found->second.num_computed > 0) return found->second.data;
     // The state begun anew, in the memory held where it is large enough.
     const bool keeps_memory = held && found->second.floats >= floats;
@@ -97,7 +102,7 @@ class state_store {
     begun.floats = keeps_memory ? found->second.floats : floats;
     bool noted = false;
     try {
-      begin(begun, r, key);  // copies the key: may allocate
+      begin(begun, r, key, parts);  // copies the key: may allocate
       if (noting_) {
         notes_.push_back({nullptr, held, {}});
         noted = true;
@@ -195,7 +200,8 @@ class state_store {
 
  private:
   /// check() where the store holds states or the chunk continues one.
-  void check_held(std::size_t index, const request& r, const state_key& key, std::uint32_t part) const {
+  void check_held(std::size_t index, const request& r, const state_key& key, std::uint32_t part,
+                  std::uint32_t parts) const {
     const auto found = entries_.find(held_at{r.id, part});
     const bool started = found != entries_.end() && found->second.num_computed > 0;
     if (r.num_computed == 0) {
@@ -208,6 +214,9 @@ class state_store {
       detail::fail_request(index, r.id, "num_computed", r.num_computed,
                            " continues a request that has no state (its first chunk never ran, or it finished)");
     const entry& held = found->second;
+    if (held.parts != parts)
+      detail::fail_request(index, r.id, "state", "begun by ", runner_of(held.parts), ", it continues with ",
+                           runner_of(parts), ": continue a request with the kind of runner that began it");
     if (held.num_computed != r.num_computed)
       detail::fail_request(index, r.id, "num_computed", r.num_computed, " disagrees with the state, which holds ",
                            held.num_computed, " tokens");
@@ -235,6 +244,7 @@ class state_store {
     state_key key;
     std::int64_t num_computed = 0;
     chosen_rows before;  ///< token methods: the rows its chunks so far chose
+    std::uint32_t parts = 1;  ///< the parts of the runner that began it
     float* data = nullptr;
     std::size_t floats = 0;
   };
@@ -265,11 +275,17 @@ class state_store {
   };
 
   /// The request's chunks continue what its first chunk begins.
-  static void begin(entry& held, const request& r, const state_key& key) {
+  static void begin(entry& held, const request& r, const state_key& key, std::uint32_t parts) {
     held.task = r.task;
     held.prompt_len = r.prompt_len;
     held.key = key;
     held.before = {};
+    held.parts = parts;
+  }
+
+  /// How a message names a runner of `parts` parts.
+  static std::string runner_of(std::uint32_t parts) {
+    return parts == 1 ? "a pooler or dispatcher" : detail::concat("a multi_pooler of ", parts, " parts");
   }
 
   void give_back(entry& held) noexcept {

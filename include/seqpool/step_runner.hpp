@@ -140,6 +140,9 @@ class step_runner {
   static constexpr std::size_t output_of(std::size_t entry) { return per_part ? entry : 0; }
   /// The part entry `entry`'s states are kept as in the state store.
   static constexpr std::uint32_t part_of(std::size_t entry) { return per_part ? static_cast<std::uint32_t>(entry) : 0; }
+  /// The parts whose states a chunked request of this runner keeps: a
+  /// multi_pooler's, or the one of a pooler or dispatcher.
+  std::uint32_t state_parts() const { return per_part ? static_cast<std::uint32_t>(entry_count()) : 1; }
   using output_spans = typename detail::step_outputs<Result, Units...>::type;
 
  public:
@@ -206,7 +209,7 @@ class step_runner {
     try {
       for (const detail::share& planned : program.shares)
         for (const detail::state_use& use : planned.stateful)
-          state.reserve(use.batch_index, use.owner, use.floats, use.key, use.part, use.before);
+          state.reserve(use.batch_index, use.owner, use.floats, use.key, use.part, use.before, state_parts());
     } catch (...) {
       state.undo_reservations();
       throw;
@@ -546,7 +549,7 @@ class step_runner {
       std::int64_t& output_size = program.output_sizes[output_of(entry)];
       const std::int64_t output_begin = detail::align_values(output_size, unit.result_bytes);
       detail::share& planned = program.shares.next();
-      const auto states = detail::part_states<state_store<Space>>{state, part_of(entry)};
+      const auto states = detail::part_states<state_store<Space>>{state, part_of(entry), state_parts()};
       unit.plan(batch_of(entry, step, scratch), layout.chunks, chosen, states, output_begin, capacity_.has_value(),
                 planned, results_of(into, entry), scratch.planner);
       if (unit.token_wise) count_share(result_rows, planned.result_rows);
@@ -775,7 +778,7 @@ class step_runner {
                           "step's plan before forward()");
       });
       for (const detail::state_use& use : planned.stateful) {
-        state.check_current(use.batch_index, use.owner, use.key, use.part, use.before);
+        state.check_current(use.batch_index, use.owner, use.key, use.part, use.before, state_parts());
         if (!state.holds(use.owner.id, use.floats, use.part))
           detail::fail_request(use.batch_index, use.owner.id, "state",
                        "no state was reserved for it: call reserve() with this step's plan before forward()");

@@ -497,6 +497,45 @@ TEST_CASE_TEMPLATE_DEFINE("a chunked request's states, one a part, are released 
   CHECK(got.colbert[0]->size() == 4);
 }
 
+TEST_CASE_TEMPLATE_DEFINE(
+    "a multi_pooler's chunked request continues only with a multi_pooler, a pooler's with a pooler", Setup,
+    parts_continue_alike) {
+  using namespace parts_cases;
+  using Space = typename Setup::space;
+  Space space;
+  const model<Space> weights(space, 2, 2, {1, -1}, 0.5f, {1, 1, 1, -1}, {0, 0});
+  auto outputs = weights.template outputs<typename Setup::outputs>(space, {0});
+  dense_pooler<Space> dense = weights.dense(space);  // the multi_pooler's first part, alone
+  seqpool::state_store<Space> state(space);
+  seqpool::parts_plan plan;
+  const std::vector<std::int64_t> ids{0, 7, 9};
+  const auto chunk = [&](const char* id, std::int64_t done, std::int64_t scheduled) {
+    seqpool::batch step{{test::part(id, seqpool::task::embed, 3, done, scheduled)}};
+    step.requests[0].prompt_token_ids = ids;
+    return step;
+  };
+  forward(space, outputs, state, chunk("r", 0, 2), {3, 4, 0, 1}, plan);
+  CHECK(state.size() == 3);
+  // Its last chunk through the first part's pooler alone would leave the other parts' states behind.
+  CHECK_THROWS_WITH_AS(dense.plan(chunk("r", 2, 1), state),
+                       "request 0 (id \"r\"): state: begun by a multi_pooler of 3 parts, it continues with a pooler or "
+                       "dispatcher: continue a request with the kind of runner that began it",
+                       seqpool::error);
+  CHECK(state.size() == 3);
+  CHECK(state.num_computed("r") == 2);
+  // A pooler's chunked request, the other way round.
+  test::run_step(space, dense, state, chunk("s", 0, 2), std::vector<float>{3, 4, 0, 1});
+  CHECK_THROWS_WITH_AS(outputs.plan(chunk("s", 2, 1), state),
+                       "request 0 (id \"s\"): state: begun by a pooler or dispatcher, it continues with a "
+                       "multi_pooler of 3 parts: continue a request with the kind of runner that began it",
+                       seqpool::error);
+  CHECK(state.num_computed("s") == 2);
+  // Each continued by its own kind finishes, and no state is left.
+  forward(space, outputs, state, chunk("r", 2, 1), {1, 1}, plan);
+  test::run_step(space, dense, state, chunk("s", 2, 1), std::vector<float>{1, 1});
+  CHECK(state.size() == 0);
+}
+
 TEST_CASE_TEMPLATE_DEFINE("a multi_pooler captured once gives every batch it replays for the eager results", Setup,
                           parts_captured) {
   using namespace parts_cases;

@@ -108,13 +108,17 @@ inline void check_part_filters(std::size_t part, bool token_wise, const part_fil
            "; the ids must be ≥ 0 and strictly ascending");
 }
 
-/// A part's view of the state store, as its planner checks a chunk against it.
+/// A part's view of the state store, as its planner checks a chunk against
+/// it: part `part` of a runner of `parts`.
 template <class Store>
 struct part_states {
   const Store& store;
   std::uint32_t part;
+  std::uint32_t parts;
 
-  void check(std::size_t index, const request& r, const state_key& key) const { store.check(index, r, key, part); }
+  void check(std::size_t index, const request& r, const state_key& key) const {
+    store.check(index, r, key, part, parts);
+  }
   held_rows rows_of(const request_id& id) const { return store.rows_of(id, part); }
 };
 
