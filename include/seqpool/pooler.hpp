@@ -80,10 +80,10 @@ class pooler : public step_runner<Space, Result, detail::pooling_unit<Method, He
   friend class runtime_part;
 
   /// What a dispatcher, a multi_pooler or a runtime_part takes from the pooler
-  /// it is given; the staging slot a reserve() of the pooler's set aside goes
-  /// back to the ring, as the pooler that is left runs no step.
+  /// it is given; the pooler that is left plans and runs nothing, and the
+  /// staging slot a reserve() of its set aside goes back to the ring.
   unit_type&& take_unit() && {
-    this->return_staging();
+    this->give_up_units();
     return std::move(this->template unit<0>());
   }
 };

@@ -285,7 +285,8 @@ class state_store {
 
   /// How a message names a runner of `parts` parts.
   static std::string runner_of(std::uint32_t parts) {
-    return parts == 1 ? "a pooler or dispatcher" : detail::concat("a multi_pooler of ", parts, " parts");
+    return parts == 1 ? "a pooler, a dispatcher or a multi_pooler of 1 part"
+                      : detail::concat("a multi_pooler of ", parts, " parts");
   }
 
   void give_back(entry& held) noexcept {

@@ -49,6 +49,27 @@ inline std::uint64_t next_serial() {
   return next.fetch_add(1, std::memory_order_relaxed);
 }
 
+/// A runner's identity, which the plans it makes carry: a serial of its own
+/// from its construction, which moves with it. A runner moved from, or whose
+/// unit was given to another, holds none (0): the plans made with its id are
+/// the new holder's, and it plans nothing.
+class runner_id {
+ public:
+  runner_id() = default;
+  runner_id(runner_id&& other) noexcept : value_(std::exchange(other.value_, 0)) {}
+  runner_id& operator=(runner_id&& other) noexcept {
+    value_ = std::exchange(other.value_, 0);
+    return *this;
+  }
+
+  std::uint64_t value() const { return value_; }
+  /// Holds none from here on: its unit was given to another runner.
+  void give_up() { value_ = 0; }
+
+ private:
+  std::uint64_t value_ = next_serial();
+};
+
 /// A step runner's Result where each entry writes an output of its own, of its
 /// unit's result type: a multi_pooler's.
 struct output_per_part {};
@@ -165,6 +186,7 @@ class step_runner {
   void plan(const batch& step, const state_store<Space>& state, plan_type& into) const {
     detail::step_program& program = detail::plan_access::program(into);
     program.maker.id = 0;
+    check_holds_units();
     if constexpr (per_part) {
       into.parts.resize(entry_count());
       for (part_results& part : into.parts) {
@@ -178,7 +200,7 @@ class step_runner {
     }
     into.num_rows = 0;
     plan_program(step, state, into);
-    program.maker.id = id_;
+    program.maker.id = id_.value();
   }
 
   /// Outside the step: room for the one upload and a staging slot set aside
@@ -192,9 +214,8 @@ class step_runner {
     const detail::step_program& program = detail::plan_access::program(plan);
     check_maker(program);
     check_unrun(program);
-    // An empty step's reserve() asks the space for nothing that would refuse.
-    if (space_->capturing())
-      detail::fail("reserve", "must run outside stream capture (it may wait, allocate or query an event)");
+    // Refused here, as an empty step's reserve() asks the space for nothing that would refuse.
+    space_->refuse_in_capture("reserve");
     if (program.shares.empty())
       return_staging();
     else
@@ -251,6 +272,7 @@ class step_runner {
   /// once, and makes room for it outside any step, so that a captured step's
   /// memory never moves. plan() then refuses a batch that does not fit.
   void reserve_capacity(const capacity& limits) {
+    check_holds_units();
     detail::check_capacity(limits);
     if (capacity_) {
       if (*capacity_ == limits) return;
@@ -312,8 +334,9 @@ class step_runner {
   /// Outside any capture: the staging one captured step needs (device spaces),
   /// which only this runner captures and restages with.
   auto reserve_graph() requires(Space::family == algorithm_family::device) {
+    check_holds_units();
     require_capacity("reserve_graph");
-    return space_->reserve_graph(capacity_image_bytes_, static_cast<int>(present_units()), id_);
+    return space_->reserve_graph(capacity_image_bytes_, static_cast<int>(present_units()), id_.value());
   }
 
   /// Records the step into the stream capture in progress: the upload from
@@ -364,10 +387,12 @@ class step_runner {
   }
 
  protected:
-  /// Gives the staging slot the last reserve() set aside back to the space's
-  /// ring, for a step that uploads nothing from it (an empty one, or one staged
-  /// in a graph's slot) and for a pooler whose unit leaves it.
-  void return_staging() { staging_ = {}; }
+  /// For a pooler whose unit leaves it: the staging goes back to the ring and
+  /// the id to no one, so that it plans and runs nothing more.
+  void give_up_units() {
+    return_staging();
+    id_.give_up();
+  }
 
   /// The entries the runner has: a pack's, present or not, or the list's.
   std::size_t entry_count() const {
@@ -414,6 +439,11 @@ class step_runner {
   }
 
  private:
+  /// Gives the staging slot the last reserve() set aside back to the space's
+  /// ring, for a step that uploads nothing from it (an empty one, or one staged
+  /// in a graph's slot).
+  void return_staging() { staging_ = {}; }
+
   /// Whether a step's entries each take a branch: the space says
   /// (entries_on_branches; a device space's launch policy, and host_space,
   /// which runs the branches' passes together).
@@ -725,13 +755,23 @@ class step_runner {
     if (!capacity_) detail::fail(call, "needs a capacity: call reserve_capacity() first");
   }
 
+  /// A runner moved from, or whose unit was given to another, has no units to
+  /// plan or run with.
+  void check_holds_units() const {
+    if (id_.value() == 0)
+      detail::fail("runner",
+                   "it was moved from, or its unit given to a dispatcher or multi_pooler: "
+                   "plan and run with the one that holds it now");
+  }
+
   /// A plan's records are sized for the runner that made it: any other would
   /// read and write past them.
   void check_maker(const detail::step_program& program) const {
+    check_holds_units();
     if (program.maker.id == 0)
       detail::fail("plan", "it holds no plan (none was planned into it, its plan() threw, or it was moved from): "
                            "plan the step again");
-    if (program.maker.id != id_)
+    if (program.maker.id != id_.value())
       detail::fail("plan", "it was made by another pooler (hidden_size ", program.hidden_size,
            "); plan the step with the pooler that runs it");
   }
@@ -747,7 +787,7 @@ class step_runner {
     detail::check_limit("rows", program.num_rows, capacity_->rows);
     if (program.image_bytes != capacity_image_bytes_)
       detail::fail("capacity", "the plan was made before reserve_capacity(): plan the step again");
-    if (home.owner() != id_ || home.bytes() < capacity_image_bytes_)
+    if (home.owner() != id_.value() || home.bytes() < capacity_image_bytes_)
       detail::fail("graph_upload", "it was made by another pooler's reserve_graph(), for ", home.bytes(),
            " bytes; capture and restage with the graph_upload this one's reserve_graph() made");
   }
@@ -904,7 +944,7 @@ class step_runner {
   each_of<part_filters, packed_parts> filters_{};
   each_of<detail::part_kind, packed_parts> kinds_{};
   std::int64_t hidden_size_ = 0;
-  std::uint64_t id_ = detail::next_serial();
+  detail::runner_id id_;
   std::uint64_t reserved_ = 0;  ///< the plan the last reserve() was for, until it runs
   typename Space::upload_reservation staging_;  ///< the staging the last reserve() set aside, until a step uploads
   std::uint64_t last_run_ = 0;  ///< the last plan that ran

@@ -113,6 +113,47 @@ TEST_CASE_TEMPLATE_DEFINE("a dispatcher's plan runs only on that dispatcher, als
   CHECK(space.audit().counts() == before);
 }
 
+TEST_CASE_TEMPLATE_DEFINE("a pooler or dispatcher moved from, or whose unit was given away, plans and runs nothing",
+                          Space, moved_runners) {
+  using namespace misuse_cases;
+  using mean_pooler = seqpool::pooler<method::mean, head::embed, Space>;
+  Space space;
+  seqpool::state_store<Space> state(space);
+  const char* const gone =
+      "runner: it was moved from, or its unit given to a dispatcher or multi_pooler: plan and run with the one that "
+      "holds it now";
+  const seqpool::batch step{{test::whole("a", task::embed, 2)}};
+  const seqpool::capacity limits{.requests = 2, .rows = 4, .result_rows = 2, .columns = 4};
+
+  // A plan made before the move is the new holder's; the pooler left behind refuses every call.
+  mean_pooler first(space, 4);
+  const seqpool::step_plan before_move = first.plan(step, state);
+  mean_pooler second = std::move(first);
+  const seqpool::audit_counts before = space.audit().counts();
+  CHECK_THROWS_WITH_AS(first.plan(step, state), gone, seqpool::error);
+  CHECK_THROWS_WITH_AS(first.reserve(before_move, state), gone, seqpool::error);
+  CHECK_THROWS_WITH_AS(first.reserve_capacity(limits), gone, seqpool::error);
+  CHECK(space.audit().counts() == before);
+  run(space, second, state, before_move);
+
+  // Assigned: the target takes the id (plans the source made run on it), and the source refuses.
+  mean_pooler third(space, 4);
+  const seqpool::step_plan of_second = second.plan(step, state);
+  third = std::move(second);
+  CHECK_THROWS_WITH_AS(second.plan(step, state), gone, seqpool::error);
+  run(space, third, state, of_second);
+
+  // A pooler whose unit a dispatcher took.
+  using table = seqpool::dispatch_table<seqpool::task_entry<task::embed, mean_pooler>>;
+  mean_pooler given(space, 4);
+  seqpool::dispatcher<table> dispatcher(space, std::move(given));
+  CHECK_THROWS_WITH_AS(given.plan(step, state), gone, seqpool::error);
+  seqpool::dispatcher<table> moved_dispatcher = std::move(dispatcher);
+  CHECK_THROWS_WITH_AS(dispatcher.plan(step, state), gone, seqpool::error);
+  run(space, moved_dispatcher, state, moved_dispatcher.plan(step, state));
+  CHECK(state.size() == 0);
+}
+
 TEST_CASE_TEMPLATE_DEFINE("a chunked request continues only with the method, width and knobs it began with", Space,
                           state_of_another_shape) {
   using namespace misuse_cases;

@@ -518,16 +518,18 @@ TEST_CASE_TEMPLATE_DEFINE(
   CHECK(state.size() == 3);
   // Its last chunk through the first part's pooler alone would leave the other parts' states behind.
   CHECK_THROWS_WITH_AS(dense.plan(chunk("r", 2, 1), state),
-                       "request 0 (id \"r\"): state: begun by a multi_pooler of 3 parts, it continues with a pooler or "
-                       "dispatcher: continue a request with the kind of runner that began it",
+                       "request 0 (id \"r\"): state: begun by a multi_pooler of 3 parts, it continues with a pooler, a "
+                       "dispatcher or a multi_pooler of 1 part: continue a request with the kind of runner that "
+                       "began it",
                        seqpool::error);
   CHECK(state.size() == 3);
   CHECK(state.num_computed("r") == 2);
   // A pooler's chunked request, the other way round.
   test::run_step(space, dense, state, chunk("s", 0, 2), std::vector<float>{3, 4, 0, 1});
   CHECK_THROWS_WITH_AS(outputs.plan(chunk("s", 2, 1), state),
-                       "request 0 (id \"s\"): state: begun by a pooler or dispatcher, it continues with a "
-                       "multi_pooler of 3 parts: continue a request with the kind of runner that began it",
+                       "request 0 (id \"s\"): state: begun by a pooler, a dispatcher or a multi_pooler of 1 part, it "
+                       "continues with a multi_pooler of 3 parts: continue a request with the kind of runner that "
+                       "began it",
                        seqpool::error);
   CHECK(state.num_computed("s") == 2);
   // Each continued by its own kind finishes, and no state is left.

@@ -299,6 +299,12 @@ class device_space {
   /// Whether the stream is being captured into a graph.
   bool capturing() const { return backend_.is_capturing(); }
 
+  /// Throws seqpool::error, naming `call`, while the stream is being captured:
+  /// what may wait, allocate or query an event runs outside a capture.
+  void refuse_in_capture(const char* call) const {
+    if (capturing()) detail::fail(call, "must run outside stream capture (it may wait, allocate or query an event)");
+  }
+
   /// Outside any capture: a pinned slot and device memory for an image of
   /// `bytes` in `pieces` parts, for one captured step of the pooler or
   /// dispatcher `owner` (see graph_upload). The audit counts both allocations.
@@ -409,11 +415,6 @@ class device_space {
     bool in_flight = false;  ///< a copy from it was queued since it was last settled
     bool held = false;       ///< an upload_reservation holds it
   };
-
-  void refuse_in_capture(const char* call) const {
-    if (capturing())
-      detail::fail(call, "must run outside stream capture (it may wait, allocate or query an event)");
-  }
 
   void check_home(const graph_upload<Backend>& home) const {
     if (home.space_ != this) detail::fail("graph_upload", "it was made by another space");

@@ -126,8 +126,9 @@ class host_space {
                      thrust::counting_iterator<std::int64_t>(items), work);
   }
 
-  /// The host has no stream to capture.
+  /// The host has no stream to capture, so it refuses nothing.
   bool capturing() const { return false; }
+  void refuse_in_capture(const char*) const {}
 
   /// Copies host data (weights, hidden states) into space memory: never part of a step.
   template <class T>
