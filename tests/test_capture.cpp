@@ -181,6 +181,20 @@ TEST_CASE("capture and replay refuse what would break the graph, before anything
   CHECK_THROWS_WITH_AS(pooler.capture(view, third, state, output.span(), home),
                        doctest::Contains("already serves a graph"), seqpool::error);
   (void)space.backend().end_capture();
+
+  // A graph_upload kept elsewhere once captured: the one moved from refuses, naming the move.
+  graph.launch();
+  auto kept = std::move(home);
+  CHECK_THROWS_WITH_AS(home.mark_launched(),
+                       "mark_launched: the graph_upload was moved from: call it on the one it moved into",
+                       seqpool::error);
+  kept.mark_launched();
+  CHECK_THROWS_WITH_AS(pooler.restage(third, state, home),
+                       "graph_upload: it was moved from: capture and restage with the one it moved into",
+                       seqpool::error);
+  pooler.restage(third, state, kept);
+  graph.launch();
+  kept.mark_launched();
 }
 
 TEST_CASE("a pooler captures and restages only with the graph_upload its own reserve_graph() made") {

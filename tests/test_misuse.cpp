@@ -6,6 +6,7 @@
 TEST_CASE_TEMPLATE_APPLY(plan_of_another_pooler, test::cpu_spaces);
 TEST_CASE_TEMPLATE_APPLY(plan_of_another_dispatcher, test::cpu_spaces);
 TEST_CASE_TEMPLATE_APPLY(moved_runners, test::cpu_spaces);
+TEST_CASE_TEMPLATE_APPLY(other_spaces, test::cpu_spaces);
 TEST_CASE_TEMPLATE_APPLY(state_of_another_shape, test::cpu_spaces);
 TEST_CASE_TEMPLATE_APPLY(stale_plans, test::cpu_spaces);
 TEST_CASE_TEMPLATE_APPLY(refused_reserves, test::cpu_spaces);

@@ -57,6 +57,7 @@ class pooler : public step_runner<Space, Result, detail::pooling_unit<Method, He
   void set_ranges(const quantization_ranges& ranges)
     requires ranged_element<Result>
   {
+    this->check_holds_units();
     this->template unit<0>().set_ranges(ranges);
   }
 
@@ -65,6 +66,7 @@ class pooler : public step_runner<Space, Result, detail::pooling_unit<Method, He
   void set_weight_floor(float floor)
     requires sparse_element<Result>
   {
+    this->check_holds_units();
     this->template unit<0>().set_weight_floor(floor);
   }
 
@@ -83,6 +85,7 @@ class pooler : public step_runner<Space, Result, detail::pooling_unit<Method, He
   /// it is given; the pooler that is left plans and runs nothing, and the
   /// staging slot a reserve() of its set aside goes back to the ring.
   unit_type&& take_unit() && {
+    this->check_holds_units();
     this->give_up_units();
     return std::move(this->template unit<0>());
   }

@@ -70,11 +70,17 @@ class runtime_multi_pooler : public step_runner<Space, detail::output_per_part, 
     return filters;
   }
   /// Moves each part's unit out, leaving its filters: the constructor's
-  /// arguments are made in either order.
+  /// arguments are made in either order. A part moved from holds none.
   static std::vector<detail::any_unit<Space>> units_of(std::vector<runtime_part<Space>>& parts) {
     std::vector<detail::any_unit<Space>> units;
     units.reserve(parts.size());
-    for (runtime_part<Space>& chosen : parts) units.push_back(std::move(chosen.unit_));
+    for (runtime_part<Space>& chosen : parts) {
+      if (!chosen.unit_.holds())
+        detail::fail("parts", "part ", units.size(),
+                     " holds no pooler: it was moved from (into another list, or a "
+                     "runtime_multi_pooler)");
+      units.push_back(std::move(chosen.unit_));
+    }
     return units;
   }
 };

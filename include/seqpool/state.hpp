@@ -193,6 +193,9 @@ class state_store {
   /// The states held: one a request, or one a part of a multi_pooler's request.
   std::size_t size() const { return entries_.size(); }
 
+  /// Whether it was made on `space`, where its states lie.
+  bool belongs_to(const Space& space) const { return cache_.belongs_to(space); }
+
   /// Frees the memory of finished requests that is cached for reuse.
   void trim() { cache_.trim(); }
 

@@ -52,13 +52,15 @@ inline std::uint64_t next_serial() {
 /// A runner's identity, which the plans it makes carry: a serial of its own
 /// from its construction, which moves with it. A runner moved from, or whose
 /// unit was given to another, holds none (0): the plans made with its id are
-/// the new holder's, and it plans nothing.
+/// the new holder's, and it plans nothing. So does one moved into itself,
+/// whose members may have emptied themselves (as std::vector's do).
 class runner_id {
  public:
   runner_id() = default;
   runner_id(runner_id&& other) noexcept : value_(std::exchange(other.value_, 0)) {}
   runner_id& operator=(runner_id&& other) noexcept {
-    value_ = std::exchange(other.value_, 0);
+    const std::uint64_t taken = std::exchange(other.value_, 0);
+    value_ = this == &other ? 0 : taken;
     return *this;
   }
 
@@ -187,6 +189,7 @@ class step_runner {
     detail::step_program& program = detail::plan_access::program(into);
     program.maker.id = 0;
     check_holds_units();
+    check_store(state);
     if constexpr (per_part) {
       into.parts.resize(entry_count());
       for (part_results& part : into.parts) {
@@ -213,6 +216,7 @@ class step_runner {
   void reserve(const plan_type& plan, state_store<Space>& state) {
     const detail::step_program& program = detail::plan_access::program(plan);
     check_maker(program);
+    check_store(state);
     check_unrun(program);
     // Refused here, as an empty step's reserve() asks the space for nothing that would refuse.
     space_->refuse_in_capture("reserve");
@@ -387,6 +391,15 @@ class step_runner {
   }
 
  protected:
+  /// A runner moved from, or whose unit was given to another, has no units to
+  /// plan or run with.
+  void check_holds_units() const {
+    if (id_.value() == 0)
+      detail::fail("runner",
+                   "it was moved from, or its unit given to a dispatcher or multi_pooler: "
+                   "plan and run with the one that holds it now");
+  }
+
   /// For a pooler whose unit leaves it: the staging goes back to the ring and
   /// the id to no one, so that it plans and runs nothing more.
   void give_up_units() {
@@ -405,7 +418,7 @@ class step_runner {
   /// `unserved` ends the message that refuses a task no entry serves.
   step_runner(Space& space, std::string unserved, std::optional<Units>... units) requires(!per_part)
       : space_(&space), unserved_(std::move(unserved)), units_(std::move(units)...) {
-    check_widths("the poolers of one dispatcher");
+    check_units("the poolers of one dispatcher", "entry");
     if (hidden_size_ == 0) detail::fail("dispatcher", "needs at least one pooler");
   }
 
@@ -502,16 +515,21 @@ class step_runner {
   /// The parts of a multi_pooler read the same hidden states, and a part's
   /// filters are a token part's; each part's kind decides the knobs it takes.
   void check_parts() {
-    check_widths("the parts of one multi_pooler");
+    check_units("the parts of one multi_pooler", "part");
     for_each_unit([&](std::size_t entry, const auto& unit) {
       detail::check_part_filters(entry, is_token_task(unit.task), filters_[entry]);
       kinds_[entry] = {unit.task, unit.sparse};
     });
   }
 
-  /// Every unit reads the same hidden states: `whose` names them in the message that refuses two widths.
-  void check_widths(std::string_view whose) {
-    for_each_unit([&](std::size_t, const auto& unit) {
+  /// Every unit was made on the runner's space, which its launches go to and
+  /// its images are staged on, and reads the same hidden states: `whose` and
+  /// `each` name them in the messages that refuse another space or width.
+  void check_units(std::string_view whose, std::string_view each) {
+    for_each_unit([&](std::size_t entry, const auto& unit) {
+      if (!unit.belongs_to(*space_))
+        detail::fail("space", whose, " run on the space it runs on, and its ", each, " ", entry,
+                     " was made on another");
       if (hidden_size_ == 0) hidden_size_ = unit.hidden_size();
       if (unit.hidden_size() != hidden_size_)
         detail::fail("hidden_size", whose, " read the same hidden states, but one has ", unit.hidden_size(),
@@ -755,13 +773,13 @@ class step_runner {
     if (!capacity_) detail::fail(call, "needs a capacity: call reserve_capacity() first");
   }
 
-  /// A runner moved from, or whose unit was given to another, has no units to
-  /// plan or run with.
-  void check_holds_units() const {
-    if (id_.value() == 0)
-      detail::fail("runner",
-                   "it was moved from, or its unit given to a dispatcher or multi_pooler: "
-                   "plan and run with the one that holds it now");
+  /// A runner's chunked requests keep their states in memory of its space,
+  /// which its launches read in their order.
+  void check_store(const state_store<Space>& state) const {
+    if (!state.belongs_to(*space_))
+      detail::fail("state",
+                   "the state store was made on another space than the runner's: keep a runner's states in "
+                   "a store of its space");
   }
 
   /// A plan's records are sized for the runner that made it: any other would
@@ -807,6 +825,7 @@ class step_runner {
   /// checked its maker first) and made the room it needs: the state of its
   /// chunked requests, and every unit's workspace and arrival counters.
   void check_reserved(const detail::step_program& program, const state_store<Space>& state) const {
+    check_store(state);
     check_unrun(program);
     if (reserved_ != program.serial)
       detail::fail("reserve", "call reserve() with this step's plan before forward() (it makes the room the step needs "

@@ -142,16 +142,65 @@ TEST_CASE_TEMPLATE_DEFINE("a pooler or dispatcher moved from, or whose unit was 
   third = std::move(second);
   CHECK_THROWS_WITH_AS(second.plan(step, state), gone, seqpool::error);
   run(space, third, state, of_second);
+  // Moved into itself (runners[i] = std::move(runners[j]) with i == j): its members may be
+  // emptied, so it holds none either.
+  const seqpool::step_plan of_third = third.plan(step, state);
+  mean_pooler& alias = third;
+  third = std::move(alias);
+  CHECK_THROWS_WITH_AS(third.plan(step, state), gone, seqpool::error);
+  CHECK_THROWS_WITH_AS(third.reserve(of_third, state), gone, seqpool::error);
 
   // A pooler whose unit a dispatcher took.
   using table = seqpool::dispatch_table<seqpool::task_entry<task::embed, mean_pooler>>;
   mean_pooler given(space, 4);
   seqpool::dispatcher<table> dispatcher(space, std::move(given));
   CHECK_THROWS_WITH_AS(given.plan(step, state), gone, seqpool::error);
+  CHECK_THROWS_WITH_AS(seqpool::dispatcher<table>(space, std::move(given)), gone, seqpool::error);
+  // Its knobs would go nowhere: the dispatcher's unit keeps the ones it was given.
+  using int8_pooler = seqpool::pooler<method::mean, head::embed, Space, std::int8_t>;
+  using int8_table = seqpool::dispatch_table<seqpool::task_entry<task::embed, int8_pooler>>;
+  const std::vector<float> lower(4, -1.0f), upper(4, 1.0f), narrower(2, 0.0f);
+  int8_pooler quantizing(space, 4);
+  quantizing.set_ranges({.lower = lower, .upper = upper});
+  const seqpool::dispatcher<int8_table> quantized(space, std::move(quantizing));
+  CHECK_THROWS_WITH_AS(quantizing.set_ranges({.lower = narrower, .upper = narrower}), gone, seqpool::error);
   seqpool::dispatcher<table> moved_dispatcher = std::move(dispatcher);
   CHECK_THROWS_WITH_AS(dispatcher.plan(step, state), gone, seqpool::error);
   run(space, moved_dispatcher, state, moved_dispatcher.plan(step, state));
   CHECK(state.size() == 0);
+}
+
+TEST_CASE_TEMPLATE_DEFINE("a runner runs with poolers and a state store of its own space", Space, other_spaces) {
+  using namespace misuse_cases;
+  using mean_pooler = seqpool::pooler<method::mean, head::embed, Space>;
+  Space space;
+  Space other;
+  seqpool::state_store<Space> state(space);
+  seqpool::state_store<Space> elsewhere(other);
+  mean_pooler pooler(space, 4);
+  const seqpool::batch step{{test::whole("a", task::embed, 2)}};
+  const char* const other_store =
+      "state: the state store was made on another space than the runner's: keep a "
+      "runner's states in a store of its space";
+  CHECK_THROWS_WITH_AS(pooler.plan(step, elsewhere), other_store, seqpool::error);
+  const seqpool::step_plan plan = pooler.plan(step, state);
+  CHECK_THROWS_WITH_AS(pooler.reserve(plan, elsewhere), other_store, seqpool::error);
+  pooler.reserve(plan, state);
+  const auto hidden = test::to_space(space, std::vector<float>(8, 1.0f));
+  seqpool::buffer<float, Space> output(space, static_cast<std::size_t>(plan.output_size));
+  const auto view = seqpool::make_hidden_view(hidden.data(), 2, 4);
+  CHECK_THROWS_WITH_AS(pooler.forward(view, plan, elsewhere, output.span()), other_store, seqpool::error);
+  pooler.forward(view, plan, state, output.span());
+
+  // A dispatcher stages and captures on its space: a pooler of another would launch on another stream.
+  using table =
+      seqpool::dispatch_table<seqpool::task_entry<task::embed, mean_pooler>,
+                              seqpool::task_entry<task::classify, seqpool::pooler<method::cls, head::classify, Space>>>;
+  CHECK_THROWS_WITH_AS(seqpool::dispatcher<table>(space, mean_pooler(space, 4),
+                                                  seqpool::pooler<method::cls, head::classify, Space>(other, 4)),
+                       "space: the poolers of one dispatcher run on the space it runs on, and its entry 1 was made on "
+                       "another",
+                       seqpool::error);
 }
 
 TEST_CASE_TEMPLATE_DEFINE("a chunked request continues only with the method, width and knobs it began with", Space,
@@ -311,6 +360,11 @@ TEST_CASE_TEMPLATE_DEFINE("a plan runs once, against the state it was planned wi
   seqpool::step_plan moved = pooler.plan(seqpool::batch{{test::whole("m", task::embed, 2)}}, state);
   const seqpool::step_plan taken = std::move(moved);
   CHECK_THROWS_WITH_AS(pooler.reserve(moved, state), empty, seqpool::error);
+  // Moved into itself (plans[i] = std::move(plans[j]) with i == j), its lists may be emptied: it holds none.
+  seqpool::step_plan itself = pooler.plan(seqpool::batch{{test::whole("i", task::embed, 2)}}, state);
+  seqpool::step_plan& alias = itself;
+  itself = std::move(alias);
+  CHECK_THROWS_WITH_AS(pooler.reserve(itself, state), empty, seqpool::error);
   run(space, pooler, state, taken);
   pooler.plan(seqpool::batch{{test::part("r", task::embed, 4, 0, 2, raw)}}, state, reused);
   run(space, pooler, state, reused);

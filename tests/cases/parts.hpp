@@ -415,6 +415,19 @@ TEST_CASE_TEMPLATE_DEFINE("a multi_pooler refuses knobs no part takes, filters o
           "request 0 (id \"r\"): drop_first: no part of this multi_pooler takes it (token parts do)");
   // A knob a part takes but refuses is refused as its pooler refuses it.
   refuses(dense_and_colbert, {.dimensions = 3}, "request 0 (id \"r\"): dimensions: must be in [1, 2], got 3");
+  // A part made on another space, whose launches would go to that space's stream.
+  Space other;
+  CHECK_THROWS_WITH_AS((seqpool::multi_pooler<dense_pooler<Space>, colbert_pooler<Space>>(space, {weights.dense(space)},
+                                                                                          {weights.colbert(other)})),
+                       "space: the parts of one multi_pooler run on the space it runs on, and its part 1 was made on "
+                       "another",
+                       seqpool::error);
+  // Moved into itself, a multi_pooler holds none: its parts' filters may be emptied.
+  decltype(dense_and_colbert)& alias = dense_and_colbert;
+  dense_and_colbert = std::move(alias);
+  refuses(dense_and_colbert, {},
+          "runner: it was moved from, or its unit given to a dispatcher or multi_pooler: plan and run with the one "
+          "that holds it now");
   // Filters: on a sequence part, out of order, negative, too many.
   CHECK_THROWS_WITH_AS(seqpool::multi_pooler<dense_pooler<Space>>(space, {weights.dense(space), {.drop_first = true}}),
                        "part_filters: part 0 pools a sequence method; only token parts drop rows", seqpool::error);
@@ -699,6 +712,23 @@ TEST_CASE_TEMPLATE_DEFINE("a runtime_multi_pooler refuses no parts, and outputs 
                         seqpool::part_filters{.drop_first = true, .drop_last = false, .drop_token_ids = {}});
   CHECK_THROWS_WITH_AS(chosen_outputs<Space>(space, std::move(filtered)),
                        "part_filters: part 0 pools a sequence method; only token parts drop rows", seqpool::error);
+  // The same part twice: the second was moved from.
+  seqpool::runtime_part<Space> once(weights.dense(space));
+  std::vector<seqpool::runtime_part<Space>> twice;
+  twice.push_back(std::move(once));
+  twice.push_back(std::move(once));
+  CHECK_THROWS_WITH_AS(chosen_outputs<Space>(space, std::move(twice)),
+                       "parts: part 1 holds no pooler: it was moved from (into another list, or a "
+                       "runtime_multi_pooler)",
+                       seqpool::error);
+  Space other;
+  std::vector<seqpool::runtime_part<Space>> elsewhere;
+  elsewhere.emplace_back(weights.dense(space));
+  elsewhere.emplace_back(weights.colbert(other));
+  CHECK_THROWS_WITH_AS(chosen_outputs<Space>(space, std::move(elsewhere)),
+                       "space: the parts of one multi_pooler run on the space it runs on, and its part 1 was made on "
+                       "another",
+                       seqpool::error);
   chosen_outputs<Space> outputs = weights.template outputs<chosen_outputs<Space>>(space, {0});
   seqpool::state_store<Space> state(space);
   seqpool::batch step{{test::whole("r", seqpool::task::embed, 3)}};
@@ -735,6 +765,13 @@ TEST_CASE_TEMPLATE_DEFINE("a runtime_multi_pooler refuses no parts, and outputs 
   const std::vector<seqpool::part_output> right{out.dense.span(), out.sparse.span(), out.colbert.span()};
   outputs.forward(view, plan, state, std::span<const seqpool::part_output>(right));
   CHECK(cut(plan.parts[0].results, test::to_host(space, out.dense))[0]->size() == 2);
+  // Moved into itself, it holds none: its list of parts may be emptied.
+  chosen_outputs<Space>& alias = outputs;
+  outputs = std::move(alias);
+  CHECK_THROWS_WITH_AS(outputs.plan(step, state),
+                       "runner: it was moved from, or its unit given to a dispatcher or multi_pooler: plan and run "
+                       "with the one that holds it now",
+                       seqpool::error);
 }
 
 TEST_CASE_TEMPLATE_DEFINE("a runtime_multi_pooler reads CUDA's 16-bit rows as seqpool's of the same bits", Space,

@@ -11,6 +11,7 @@
 TEST_CASE_TEMPLATE_APPLY(plan_of_another_pooler, test::cuda_spaces);
 TEST_CASE_TEMPLATE_APPLY(plan_of_another_dispatcher, test::cuda_spaces);
 TEST_CASE_TEMPLATE_APPLY(moved_runners, test::cuda_spaces);
+TEST_CASE_TEMPLATE_APPLY(other_spaces, test::cuda_spaces);
 TEST_CASE_TEMPLATE_APPLY(state_of_another_shape, test::cuda_spaces);
 TEST_CASE_TEMPLATE_APPLY(stale_plans, test::cuda_spaces);
 TEST_CASE_TEMPLATE_APPLY(checked_inputs, test::cuda_spaces);

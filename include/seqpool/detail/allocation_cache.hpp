@@ -53,6 +53,9 @@ class allocation_cache {
     --list.taken;
   }
 
+  /// Whether it takes its allocations from `space`.
+  bool belongs_to(const Space& space) const { return space_ == &space; }
+
   /// Returns every cached allocation to the space.
   void trim() {
     for (auto list = classes_.begin(); list != classes_.end();) {

@@ -52,7 +52,10 @@ class any_unit {
   std::size_t result_bytes;
   std::string_view result_type_name;  ///< its results' type, which an output must hold
 
+  /// Whether it holds a unit: not once moved from.
+  bool holds() const { return held_ != nullptr; }
   std::int64_t hidden_size() const { return held_->hidden_size(); }
+  bool belongs_to(const Space& space) const { return held_->belongs_to(space); }
   void plan(const batch& step, std::span<const chunk> chunks, std::span<const std::size_t> chosen, const states& state,
             std::int64_t output_begin, bool bounded, share& into, std::span<std::optional<result_slice>> results,
             planner_scratch& scratch) const {
@@ -87,6 +90,7 @@ class any_unit {
   struct erased {
     virtual ~erased() = default;
     virtual std::int64_t hidden_size() const = 0;
+    virtual bool belongs_to(const Space&) const = 0;
     virtual void plan(const batch&, std::span<const chunk>, std::span<const std::size_t>, const states&, std::int64_t,
                       bool, share&, std::span<std::optional<result_slice>>, planner_scratch&) const = 0;
     virtual void size_for(const capacity&) = 0;
@@ -106,6 +110,7 @@ class any_unit {
     Unit unit;
 
     std::int64_t hidden_size() const override { return unit.hidden_size(); }
+    bool belongs_to(const Space& space) const override { return unit.belongs_to(space); }
     void plan(const batch& step, std::span<const chunk> chunks, std::span<const std::size_t> chosen,
               const states& state, std::int64_t output_begin, bool bounded, share& into,
               std::span<std::optional<result_slice>> results, planner_scratch& scratch) const override {

@@ -110,6 +110,8 @@ class pooling_unit {
   }
 
   std::int64_t hidden_size() const { return hidden_size_; }
+  /// Whether it was made on `space`, where its memory lies and its launches go.
+  bool belongs_to(const Space& space) const { return space_ == &space; }
   const Method& method() const { return method_; }
   const Head& head() const { return head_; }
 

@@ -24,7 +24,8 @@ struct plan_scratch {
 };
 
 /// The runner that made a plan, which alone may run it: 0 while none has (a
-/// plan never planned into, one whose plan() threw, and one moved from).
+/// plan never planned into, one whose plan() threw, one moved from, and one
+/// moved into itself, whose lists may have emptied themselves).
 struct plan_maker {
   std::uint64_t id = 0;
 
@@ -33,7 +34,8 @@ struct plan_maker {
   plan_maker& operator=(const plan_maker&) = default;
   plan_maker(plan_maker&& from) noexcept : id(std::exchange(from.id, 0)) {}
   plan_maker& operator=(plan_maker&& from) noexcept {
-    id = std::exchange(from.id, 0);
+    const std::uint64_t taken = std::exchange(from.id, 0);
+    id = this == &from ? 0 : taken;
     return *this;
   }
 };

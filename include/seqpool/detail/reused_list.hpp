@@ -22,8 +22,10 @@ class reused_list {
   reused_list& operator=(const reused_list&) = default;
   reused_list(reused_list&& from) noexcept : items_(std::move(from.items_)), used_(std::exchange(from.used_, 0)) {}
   reused_list& operator=(reused_list&& from) noexcept {
-    items_ = std::move(from.items_);
-    used_ = std::exchange(from.used_, 0);
+    if (this != &from) {
+      items_ = std::move(from.items_);
+      used_ = std::exchange(from.used_, 0);
+    }
     return *this;
   }
 

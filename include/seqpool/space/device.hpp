@@ -81,6 +81,8 @@ class graph_upload {
   /// capture: records when the launch has read the slot, so that the next
   /// restage() rewrites it only then.
   void mark_launched() {
+    if (space_ == nullptr)
+      detail::fail("mark_launched", "the graph_upload was moved from: call it on the one it moved into");
     if (phase_ != phase::staged)
       detail::fail("mark_launched", "nothing was staged for the graph since its last launch");
     if (space_->capturing()) detail::fail("mark_launched", "call it after launching the graph, outside stream capture");
@@ -417,6 +419,8 @@ class device_space {
   };
 
   void check_home(const graph_upload<Backend>& home) const {
+    if (home.space_ == nullptr)
+      detail::fail("graph_upload", "it was moved from: capture and restage with the one it moved into");
     if (home.space_ != this) detail::fail("graph_upload", "it was made by another space");
   }
 
