@@ -46,31 +46,51 @@ inline DLTensor describe(const nb::ndarray<Constraints...>& tensor) {
   return view;
 }
 
-/// Where nanobind imports no tensor from `given` and it has __dlpack__, why
-/// its producer refused: nanobind cleared what __dlpack__ raised (it tries the
-/// buffer protocol next), so that is called once more — for a versioned
-/// capsule, and plainly where a producer that predates max_version refuses
-/// that with a TypeError. An Exception — DLPack's BufferError, or what a
-/// producer raises in its place (PyTorch's RuntimeError for a meta or a
-/// sparse tensor) — is refused as `field` with the producer's reason; what is
-/// no Exception (a KeyboardInterrupt, a SystemExit) propagates. Returns where
-/// nothing is raised: a tensor nanobind does not take, which the caller
-/// refuses with its own message.
-inline void refuse_what_export_refuses(nb::handle given, std::string_view field) {
-  if (!nb::hasattr(given, "__dlpack__")) return;
+/// What `given`'s __dlpack__ exports, asked as nanobind asks it — a
+/// versioned capsule first where `versioned_first` (a writable tensor's
+/// read-only flag is in it), a plain one first otherwise (which every
+/// producer gives), and the other where the first raises BufferError or
+/// TypeError — with what it raises kept: nanobind clears that and imports
+/// another way, through the buffer protocol or a framework's obsolete
+/// to_dlpack(), which skips the checks __dlpack__ makes (PyTorch's of a
+/// tensor that requires grad), and a KeyboardInterrupt would be lost. An
+/// Exception — DLPack's BufferError, or what a producer raises in its place
+/// (PyTorch's RuntimeError) — is the producer's refusal, returned in
+/// `refused` as "type: reason" (the first call's where the second's is a
+/// TypeError for max_version, which a producer that predates it raises); what
+/// is no Exception (a KeyboardInterrupt, a SystemExit) propagates. None where
+/// `given` has no __dlpack__ or refused.
+inline nb::object export_capsule(nb::handle given, bool versioned_first, std::string& refused) {
+  if (!nb::hasattr(given, "__dlpack__")) return {};
   const nb::object dlpack = given.attr("__dlpack__");
+  const auto call = [&](bool versioned) {
+    return versioned ? dlpack(nb::arg("max_version") = nb::make_tuple(1, 0)) : dlpack();
+  };
+  const auto reason = [](const nb::python_error& error) {
+    return nb::cast<std::string>(nb::type_name(error.type())) + ": " + nb::str(error.value()).c_str();
+  };
   try {
-    try {
-      dlpack(nb::arg("max_version") = nb::make_tuple(1, 0));
-    } catch (const nb::python_error& versioned) {
-      if (!versioned.matches(PyExc_TypeError)) throw;
-      dlpack();
+    return call(versioned_first);
+  } catch (const nb::python_error& first) {
+    if (!first.matches(PyExc_Exception)) throw;
+    if (!first.matches(PyExc_BufferError) && !first.matches(PyExc_TypeError)) {
+      refused = reason(first);
+      return {};
     }
-  } catch (const nb::python_error& refused) {
-    if (!refused.matches(PyExc_Exception)) throw;
-    detail::fail(field, "its producer refused to export it (__dlpack__ raised ",
-                 nb::cast<std::string>(nb::type_name(refused.type())), ": ", nb::str(refused.value()).c_str(), ")");
+    try {
+      return call(!versioned_first);
+    } catch (const nb::python_error& second) {
+      if (!second.matches(PyExc_Exception)) throw;
+      refused = reason(!versioned_first && second.matches(PyExc_TypeError) ? first : second);
+      return {};
+    }
   }
+}
+
+/// Refuses `given` as `field` where its producer refused to export it
+/// (`refused`, as export_capsule() gives it; nothing where empty).
+inline void refuse_export(std::string_view field, const std::string& refused) {
+  if (!refused.empty()) detail::fail(field, "its producer refused to export it (__dlpack__ raised ", refused, ")");
 }
 
 /// Whether `given` is read entry by entry: a sequence, but not a str (one id
@@ -79,16 +99,34 @@ inline bool is_entries(nb::handle given) {
   return nb::isinstance<nb::sequence>(given) && !nb::isinstance<nb::str>(given);
 }
 
-/// nb::try_cast of `given` to a tensor, what its producer refuses refused as
-/// `field` (refuse_what_export_refuses()). A tensor asked for writable that
-/// is exported read-only is not refused here (NumPy before 2.1 refuses a
-/// plain export of a read-only array): the caller says it must be writable.
+/// `given` as a tensor: what its __dlpack__ exports (export_capsule()), or
+/// what nanobind imports of an object without one (the buffer protocol). A
+/// producer's refusal is left in `refused` for the caller (a sequence may be
+/// read instead), but where `given` has the buffer protocol, which is tried
+/// as nanobind would (NumPy before 2.1 refuses a plain export of a read-only
+/// array). A tensor asked for writable that is exported read-only is not
+/// taken, and not refused here: the caller says it must be writable.
+template <class Tensor>
+bool try_import(nb::handle given, Tensor& tensor, std::string& refused) {
+  constexpr bool writable = !std::is_same_v<Tensor, any_tensor>;
+  const nb::object capsule = export_capsule(given, writable, refused);
+  if (!refused.empty() && PyObject_CheckBuffer(given.ptr()) == 0) return false;
+  const nb::handle source = capsule.is_valid() ? nb::handle(capsule) : given;
+  if (nb::try_cast(source, tensor, false)) {
+    refused.clear();
+    return true;
+  }
+  if constexpr (writable)
+    if (any_tensor readable; nb::try_cast(source, readable, false)) refused.clear();
+  return false;
+}
+
+/// try_import(), a producer's refusal refused as `field`.
 template <class Tensor>
 bool try_tensor(nb::handle given, Tensor& tensor, std::string_view field) {
-  if (nb::try_cast(given, tensor, false)) return true;
-  if constexpr (!std::is_same_v<Tensor, any_tensor>)
-    if (any_tensor readable; nb::try_cast(given, readable, false)) return false;
-  refuse_what_export_refuses(given, field);
+  std::string refused;
+  if (try_import(given, tensor, refused)) return true;
+  refuse_export(field, refused);
   return false;
 }
 
@@ -162,7 +200,8 @@ inline std::vector<std::int64_t> read_integers(nb::handle given, const char* fie
                                                listed what = listed::requests) {
   std::vector<std::int64_t> values;
   any_tensor tensor;
-  if (nb::try_cast(given, tensor, false)) {
+  std::string refused;
+  if (try_import(given, tensor, refused)) {
     const DLTensor view = describe(tensor);
     if (view.device.device_type != kDLCPU && view.device.device_type != kDLCUDAHost)
       detail::fail(field, "must be in host memory (the plan is made on the host), not on " +
@@ -201,7 +240,7 @@ inline std::vector<std::int64_t> read_integers(nb::handle given, const char* fie
     return values;
   }
   if (!is_entries(given)) {
-    refuse_what_export_refuses(given, field);
+    refuse_export(field, refused);
     detail::fail(field, "must be a sequence of ints or a 1-D int tensor");
   }
   // Read one entry past the bound at most, so that one whose iteration never ends is refused.
@@ -388,9 +427,11 @@ using given_layers = std::variant<any_tensor, layer_weights, std::vector<layer_w
 /// none of given_layers' kinds.
 inline std::optional<given_layers> layers_of(nb::handle given, const std::string& what) {
   if (given.is_none()) return std::nullopt;
+  // A tensor through try_tensor(), so that its producer's refusal is seen; a Dense or a list of them as nanobind reads
+  // them.
+  if (any_tensor weights; try_tensor(given, weights, what)) return weights;
   given_layers layers;
   if (!nb::try_cast(given, layers, false)) {
-    refuse_what_export_refuses(given, what);
     detail::fail(what, "must be a weight tensor [out, in] (", tensor_kinds, "), a Dense or a list of them, got ",
                  type_name_of(given));
   }

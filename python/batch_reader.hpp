@@ -114,13 +114,14 @@ class batch_reader {
       return;
     }
     any_tensor tensor;
-    if (nb::try_cast(ids, tensor, false)) {
+    std::string refused;
+    if (try_import(ids, tensor, refused)) {
       const std::vector<std::int64_t> numbers = read_integers(ids, "ids", count);
       for (std::size_t i = 0; i < count; ++i) step.requests[i].id = numbers[i];
       return;
     }
     // A NumPy array of str ids is no tensor but a sequence of them; a tensor refused is neither.
-    if (!is_entries(ids)) refuse_what_export_refuses(ids, "ids");
+    if (!is_entries(ids)) refuse_export("ids", refused);
     const nb::tuple entries = entries_of(ids, count, "ids", "a sequence of str or int ids, or a 1-D int tensor");
     for (std::size_t i = 0; i < count; ++i) read_id(step.requests[i].id, entries[i], "ids");
   }
@@ -150,12 +151,13 @@ class batch_reader {
   static void read_token_ids(nb::handle token_ids, batch& step, std::vector<any_tensor>& kept) {
     if (token_ids.is_none()) return;
     any_tensor rows;
-    if (nb::try_cast(token_ids, rows, false)) {
+    std::string refused;
+    if (try_import(token_ids, rows, refused)) {
       dlpack::assign_token_ids(describe(rows), step);
       kept.push_back(std::move(rows));
       return;
     }
-    if (!is_entries(token_ids)) refuse_what_export_refuses(token_ids, "token_ids");
+    if (!is_entries(token_ids)) refuse_export("token_ids", refused);
     for_each_given(token_ids, step.requests.size(), "token_ids",
                    "a [B, L] int tensor, or a sequence of 1-D int tensors (None where a request has none)",
                    [&](std::size_t i, nb::handle item) {

@@ -684,6 +684,69 @@ def test_what_a_tensor_s_producer_raises_reaches_the_caller():
     refuses("output: must be a writable tensor", dispatcher.forward, hidden, plan, out=read_only)
 
 
+def test_a_tensor_that_requires_grad_is_refused_as_pytorch_refuses_to_export_it():
+    """PyTorch's __dlpack__ refuses a tensor that requires grad: a step must not read it,
+    nor write into it behind autograd's back. nanobind would import it anyway, through
+    torch.utils.dlpack.to_dlpack(), which does not check: seqpool keeps the refusal."""
+    torch = need_torch()
+    dispatcher = seqpool.pooler(4, "mean")
+    multi = seqpool.MultiPooler(4, [seqpool.Part("mean"), seqpool.Part("cls")])
+    hidden = torch.arange(20, dtype=torch.float32).reshape(5, 4)
+    plan, parts_plan = dispatcher.plan([2, 3]), multi.plan([2, 3])
+    dispatcher.reserve(plan)
+    multi.reserve(parts_plan)
+    refused = "its producer refused to export it (__dlpack__ raised RuntimeError: "
+    refuses("hidden states: " + refused, dispatcher.forward, hidden.clone().requires_grad_(), plan)
+    leaf = torch.zeros(plan.output_size, requires_grad=True)
+    refuses("output: " + refused, dispatcher.forward, hidden, plan, out=leaf)
+    outs = [torch.zeros(part.output_size, requires_grad=True) for part in parts_plan.parts]
+    refuses("out: " + refused, multi.forward, hidden, parts_plan, out=outs)
+    refuses("projector: " + refused, seqpool.Dispatcher, 4, embed="cls", projector=torch.ones(2, 4, requires_grad=True))
+    assert not leaf.detach().any() and not any(out.detach().any() for out in outs)
+    # Detached, the same tensors are read and written.
+    rows = hidden.numpy()
+    dispatcher.forward(hidden, plan, out=leaf.detach())
+    assert np.allclose(leaf.detach().numpy()[:4], unit(rows[:2].mean(axis=0)))
+    multi.forward(hidden, parts_plan, out=[out.detach() for out in outs])
+    assert np.allclose(outs[1].detach().numpy()[:4], unit(rows[0]))
+
+
+def unit(row):
+    return row / np.linalg.norm(row)
+
+
+class InterruptedOnce:
+    """A producer that exports `array`, but is interrupted (as by a Ctrl-C) the first time it is asked."""
+
+    def __init__(self, array):
+        self.array, self.armed = array, True
+
+    def __dlpack__(self, *args, **kwargs):
+        if self.armed:
+            self.armed = False
+            raise KeyboardInterrupt
+        return self.array.__dlpack__()
+
+    def __dlpack_device__(self):
+        return (1, 0)
+
+
+def test_an_interrupt_while_a_tensor_is_exported_reaches_the_caller_once():
+    """nanobind clears what __dlpack__ raises and asks again or reads another way: an
+    interrupt in the first export would be lost. It reaches the caller; the step does not
+    run, and runs when asked again."""
+    dispatcher = seqpool.pooler(4, "mean")
+    hidden = np.arange(20, dtype=np.float32).reshape(5, 4)
+    plan = dispatcher.plan([2, 3])
+    dispatcher.reserve(plan)
+    producer = InterruptedOnce(hidden)
+    with pytest.raises(KeyboardInterrupt):
+        dispatcher.forward(producer, plan)
+    assert np.allclose(np.from_dlpack(dispatcher.forward(producer, plan))[:4], unit(hidden[:2].mean(axis=0)))
+    with pytest.raises(KeyboardInterrupt):
+        dispatcher.plan(InterruptedOnce(np.array([2, 3], np.int64)))
+
+
 class Exporting:
     """A producer whose capsule says what it is told: `shape` over `data` (an address,
     0 for null) of int64, or float32 with `floats`; the capsule's memory lives as long
