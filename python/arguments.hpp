@@ -64,7 +64,9 @@ inline nb::object export_capsule(nb::handle given, bool versioned_first, std::st
   if (!nb::hasattr(given, "__dlpack__")) return {};
   const nb::object dlpack = given.attr("__dlpack__");
   const auto call = [&](bool versioned) {
-    return versioned ? dlpack(nb::arg("max_version") = nb::make_tuple(1, 0)) : dlpack();
+    return versioned
+               ? dlpack(nb::arg("max_version") = nb::make_tuple(nb::dlpack::major_version, nb::dlpack::minor_version))
+               : dlpack();
   };
   const auto reason = [](const nb::python_error& error) {
     return nb::cast<std::string>(nb::type_name(error.type())) + ": " + nb::str(error.value()).c_str();
@@ -367,10 +369,30 @@ inline nb::ndarray<> writable_tensor_of(nb::handle given, const std::string& fie
   return tensor;
 }
 
-/// tensor_of(), or nothing for None.
-inline std::optional<any_tensor> optional_tensor_of(nb::handle given, const std::string& field) {
+/// try_tensor() for a tensor whose values are copied once, where an object
+/// is made (a layer's weight or bias, calibration ranges): where its producer
+/// refuses to export it, what nanobind imports of it another way is taken. A
+/// PyTorch module's Parameter requires grad, which torch's __dlpack__ refuses,
+/// and a copy of its values is what it would give detached.
+inline bool try_copied(nb::handle given, any_tensor& tensor, std::string_view field) {
+  std::string refused;
+  if (try_import(given, tensor, refused) || nb::try_cast(given, tensor, false)) return true;
+  refuse_export(field, refused);
+  return false;
+}
+
+/// `given` as a tensor whose values are copied (try_copied()); anything else is refused as `field`.
+inline any_tensor copied_tensor_of(nb::handle given, const std::string& field) {
+  any_tensor tensor;
+  if (!try_copied(given, tensor, field))
+    detail::fail(field, "must be a tensor (", tensor_kinds, "), got ", type_name_of(given));
+  return tensor;
+}
+
+/// copied_tensor_of(), or nothing for None.
+inline std::optional<any_tensor> optional_copied_tensor_of(nb::handle given, const std::string& field) {
   if (given.is_none()) return std::nullopt;
-  return tensor_of(given, field);
+  return copied_tensor_of(given, field);
 }
 
 /// A float32 host tensor of `ndim` dimensions, row-major, as its values; a
@@ -427,9 +449,8 @@ using given_layers = std::variant<any_tensor, layer_weights, std::vector<layer_w
 /// none of given_layers' kinds.
 inline std::optional<given_layers> layers_of(nb::handle given, const std::string& what) {
   if (given.is_none()) return std::nullopt;
-  // A tensor through try_tensor(), so that its producer's refusal is seen; a Dense or a list of them as nanobind reads
-  // them.
-  if (any_tensor weights; try_tensor(given, weights, what)) return weights;
+  // A weight tensor, copied (try_copied()); a Dense or a list of them as nanobind reads them.
+  if (any_tensor weights; try_copied(given, weights, what)) return weights;
   given_layers layers;
   if (!nb::try_cast(given, layers, false)) {
     detail::fail(what, "must be a weight tensor [out, in] (", tensor_kinds, "), a Dense or a list of them, got ",
@@ -498,12 +519,12 @@ inline result_kind read_heads(engine_config& config, nb::handle projector, nb::h
                               std::optional<double> weight_floor) {
   // Each refused in the order of the arguments.
   std::optional<given_layers> projector_layers = layers_of(projector, "projector");
-  const std::optional<any_tensor> projector_biases = optional_tensor_of(projector_bias, "projector_bias");
+  const std::optional<any_tensor> projector_biases = optional_copied_tensor_of(projector_bias, "projector_bias");
   config.projector = read_stack(std::move(projector_layers), projector_biases, "projector");
   std::optional<given_layers> classifier_layers = layers_of(classifier, "classifier");
-  const std::optional<any_tensor> classifier_biases = optional_tensor_of(classifier_bias, "classifier_bias");
+  const std::optional<any_tensor> classifier_biases = optional_copied_tensor_of(classifier_bias, "classifier_bias");
   config.classifier = read_stack(std::move(classifier_layers), classifier_biases, "classifier");
-  const std::optional<any_tensor> ranges = optional_tensor_of(given_ranges, "ranges");
+  const std::optional<any_tensor> ranges = optional_copied_tensor_of(given_ranges, "ranges");
   config.problem = problem_named(problem);
   if (logit_mean.has_value() != logit_sigma.has_value())
     detail::fail("logit_mean", "and logit_sigma are given together (Platt scaling), or neither");

@@ -190,7 +190,8 @@ class multi_pooler_object : public engine_binding<multi_pooler_engine> {
   /// there is one a part).
   std::vector<nb::ndarray<>> read_outputs(nb::handle out) const {
     any_tensor one;  // a tensor is a sequence too, of its rows
-    if (nb::try_cast(out, one, false) || !is_entries(out))
+    std::string refused;
+    if (!is_entries(out) || try_import(out, one, refused))
       detail::fail("out", "must be a sequence of tensors, one a part");
     const nb::sequence items = nb::borrow<nb::sequence>(out);
     std::vector<nb::ndarray<>> tensors;

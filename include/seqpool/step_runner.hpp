@@ -50,10 +50,11 @@ inline std::uint64_t next_serial() {
 }
 
 /// A runner's identity, which the plans it makes carry: a serial of its own
-/// from its construction, which moves with it. A runner moved from, or whose
-/// unit was given to another, holds none (0): the plans made with its id are
-/// the new holder's, and it plans nothing. So does one moved into itself,
-/// whose members may have emptied themselves (as std::vector's do).
+/// from its construction, which moves with it, so that the plans a runner made
+/// before it was moved from run on the one it moved into. A runner moved from,
+/// or moved into itself (whose members may have emptied themselves, as
+/// std::vector's do), or whose unit was given to another runner (whose id is
+/// its own), holds none (0) and plans nothing.
 class runner_id {
  public:
   runner_id() = default;

@@ -701,8 +701,15 @@ def test_a_tensor_that_requires_grad_is_refused_as_pytorch_refuses_to_export_it(
     refuses("output: " + refused, dispatcher.forward, hidden, plan, out=leaf)
     outs = [torch.zeros(part.output_size, requires_grad=True) for part in parts_plan.parts]
     refuses("out: " + refused, multi.forward, hidden, parts_plan, out=outs)
-    refuses("projector: " + refused, seqpool.Dispatcher, 4, embed="cls", projector=torch.ones(2, 4, requires_grad=True))
     assert not leaf.detach().any() and not any(out.detach().any() for out in outs)
+    # A module's weights require grad too; they are copied once, as their values, so they are taken as they are held.
+    layer = torch.nn.Linear(4, 2)
+    held = seqpool.Dispatcher(4, embed="cls", projector=layer.weight, projector_bias=layer.bias)
+    detached = seqpool.Dispatcher(4, embed="cls", projector=layer.weight.detach(), projector_bias=layer.bias.detach())
+    stacked = seqpool.Dispatcher(4, embed="cls", projector=[seqpool.Dense(layer.weight, layer.bias)])
+    for dispatcher_of in (held, stacked):
+        for found, wanted in zip(seqpool.pool(dispatcher_of, hidden, [2, 3]), seqpool.pool(detached, hidden, [2, 3])):
+            assert np.array_equal(np.asarray(found), np.asarray(wanted))
     # Detached, the same tensors are read and written.
     rows = hidden.numpy()
     dispatcher.forward(hidden, plan, out=leaf.detach())
