@@ -397,8 +397,8 @@ class step_runner {
   void check_holds_units() const {
     if (id_.value() == 0)
       detail::fail("runner",
-                   "it was moved from, or its unit given to a dispatcher or multi_pooler: "
-                   "plan and run with the one that holds it now");
+                   "it holds no units (it was moved from, or its unit was given to a dispatcher or "
+                   "multi_pooler): plan and run with the runner that holds them");
   }
 
   /// For a pooler whose unit leaves it: the staging goes back to the ring and

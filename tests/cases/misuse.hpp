@@ -120,8 +120,8 @@ TEST_CASE_TEMPLATE_DEFINE("a pooler or dispatcher moved from, or whose unit was 
   Space space;
   seqpool::state_store<Space> state(space);
   const char* const gone =
-      "runner: it was moved from, or its unit given to a dispatcher or multi_pooler: plan and run with the one that "
-      "holds it now";
+      "runner: it holds no units (it was moved from, or its unit was given to a "
+      "dispatcher or multi_pooler): plan and run with the runner that holds them";
   const seqpool::batch step{{test::whole("a", task::embed, 2)}};
   const seqpool::capacity limits{.requests = 2, .rows = 4, .result_rows = 2, .columns = 4};
 

@@ -426,8 +426,15 @@ TEST_CASE_TEMPLATE_DEFINE("a multi_pooler refuses knobs no part takes, filters o
   decltype(dense_and_colbert)& alias = dense_and_colbert;
   dense_and_colbert = std::move(alias);
   refuses(dense_and_colbert, {},
-          "runner: it was moved from, or its unit given to a dispatcher or multi_pooler: plan and run with the one "
-          "that holds it now");
+          "runner: it holds no units (it was moved from, or its unit was given to a "
+          "dispatcher or multi_pooler): plan and run with the runner that holds them");
+  // A sparse pooler given to a multi_pooler: a weight floor set on it would go nowhere.
+  sparse_pooler<Space> given = weights.sparse(space);
+  const seqpool::multi_pooler<sparse_pooler<Space>> holder(space, {std::move(given)});
+  CHECK_THROWS_WITH_AS(given.set_weight_floor(0.5f),
+                       "runner: it holds no units (it was moved from, or its unit was given to a "
+                       "dispatcher or multi_pooler): plan and run with the runner that holds them",
+                       seqpool::error);
   // Filters: on a sequence part, out of order, negative, too many.
   CHECK_THROWS_WITH_AS(seqpool::multi_pooler<dense_pooler<Space>>(space, {weights.dense(space), {.drop_first = true}}),
                        "part_filters: part 0 pools a sequence method; only token parts drop rows", seqpool::error);
@@ -769,8 +776,8 @@ TEST_CASE_TEMPLATE_DEFINE("a runtime_multi_pooler refuses no parts, and outputs 
   chosen_outputs<Space>& alias = outputs;
   outputs = std::move(alias);
   CHECK_THROWS_WITH_AS(outputs.plan(step, state),
-                       "runner: it was moved from, or its unit given to a dispatcher or multi_pooler: plan and run "
-                       "with the one that holds it now",
+                       "runner: it holds no units (it was moved from, or its unit was given to a "
+                       "dispatcher or multi_pooler): plan and run with the runner that holds them",
                        seqpool::error);
 }
 
