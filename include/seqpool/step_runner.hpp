@@ -58,19 +58,17 @@ inline std::uint64_t next_serial() {
 class runner_id {
  public:
   runner_id() = default;
-  runner_id(runner_id&& other) noexcept : value_(std::exchange(other.value_, 0)) {}
-  runner_id& operator=(runner_id&& other) noexcept {
-    const std::uint64_t taken = std::exchange(other.value_, 0);
-    value_ = this == &other ? 0 : taken;
-    return *this;
-  }
+  runner_id(const runner_id&) = delete;
+  runner_id& operator=(const runner_id&) = delete;
+  runner_id(runner_id&&) noexcept = default;
+  runner_id& operator=(runner_id&&) noexcept = default;
 
-  std::uint64_t value() const { return value_; }
+  std::uint64_t value() const { return serial_.value(); }
   /// Holds none from here on: its unit was given to another runner.
-  void give_up() { value_ = 0; }
+  void give_up() { serial_ = moving_serial{}; }
 
  private:
-  std::uint64_t value_ = next_serial();
+  moving_serial serial_{next_serial()};
 };
 
 /// A step runner's Result where each entry writes an output of its own, of its
@@ -188,7 +186,7 @@ class step_runner {
   /// planning another allocates nothing. If it throws, `into` holds no plan.
   void plan(const batch& step, const state_store<Space>& state, plan_type& into) const {
     detail::step_program& program = detail::plan_access::program(into);
-    program.maker.id = 0;
+    program.maker = detail::moving_serial{};
     check_holds_units();
     check_store(state);
     if constexpr (per_part) {
@@ -204,7 +202,7 @@ class step_runner {
     }
     into.num_rows = 0;
     plan_program(step, state, into);
-    program.maker.id = id_.value();
+    program.maker = detail::moving_serial{id_.value()};
   }
 
   /// Outside the step: room for the one upload and a staging slot set aside
@@ -787,10 +785,10 @@ class step_runner {
   /// read and write past them.
   void check_maker(const detail::step_program& program) const {
     check_holds_units();
-    if (program.maker.id == 0)
+    if (program.maker.value() == 0)
       detail::fail("plan", "it holds no plan (none was planned into it, its plan() threw, or it was moved from): "
                            "plan the step again");
-    if (program.maker.id != id_.value())
+    if (program.maker.value() != id_.value())
       detail::fail("plan", "it was made by another pooler (hidden_size ", program.hidden_size,
            "); plan the step with the pooler that runs it");
   }

@@ -23,21 +23,26 @@ struct plan_scratch {
   planner_scratch planner;
 };
 
-/// The runner that made a plan, which alone may run it: 0 while none has (a
-/// plan never planned into, one whose plan() threw, one moved from, and one
-/// moved into itself, whose lists may have emptied themselves).
-struct plan_maker {
-  std::uint64_t id = 0;
-
-  plan_maker() = default;
-  plan_maker(const plan_maker&) = default;
-  plan_maker& operator=(const plan_maker&) = default;
-  plan_maker(plan_maker&& from) noexcept : id(std::exchange(from.id, 0)) {}
-  plan_maker& operator=(plan_maker&& from) noexcept {
-    const std::uint64_t taken = std::exchange(from.id, 0);
-    id = this == &from ? 0 : taken;
+/// A serial number that moves with the object holding it and leaves 0 behind.
+/// Moved into itself it holds 0 too: the holder's other members may have
+/// emptied themselves, as std::vector's do. A copy holds the same serial.
+class moving_serial {
+ public:
+  moving_serial() = default;
+  explicit moving_serial(std::uint64_t value) : value_(value) {}
+  moving_serial(const moving_serial&) = default;
+  moving_serial& operator=(const moving_serial&) = default;
+  moving_serial(moving_serial&& from) noexcept : value_(std::exchange(from.value_, 0)) {}
+  moving_serial& operator=(moving_serial&& from) noexcept {
+    const std::uint64_t taken = std::exchange(from.value_, 0);
+    value_ = this == &from ? 0 : taken;
     return *this;
   }
+
+  std::uint64_t value() const { return value_; }
+
+ private:
+  std::uint64_t value_ = 0;
 };
 
 /// A planned step: one share per pooler that has requests in it, their images
@@ -46,7 +51,9 @@ struct plan_maker {
 /// public step_plan carries it, opaque, with the storage the next plan into
 /// it reuses.
 struct step_program {
-  plan_maker maker;
+  /// The runner that made it, which alone may run it: 0 while none has (a plan
+  /// never planned into, one whose plan() threw, one moved from or into itself).
+  moving_serial maker;
   std::uint64_t serial = 0;  ///< this plan, which runs once, after the reserve() made for it
   std::int64_t hidden_size = 0;
   std::int64_t num_rows = 0;     ///< rows the step's hidden states must have
