@@ -191,56 +191,61 @@ inline std::uintptr_t stream_of(nb::handle given) {
   return static_cast<std::uintptr_t>(handle);
 }
 
-/// Integers from a 1-D int32/int64 host tensor or a sequence of Python ints:
-/// exactly `count` of them where it is given (one a request: a tensor's
-/// length is checked before it is read, and a sequence is iterated one entry
-/// past `count` at most), else as many as iterating the sequence gives, at
-/// most its len(), and a tensor's at most as many as a step or a knob's list
+/// The integers of a tensor given for `field`, a 1-D int32/int64 host tensor:
+/// exactly `count` of them where it is given (one a request: the length is
+/// checked before it is read), else at most as many as a step or a knob's list
 /// holds (`what`).
+inline std::vector<std::int64_t> integers_in(const any_tensor& tensor, const char* field,
+                                             std::optional<std::size_t> count, listed what) {
+  const DLTensor view = describe(tensor);
+  if (view.device.device_type != kDLCPU && view.device.device_type != kDLCUDAHost)
+    detail::fail(field, "must be in host memory (the plan is made on the host), not on " +
+                            dlpack::detail::device_name(view.device.device_type));
+  if (view.ndim != 1) detail::fail(field, "must be one-dimensional, got shape " + dlpack::detail::shape_name(view));
+  const bool wide = dlpack::detail::holds<std::int64_t>(view.dtype);
+  if (!wide && !dlpack::detail::holds<std::int32_t>(view.dtype))
+    detail::fail(field, "must hold int64 or int32, got " + dlpack::detail::dtype_name(view.dtype));
+  dlpack::detail::check_extents(view, field);
+  // A tensor of any length may take no memory (a stride of 0): its length is checked before it is read, against
+  // the requests' count, or against the most requests a step has (each reads a row, and its records count rows
+  // in 32 bits).
+  if (count)
+    check_count(static_cast<std::size_t>(view.shape[0]), *count, field);
+  else if (view.shape[0] > detail::most_counted && what == listed::requests)
+    detail::fail(field, "has ", view.shape[0], " entries; a step has at most ", detail::most_counted,
+                 " requests (each reads a row, and a step reads at most ", detail::most_counted, ")");
+  else if (view.shape[0] > detail::most_counted)
+    detail::fail(field, "has ", view.shape[0], " entries, more than the ", detail::most_counted,
+                 " a knob's list may hold");
+  const std::int64_t stride = view.strides != nullptr ? view.strides[0] : 1;
+  std::vector<std::int64_t> values(static_cast<std::size_t>(view.shape[0]));
+  // Copied byte by byte: a buffer's integers need not be aligned (NumPy's view of a bytearray at an odd offset).
+  const auto* first = dlpack::detail::first_element<const std::byte>(view, field, view.shape[0]);
+  const std::int64_t step = stride * (wide ? 8 : 4);
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    const std::byte* at = first + static_cast<std::int64_t>(i) * step;
+    if (wide) {
+      std::memcpy(&values[i], at, sizeof(std::int64_t));
+    } else {
+      std::int32_t narrow;
+      std::memcpy(&narrow, at, sizeof narrow);
+      values[i] = narrow;
+    }
+  }
+  return values;
+}
+
+/// Integers from a 1-D int32/int64 host tensor (integers_in()) or a sequence
+/// of Python ints: exactly `count` of them where it is given (a sequence is
+/// iterated one entry past `count` at most), else as many as iterating the
+/// sequence gives, at most its len().
 inline std::vector<std::int64_t> read_integers(nb::handle given, const char* field,
                                                std::optional<std::size_t> count = std::nullopt,
                                                listed what = listed::requests) {
-  std::vector<std::int64_t> values;
   any_tensor tensor;
   std::string refused;
-  if (try_import(given, tensor, refused)) {
-    const DLTensor view = describe(tensor);
-    if (view.device.device_type != kDLCPU && view.device.device_type != kDLCUDAHost)
-      detail::fail(field, "must be in host memory (the plan is made on the host), not on " +
-                              dlpack::detail::device_name(view.device.device_type));
-    if (view.ndim != 1) detail::fail(field, "must be one-dimensional, got shape " + dlpack::detail::shape_name(view));
-    const bool wide = dlpack::detail::holds<std::int64_t>(view.dtype);
-    if (!wide && !dlpack::detail::holds<std::int32_t>(view.dtype))
-      detail::fail(field, "must hold int64 or int32, got " + dlpack::detail::dtype_name(view.dtype));
-    dlpack::detail::check_extents(view, field);
-    // A tensor of any length may take no memory (a stride of 0): its length is checked before it is read, against
-    // the requests' count, or against the most requests a step has (each reads a row, and its records count rows
-    // in 32 bits).
-    if (count)
-      check_count(static_cast<std::size_t>(view.shape[0]), *count, field);
-    else if (view.shape[0] > detail::most_counted && what == listed::requests)
-      detail::fail(field, "has ", view.shape[0], " entries; a step has at most ", detail::most_counted,
-                   " requests (each reads a row, and a step reads at most ", detail::most_counted, ")");
-    else if (view.shape[0] > detail::most_counted)
-      detail::fail(field, "has ", view.shape[0], " entries, more than the ", detail::most_counted,
-                   " a knob's list may hold");
-    const std::int64_t stride = view.strides != nullptr ? view.strides[0] : 1;
-    values.resize(static_cast<std::size_t>(view.shape[0]));
-    // Copied byte by byte: a buffer's integers need not be aligned (NumPy's view of a bytearray at an odd offset).
-    const auto* first = dlpack::detail::first_element<const std::byte>(view, field, view.shape[0]);
-    const std::int64_t step = stride * (wide ? 8 : 4);
-    for (std::size_t i = 0; i < values.size(); ++i) {
-      const std::byte* at = first + static_cast<std::int64_t>(i) * step;
-      if (wide) {
-        std::memcpy(&values[i], at, sizeof(std::int64_t));
-      } else {
-        std::int32_t narrow;
-        std::memcpy(&narrow, at, sizeof narrow);
-        values[i] = narrow;
-      }
-    }
-    return values;
-  }
+  if (try_import(given, tensor, refused)) return integers_in(tensor, field, count, what);
+  std::vector<std::int64_t> values;
   if (!is_entries(given)) {
     refuse_export(field, refused);
     detail::fail(field, "must be a sequence of ints or a 1-D int tensor");
@@ -376,7 +381,10 @@ inline nb::ndarray<> writable_tensor_of(nb::handle given, const std::string& fie
 /// and a copy of its values is what it would give detached.
 inline bool try_copied(nb::handle given, any_tensor& tensor, std::string_view field) {
   std::string refused;
-  if (try_import(given, tensor, refused) || nb::try_cast(given, tensor, false)) return true;
+  if (try_import(given, tensor, refused)) return true;
+  // try_import() imported nothing another way only where the object has no buffer protocol.
+  const bool tried_another_way = refused.empty() || PyObject_CheckBuffer(given.ptr()) != 0;
+  if (!tried_another_way && nb::try_cast(given, tensor, false)) return true;
   refuse_export(field, refused);
   return false;
 }

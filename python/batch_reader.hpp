@@ -19,11 +19,11 @@
 
 namespace seqpool::python {
 
-/// What a plan keeps of the arguments it was read from until its step has run:
-/// the tensors its requests' token ids lie in (the C++ contract keeps them alive
-/// as long as the plan, and through them what their producers exported), and
-/// for a padded batch the shape its hidden states must have.
-struct planned_inputs {
+/// What a step read from Python's arguments holds until plan() has read it:
+/// the tensors its requests' token ids lie in (and through them the memory
+/// their producers exported), which the plan keeps no view of (SPEC section
+/// 2), and for a padded batch the shape its hidden states must have.
+struct step_inputs {
   std::vector<any_tensor> token_ids;
   std::optional<dlpack::padded_extents> padded;
 };
@@ -32,10 +32,11 @@ class batch_reader {
  public:
   /// The step these arguments describe, but for its requests' tasks (the
   /// caller's to set), in the batch kept from call to call, so that its
-  /// requests (their ids' storage, their knobs) are reused, not rebuilt.
+  /// requests (their ids' storage, their knobs) are reused, not rebuilt;
+  /// what it holds until plan() has read it goes into `inputs`.
   batch& read(nb::handle prompt_lens, nb::handle num_scheduled, nb::handle num_computed, nb::handle ids,
               nb::handle token_ids, nb::handle params, nb::handle sequence_length, const std::string& padding,
-              planned_inputs& kept) {
+              step_inputs& inputs) {
     batch& step = step_;
     const std::vector<std::int64_t> lengths = read_integers(prompt_lens, "prompt_lens");
     const std::size_t count = lengths.size();
@@ -63,11 +64,11 @@ class batch_reader {
     }
     read_ids(ids, step);
     read_params(params, step);
-    read_token_ids(token_ids, step, kept.token_ids);
+    read_token_ids(token_ids, step, inputs.token_ids);
     if (!sequence_length.is_none())
       step.padded = padded_rows{.sequence_length = integer_argument(sequence_length, "sequence_length"),
                                 .padding = padding == "right" ? padding::right : padding::left};
-    kept.padded = dlpack::padded_extents_of(step);
+    inputs.padded = dlpack::padded_extents_of(step);
     return step;
   }
 
@@ -116,7 +117,7 @@ class batch_reader {
     any_tensor tensor;
     std::string refused;
     if (try_import(ids, tensor, refused)) {
-      const std::vector<std::int64_t> numbers = read_integers(ids, "ids", count);
+      const std::vector<std::int64_t> numbers = integers_in(tensor, "ids", count, listed::requests);
       for (std::size_t i = 0; i < count; ++i) step.requests[i].id = numbers[i];
       return;
     }
@@ -144,8 +145,7 @@ class batch_reader {
   }
 
   /// Each request's token ids, viewed where their tensor lies; the tensors
-  /// (and through them the memory their producers exported) go into `kept`,
-  /// which the plan holds.
+  /// (and through them the memory their producers exported) go into `kept`.
   /// One [B, L] tensor, a row a request (as vLLM's prompt_token_ids), or a
   /// sequence of 1-D tensors, None where a request has none.
   static void read_token_ids(nb::handle token_ids, batch& step, std::vector<any_tensor>& kept) {

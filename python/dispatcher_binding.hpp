@@ -22,12 +22,12 @@
 
 namespace seqpool::python {
 
-/// A plan (seqpool.Plan) and what it needs until its step has run: what it
-/// keeps of the arguments it was read from, and the output reserve() made for it.
+/// A plan (seqpool.Plan) and what it needs until its step has run: the shape
+/// its hidden states must have, and the output reserve() made for it.
 struct plan_object : owned_plan<step_plan> {
   std::vector<bool> matrices;  ///< per request: a result of rows (token tasks, spans) or one vector
   bool sparse = false;         ///< results are sparse lists, an int32 pair an entry
-  planned_inputs kept;
+  std::optional<dlpack::padded_extents> padded;  ///< for a padded batch
   std::unique_ptr<output_memory> output;
   bool reserved = false;
 };
@@ -60,10 +60,12 @@ class dispatcher_object : public engine_binding<engine> {
                                     nb::handle sequence_length, const std::string& padding) {
     const held_engine held = hold();
     auto made = std::make_unique<plan_object>();
-    batch& step = steps_.read(prompt_lens, num_scheduled, num_computed, ids, token_ids, params, sequence_length,
-                              padding, made->kept);
+    step_inputs read;
+    batch& step =
+        steps_.read(prompt_lens, num_scheduled, num_computed, ids, token_ids, params, sequence_length, padding, read);
     read_tasks(tasks, step);
     plan_into(*made, step);
+    made->padded = read.padded;
     made->sparse = engine_->sparse();
     made->matrices.resize(step.requests.size());
     for (std::size_t i = 0; i < step.requests.size(); ++i)
@@ -78,11 +80,11 @@ class dispatcher_object : public engine_binding<engine> {
                              std::int64_t repeats) {
     if (repeats < 1) detail::fail("repeats", "must be at least 1, got ", repeats);
     const held_engine held = hold();
-    planned_inputs kept;
+    step_inputs read;
     batch& step =
-        steps_.read(prompt_lens, nb::none(), nb::none(), ids, nb::none(), nb::none(), nb::none(), "right", kept);
+        steps_.read(prompt_lens, nb::none(), nb::none(), ids, nb::none(), nb::none(), nb::none(), "right", read);
     read_tasks(tasks, step);
-    const hidden_tensor rows = hidden_of(hidden, kept.padded);
+    const hidden_tensor rows = hidden_of(hidden, read.padded);
     nb::gil_scoped_release unlocked;
     step_plan planned;  // as an engine plans: into the last step's plan
     const auto start = std::chrono::steady_clock::now();
@@ -109,7 +111,7 @@ class dispatcher_object : public engine_binding<engine> {
     const held_engine held = hold();
     plan_object& planned = plan_of<plan_object>(given_plan);
     if (!planned.reserved) detail::fail("reserve", "call reserve(plan) before forward(hidden, plan)");
-    const hidden_tensor rows = hidden_of(hidden, planned.kept.padded);
+    const hidden_tensor rows = hidden_of(hidden, planned.padded);
     DLTensor written{};
     std::array<std::int64_t, 2> shape = {planned.plan.output_size, 2};
     nb::ndarray<> given;
@@ -134,7 +136,7 @@ class dispatcher_object : public engine_binding<engine> {
   void capture(nb::handle hidden, nb::handle given_plan, nb::handle out, graph_upload_object& home) {
     const held_engine held = hold();
     plan_object& planned = plan_of<plan_object>(given_plan);
-    const hidden_tensor rows = hidden_of(hidden, planned.kept.padded);
+    const hidden_tensor rows = hidden_of(hidden, planned.padded);
     const nb::ndarray<> written_to = writable_tensor_of(out, "output");
     DLTensor written = on_this_device(describe(written_to), "output");
     engine_->capture(rows.view, planned.plan, written, *home.home);

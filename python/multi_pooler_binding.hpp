@@ -51,12 +51,12 @@ inline part_object read_part(const std::string& method, std::optional<std::strin
 }
 
 /// A MultiPooler's plan (seqpool.PartsPlan) and what it needs until its step
-/// has run, as a Dispatcher's plan_object: the token id tensors, and the
-/// outputs reserve() made (one a part).
+/// has run, as a Dispatcher's plan_object: the shape its hidden states must
+/// have, and the outputs reserve() made (one a part).
 struct parts_plan_object : owned_plan<parts_plan> {
   std::vector<std::vector<bool>> matrices;  ///< per part, per request: a result of rows rather than one vector
   std::vector<bool> sparse;                 ///< per part: its results are sparse lists
-  planned_inputs kept;
+  std::optional<dlpack::padded_extents> padded;  ///< for a padded batch
   std::vector<std::unique_ptr<output_memory>> outputs;
   bool reserved = false;
 };
@@ -101,9 +101,11 @@ class multi_pooler_object : public engine_binding<multi_pooler_engine> {
                                           nb::handle sequence_length, const std::string& padding) {
     const held_engine held = hold();
     auto made = std::make_unique<parts_plan_object>();
-    const batch& step = steps_.read(prompt_lens, num_scheduled, num_computed, ids, token_ids, params, sequence_length,
-                                    padding, made->kept);
+    step_inputs read;
+    const batch& step =
+        steps_.read(prompt_lens, num_scheduled, num_computed, ids, token_ids, params, sequence_length, padding, read);
     plan_into(*made, step);
+    made->padded = read.padded;
     for (std::size_t k = 0; k < tasks_.size(); ++k) {
       std::vector<bool>& matrices = made->matrices.emplace_back(step.requests.size());
       for (std::size_t i = 0; i < step.requests.size(); ++i)
@@ -126,7 +128,7 @@ class multi_pooler_object : public engine_binding<multi_pooler_engine> {
     const held_engine held = hold();
     parts_plan_object& planned = plan_of<parts_plan_object>(given_plan);
     if (!planned.reserved) detail::fail("reserve", "call reserve(plan) before forward(hidden, plan)");
-    const hidden_tensor rows = hidden_of(hidden, planned.kept.padded);
+    const hidden_tensor rows = hidden_of(hidden, planned.padded);
     const std::size_t parts = tasks_.size();
     std::vector<DLTensor> views;
     std::vector<std::array<std::int64_t, 2>> shapes(parts);  // sized once: the views point into it
@@ -162,7 +164,7 @@ class multi_pooler_object : public engine_binding<multi_pooler_engine> {
   void capture(nb::handle hidden, nb::handle given_plan, nb::handle out, graph_upload_object& home) {
     const held_engine held = hold();
     parts_plan_object& planned = plan_of<parts_plan_object>(given_plan);
-    const hidden_tensor rows = hidden_of(hidden, planned.kept.padded);
+    const hidden_tensor rows = hidden_of(hidden, planned.padded);
     const std::vector<nb::ndarray<>> given = read_outputs(out);
     std::vector<DLTensor> views;
     for (const nb::ndarray<>& tensor : given) views.push_back(on_this_device(describe(tensor), "out"));

@@ -395,6 +395,31 @@ def test_arguments_of_the_wrong_kind_raise_value_error_too():
     assert scaled.result_dtype == "float32"
 
 
+def test_a_refused_weight_is_asked_for_as_often_as_refused_hidden_states():
+    """A layer's weight whose producer refuses to export it, and which nanobind cannot import another way (a
+    big-endian array's buffer) either, is asked for as often as hidden states are: no import is tried twice."""
+    class Counted(np.ndarray):
+        calls = 0
+
+        def __dlpack__(self, *args, **kwargs):
+            Counted.calls += 1
+            return super().__dlpack__(*args, **kwargs)
+
+    def asked(call):
+        Counted.calls = 0
+        with pytest.raises(ValueError, match="its producer refused to export it"):
+            call()
+        return Counted.calls
+
+    dispatcher = seqpool.pooler(4, "mean")
+    plan = dispatcher.plan([2, 3])
+    dispatcher.reserve(plan)
+    hidden = asked(lambda: dispatcher.forward(np.ones((5, 4), ">f4").view(Counted), plan))
+    assert hidden >= 1
+    assert asked(lambda: seqpool.Dense(np.ones((2, 4), ">f4").view(Counted))) == hidden
+    assert asked(lambda: seqpool.Dispatcher(4, embed="cls", projector=np.ones((2, 4), ">f4").view(Counted))) == hidden
+
+
 def test_a_plan_of_the_other_kind_is_another_poolers():
     dispatcher = seqpool.pooler(4, "mean")
     multi = seqpool.MultiPooler(4, [seqpool.Part("mean"), seqpool.Part("cls")])
@@ -888,8 +913,9 @@ def test_split_takes_the_outputs_forward_made():
     close(found.float().numpy(), stored(expected("mean", "embed", hidden, {}), "bfloat16"), "bfloat16")
 
 
-def test_token_ids_live_as_long_as_the_plan_whoever_exported_them():
-    """A DLPack producer whose capsule alone owns the ids: the plan keeps the capsule."""
+def test_a_plan_keeps_no_reference_to_its_token_ids():
+    """plan() reads the ids and lets them go: what a producer exported is freed once plan() returns, and an array
+    that refers back to its plan makes no cycle the collector cannot free; the plan runs as it would have."""
     exported = []
 
     class Exported:
@@ -901,14 +927,46 @@ def test_token_ids_live_as_long_as_the_plan_whoever_exported_them():
         def __dlpack_device__(self):
             return (1, 0)
 
+    class Ids(np.ndarray):
+        """An array with room for attributes: here, its plan."""
+
     dispatcher = seqpool.pooler(4, "all")
-    plans = [dispatcher.plan([2000], token_ids=[Exported()], params=seqpool.PoolingParams(drop_token_ids=[3]))
-             for _ in range(3)]
-    assert [plan.results for plan in plans] == [[(0, 2000 - 286, 4)]] * 3
-    assert all(ids() is not None for ids in exported)
-    del plans
+    params = seqpool.PoolingParams(drop_token_ids=[3])
+    hidden = np.random.default_rng(5).normal(size=(2000, 4)).astype(np.float32)
+    wanted = seqpool.pool(dispatcher, hidden, [2000], token_ids=[np.arange(2000) % 7], params=params)
+    plan = dispatcher.plan([2000], token_ids=[Exported()], params=params)
     gc.collect()
-    assert all(ids() is None for ids in exported)
+    assert len(exported) == 1 and exported[0]() is None
+    assert plan.results == [(0, 2000 - 286, 4)]
+    dispatcher.reserve(plan)
+    np.testing.assert_array_equal(seqpool.split(np.from_dlpack(dispatcher.forward(hidden, plan)), plan)[0],
+                                  wanted[0])
+
+    ids = (np.arange(2000) % 7).view(Ids)
+    ids.plan = dispatcher.plan([2000], token_ids=[ids], params=params)
+    alive = weakref.ref(ids)
+    del ids
+    gc.collect()
+    assert alive() is None
+
+
+def test_ids_given_as_a_tensor_are_exported_once():
+    exports = []
+
+    class Counted:
+        def __init__(self, values):
+            self.values = values
+
+        def __dlpack__(self, *args, **kwargs):
+            exports.append(kwargs)
+            return self.values.__dlpack__(*args, **kwargs)
+
+        def __dlpack_device__(self):
+            return (1, 0)
+
+    plan = seqpool.pooler(4, "mean").plan([2, 3], ids=Counted(np.array([7, 9], np.int64)))
+    assert plan.results == [(0, 1, 4), (4, 1, 4)]
+    assert len(exports) == 1
 
 
 def test_counts_and_weights_from_unaligned_buffers():
@@ -977,7 +1035,7 @@ def test_token_ids_as_one_tensor_a_row_a_request_as_vllm_holds_them():
     refuses("token ids: the tensor holds float32", dispatcher.plan, lengths, token_ids=padded.astype(np.float32),
             params=params)
 
-    # The plan keeps the tensor, and what its __dlpack__ exported, until the plan goes.
+    # plan() lets the tensor go, and what its __dlpack__ exported, once it has read the ids.
     exported = []
 
     class Exported:
@@ -991,13 +1049,10 @@ def test_token_ids_as_one_tensor_a_row_a_request_as_vllm_holds_them():
 
     plan = dispatcher.plan(lengths, token_ids=Exported(), params=params)
     gc.collect()
-    assert exported[0]() is not None
+    assert exported[0]() is None
     dispatcher.reserve(plan)
     results = seqpool.split(np.from_dlpack(dispatcher.forward(hidden, plan)), plan)
     assert len(results) == 3 and all(np.array_equal(a, b) for a, b in zip(results, per_request))
-    del plan
-    gc.collect()
-    assert exported[0]() is None
 
 
 def test_a_pooler_called_from_inside_its_own_call_refuses_instead_of_waiting_for_itself():

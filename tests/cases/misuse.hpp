@@ -191,6 +191,18 @@ TEST_CASE_TEMPLATE_DEFINE("a runner runs with poolers and a state store of its o
   const auto view = seqpool::make_hidden_view(hidden.data(), 2, 4);
   CHECK_THROWS_WITH_AS(pooler.forward(view, plan, elsewhere, output.span()), other_store, seqpool::error);
   pooler.forward(view, plan, state, output.span());
+  // A captured step and a restage check the store as forward() does, before anything is staged.
+  if constexpr (Space::family == seqpool::algorithm_family::device) {
+    pooler.reserve_capacity({.requests = 1, .rows = 2, .result_rows = 1, .columns = 4});
+    auto home = pooler.reserve_graph();
+    seqpool::buffer<float, Space> captured(space, static_cast<std::size_t>(pooler.output_capacity()));
+    const seqpool::step_plan next = pooler.plan(step, state);
+    pooler.reserve(next, state);
+    const seqpool::audit_counts before = space.audit().counts();
+    CHECK_THROWS_WITH_AS(pooler.capture(view, next, elsewhere, captured.span(), home), other_store, seqpool::error);
+    CHECK_THROWS_WITH_AS(pooler.restage(next, elsewhere, home), other_store, seqpool::error);
+    CHECK(space.audit().counts() == before);
+  }
 
   // A dispatcher stages and captures on its space: a pooler of another would launch on another stream.
   using table =

@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <memory>
 #include <optional>
 #include <random>
 #include <span>
@@ -173,13 +174,12 @@ struct output_buffers {
   }
 };
 
-/// One step through the three outputs, planned into `plan`, under the audit,
-/// which must show the sync contract kept.
+/// Runs the step planned into `plan` through the three outputs, under the
+/// audit, which must show the sync contract kept.
 template <class Space, class Outputs>
-step_results forward(Space& space, Outputs& outputs, seqpool::state_store<Space>& state, const seqpool::batch& step,
-                     const std::vector<float>& rows, seqpool::parts_plan& plan) {
+step_results run_planned(Space& space, Outputs& outputs, seqpool::state_store<Space>& state,
+                         const std::vector<float>& rows, const seqpool::parts_plan& plan) {
   const auto hidden = test::to_space(space, rows);
-  outputs.plan(step, state, plan);
   REQUIRE(plan.parts.size() == 3);
   outputs.reserve(plan, state);
   const output_buffers<Space> out(space, plan.parts[0].output_size, plan.parts[1].output_size,
@@ -193,6 +193,14 @@ step_results forward(Space& space, Outputs& outputs, seqpool::state_store<Space>
     test::check_sync_contract(scope.counts());
   }
   return out.cut_by(space, plan);
+}
+
+/// One step through the three outputs, planned into `plan` (run_planned()).
+template <class Space, class Outputs>
+step_results forward(Space& space, Outputs& outputs, seqpool::state_store<Space>& state, const seqpool::batch& step,
+                     const std::vector<float>& rows, seqpool::parts_plan& plan) {
+  outputs.plan(step, state, plan);
+  return run_planned(space, outputs, state, rows, plan);
 }
 
 using prompt = test::chunked_prompt;
@@ -348,6 +356,45 @@ TEST_CASE_TEMPLATE_DEFINE("case 34: BGE-M3's dense, sparse and ColBERT outputs f
       check(got);
     }
   }
+  CHECK(state.size() == 0);
+}
+
+TEST_CASE_TEMPLATE_DEFINE("a plan keeps no view of its batch: the batch and its token ids freed once plan() returns",
+                          Setup, plan_keeps_no_view) {
+  using namespace parts_cases;
+  using Space = typename Setup::space;
+  Space space;
+  // Case 34's step: its sparse part lists rows by id and leaves ids out, and its ColBERT part's filter drops a row.
+  const model<Space> weights(space, 2, 2, {1, -1}, 0.5f, {1, 1, 1, -1}, {0, 0});
+  auto outputs = weights.template outputs<typename Setup::outputs>(space, {0, 2});
+  const std::vector<std::int64_t> ids{0, 7, 9, 7, 2};
+  const std::vector<float> rows{3, 4, 0, 1, 1, 1, 2, 0, 0, 3};
+  seqpool::parts_plan plan;
+  seqpool::state_store<Space> kept_state(space);
+  seqpool::batch whole{{test::whole("q", seqpool::task::embed, 5)}};
+  whole.requests[0].prompt_token_ids = ids;
+  const step_results wanted = forward(space, outputs, kept_state, whole, rows, plan);
+  // Chunked 2, 2 and 1 (the later chunks continue a state keyed by the ids), each chunk's batch, its id's text and
+  // its ids (others written over them first) freed before the step runs: under ASan a read of them would fault.
+  seqpool::state_store<Space> state(space);
+  std::int64_t done = 0;
+  step_results got;
+  for (const std::int64_t size : {2, 2, 1}) {
+    {
+      auto chunk_ids = std::make_unique<std::vector<std::int64_t>>(ids);
+      auto chunk = std::make_unique<seqpool::batch>(seqpool::batch{
+          {test::part("a request id too long for a short string's storage", seqpool::task::embed, 5, done, size)}});
+      chunk->requests[0].prompt_token_ids = *chunk_ids;
+      outputs.plan(*chunk, state, plan);
+      std::fill(chunk_ids->begin(), chunk_ids->end(), 1);
+    }
+    got = run_planned(space, outputs, state,
+                      std::vector<float>(rows.begin() + 2 * done, rows.begin() + 2 * (done + size)), plan);
+    done += size;
+  }
+  CHECK(got.dense == wanted.dense);
+  CHECK(got.sparse == wanted.sparse);
+  CHECK(got.colbert == wanted.colbert);
   CHECK(state.size() == 0);
 }
 
