@@ -84,8 +84,8 @@ TEST_CASE_TEMPLATE_DEFINE("case 12: normalisation, and a zero vector stays zero"
   test::check_equal(*out[1], 1, 2, {0, 0});
 }
 
-TEST_CASE_TEMPLATE_DEFINE("case 12: a row holding NaN normalises to NaN throughout, however wide", Space,
-                          case_12_nan_row) {
+TEST_CASE_TEMPLATE_DEFINE("case 12: a row holding NaN normalises to NaN throughout, one past float's range to 0s",
+                          Space, case_12_nan_row) {
   // As PyTorch's F.normalize: a NaN norm is kept by the max with 1e-12. One-row requests of widths a
   // warp holds in registers and finishes in memory on the device family, each row's NaN at one
   // column; and a request of many rows, which the device family splits and a block finishes.
@@ -99,10 +99,13 @@ TEST_CASE_TEMPLATE_DEFINE("case 12: a row holding NaN normalises to NaN througho
     Space space;
     std::vector<float> rows(static_cast<std::size_t>(2 * width), 1.0f);
     rows[static_cast<std::size_t>(width - 1)] = nan;
-    const auto out = pool_rows(space, head::embed{}, width, rows, {{}, {}});
+    // A third row of 1e20: its squares' sum passes float's range, its norm is inf, and its values over it are 0.
+    rows.resize(static_cast<std::size_t>(3 * width), 1e20f);
+    const auto out = pool_rows(space, head::embed{}, width, rows, {{}, {}, {}});
     CHECK(all_nan(*out[0]));
     const float each = 1.0f / std::sqrt(static_cast<float>(width));
     check_values(out[1]->values, std::vector<float>(static_cast<std::size_t>(width), each), 1e-6);
+    CHECK(out[2]->values == std::vector<float>(static_cast<std::size_t>(width), 0.0f));
   }
   Space space;
   constexpr std::int64_t width = 4096;
