@@ -21,8 +21,9 @@ namespace seqpool::python {
 
 /// What a step read from Python's arguments holds until plan() has read it:
 /// the tensors its requests' token ids lie in (and through them the memory
-/// their producers exported), which the plan keeps no view of (SPEC section
-/// 2), and for a padded batch the shape its hidden states must have.
+/// their producers exported), which plan() reads before it returns and never
+/// after (SPEC section 2), and for a padded batch the shape its hidden states
+/// must have.
 struct step_inputs {
   std::vector<any_tensor> token_ids;
   std::optional<dlpack::padded_extents> padded;

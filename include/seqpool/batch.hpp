@@ -109,8 +109,9 @@ struct request {
   std::int64_t num_computed = 0;   ///< prompt tokens pooled in earlier steps
   std::int64_t num_scheduled = 0;  ///< rows of this step's hidden states that belong to it
   /// Host ids of the whole prompt (64- or 32-bit), read only by methods that
-  /// declare reads_token_ids and by requests that drop rows by id
-  /// (params.drop_token_ids). plan() reads them and keeps no view of them: the
+  /// declare reads_token_ids, by requests that drop rows by id
+  /// (params.drop_token_ids) and by token methods whose results are sparse
+  /// (listed by id). plan() reads them before it returns and never after: the
   /// memory may be reused once it returns.
   token_ids prompt_token_ids;
   pooling_params params;

@@ -435,8 +435,8 @@ void assign_token_rows(const DLTensor& tensor, std::int64_t rows, std::int64_t l
 /// L (a slice of a wider buffer); a row's ids must be adjacent. vLLM's padded
 /// prompt_token_ids ([num_reqs, max_prompt_len]) is such a tensor, and so is its
 /// persistent token_ids_cpu ([max_num_reqs, max_model_len]) sliced to the batch's
-/// rows. The views point into the tensor, which must outlive every plan made
-/// from them.
+/// rows. The views point into the tensor, which plan() reads before it returns
+/// and never after.
 inline void assign_token_ids(const DLTensor& tensor, batch& step) {
   constexpr const char* what = "token ids";
   detail::check_device<host_space>(tensor, what);

@@ -10,8 +10,8 @@
 
 namespace seqpool {
 
-/// Ids of 64-bit or 32-bit integers, viewed, not copied: the memory must outlive
-/// every plan made from a request that holds the view.
+/// Ids of 64-bit or 32-bit integers, viewed, not copied: plan() reads them
+/// before it returns and never after, so the memory need last until then.
 class token_ids {
  public:
   token_ids() = default;

@@ -359,8 +359,8 @@ TEST_CASE_TEMPLATE_DEFINE("case 34: BGE-M3's dense, sparse and ColBERT outputs f
   CHECK(state.size() == 0);
 }
 
-TEST_CASE_TEMPLATE_DEFINE("a plan keeps no view of its batch: the batch and its token ids freed once plan() returns",
-                          Setup, plan_keeps_no_view) {
+TEST_CASE_TEMPLATE_DEFINE("a plan reads nothing of its batch once plan() returns: the batch and its ids freed then",
+                          Setup, plan_reads_no_batch) {
   using namespace parts_cases;
   using Space = typename Setup::space;
   Space space;

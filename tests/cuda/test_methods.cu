@@ -6,6 +6,7 @@
 #include "../support/spaces.hpp"
 
 TEST_CASE_TEMPLATE_APPLY(case_12_normalisation, test::cuda_spaces);
+TEST_CASE_TEMPLATE_APPLY(case_12_nan_row, test::cuda_spaces);
 TEST_CASE_TEMPLATE_APPLY(case_13_truncation_then_normalisation, test::cuda_spaces);
 TEST_CASE_TEMPLATE_APPLY(case_14_mixed_knobs, test::cuda_spaces);
 TEST_CASE_TEMPLATE_APPLY(case_15_sigmoid, test::cuda_spaces);

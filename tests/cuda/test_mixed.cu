@@ -9,7 +9,7 @@ using both_assemblies = parts_cases::assemblies<test::cuda_spaces>::type;
 
 TEST_CASE_TEMPLATE_APPLY(random_mixed_batches, test::cuda_spaces);
 TEST_CASE_TEMPLATE_APPLY(case_34_three_outputs, both_assemblies);
-TEST_CASE_TEMPLATE_APPLY(plan_keeps_no_view, both_assemblies);
+TEST_CASE_TEMPLATE_APPLY(plan_reads_no_batch, both_assemblies);
 TEST_CASE_TEMPLATE_APPLY(parts_match_poolers, both_assemblies);
 TEST_CASE_TEMPLATE_APPLY(parts_refuse_bad_input, test::cuda_spaces);
 TEST_CASE_TEMPLATE_APPLY(parts_release, both_assemblies);
