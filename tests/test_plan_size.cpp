@@ -4,7 +4,8 @@
 // requests, not its rows, and each launch of its graph sends what its batch
 // uses, not the capacity. docs/PERFORMANCE.md (GPU) has the figures. And what
 // planning costs the host: a plan made into one that has held as large a step
-// allocates nothing (this program counts operator new).
+// allocates nothing (this program counts operator new), and what it keeps of
+// the batch: nothing.
 #include <sys/mman.h>
 
 #include <atomic>
@@ -628,4 +629,20 @@ TEST_CASE_TEMPLATE("a plan made into one that has held as large a step allocates
   CHECK(allocations_of(batch_of(2, false)) == 0);
   CHECK(allocations_of(batch_of(2, true)) == 0);
   CHECK(state.size() == 0);
+}
+
+TEST_CASE_TEMPLATE("what planning works in keeps no view of the batch once plan() returns or refuses it", Space,
+                   seqpool::host_space, seqpool::device_space<seqpool::omp_backend>) {
+  Space space;
+  const seqpool::state_store<Space> state(space);
+  seqpool::pooler<method::step, head::embed, Space> steps(space, hidden_size);
+  // A token method's decision holds the columns its request keeps, a view of the request's own.
+  prompts tagged(4, 16, task::token_embed, {.step_tag_id = 7, .returned_token_ids = {0, 2}});
+  seqpool::step_plan plan = steps.plan(tagged.step, state);
+  CHECK(test::keeps_no_view_of_batch(seqpool::detail::plan_access::program(plan)));
+  // Refused at its last request, once the others were decided.
+  tagged.step.requests.back().params.returned_token_ids = {hidden_size};
+  CHECK_THROWS_WITH_AS(steps.plan(tagged.step, state, plan),
+                       "request 3 (id \"r3\"): returned_token_ids: column 8 is outside [0, 8)", seqpool::error);
+  CHECK(test::keeps_no_view_of_batch(seqpool::detail::plan_access::program(plan)));
 }

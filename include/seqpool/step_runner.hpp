@@ -578,6 +578,7 @@ class step_runner {
       into.results.assign(step.requests.size(), std::nullopt);
       into.groups = layout.groups;
     }
+    const detail::routed_ids_release release{scratch.part_batches};
     std::int64_t result_rows = 0;
     std::int64_t columns = 0;
     std::vector<std::size_t>& chosen = scratch.chosen;

@@ -386,6 +386,7 @@ TEST_CASE_TEMPLATE_DEFINE("a plan reads nothing of its batch once plan() returns
           {test::part("a request id too long for a short string's storage", seqpool::task::embed, 5, done, size)}});
       chunk->requests[0].prompt_token_ids = *chunk_ids;
       outputs.plan(*chunk, state, plan);
+      CHECK(test::keeps_no_view_of_batch(seqpool::detail::plan_access::program(plan)));
       std::fill(chunk_ids->begin(), chunk_ids->end(), 1);
     }
     got = run_planned(space, outputs, state,

@@ -146,6 +146,19 @@ results run_step(typename Pooler::space_type& space, Pooler& pooler,
   return run_step(space, pooler, state, step, hidden, pooler.hidden_size());
 }
 
+/// Whether what a plan's planning worked in, which the plan keeps for the next
+/// plan made into it, holds no view of the batch planned (SPEC section 2: the
+/// caller may free it once plan() returns): no token method's decisions, whose
+/// kept columns are a request's, and no token ids in the step as a
+/// multi_pooler's parts planned it.
+inline bool keeps_no_view_of_batch(const seqpool::detail::step_program& program) {
+  const auto routed_ids = [](const seqpool::batch& routed) {
+    return std::ranges::any_of(routed.requests, [](const seqpool::request& r) { return !r.prompt_token_ids.empty(); });
+  };
+  return program.scratch.planner.token_decisions.empty() &&
+         std::ranges::none_of(program.scratch.part_batches, routed_ids);
+}
+
 /// A request id: `prefix` and a number.
 inline std::string id(std::string_view prefix, std::int64_t number) { return seqpool::detail::concat(prefix, number); }
 

@@ -19,7 +19,9 @@ struct plan_scratch {
   step_layout layout;                   ///< its chunks' rows counted from the step's first row (lay_out_into())
   std::vector<std::uint64_t> id_table;  ///< the layout's check of unique ids
   std::vector<std::size_t> chosen;      ///< one entry's requests
-  std::vector<batch> part_batches;      ///< a multi_pooler's: the step as each part plans it (route_knobs)
+  /// A multi_pooler's: the step as each part plans it (route_knobs), without
+  /// token ids once planned (routed_ids_release).
+  std::vector<batch> part_batches;
   planner_scratch planner;
 };
 

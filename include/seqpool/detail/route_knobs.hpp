@@ -61,6 +61,19 @@ inline void route_knobs(const request& asked, const part_kind& kind, const part_
   routed.top_k = kind.sparse ? knobs.top_k : std::nullopt;
 }
 
+/// Lets go, when it is destroyed, of the token ids of every request in
+/// `routed`: the steps route_knobs() wrote for a multi_pooler's parts are kept
+/// for their storage, and hold no view of the caller's batch once its plan is
+/// made or refused.
+struct routed_ids_release {
+  std::span<batch> routed;
+
+  ~routed_ids_release() {
+    for (batch& step : routed)
+      for (request& r : step.requests) r.prompt_token_ids = {};
+  }
+};
+
 /// Throws seqpool::error for request `index`'s first knob that no part of
 /// `kinds` takes (route_knobs): a knob set is never dropped unheard. A request's
 /// own drop_token_ids are checked first as a token part's planner checks them,
