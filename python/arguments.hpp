@@ -101,18 +101,32 @@ inline bool is_entries(nb::handle given) {
   return nb::isinstance<nb::sequence>(given) && !nb::isinstance<nb::str>(given);
 }
 
+/// What try_import() takes of an object whose producer refuses to export it.
+enum class when_refused {
+  /// What its buffer protocol gives, tried as nanobind would (NumPy before 2.1
+  /// refuses a plain export of a read-only array); nothing without one.
+  buffer_only,
+  /// What nanobind imports of it any other way: for a tensor whose values are
+  /// copied once, where an object is made (a layer's weight or bias,
+  /// calibration ranges). A PyTorch module's Parameter requires grad, which
+  /// torch's __dlpack__ refuses, and a copy of its values is what it would
+  /// give detached.
+  copy,
+};
+
 /// `given` as a tensor: what its __dlpack__ exports (export_capsule()), or
 /// what nanobind imports of an object without one (the buffer protocol). A
 /// producer's refusal is left in `refused` for the caller (a sequence may be
-/// read instead), but where `given` has the buffer protocol, which is tried
-/// as nanobind would (NumPy before 2.1 refuses a plain export of a read-only
-/// array). A tensor asked for writable that is exported read-only is not
-/// taken, and not refused here: the caller says it must be writable.
+/// read instead), but where `given` is imported another way (`otherwise`). A
+/// tensor asked for writable that is exported read-only is not taken, and not
+/// refused here: the caller says it must be writable.
 template <class Tensor>
-bool try_import(nb::handle given, Tensor& tensor, std::string& refused) {
+bool try_import(nb::handle given, Tensor& tensor, std::string& refused,
+                when_refused otherwise = when_refused::buffer_only) {
   constexpr bool writable = !std::is_same_v<Tensor, any_tensor>;
   const nb::object capsule = export_capsule(given, writable, refused);
-  if (!refused.empty() && PyObject_CheckBuffer(given.ptr()) == 0) return false;
+  if (!refused.empty() && otherwise == when_refused::buffer_only && PyObject_CheckBuffer(given.ptr()) == 0)
+    return false;
   const nb::handle source = capsule.is_valid() ? nb::handle(capsule) : given;
   if (nb::try_cast(source, tensor, false)) {
     refused.clear();
@@ -125,9 +139,10 @@ bool try_import(nb::handle given, Tensor& tensor, std::string& refused) {
 
 /// try_import(), a producer's refusal refused as `field`.
 template <class Tensor>
-bool try_tensor(nb::handle given, Tensor& tensor, std::string_view field) {
+bool try_tensor(nb::handle given, Tensor& tensor, std::string_view field,
+                when_refused otherwise = when_refused::buffer_only) {
   std::string refused;
-  if (try_import(given, tensor, refused)) return true;
+  if (try_import(given, tensor, refused, otherwise)) return true;
   refuse_export(field, refused);
   return false;
 }
@@ -359,10 +374,12 @@ inline constexpr std::string_view tensor_kinds =
     "an object with __dlpack__ or the buffer protocol, in native byte order";
 
 /// `given` as a tensor: an object with __dlpack__ or the buffer protocol that
-/// nanobind reads (native byte order); anything else is refused as `field`.
-inline any_tensor tensor_of(nb::handle given, const std::string& field) {
+/// nanobind reads (native byte order), or where its producer refuses, what
+/// `otherwise` takes; anything else is refused as `field`.
+inline any_tensor tensor_of(nb::handle given, const std::string& field,
+                            when_refused otherwise = when_refused::buffer_only) {
   any_tensor tensor;
-  if (!try_tensor(given, tensor, field))
+  if (!try_tensor(given, tensor, field, otherwise))
     detail::fail(field, "must be a tensor (", tensor_kinds, "), got ", type_name_of(given));
   return tensor;
 }
@@ -374,33 +391,10 @@ inline nb::ndarray<> writable_tensor_of(nb::handle given, const std::string& fie
   return tensor;
 }
 
-/// try_tensor() for a tensor whose values are copied once, where an object
-/// is made (a layer's weight or bias, calibration ranges): where its producer
-/// refuses to export it, what nanobind imports of it another way is taken. A
-/// PyTorch module's Parameter requires grad, which torch's __dlpack__ refuses,
-/// and a copy of its values is what it would give detached.
-inline bool try_copied(nb::handle given, any_tensor& tensor, std::string_view field) {
-  std::string refused;
-  if (try_import(given, tensor, refused)) return true;
-  // try_import() imported nothing another way only where the object has no buffer protocol.
-  const bool tried_another_way = refused.empty() || PyObject_CheckBuffer(given.ptr()) != 0;
-  if (!tried_another_way && nb::try_cast(given, tensor, false)) return true;
-  refuse_export(field, refused);
-  return false;
-}
-
-/// `given` as a tensor whose values are copied (try_copied()); anything else is refused as `field`.
-inline any_tensor copied_tensor_of(nb::handle given, const std::string& field) {
-  any_tensor tensor;
-  if (!try_copied(given, tensor, field))
-    detail::fail(field, "must be a tensor (", tensor_kinds, "), got ", type_name_of(given));
-  return tensor;
-}
-
-/// copied_tensor_of(), or nothing for None.
+/// `given` as a tensor whose values are copied (when_refused::copy), or nothing for None.
 inline std::optional<any_tensor> optional_copied_tensor_of(nb::handle given, const std::string& field) {
   if (given.is_none()) return std::nullopt;
-  return copied_tensor_of(given, field);
+  return tensor_of(given, field, when_refused::copy);
 }
 
 /// A float32 host tensor of `ndim` dimensions, row-major, as its values; a
@@ -457,8 +451,8 @@ using given_layers = std::variant<any_tensor, layer_weights, std::vector<layer_w
 /// none of given_layers' kinds.
 inline std::optional<given_layers> layers_of(nb::handle given, const std::string& what) {
   if (given.is_none()) return std::nullopt;
-  // A weight tensor, copied (try_copied()); a Dense or a list of them as nanobind reads them.
-  if (any_tensor weights; try_copied(given, weights, what)) return weights;
+  // A weight tensor, copied (when_refused::copy); a Dense or a list of them as nanobind reads them.
+  if (any_tensor weights; try_tensor(given, weights, what, when_refused::copy)) return weights;
   given_layers layers;
   if (!nb::try_cast(given, layers, false)) {
     detail::fail(what, "must be a weight tensor [out, in] (", tensor_kinds, "), a Dense or a list of them, got ",

@@ -95,7 +95,7 @@ NB_MODULE(_seqpool, m) {
           "__init__",
           [](layer_weights* made, nb::handle weight, nb::handle bias, const std::string& activation) {
             // Everything that may throw before the object is made: nanobind frees none that throws after.
-            const any_tensor weights = copied_tensor_of(weight, "weight");  // refused first, then the bias
+            const any_tensor weights = tensor_of(weight, "weight", when_refused::copy);  // refused first, then the bias
             const std::optional<any_tensor> biases = optional_copied_tensor_of(bias, "bias");
             layer_weights layer = read_layer(weights, biases, "weight", "bias");
             layer.activation = activation_of(activation);

@@ -151,9 +151,11 @@ std::vector<listing> run(Space& space, Pooler& pooler, const std::vector<prompt>
   }
 }
 
+/// A listing as text, for a failed check's message.
 inline std::string shown(const listing& list) {
   std::string text;
-  for (const sparse_entry& e : list) text += "{" + std::to_string(e.id) + ", " + std::to_string(e.weight) + "} ";
+  for (const sparse_entry& e : list)
+    text.append("{").append(std::to_string(e.id)).append(", ").append(std::to_string(e.weight)).append("} ");
   return text;
 }
 
