@@ -303,4 +303,6 @@ NB_MODULE(_seqpool, m) {
   bind_engine_calls(multi);
 
   m.def("has_cuda", &has_cuda);
+  // seqpool.pooler()'s task, read and refused as a Dispatcher reads `tasks`.
+  m.def("_task_named", [](nb::handle given) { return std::string(seqpool::name(read_task(given, "task"))); });
 }

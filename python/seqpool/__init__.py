@@ -20,7 +20,7 @@ ColBERT vectors), planned and uploaded once, come from a MultiPooler of Parts:
     dense, colbert = seqpool.pool(m3, hidden, prompt_lens=[2, 4])  # a list of arrays a part
 """
 from ._seqpool import (Dense, DeviceError, Dispatcher, GraphUpload, MultiPooler, Part, PartPlan, PartsPlan, Plan,
-                       PoolingParams, has_cuda)
+                       PoolingParams, _task_named, has_cuda)
 
 __all__ = ["Dense", "DeviceError", "Dispatcher", "GraphUpload", "MultiPooler", "Part", "PartPlan", "PartsPlan", "Plan",
            "PoolingParams", "has_cuda", "pooler", "pool", "split"]
@@ -29,19 +29,9 @@ def pooler(hidden_size, method, task=None, **heads):
     """A Dispatcher serving one task with `method`: "embed" for a sequence method,
     "token_embed" for a token method ("all", "step") unless `task` says otherwise.
     `heads` are Dispatcher's other keywords (projector, classifier, result_dtype, device, ...)."""
-    if task is None:
-        task = Part(method).task  # a Part's default: token_embed for a token method, embed otherwise
-    if task not in ("embed", "classify", "token_embed", "token_classify"):
-        raise ValueError('task: expected "embed", "classify", "token_embed" or "token_classify", got '
-                         + (_quoted(task) if isinstance(task, str) else repr(task)))
+    # A Part's default: token_embed for a token method, embed otherwise.
+    task = Part(method).task if task is None else _task_named(task)
     return Dispatcher(hidden_size, **{task: method}, **heads)
-
-
-def _quoted(name):
-    """A name as seqpool's messages quote it (SPEC section 8): in double quotes, a quote
-    or backslash escaped, a control character as \\u00XX."""
-    return '"' + "".join("\\" + c if c in '"\\' else f"\\u{ord(c):04x}" if ord(c) < 0x20 or ord(c) == 0x7f else c
-                         for c in name) + '"'
 
 
 def _framework_of(tensor):
