@@ -96,9 +96,11 @@ inline void refuse_export(std::string_view field, const std::string& refused) {
 }
 
 /// Whether `given` is read entry by entry: a sequence, but not a str (one id
-/// or name, not its characters).
+/// or name, not its characters), nor bytes or a bytearray (bytes, not the
+/// small ints they iterate as).
 inline bool is_entries(nb::handle given) {
-  return nb::isinstance<nb::sequence>(given) && !nb::isinstance<nb::str>(given);
+  return nb::isinstance<nb::sequence>(given) && !nb::isinstance<nb::str>(given) && !nb::isinstance<nb::bytes>(given) &&
+         PyByteArray_Check(given.ptr()) == 0;
 }
 
 /// What try_import() takes of an object whose producer refuses to export it.
@@ -336,10 +338,7 @@ inline std::vector<token_span> read_spans(nb::handle given, const char* field) {
     const auto refuse = [&] {
       detail::fail(field, "must be ", expected, ", got ", nb::cast<std::string>(nb::repr(entry)));
     };
-    // A str or a bytes is a sequence too, of characters or small ints: no pair.
-    if (!nb::isinstance<nb::sequence>(entry) || nb::isinstance<nb::str>(entry) || nb::isinstance<nb::bytes>(entry) ||
-        PyByteArray_Check(entry.ptr()) || nb::len(entry) != 2)
-      refuse();
+    if (!is_entries(entry) || nb::len(entry) != 2) refuse();
     const nb::object first = entry[0];
     const nb::object second = entry[1];
     const std::optional<std::int64_t> begin = integer_of(first);

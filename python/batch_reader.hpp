@@ -64,6 +64,7 @@ class batch_reader {
       if (!(r.params == pooling_params{})) r.params = {};
     }
     read_ids(ids, step);
+    if (scheduled.empty()) check_rest_scheduled(step);
     read_params(params, step);
     read_token_ids(token_ids, step, inputs.token_ids);
     if (!sequence_length.is_none())
@@ -126,6 +127,19 @@ class batch_reader {
     if (!is_entries(ids)) refuse_export("ids", refused);
     const nb::tuple entries = entries_of(ids, count, "ids", "a sequence of str or int ids, or a 1-D int tensor");
     for (std::size_t i = 0; i < count; ++i) read_id(step.requests[i].id, entries[i], "ids");
+  }
+
+  /// num_scheduled left out is the rest of each prompt: a request whose
+  /// num_computed leaves none of it is refused as such, not as the count of
+  /// rows made of it (lay_out() refuses a prompt_len or num_computed out of
+  /// range itself).
+  static void check_rest_scheduled(const batch& step) {
+    for (std::size_t index = 0; index < step.requests.size(); ++index) {
+      const request& r = step.requests[index];
+      if (r.prompt_len >= 1 && r.num_computed >= r.prompt_len)
+        detail::fail_request(index, r.id, "num_computed", r.num_computed, " leaves none of prompt_len ", r.prompt_len,
+                             " to schedule (num_scheduled, left out, is the rest of each prompt)");
+    }
   }
 
   static void read_params(nb::handle params, batch& step) {

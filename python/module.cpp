@@ -255,15 +255,15 @@ NB_MODULE(_seqpool, m) {
   nb::class_<part_object>(m, "Part")
       .def(
           "__init__",
-          [](part_object* made, const std::string& method, std::optional<std::string> pooling_task,
-             nb::handle projector, nb::handle projector_bias, nb::handle classifier, nb::handle classifier_bias,
-             const std::string& problem, std::optional<double> logit_mean, std::optional<double> logit_sigma,
-             const std::string& result_dtype, nb::handle ranges, std::optional<double> weight_floor, bool drop_first,
-             bool drop_last, nb::handle drop_token_ids) {
+          [](part_object* made, const std::string& method, nb::handle pooling_task, nb::handle projector,
+             nb::handle projector_bias, nb::handle classifier, nb::handle classifier_bias, const std::string& problem,
+             std::optional<double> logit_mean, std::optional<double> logit_sigma, const std::string& result_dtype,
+             nb::handle ranges, std::optional<double> weight_floor, bool drop_first, bool drop_last,
+             nb::handle drop_token_ids) {
             // Everything that may throw before the object is made: nanobind frees none that throws after.
             part_object part = read_part(
-                method, std::move(pooling_task), projector, projector_bias, classifier, classifier_bias, problem,
-                logit_mean, logit_sigma, result_dtype, ranges, weight_floor,
+                method, pooling_task, projector, projector_bias, classifier, classifier_bias, problem, logit_mean,
+                logit_sigma, result_dtype, ranges, weight_floor,
                 {drop_first, drop_last, read_integers(drop_token_ids, "drop_token_ids", {}, listed::token_ids)});
             new (made) part_object(std::move(part));
           },

@@ -32,16 +32,17 @@ struct part_object {
   std::string result_dtype;  ///< as the caller named it
 };
 
-/// The part these arguments describe; `pooling_task` defaults to token_embed for
-/// a token method, embed otherwise.
-inline part_object read_part(const std::string& method, std::optional<std::string> pooling_task, nb::handle projector,
+/// The part these arguments describe; `pooling_task` (None, or a name read as
+/// a Dispatcher reads `tasks`) defaults to token_embed for a token method,
+/// embed otherwise.
+inline part_object read_part(const std::string& method, nb::handle pooling_task, nb::handle projector,
                              nb::handle projector_bias, nb::handle classifier, nb::handle classifier_bias,
                              const std::string& problem, std::optional<double> logit_mean,
                              std::optional<double> logit_sigma, const std::string& result_dtype, nb::handle ranges,
                              std::optional<double> weight_floor, part_filters filters) {
   part_object made;
-  made.config.served = pooling_task ? read_task(nb::str(pooling_task->data(), pooling_task->size()), "task")
-                                    : (is_token_method(method) ? task::token_embed : task::embed);
+  made.config.served = !pooling_task.is_none() ? read_task(pooling_task, "task")
+                                               : (is_token_method(method) ? task::token_embed : task::embed);
   made.config.pooler.methods[static_cast<std::size_t>(made.config.served)] = method;
   made.config.result = read_heads(made.config.pooler, projector, projector_bias, classifier, classifier_bias, problem,
                                   logit_mean, logit_sigma, result_dtype, ranges, weight_floor);

@@ -9,11 +9,13 @@
 #include <filesystem>
 #include <fstream>
 #include <initializer_list>
+#include <iterator>
 #include <limits>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <system_error>
+#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -120,9 +122,10 @@ class object_reader {
     }
   }
 
+  /// Whether the object gives `key` a value: a null is none, as an absent key.
   bool has(std::string_view key) const { return object_.contains(key) && !object_.at(std::string(key)).is_null(); }
   const json& at(std::string_view key) const {
-    if (!object_.contains(key)) fail_at(key, "missing");
+    if (!has(key)) fail_at(key, "missing");
     return object_.at(std::string(key));
   }
 
@@ -376,7 +379,7 @@ inline results_file read_results(const object_reader& object, const std::filesys
     read.classifier = read_layers(classifier, folder);
     const std::optional<float> mean = classifier.optional_number("logit_mean");
     const std::optional<float> sigma = classifier.optional_number("logit_sigma");
-    if (sigma && *sigma == 0.0f) classifier.fail_at("logit_sigma", "must not be 0");
+    if (sigma && *sigma == 0.0f) classifier.fail_at("logit_sigma", "must not be 0 as a float");
     // The classify head's (SPEC section 4): it scales the logits it is given, the
     // classifier's or, without a weight, the pooled rows, for both classify tasks.
     if (mean || sigma) read.platt = head::platt_scaling{mean.value_or(0.0f), sigma.value_or(1.0f)};
@@ -451,15 +454,27 @@ inline batch_file read_batch_file(const std::filesystem::path& path) {
   batch.folder = path.parent_path();
   json root;
   try {
-    root = json::parse(in, [](int depth, json::parse_event_t event, json&) {
+    // Read whole before it is parsed: the parser takes a NUL, which no JSON text holds, for the end of its
+    // input, and would leave what follows it unread.
+    const std::string text{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+    if (const std::size_t nul = text.find('\0'); nul != std::string::npos)
+      throw input_error("byte " + std::to_string(nul) + " is a NUL, which no JSON text holds");
+    // The keys of each object open, from the outermost: JSON leaves a repeated key's meaning open, and the
+    // parser would keep its last value.
+    std::vector<std::unordered_set<std::string>> keys;
+    root = json::parse(text, [&keys](int depth, json::parse_event_t event, json& parsed) {
       // An object or array is told as it starts at its parent's depth, and its values at its own.
       const bool starts = event == json::parse_event_t::object_start || event == json::parse_event_t::array_start;
       if (depth + (starts ? 1 : 0) > detail::deepest_nesting)
         throw input_error("nested more than " + std::to_string(detail::deepest_nesting) + " deep");
+      if (event == json::parse_event_t::object_start) keys.emplace_back();
+      if (event == json::parse_event_t::object_end) keys.pop_back();
+      if (event == json::parse_event_t::key && !keys.back().insert(parsed.get<std::string>()).second)
+        throw input_error("key " + seqpool::detail::quoted(parsed.get<std::string>()) + " appears twice in an object");
       return true;
     });
-  } catch (const input_error& deep) {
-    throw input_error(path.string() + ": malformed JSON: " + deep.what());
+  } catch (const input_error& refused) {
+    throw input_error(path.string() + ": malformed JSON: " + refused.what());
   } catch (const json::exception& malformed) {  // a syntax error, or a number too large to hold
     throw input_error(path.string() + ": malformed JSON: " + malformed.what());
   } catch (const std::ios_base::failure& unread) {  // the file's stream buffer failed to read

@@ -3,6 +3,7 @@
 // the renames undone where one fails.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <exception>
 #include <filesystem>
@@ -43,6 +44,10 @@ class result_files {
   void write(const std::string& where, const seqpool::batch& requests,
              const std::vector<std::optional<seqpool::result_slice>>& slices, std::span<const Result> results,
              const std::filesystem::path& folder, std::optional<seqpool::task> pooled_for = std::nullopt) {
+    // Room for every file this call may write, made before any is: a file written is listed by a push that
+    // cannot throw, and the list grows once a call, not once a file.
+    written_.reserve(written_.size() + static_cast<std::size_t>(std::ranges::count_if(
+                                           slices, [](const auto& slice) { return slice.has_value(); })));
     for (std::size_t i = 0; i < requests.requests.size(); ++i) {
       const auto& slice = slices[i];
       if (!slice) continue;
@@ -63,7 +68,6 @@ class result_files {
       }
       const named file{request, folder / ("." + id + ".npy.partial"), folder / (id + ".npy"),
                        folder / ("." + id + ".npy.previous")};
-      written_.reserve(written_.size() + 1);
       try {
         // A file it cannot write whole it leaves unmade, and a folder under the hidden name untouched: only a
         // file written is this run's to remove.

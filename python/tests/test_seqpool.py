@@ -391,6 +391,9 @@ def test_arguments_of_the_wrong_kind_raise_value_error_too():
                 **platt)
     refuses("weight_floor: must be a finite number within float's range", seqpool.Dispatcher, 4,
             token_embed="all", result_dtype="sparse", projector=np.ones((1, 4), np.float32), weight_floor=1e39)
+    for sigma in (0.0, 1e-50):  # 1e-50 is 0 as the float the head scales by
+        refuses("logit_sigma: must not be 0 as a float", seqpool.Dispatcher, 4, classify="cls", logit_mean=0.0,
+                logit_sigma=sigma)
     scaled = seqpool.Dispatcher(4, classify="cls", logit_mean=2.0**120, logit_sigma=-(2.0**-126))  # in range
     assert scaled.result_dtype == "float32"
 
@@ -577,6 +580,11 @@ def test_arguments_are_read_within_the_batch_whatever_they_do_meanwhile():
     assert len(ids) == 201 and plan.results == [(0, 1, 4)]
     # The default num_scheduled of these overflowed (UBSan, in a sanitized build of the module, saw it).
     refuses("num_computed: must not be negative", dispatcher.plan, [2**63 - 1], num_computed=[-2**63])
+    # num_scheduled left out is the rest of each prompt: a num_computed that leaves none is what is refused.
+    for computed in (5, 7, 2**63 - 1):
+        refuses(f'request 1 (id "1"): num_computed: {computed} leaves none of prompt_len 5 to schedule (num_scheduled, '
+                'left out, is the rest of each prompt)', dispatcher.plan, [2, 5], None, [0, computed])
+    refuses("num_scheduled: must be at least 1, got 0", dispatcher.plan, [2, 5], [1, 0], [0, 5])
     # Refused before its rows are cut into tiles.
     refuses("num_scheduled: the step's 4611686018427387904 rows of 4 columns are more bytes than a 64-bit count",
             dispatcher.plan, [2**62])
@@ -866,6 +874,13 @@ def test_names_are_quoted_as_section_8_quotes_them_and_ids_are_utf_8():
             seqpool.pooler, 4, "all", task=bad)
     refuses("task: expected \"embed\", \"classify\", \"token_embed\" or \"token_classify\", got 5", seqpool.pooler,
             4, "all", task=5)
+    refuses("task: expected \"embed\", \"classify\", \"token_embed\" or \"token_classify\", got 5", seqpool.Part,
+            "all", task=5)
+    refuses("task: expected \"embed\", \"classify\", \"token_embed\" or \"token_classify\", got 'a\\ud800'",
+            seqpool.Part, "all", task="a\ud800")
+    # bytes are bytes, not the small ints they iterate as.
+    refuses("tasks: must be a task name or a sequence of them", seqpool.Dispatcher(4, embed="mean").plan, [1] * 5,
+            tasks=b"embed")
     dispatcher = seqpool.pooler(4, "mean")
     refuses("ids: a str id must be UTF-8 text (no lone surrogates), got 'a\\ud800'", dispatcher.plan, [1],
             ids=["a\ud800"])
@@ -989,6 +1004,9 @@ def test_counts_and_weights_from_unaligned_buffers():
                              num_computed=unaligned(np.zeros(2, np.int64)))
         assert len(found) == len(wanted) == 2
         assert all(np.array_equal(a, b) for a, b in zip(found, wanted))
+    # Hidden states are read where they lie, by loads of whole floats: refused, with how far off they lie.
+    refuses("hidden states: data + byte_offset is not aligned to 4 bytes: it lies 1 past a boundary", seqpool.pool,
+            seqpool.pooler(6, "mean"), unaligned(hidden), [4, 5])
 
 
 def test_token_ids_as_one_tensor_a_row_a_request_as_vllm_holds_them():

@@ -446,6 +446,26 @@ TEST_CASE_TEMPLATE_DEFINE("a multi_pooler refuses knobs no part takes, filters o
           "request 0 (id \"r\"): top_k: no part of this multi_pooler takes it (sparse parts do)");
   refuses(dense_and_colbert, {.drop_token_ids = {5, 3}},
           "request 0 (id \"r\"): drop_token_ids: id 1 is 3 after 5; the ids must be strictly ascending");
+  // A part that drops the even ids below 2048: a request's ids joined with them make at most max_drop_token_ids.
+  std::vector<std::int64_t> evens(seqpool::max_drop_token_ids);
+  std::vector<std::int64_t> odds(seqpool::max_drop_token_ids);
+  for (std::size_t k = 0; k < evens.size(); ++k) {
+    evens[k] = 2 * static_cast<std::int64_t>(k);
+    odds[k] = evens[k] + 1;
+  }
+  seqpool::multi_pooler<dense_pooler<Space>, colbert_pooler<Space>> evens_dropped(
+      space, {weights.dense(space)}, {weights.colbert(space), {.drop_token_ids = evens}});
+  refuses(evens_dropped, {.drop_token_ids = odds},
+          "request 0 (id \"r\"): drop_token_ids: its 1024 ids and part 1's 1024 make 2048; a part drops at most "
+          "1024");
+  refuses(evens_dropped, {.drop_token_ids = {1, 2}},
+          "request 0 (id \"r\"): drop_token_ids: its 2 ids and part 1's 1024 make 1025; a part drops at most 1024");
+  {
+    seqpool::state_store<Space> state(space);
+    seqpool::batch step{{test::whole("r", seqpool::task::embed, 3, {.drop_token_ids = {0, 2046}})}};
+    step.requests[0].prompt_token_ids = ids;
+    CHECK_NOTHROW(evens_dropped.plan(step, state));  // ids the part drops already: the union is the part's 1024
+  }
   // Only token parts: dimensions, spans and instruction_len reach none.
   seqpool::multi_pooler<sparse_pooler<Space>, colbert_pooler<Space>> tokens(space, {weights.sparse(space)},
                                                                             {weights.colbert(space)});
@@ -488,11 +508,11 @@ TEST_CASE_TEMPLATE_DEFINE("a multi_pooler refuses knobs no part takes, filters o
                        "part_filters: part 0 pools a sequence method; only token parts drop rows", seqpool::error);
   CHECK_THROWS_WITH_AS((seqpool::multi_pooler<dense_pooler<Space>, colbert_pooler<Space>>(
                            space, {weights.dense(space)}, {weights.colbert(space), {.drop_token_ids = {4, 4}}})),
-                       "part_filters: part 1's drop_token_ids: id 1 is 4; the ids must be ≥ 0 and strictly ascending",
+                       "part_filters: part 1's drop_token_ids: id 1 is 4 after 4; the ids must be strictly ascending",
                        seqpool::error);
   CHECK_THROWS_WITH_AS(
       (seqpool::multi_pooler<colbert_pooler<Space>>(space, {weights.colbert(space), {.drop_token_ids = {-1}}})),
-      "part_filters: part 0's drop_token_ids: id 0 is -1; the ids must be ≥ 0 and strictly ascending", seqpool::error);
+      "part_filters: part 0's drop_token_ids: id 0 is -1; token ids are ≥ 0", seqpool::error);
   std::vector<std::int64_t> many(seqpool::max_drop_token_ids + 1);
   for (std::size_t k = 0; k < many.size(); ++k) many[k] = static_cast<std::int64_t>(k);
   CHECK_THROWS_WITH_AS(

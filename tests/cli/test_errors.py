@@ -631,21 +631,58 @@ class Errors(unittest.TestCase):
         self.check_refused(batch, "batch.json: " + message)
 
     def test_malformed_json(self):
-        # Cut short; a number too large for any JSON number type (found by the fuzzer).
-        for text in ('{"hidden_size": 4,', '{"hidden_size": 1e999}', '{"hidden_size": 4}' + "1" * 400):
-            with self.subTest(text=text[:30]):
+        # Cut short; a number too large for any JSON number type (found by the fuzzer); a NUL after
+        # the text or in it (the parser took one for the end of its input); a key given twice (the
+        # parser kept the last), in the batch's object, a pooler's and a request's.
+        good = Batch(H, {"embed": "mean"})
+        good_step(good, "before")
+        text = json.dumps(good.spec)
+        for malformed, reason in (('{"hidden_size": 4,', ""), ('{"hidden_size": 1e999}', ""),
+                                  ('{"hidden_size": 4}' + "1" * 400, ""),
+                                  (text + "\0 not JSON ]]]", f"byte {len(text)} is a NUL, which no JSON text holds"),
+                                  (text + "\0", f"byte {len(text)} is a NUL, which no JSON text holds"),
+                                  ('{"hidden_size": 4\0}', "byte 17 is a NUL, which no JSON text holds"),
+                                  ('{"hidden_size": 4, "hidden_size": 4}',
+                                   'key "hidden_size" appears twice in an object'),
+                                  (text.replace('"embed": "mean"', '"embed": "none", "embed": "mean"'),
+                                   'key "embed" appears twice in an object'),
+                                  (text.replace('"id": "before"', '"id": "a", "id": "before"'),
+                                   'key "id" appears twice in an object')):
+            with self.subTest(text=malformed[:30]):
+                self.assertNotEqual(malformed, text)
                 batch = Batch(H, {"embed": "mean"})
                 good_step(batch, "before")
                 batch.run()
-                (batch.folder / "batch.json").write_text(text)
+                (batch.folder / "batch.json").write_text(malformed)
                 import subprocess
                 from batches import TOOL
                 run = subprocess.run([TOOL, str(batch.folder / "batch.json"), "--out", str(batch.folder / "fresh")],
                                      capture_output=True, text=True)
                 self.assertEqual(run.returncode, 2, run.stderr)
                 self.assertTrue(run.stderr.startswith("seqpool: error: "), run.stderr)
-                self.assertIn("malformed JSON", run.stderr)
+                self.assertIn("malformed JSON: " + reason, run.stderr)
                 self.assertEqual(run.stderr.count("\n"), 1)
+
+    def test_a_null_is_no_value(self):
+        # A null is an absent key: an optional one takes its default, a required one is missing.
+        self.file_error(lambda b: b.step(ROWS[:1], [dict(request("a", "embed", 1), num_scheduled=None)]),
+                        'step 1: request 0 (id "a"): num_scheduled: missing')
+        self.file_error(lambda b: b.step(ROWS[:1], [dict(request("a", "embed", 1), task=None)]),
+                        'step 1: request 0 (id "a"): task: missing')
+        self.config_error(lambda s: s.update(poolers=None), "poolers: missing")
+        results = []
+        for null in (False, True):
+            batch = Batch(H, {"embed": "mean"})
+            if null:
+                batch.spec.update(result_dtype=None, ranges=None, hidden_dtype=None)
+                batch.step(ROWS[:2], [dict(request("a", "embed", 2, dimensions=None, instruction_len=None),
+                                           num_computed=None)])
+            else:
+                batch.step(ROWS[:2], [request("a", "embed", 2)])
+            run = batch.run()
+            self.assertEqual(run.returncode, 0, run.stderr)
+            results.append(np.load(batch.out / "a.npy"))
+        np.testing.assert_array_equal(results[1], results[0])
 
     def test_methods_that_cannot_serve(self):
         sequence_methods = ("cls, last, mean, max, weighted_mean, mean_sqrt_len or two or three of cls, max, mean, "
@@ -862,7 +899,7 @@ class Errors(unittest.TestCase):
         for part, message in ((dict(dense, drop_first=True),
                                "part_filters: part 0 pools a sequence method; only token parts drop rows"),
                               (dict(tokens, drop_token_ids=[3, 1]), "part_filters: part 0's drop_token_ids: id 1 is "
-                                                                     "1; the ids must be ≥ 0 and strictly ascending")):
+                                                                     "1 after 3; the ids must be strictly ascending")):
             batch = Batch(H, None)
             batch.parts(part)
             good_step(batch, "before")
@@ -882,7 +919,11 @@ class Errors(unittest.TestCase):
                 self.assertEqual(sorted(p.name for p in (batch.out / "t").iterdir()), ["before.npy"])
 
     def test_platt_and_problem_type(self):
-        self.config_error(lambda s: s.update(classifier={"logit_sigma": 0}), "classifier.logit_sigma: must not be 0")
+        self.config_error(lambda s: s.update(classifier={"logit_sigma": 0}),
+                          "classifier.logit_sigma: must not be 0 as a float")
+        # Within float's range, but below its smallest subnormal: 0 once read as the float it is used as.
+        self.config_error(lambda s: s.update(classifier={"logit_sigma": 1e-50}),
+                          "classifier.logit_sigma: must not be 0 as a float")
         self.config_error(lambda s: s.update(classifier={"logit_mean": "1"}),
                           "classifier.logit_mean: expected a finite number")
         self.config_error(lambda s: s.update(classifier={"logit_mean": 1e39}),

@@ -74,11 +74,26 @@ struct routed_ids_release {
   }
 };
 
+/// How many distinct ids two lists of strictly ascending ids hold together.
+inline std::size_t union_size(std::span<const std::int64_t> a, std::span<const std::int64_t> b) {
+  std::size_t shared = 0;
+  for (std::size_t i = 0, j = 0; i < a.size() && j < b.size();) {
+    if (a[i] == b[j]) ++shared;
+    const std::int64_t lower = std::min(a[i], b[j]);
+    i += a[i] == lower;
+    j += b[j] == lower;
+  }
+  return a.size() + b.size() - shared;
+}
+
 /// Throws seqpool::error for request `index`'s first knob that no part of
 /// `kinds` takes (route_knobs): a knob set is never dropped unheard. A request's
 /// own drop_token_ids are checked first as a token part's planner checks them,
-/// so that a list out of order is refused as such, not as the union made of it.
-inline void check_knobs_reach(std::size_t index, const request& asked, std::span<const part_kind> kinds) {
+/// so that a list out of order is refused as such, not as the union made of it;
+/// then the union with each token part's `filters`, which its planner would
+/// refuse past max_drop_token_ids as the request's own.
+inline void check_knobs_reach(std::size_t index, const request& asked, std::span<const part_kind> kinds,
+                              std::span<const part_filters> filters) {
   const auto any = [&](auto takes) { return std::ranges::any_of(kinds, takes); };
   const bool token_parts = any([](const part_kind& kind) { return kind.token_wise(); });
   const bool sequence_parts = any([](const part_kind& kind) { return !kind.token_wise(); });
@@ -105,6 +120,14 @@ inline void check_knobs_reach(std::size_t index, const request& asked, std::span
     if (ids[k] <= ids[k - 1])
       fail_request(index, asked.id, "drop_token_ids", "id ", k, " is ", ids[k], " after ", ids[k - 1],
                    "; the ids must be strictly ascending");
+  if (ids.empty()) return;
+  for (std::size_t part = 0; part < kinds.size(); ++part) {
+    const auto& added = filters[part].drop_token_ids;
+    if (!kinds[part].token_wise() || added.empty()) continue;
+    if (const std::size_t joined = union_size(ids, added); joined > max_drop_token_ids)
+      fail_request(index, asked.id, "drop_token_ids", "its ", ids.size(), " ids and part ", part, "'s ", added.size(),
+                   " make ", joined, "; a part drops at most ", max_drop_token_ids);
+  }
 }
 
 /// Throws seqpool::error unless part `part`'s filters are a token part's, and
@@ -115,10 +138,13 @@ inline void check_part_filters(std::size_t part, bool token_wise, const part_fil
     fail("part_filters", "part ", part, " pools a sequence method; only token parts drop rows");
   if (ids.size() > max_drop_token_ids)
     fail("part_filters", "part ", part, " drops ", ids.size(), " ids; at most ", max_drop_token_ids, " may be dropped");
-  for (std::size_t k = 0; k < ids.size(); ++k)
-    if (ids[k] < 0 || (k > 0 && ids[k] <= ids[k - 1]))
-      fail("part_filters", "part ", part, "'s drop_token_ids: id ", k, " is ", ids[k],
-           "; the ids must be ≥ 0 and strictly ascending");
+  for (std::size_t k = 0; k < ids.size(); ++k) {
+    if (ids[k] < 0)
+      fail("part_filters", "part ", part, "'s drop_token_ids: id ", k, " is ", ids[k], "; token ids are ≥ 0");
+    if (k > 0 && ids[k] <= ids[k - 1])
+      fail("part_filters", "part ", part, "'s drop_token_ids: id ", k, " is ", ids[k], " after ", ids[k - 1],
+           "; the ids must be strictly ascending");
+  }
 }
 
 /// A part's view of the state store, as its planner checks a chunk against
