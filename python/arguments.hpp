@@ -95,6 +95,9 @@ inline void refuse_export(std::string_view field, const std::string& refused) {
   if (!refused.empty()) detail::fail(field, "its producer refused to export it (__dlpack__ raised ", refused, ")");
 }
 
+/// The name of `given`'s type, for messages.
+inline std::string type_name_of(nb::handle given) { return nb::cast<std::string>(nb::type_name(given.type())); }
+
 /// Whether `given` is read entry by entry: a sequence, but not a str (one id
 /// or name, not its characters), nor bytes or a bytearray (bytes, not the
 /// small ints they iterate as).
@@ -297,7 +300,7 @@ inline std::vector<std::int64_t> read_integers(nb::handle given, const char* fie
 /// requests at most, so that one whose iteration never ends is refused.
 /// `expected` says what `field` must be.
 inline nb::tuple entries_of(nb::handle given, std::size_t count, const char* field, const char* expected) {
-  if (!is_entries(given)) detail::fail(field, "must be ", expected);
+  if (!is_entries(given)) detail::fail(field, "must be ", expected, ", got ", type_name_of(given));
   if (PyList_CheckExact(given.ptr()) || PyTuple_CheckExact(given.ptr())) {
     nb::tuple read = nb::steal<nb::tuple>(PySequence_Tuple(given.ptr()));
     if (!read.is_valid()) throw nb::python_error();
@@ -364,9 +367,6 @@ inline task read_task(nb::handle given, const char* field = "tasks") {
   detail::fail(field, "expected \"embed\", \"classify\", \"token_embed\" or \"token_classify\", got ",
                named ? detail::quoted(text) : nb::cast<std::string>(nb::repr(given)));
 }
-
-/// The name of `given`'s type, for messages.
-inline std::string type_name_of(nb::handle given) { return nb::cast<std::string>(nb::type_name(given.type())); }
 
 /// What a tensor argument may be, for messages.
 inline constexpr std::string_view tensor_kinds =
@@ -529,8 +529,14 @@ inline result_kind read_heads(engine_config& config, nb::handle projector, nb::h
   config.problem = problem_named(problem);
   if (logit_mean.has_value() != logit_sigma.has_value())
     detail::fail("logit_mean", "and logit_sigma are given together (Platt scaling), or neither");
-  if (logit_mean)
-    config.platt = head::platt_scaling{float_knob(*logit_mean, "logit_mean"), float_knob(*logit_sigma, "logit_sigma")};
+  if (logit_mean) {
+    const float mean = float_knob(*logit_mean, "logit_mean");
+    const float sigma = float_knob(*logit_sigma, "logit_sigma");
+    // The head refuses a sigma of 0; one that only the float it becomes is 0 (1e-50) is refused as such here.
+    if (sigma == 0.0f && *logit_sigma != 0.0)
+      detail::fail("logit_sigma", "must not be 0 as a float, got ", *logit_sigma);
+    config.platt = head::platt_scaling{mean, sigma};
+  }
   const result_kind result = result_named(result_dtype);
   if (weight_floor && result != result_kind::sparse)
     detail::fail("weight_floor", "only sparse results take a weight floor");

@@ -125,7 +125,7 @@ class object_reader {
   /// Whether the object gives `key` a value: a null is none, as an absent key.
   bool has(std::string_view key) const { return object_.contains(key) && !object_.at(std::string(key)).is_null(); }
   const json& at(std::string_view key) const {
-    if (!has(key)) fail_at(key, "missing");
+    if (!has(key)) fail_at(key, object_.contains(key) ? "missing (null is no value)" : "missing");
     return object_.at(std::string(key));
   }
 
@@ -458,7 +458,7 @@ inline batch_file read_batch_file(const std::filesystem::path& path) {
     // input, and would leave what follows it unread.
     const std::string text{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
     if (const std::size_t nul = text.find('\0'); nul != std::string::npos)
-      throw input_error("byte " + std::to_string(nul) + " is a NUL, which no JSON text holds");
+      throw input_error("the byte at offset " + std::to_string(nul) + " is a NUL, which no JSON text holds");
     // The keys of each object open, from the outermost: JSON leaves a repeated key's meaning open, and the
     // parser would keep its last value.
     std::vector<std::unordered_set<std::string>> keys;

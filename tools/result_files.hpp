@@ -44,10 +44,11 @@ class result_files {
   void write(const std::string& where, const seqpool::batch& requests,
              const std::vector<std::optional<seqpool::result_slice>>& slices, std::span<const Result> results,
              const std::filesystem::path& folder, std::optional<seqpool::task> pooled_for = std::nullopt) {
-    // Room for every file this call may write, made before any is: a file written is listed by a push that
-    // cannot throw, and the list grows once a call, not once a file.
-    written_.reserve(written_.size() + static_cast<std::size_t>(std::ranges::count_if(
-                                           slices, [](const auto& slice) { return slice.has_value(); })));
+    // Room for every file this call may write, made before any is: a file written is listed by a move that
+    // cannot throw, and the list grows as a vector does (a step's parts each call this), not a file at a time.
+    const std::size_t needed = written_.size() + static_cast<std::size_t>(std::ranges::count_if(
+                                                     slices, [](const auto& slice) { return slice.has_value(); }));
+    if (needed > written_.capacity()) written_.reserve(std::max(needed, 2 * written_.capacity()));
     for (std::size_t i = 0; i < requests.requests.size(); ++i) {
       const auto& slice = slices[i];
       if (!slice) continue;
@@ -66,18 +67,19 @@ class result_files {
       } else if (seqpool::is_token_task(pooled_for.value_or(r.task)) || !r.params.spans.empty()) {
         shape.insert(shape.begin(), slice->rows);
       }
-      const named file{request, folder / ("." + id + ".npy.partial"), folder / (id + ".npy"),
-                       folder / ("." + id + ".npy.previous")};
+      named file{request, folder / ("." + id + ".npy.partial"), folder / (id + ".npy"),
+                 folder / ("." + id + ".npy.previous")};
       try {
         // A file it cannot write whole it leaves unmade, and a folder under the hidden name untouched: only a
         // file written is this run's to remove.
         write_npy(file.hidden, values, shape);
-        written_.push_back(file);
+        written_.push_back(std::move(file));
         // A link there, to a folder too, is the rename's to replace.
-        if (std::filesystem::is_directory(std::filesystem::symlink_status(file.final)))
-          throw input_error(file.final.string() + " is a folder");
+        const std::filesystem::path& final_name = written_.back().final;
+        if (std::filesystem::is_directory(std::filesystem::symlink_status(final_name)))
+          throw input_error(final_name.string() + " is a folder");
       } catch (const std::exception& failure) {
-        throw input_error(where + ": " + file.request + ": cannot write its result: " + failure.what());
+        throw input_error(where + ": " + request + ": cannot write its result: " + failure.what());
       }
     }
   }

@@ -198,8 +198,8 @@ T* first_element(const DLTensor& tensor, const char* what, std::int64_t elements
     seqpool::detail::fail(what, "data is null; the tensor has ", elements, " elements");
   const auto address = reinterpret_cast<std::uintptr_t>(tensor.data) + tensor.byte_offset;
   if (address % alignof(T) != 0)
-    seqpool::detail::fail(what, "data + byte_offset is not aligned to ", alignof(T), " bytes: it lies ",
-                          address % alignof(T), " past a boundary");
+    seqpool::detail::fail(what, "data + byte_offset is not aligned to ", alignof(T), " bytes (it is ",
+                          address % alignof(T), " more than a multiple of ", alignof(T), ")");
   return reinterpret_cast<T*>(address);
 }
 

@@ -247,7 +247,7 @@ TEST_CASE_TEMPLATE_DEFINE("head knobs that do not fit are rejected before anythi
   CHECK_THROWS_WITH_AS(plan_one(plain, test::whole("c", task::classify, 2, {.dimensions = 2})),
                        "request 0 (id \"c\"): dimensions: applies to embed tasks only, not classify", seqpool::error);
   CHECK_THROWS_WITH_AS(head::classify({}, head::problem_type::single_label, head::platt_scaling{0, 0}),
-                       "logit_sigma: must not be 0 as a float", seqpool::error);
+                       "logit_sigma: must not be 0", seqpool::error);
   constexpr float infinity = std::numeric_limits<float>::infinity();
   const float nan = std::numeric_limits<float>::quiet_NaN();
   CHECK_THROWS_WITH_AS(head::classify({}, head::problem_type::single_label, head::platt_scaling{nan, 1}),

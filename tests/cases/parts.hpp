@@ -397,6 +397,16 @@ TEST_CASE_TEMPLATE_DEFINE("a plan reads nothing of its batch once plan() returns
   CHECK(got.sparse == wanted.sparse);
   CHECK(got.colbert == wanted.colbert);
   CHECK(state.size() == 0);
+  // Refused by the sparse part at the last request, once the first was routed to the parts before it: what
+  // planning works in lets go of the ids it was given all the same.
+  seqpool::batch refused{{test::whole("a", seqpool::task::embed, 5), test::whole("b", seqpool::task::embed, 5)}};
+  refused.requests[0].prompt_token_ids = ids;
+  refused.requests[1].prompt_token_ids = std::span(ids).first(2);
+  CHECK_THROWS_WITH_AS(outputs.plan(refused, state, plan),
+                       "request 1 (id \"b\"): prompt_token_ids: a sparse result lists its rows by token id: give all 5 "
+                       "ids of the prompt, got 2",
+                       seqpool::error);
+  CHECK(test::keeps_no_view_of_batch(seqpool::detail::plan_access::program(plan)));
 }
 
 TEST_CASE_TEMPLATE_DEFINE("a multi_pooler's parts equal their poolers alone, step by step, chunked as whole", Setup,
@@ -456,10 +466,18 @@ TEST_CASE_TEMPLATE_DEFINE("a multi_pooler refuses knobs no part takes, filters o
   seqpool::multi_pooler<dense_pooler<Space>, colbert_pooler<Space>> evens_dropped(
       space, {weights.dense(space)}, {weights.colbert(space), {.drop_token_ids = evens}});
   refuses(evens_dropped, {.drop_token_ids = odds},
-          "request 0 (id \"r\"): drop_token_ids: its 1024 ids and part 1's 1024 make 2048; a part drops at most "
-          "1024");
+          "request 0 (id \"r\"): drop_token_ids: its 1024 ids and part 1's 1024 make 2048 distinct ids; a part drops "
+          "at most 1024");
   refuses(evens_dropped, {.drop_token_ids = {1, 2}},
-          "request 0 (id \"r\"): drop_token_ids: its 2 ids and part 1's 1024 make 1025; a part drops at most 1024");
+          "request 0 (id \"r\"): drop_token_ids: its 2 ids and part 1's 1024 make 1025 distinct ids; a part drops at "
+          "most 1024");
+  // A list too long or negative is refused as such, as its pooler alone refuses it, not as the union made of it.
+  std::vector<std::int64_t> too_many(seqpool::max_drop_token_ids + 1);
+  for (std::size_t k = 0; k < too_many.size(); ++k) too_many[k] = 2 * static_cast<std::int64_t>(k);
+  refuses(evens_dropped, {.drop_token_ids = too_many},
+          "request 0 (id \"r\"): drop_token_ids: holds 1025 ids; at most 1024 may be dropped");
+  refuses(evens_dropped, {.drop_token_ids = {-1, 2}},
+          "request 0 (id \"r\"): drop_token_ids: id 0 is -1; token ids are ≥ 0");
   {
     seqpool::state_store<Space> state(space);
     seqpool::batch step{{test::whole("r", seqpool::task::embed, 3, {.drop_token_ids = {0, 2046}})}};

@@ -639,9 +639,10 @@ class Errors(unittest.TestCase):
         text = json.dumps(good.spec)
         for malformed, reason in (('{"hidden_size": 4,', ""), ('{"hidden_size": 1e999}', ""),
                                   ('{"hidden_size": 4}' + "1" * 400, ""),
-                                  (text + "\0 not JSON ]]]", f"byte {len(text)} is a NUL, which no JSON text holds"),
-                                  (text + "\0", f"byte {len(text)} is a NUL, which no JSON text holds"),
-                                  ('{"hidden_size": 4\0}', "byte 17 is a NUL, which no JSON text holds"),
+                                  (text + "\0 not JSON ]]]",
+                                   f"the byte at offset {len(text)} is a NUL, which no JSON text holds"),
+                                  (text + "\0", f"the byte at offset {len(text)} is a NUL, which no JSON text holds"),
+                                  ('{"hidden_size": 4\0}', "the byte at offset 17 is a NUL, which no JSON text holds"),
                                   ('{"hidden_size": 4, "hidden_size": 4}',
                                    'key "hidden_size" appears twice in an object'),
                                   (text.replace('"embed": "mean"', '"embed": "none", "embed": "mean"'),
@@ -666,10 +667,10 @@ class Errors(unittest.TestCase):
     def test_a_null_is_no_value(self):
         # A null is an absent key: an optional one takes its default, a required one is missing.
         self.file_error(lambda b: b.step(ROWS[:1], [dict(request("a", "embed", 1), num_scheduled=None)]),
-                        'step 1: request 0 (id "a"): num_scheduled: missing')
+                        'step 1: request 0 (id "a"): num_scheduled: missing (null is no value)')
         self.file_error(lambda b: b.step(ROWS[:1], [dict(request("a", "embed", 1), task=None)]),
-                        'step 1: request 0 (id "a"): task: missing')
-        self.config_error(lambda s: s.update(poolers=None), "poolers: missing")
+                        'step 1: request 0 (id "a"): task: missing (null is no value)')
+        self.config_error(lambda s: s.update(poolers=None), "poolers: missing (null is no value)")
         results = []
         for null in (False, True):
             batch = Batch(H, {"embed": "mean"})

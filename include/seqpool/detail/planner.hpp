@@ -230,6 +230,7 @@ class planner {
         output_end_(output_begin) {
     share_.clear();
     pooled_decisions_.clear();
+    token_decisions_.clear();
     windows_.clear();
     positions_.clear();
     run_returns_.clear();
@@ -238,8 +239,8 @@ class planner {
   }
 
   /// A token method's decisions hold the columns their requests keep, views of
-  /// the caller's batch: they go when the plan is made or refused, so that the
-  /// scratch kept for the next plan holds no view of a batch the caller may
+  /// the caller's batch: they go when the plan is made or refused too, so that
+  /// the scratch kept for the next plan holds no view of a batch the caller may
   /// free (their storage stays).
   ~planner() { token_decisions_.clear(); }
 

@@ -11,6 +11,7 @@
 #include <string_view>
 
 #include <seqpool/batch.hpp>
+#include <seqpool/detail/token_filter.hpp>
 #include <seqpool/error.hpp>
 #include <seqpool/part.hpp>
 #include <seqpool/state_key.hpp>
@@ -88,10 +89,11 @@ inline std::size_t union_size(std::span<const std::int64_t> a, std::span<const s
 
 /// Throws seqpool::error for request `index`'s first knob that no part of
 /// `kinds` takes (route_knobs): a knob set is never dropped unheard. A request's
-/// own drop_token_ids are checked first as a token part's planner checks them,
-/// so that a list out of order is refused as such, not as the union made of it;
-/// then the union with each token part's `filters`, which its planner would
-/// refuse past max_drop_token_ids as the request's own.
+/// own drop_token_ids are checked first as a token part's planner checks them
+/// (check_drop_list()), so that a list too long or out of order is refused as
+/// such, not as the union made of it; then the union with each token part's
+/// `filters`, which the part's planner would refuse past max_drop_token_ids as
+/// the request's own.
 inline void check_knobs_reach(std::size_t index, const request& asked, std::span<const part_kind> kinds,
                               std::span<const part_filters> filters) {
   const auto any = [&](auto takes) { return std::ranges::any_of(kinds, takes); };
@@ -116,17 +118,14 @@ inline void check_knobs_reach(std::size_t index, const request& asked, std::span
     refuse("dimensions", "sequence parts that embed into dense rows do");
   if (knobs.top_k && !any([](const part_kind& kind) { return kind.sparse; })) refuse("top_k", "sparse parts do");
   const auto& ids = knobs.drop_token_ids;
-  for (std::size_t k = 1; k < ids.size(); ++k)
-    if (ids[k] <= ids[k - 1])
-      fail_request(index, asked.id, "drop_token_ids", "id ", k, " is ", ids[k], " after ", ids[k - 1],
-                   "; the ids must be strictly ascending");
   if (ids.empty()) return;
+  check_drop_list(index, asked);
   for (std::size_t part = 0; part < kinds.size(); ++part) {
     const auto& added = filters[part].drop_token_ids;
     if (!kinds[part].token_wise() || added.empty()) continue;
     if (const std::size_t joined = union_size(ids, added); joined > max_drop_token_ids)
       fail_request(index, asked.id, "drop_token_ids", "its ", ids.size(), " ids and part ", part, "'s ", added.size(),
-                   " make ", joined, "; a part drops at most ", max_drop_token_ids);
+                   " make ", joined, " distinct ids; a part drops at most ", max_drop_token_ids);
   }
 }
 

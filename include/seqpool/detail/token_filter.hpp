@@ -20,6 +20,22 @@ struct position_range {
   constexpr std::int64_t size() const { return std::max<std::int64_t>(end - begin, 0); }
 };
 
+/// Refuses request `index`'s ids to drop (`r`'s drop_token_ids) that are too
+/// many, negative, or not strictly ascending (so that each lookup is a binary
+/// search).
+inline void check_drop_list(std::size_t index, const request& r) {
+  const auto& ids = r.params.drop_token_ids;
+  if (ids.size() > max_drop_token_ids)
+    fail_request(index, r.id, "drop_token_ids", "holds ", ids.size(), " ids; at most ", max_drop_token_ids,
+                 " may be dropped");
+  for (std::size_t k = 0; k < ids.size(); ++k) {
+    if (ids[k] < 0) fail_request(index, r.id, "drop_token_ids", "id ", k, " is ", ids[k], "; token ids are ≥ 0");
+    if (k > 0 && ids[k] <= ids[k - 1])
+      fail_request(index, r.id, "drop_token_ids", "id ", k, " is ", ids[k], " after ", ids[k - 1],
+                   "; the ids must be strictly ascending");
+  }
+}
+
 /// What pooling_params' drop_first, drop_last and drop_token_ids leave out of
 /// a request's prompt (SPEC section 3). It refers to the request, which must
 /// outlive it.
@@ -50,20 +66,10 @@ class token_filter {
             std::min(end, r_.prompt_len - (r_.params.drop_last ? 1 : 0))};
   }
 
-  /// Refuses ids to drop that are too many, negative, or not strictly
-  /// ascending (so that each lookup is a binary search), and prompt ids too few
-  /// to look them up in.
+  /// Refuses the request's ids to drop as check_drop_list() does, and prompt
+  /// ids too few to look them up in.
   void check(std::size_t index) const {
-    const auto& ids = r_.params.drop_token_ids;
-    if (ids.size() > max_drop_token_ids)
-      fail_request(index, r_.id, "drop_token_ids", "holds ", ids.size(), " ids; at most ", max_drop_token_ids,
-                   " may be dropped");
-    for (std::size_t k = 0; k < ids.size(); ++k) {
-      if (ids[k] < 0) fail_request(index, r_.id, "drop_token_ids", "id ", k, " is ", ids[k], "; token ids are ≥ 0");
-      if (k > 0 && ids[k] <= ids[k - 1])
-        fail_request(index, r_.id, "drop_token_ids", "id ", k, " is ", ids[k], " after ", ids[k - 1],
-                     "; the ids must be strictly ascending");
-    }
+    check_drop_list(index, r_);
     if (by_id() && std::cmp_less(r_.prompt_token_ids.size(), r_.prompt_len))
       fail_request(index, r_.id, "prompt_token_ids", "drop_token_ids are looked up in all ", r_.prompt_len,
                    " ids of the prompt, got ", r_.prompt_token_ids.size());

@@ -31,7 +31,7 @@ class score {
     if (!platt) return;
     if (!std::isfinite(platt->logit_mean)) detail::fail("logit_mean", "must be finite, got ", platt->logit_mean);
     if (!std::isfinite(platt->logit_sigma)) detail::fail("logit_sigma", "must be finite, got ", platt->logit_sigma);
-    if (platt->logit_sigma == 0.0f) detail::fail("logit_sigma", "must not be 0 as a float");
+    if (platt->logit_sigma == 0.0f) detail::fail("logit_sigma", "must not be 0");
     scaled_ = true;
     logit_mean_ = platt->logit_mean;
     logit_sigma_ = platt->logit_sigma;
