@@ -554,7 +554,7 @@ class step_runner {
                    detail::most_counted, " (its records count rows in 32 bits)");
     if constexpr (per_part) {
       for (std::size_t index = 0; index < step.requests.size(); ++index)
-        detail::check_knobs_reach(index, step.requests[index], kinds_, filters_);
+        detail::check_knobs_reach(index, step.requests[index], kinds_);
     } else {
       for (const task_group& group : layout.groups)
         if (!entry_of(group.task))
@@ -650,7 +650,7 @@ class step_runner {
       routed.padded = step.padded;
       routed.requests.resize(step.requests.size());
       for (std::size_t index = 0; index < step.requests.size(); ++index)
-        detail::route_knobs(step.requests[index], kinds_[entry], filters_[entry], routed.requests[index]);
+        detail::route_knobs(index, step.requests[index], entry, kinds_[entry], filters_[entry], routed.requests[index]);
       return routed;
     } else {
       return step;

@@ -29,14 +29,16 @@ struct part_kind {
   bool truncates() const { return task == task::embed && !sparse; }
 };
 
-/// Request `asked` as a part of kind `kind` plans it, written into `into`
-/// (whose strings and lists keep their storage): the part's task, and of the
-/// request's knobs those that apply to the part (SPEC section 5) — use_activation
-/// to every part; token filters, step_tag_id and returned_token_ids to token
-/// parts, with the part's own filters added; spans and instruction_len to
-/// sequence parts; dimensions to sequence parts that embed into a dense row;
-/// top_k to sparse parts.
-inline void route_knobs(const request& asked, const part_kind& kind, const part_filters& added, request& into) {
+/// Request `asked` (batch index `index`) as part `part`, of kind `kind`, plans
+/// it, written into `into` (whose strings and lists keep their storage): the
+/// part's task, and of the request's knobs those that apply to the part (SPEC
+/// section 5) — use_activation to every part; token filters, step_tag_id and
+/// returned_token_ids to token parts, with the part's own filters added (their
+/// ids joined to the request's, refused past max_drop_token_ids as the union
+/// they make); spans and instruction_len to sequence parts; dimensions to
+/// sequence parts that embed into a dense row; top_k to sparse parts.
+inline void route_knobs(std::size_t index, const request& asked, std::size_t part, const part_kind& kind,
+                        const part_filters& added, request& into) {
   into.id = asked.id;
   into.task = kind.task;
   into.prompt_len = asked.prompt_len;
@@ -59,6 +61,10 @@ inline void route_knobs(const request& asked, const part_kind& kind, const part_
   routed.drop_token_ids.clear();
   if (tokens)
     std::ranges::set_union(knobs.drop_token_ids, added.drop_token_ids, std::back_inserter(routed.drop_token_ids));
+  if (routed.drop_token_ids.size() > max_drop_token_ids)
+    fail_request(index, asked.id, "drop_token_ids", "its ", knobs.drop_token_ids.size(), " ids and part ", part, "'s ",
+                 added.drop_token_ids.size(), " make ", routed.drop_token_ids.size(),
+                 " distinct ids; a part drops at most ", max_drop_token_ids);
   routed.top_k = kind.sparse ? knobs.top_k : std::nullopt;
 }
 
@@ -75,27 +81,12 @@ struct routed_ids_release {
   }
 };
 
-/// How many distinct ids two lists of strictly ascending ids hold together.
-inline std::size_t union_size(std::span<const std::int64_t> a, std::span<const std::int64_t> b) {
-  std::size_t shared = 0;
-  for (std::size_t i = 0, j = 0; i < a.size() && j < b.size();) {
-    if (a[i] == b[j]) ++shared;
-    const std::int64_t lower = std::min(a[i], b[j]);
-    i += a[i] == lower;
-    j += b[j] == lower;
-  }
-  return a.size() + b.size() - shared;
-}
-
 /// Throws seqpool::error for request `index`'s first knob that no part of
 /// `kinds` takes (route_knobs): a knob set is never dropped unheard. A request's
 /// own drop_token_ids are checked first as a token part's planner checks them
-/// (check_drop_list()), so that a list too long or out of order is refused as
-/// such, not as the union made of it; then the union with each token part's
-/// `filters`, which the part's planner would refuse past max_drop_token_ids as
-/// the request's own.
-inline void check_knobs_reach(std::size_t index, const request& asked, std::span<const part_kind> kinds,
-                              std::span<const part_filters> filters) {
+/// (check_drop_list()), so that a list too long, negative or out of order is
+/// refused as such, not as the union route_knobs() makes of it.
+inline void check_knobs_reach(std::size_t index, const request& asked, std::span<const part_kind> kinds) {
   const auto any = [&](auto takes) { return std::ranges::any_of(kinds, takes); };
   const bool token_parts = any([](const part_kind& kind) { return kind.token_wise(); });
   const bool sequence_parts = any([](const part_kind& kind) { return !kind.token_wise(); });
@@ -117,16 +108,7 @@ inline void check_knobs_reach(std::size_t index, const request& asked, std::span
   if (knobs.dimensions && !any([](const part_kind& kind) { return kind.truncates(); }))
     refuse("dimensions", "sequence parts that embed into dense rows do");
   if (knobs.top_k && !any([](const part_kind& kind) { return kind.sparse; })) refuse("top_k", "sparse parts do");
-  const auto& ids = knobs.drop_token_ids;
-  if (ids.empty()) return;
   check_drop_list(index, asked);
-  for (std::size_t part = 0; part < kinds.size(); ++part) {
-    const auto& added = filters[part].drop_token_ids;
-    if (!kinds[part].token_wise() || added.empty()) continue;
-    if (const std::size_t joined = union_size(ids, added); joined > max_drop_token_ids)
-      fail_request(index, asked.id, "drop_token_ids", "its ", ids.size(), " ids and part ", part, "'s ", added.size(),
-                   " make ", joined, " distinct ids; a part drops at most ", max_drop_token_ids);
-  }
 }
 
 /// Throws seqpool::error unless part `part`'s filters are a token part's, and
@@ -137,13 +119,8 @@ inline void check_part_filters(std::size_t part, bool token_wise, const part_fil
     fail("part_filters", "part ", part, " pools a sequence method; only token parts drop rows");
   if (ids.size() > max_drop_token_ids)
     fail("part_filters", "part ", part, " drops ", ids.size(), " ids; at most ", max_drop_token_ids, " may be dropped");
-  for (std::size_t k = 0; k < ids.size(); ++k) {
-    if (ids[k] < 0)
-      fail("part_filters", "part ", part, "'s drop_token_ids: id ", k, " is ", ids[k], "; token ids are ≥ 0");
-    if (k > 0 && ids[k] <= ids[k - 1])
-      fail("part_filters", "part ", part, "'s drop_token_ids: id ", k, " is ", ids[k], " after ", ids[k - 1],
-           "; the ids must be strictly ascending");
-  }
+  check_drop_order(ids,
+                   [&](const auto&... said) { fail("part_filters", "part ", part, "'s drop_token_ids: ", said...); });
 }
 
 /// A part's view of the state store, as its planner checks a chunk against

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <span>
 #include <string_view>
 #include <utility>
 
@@ -20,20 +21,26 @@ struct position_range {
   constexpr std::int64_t size() const { return std::max<std::int64_t>(end - begin, 0); }
 };
 
+/// Has `refuse`, which throws, say what is wrong with the first of `ids` that
+/// is below 0 or not above the one before it: ids to drop are token ids, kept
+/// strictly ascending so that each lookup is a binary search.
+template <class Refuse>
+void check_drop_order(std::span<const std::int64_t> ids, Refuse refuse) {
+  for (std::size_t k = 0; k < ids.size(); ++k) {
+    if (ids[k] < 0) refuse("id ", k, " is ", ids[k], "; token ids are ≥ 0");
+    if (k > 0 && ids[k] <= ids[k - 1])
+      refuse("id ", k, " is ", ids[k], " after ", ids[k - 1], "; the ids must be strictly ascending");
+  }
+}
+
 /// Refuses request `index`'s ids to drop (`r`'s drop_token_ids) that are too
-/// many, negative, or not strictly ascending (so that each lookup is a binary
-/// search).
+/// many, or out of order (check_drop_order()).
 inline void check_drop_list(std::size_t index, const request& r) {
   const auto& ids = r.params.drop_token_ids;
   if (ids.size() > max_drop_token_ids)
     fail_request(index, r.id, "drop_token_ids", "holds ", ids.size(), " ids; at most ", max_drop_token_ids,
                  " may be dropped");
-  for (std::size_t k = 0; k < ids.size(); ++k) {
-    if (ids[k] < 0) fail_request(index, r.id, "drop_token_ids", "id ", k, " is ", ids[k], "; token ids are ≥ 0");
-    if (k > 0 && ids[k] <= ids[k - 1])
-      fail_request(index, r.id, "drop_token_ids", "id ", k, " is ", ids[k], " after ", ids[k - 1],
-                   "; the ids must be strictly ascending");
-  }
+  check_drop_order(ids, [&](const auto&... said) { fail_request(index, r.id, "drop_token_ids", said...); });
 }
 
 /// What pooling_params' drop_first, drop_last and drop_token_ids leave out of
